@@ -1,0 +1,51 @@
+//! Command-line and environment configuration: the only place that reads either.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// boxsub: box-subscription ordering service.
+#[derive(Debug, Parser)]
+#[command(name = "boxsub", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The program's commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP service.
+    Serve(ServeConfig),
+    /// Print a new random API key, its secret, and the secret's SHA-256 for a catalogue.
+    Keygen,
+}
+
+/// Settings of `boxsub serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeConfig {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, env = "BOXSUB_ADDR", default_value = "127.0.0.1:3000")]
+    pub addr: String,
+    /// Directory for the service's state.
+    #[arg(long, env = "BOXSUB_DATA_DIR", default_value = "snapshots")]
+    pub data_dir: PathBuf,
+    /// Catalogue JSON file; without it the built-in demo catalogue is used.
+    #[arg(long, env = "BOXSUB_CATALOGUE")]
+    pub catalogue: Option<PathBuf>,
+    /// Deadline, in milliseconds, for each call to a customer actor.
+    #[arg(long, env = "BOXSUB_CALL_TIMEOUT_MS", default_value_t = 5000)]
+    pub call_timeout_ms: u64,
+    /// Seconds to let in-flight requests finish after SIGTERM or Ctrl-C.
+    #[arg(long, env = "BOXSUB_SHUTDOWN_GRACE_SECS", default_value_t = 5)]
+    pub shutdown_grace_secs: u64,
+}
+
+impl ServeConfig {
+    /// The actor call deadline.
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_millis(self.call_timeout_ms.max(1))
+    }
+}

@@ -1,0 +1,13 @@
+//! The domain: boxsub's rules as pure functions and plain data, with no I/O, no async and no
+//! knowledge of actors, maps, storage or HTTP. Everything that decides whether a customer or an
+//! order is acceptable lives here, so it can be unit-tested, property-tested and fuzzed alone.
+
+pub mod catalogue;
+pub mod customer;
+pub mod email;
+pub mod fields;
+pub mod ids;
+pub mod order;
+pub mod paging;
+pub mod password;
+pub mod throttle;

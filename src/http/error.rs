@@ -1,0 +1,161 @@
+//! `ApiError`: every way a request can fail, and the one place that decides each failure's
+//! status code and body (contract section 3). Internal details are logged, never returned.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use warp::http::{header, HeaderValue, StatusCode};
+use warp::reply::Response;
+use warp::Rejection;
+
+use crate::domain::fields::FieldErrors;
+use crate::service::ServiceError;
+
+use super::router::RouteError;
+use super::views::json_response;
+
+/// Why a request failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// `API-Key` or `API-Secret` missing or empty.
+    #[error("credentials missing")]
+    MissingCredentials,
+    /// Unknown key or wrong secret.
+    #[error("credentials invalid")]
+    BadCredentials,
+    /// Unknown route or record.
+    #[error("not found")]
+    NotFound,
+    /// Known path, other method; carries the `Allow` value.
+    #[error("method not allowed")]
+    MethodNotAllowed(&'static str),
+    /// Body over the size limit.
+    #[error("body too large")]
+    PayloadTooLarge,
+    /// The body could not be read off the connection.
+    #[error("unreadable body")]
+    UnreadableBody,
+    /// The body is not a JSON object.
+    #[error("invalid JSON")]
+    InvalidJson,
+    /// Validation failed.
+    #[error("validation failed: {0}")]
+    Invalid(FieldErrors),
+    /// Sign-in throttled.
+    #[error("throttled")]
+    Throttled(Duration),
+    /// Overloaded or shutting down.
+    #[error("unavailable")]
+    Unavailable,
+    /// A bug; the detail goes to the log only.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ApiError {
+    /// The status code of this failure.
+    pub fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::MissingCredentials | ApiError::BadCredentials => StatusCode::UNAUTHORIZED,
+            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UnreadableBody => StatusCode::BAD_REQUEST,
+            ApiError::InvalidJson | ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            ApiError::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn message(&self) -> &'static str {
+        match self {
+            ApiError::MissingCredentials => {
+                "Could not authenticate. You must set the API-Key and API-Secret headers."
+            }
+            ApiError::BadCredentials => {
+                "Could not authenticate. Invalid API-Key or API-Secret headers."
+            }
+            ApiError::NotFound => "Resource not found",
+            ApiError::MethodNotAllowed(_) => "Method not allowed",
+            ApiError::PayloadTooLarge => "Request body too large",
+            ApiError::UnreadableBody => "Could not read the request body",
+            ApiError::InvalidJson => "Invalid JSON",
+            ApiError::Invalid(_) => "Validation failed",
+            ApiError::Throttled(_) => {
+                "Too many failed sign-in attempts for this email. Try again later."
+            }
+            ApiError::Unavailable => "Service temporarily unavailable. Try again shortly.",
+            ApiError::Internal(_) => "Internal server error",
+        }
+    }
+
+    /// The response the contract prescribes for this failure.
+    pub fn into_response(self) -> Response {
+        let status = self.status_code();
+        let body = match &self {
+            ApiError::Invalid(errors) => serde_json::json!({ "errors": errors_object(errors) }),
+            other => serde_json::json!({ "message": other.message() }),
+        };
+        let mut response = json_response(status, &body);
+        let headers = response.headers_mut();
+        match self {
+            ApiError::MethodNotAllowed(allow) => {
+                headers.insert(header::ALLOW, HeaderValue::from_static(allow));
+            }
+            ApiError::Throttled(wait) => {
+                let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
+            }
+            ApiError::Unavailable => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            ApiError::Internal(detail) => tracing::error!(%detail, "internal error"),
+            _ => {}
+        }
+        response
+    }
+}
+
+fn errors_object(errors: &FieldErrors) -> serde_json::Map<String, serde_json::Value> {
+    errors
+        .iter()
+        .map(|(field, messages)| (field.to_owned(), serde_json::json!(messages)))
+        .collect()
+}
+
+impl From<RouteError> for ApiError {
+    fn from(error: RouteError) -> Self {
+        match error {
+            RouteError::NotFound => ApiError::NotFound,
+            RouteError::MethodNotAllowed(allow) => ApiError::MethodNotAllowed(allow),
+        }
+    }
+}
+
+impl From<ServiceError> for ApiError {
+    fn from(error: ServiceError) -> Self {
+        match error {
+            ServiceError::Invalid(errors) => ApiError::Invalid(errors),
+            ServiceError::NotFound => ApiError::NotFound,
+            ServiceError::Throttled { retry_after } => ApiError::Throttled(retry_after),
+            ServiceError::Busy => ApiError::Unavailable,
+            ServiceError::Internal(detail) => ApiError::Internal(detail),
+        }
+    }
+}
+
+/// The last stop of the filter chain: renders any rejection as the contract says, so that
+/// warp never answers with its own bodies or an unexplained 500.
+pub async fn recover(rejection: Rejection) -> Result<Response, Infallible> {
+    let error = if rejection.is_not_found() {
+        ApiError::NotFound
+    } else if rejection.find::<warp::reject::PayloadTooLarge>().is_some() {
+        ApiError::PayloadTooLarge
+    } else if rejection.find::<warp::reject::MethodNotAllowed>().is_some() {
+        ApiError::NotFound
+    } else {
+        ApiError::Internal(format!("unhandled rejection: {rejection:?}"))
+    };
+    Ok(error.into_response())
+}

@@ -1,0 +1,281 @@
+//! One function per endpoint: parse what the request carries, call the service, render the
+//! answer. No rule about customers or orders is decided here.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use warp::http::{header, HeaderValue, StatusCode};
+use warp::reply::Response;
+
+use crate::domain::fields::{text, FieldErrors, BLANK};
+use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::paging::Page;
+
+use super::body::{json_object, Params};
+use super::error::ApiError;
+use super::views::{
+    box_json, delivery_service_json, json_response, webstore_json, CustomerView, Embed, OrderView,
+};
+use super::Call;
+
+type Answer = Result<Response, ApiError>;
+
+pub(super) async fn list_customers(call: &Call<'_>) -> Answer {
+    let embed = Embed::parse(call.params.get("embed"));
+    if let Some(email) = call.params.get("email") {
+        let found = call.service.customer_by_email(call.webstore, email).await?;
+        let views: Vec<_> = found
+            .iter()
+            .map(|customer| CustomerView::new(customer, call.webstore, embed))
+            .collect();
+        return Ok(json_response(StatusCode::OK, &views));
+    }
+    let page = Page::parse(call.params.get("page"), call.params.get("per_page"))
+        .map_err(ApiError::Invalid)?;
+    let (customers, total) = call.service.customers_page(call.webstore, page).await?;
+    let views: Vec<_> = customers
+        .iter()
+        .map(|customer| CustomerView::new(customer, call.webstore, embed))
+        .collect();
+    let mut response = json_response(StatusCode::OK, &views);
+    let headers = response.headers_mut();
+    headers.insert("x-total-count", HeaderValue::from(total));
+    if let Ok(link) = HeaderValue::from_str(&link_header(page, total, call.params.get("embed"))) {
+        headers.insert(header::LINK, link);
+    }
+    Ok(response)
+}
+
+/// RFC 8288 links to the neighbouring pages that exist.
+fn link_header(page: Page, total: u64, embed: Option<&str>) -> String {
+    let last = page.last(total);
+    let embed = embed
+        .and_then(|value| serde_urlencoded::to_string([("embed", value)]).ok())
+        .map(|pair| format!("&{pair}"))
+        .unwrap_or_default();
+    let link = |number: u64, rel: &str| {
+        format!(
+            "</v1/customers?page={number}&per_page={}{embed}>; rel=\"{rel}\"",
+            page.per_page
+        )
+    };
+    let mut links = Vec::with_capacity(4);
+    if page.number < last {
+        links.push(link(page.number + 1, "next"));
+    }
+    if page.number > 1 {
+        links.push(link((page.number - 1).min(last), "prev"));
+    }
+    links.push(link(1, "first"));
+    links.push(link(last, "last"));
+    links.join(", ")
+}
+
+pub(super) async fn get_customer(call: &Call<'_>, id: CustomerId) -> Answer {
+    let customer = call.service.customer(call.webstore, id).await?;
+    let embed = Embed::parse(call.params.get("embed"));
+    Ok(json_response(
+        StatusCode::OK,
+        &CustomerView::new(&customer, call.webstore, embed),
+    ))
+}
+
+pub(super) async fn create_customer(call: &Call<'_>, body: &[u8]) -> Answer {
+    let body = json_object(body, "customer")?;
+    let customer = call.service.create_customer(call.webstore, &body).await?;
+    let embed = Embed::parse(call.params.get("embed"));
+    let response = json_response(
+        StatusCode::CREATED,
+        &CustomerView::new(&customer, call.webstore, embed),
+    );
+    Ok(with_location(response, "customers", customer.id.0))
+}
+
+pub(super) async fn update_customer(call: &Call<'_>, id: CustomerId, body: &[u8]) -> Answer {
+    let body = json_object(body, "customer")?;
+    let customer = call
+        .service
+        .update_customer(call.webstore, id, &body)
+        .await?;
+    let embed = Embed::parse(call.params.get("embed"));
+    let response = json_response(
+        StatusCode::OK,
+        &CustomerView::new(&customer, call.webstore, embed),
+    );
+    Ok(with_location(response, "customers", customer.id.0))
+}
+
+/// Sign-in takes its parameters from a JSON body, a form body or the query string.
+pub(super) async fn sign_in(call: &Call<'_>, body: &[u8], form_body: bool) -> Answer {
+    let from_body = sign_in_body(body, form_body)?;
+    let param = |name: &str| {
+        from_body
+            .get(name)
+            .cloned()
+            .or_else(|| call.params.get(name).map(str::to_owned))
+            .filter(|value| !value.is_empty())
+    };
+    let (email, password) = (param("email"), param("password"));
+    let mut errors = FieldErrors::new();
+    if email.is_none() {
+        errors.add("email", BLANK);
+    }
+    if password.is_none() {
+        errors.add("password", BLANK);
+    }
+    let (Some(email), Some(password)) = (email, password) else {
+        return Err(ApiError::Invalid(errors));
+    };
+    let embed = Embed::parse(param("embed").as_deref());
+    let customer = call
+        .service
+        .sign_in(call.webstore, &email, &password)
+        .await?;
+    let views: Vec<_> = customer
+        .iter()
+        .map(|customer| CustomerView::new(customer, call.webstore, embed))
+        .collect();
+    Ok(json_response(StatusCode::OK, &views))
+}
+
+/// The sign-in parameters a body carries: JSON (bare or under `customer`) unless it is a form.
+fn sign_in_body(body: &[u8], form_body: bool) -> Result<HashMap<String, String>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(HashMap::new());
+    }
+    let from_form = |body: &[u8]| {
+        let params = Params::parse(body);
+        ["email", "password", "embed"]
+            .into_iter()
+            .filter_map(|name| {
+                params
+                    .get(name)
+                    .or_else(|| params.get(&format!("customer[{name}]")))
+                    .map(|value| (name.to_owned(), value.to_owned()))
+            })
+            .collect::<HashMap<String, String>>()
+    };
+    if form_body {
+        return Ok(from_form(body));
+    }
+    match json_object(body, "customer") {
+        Ok(object) => Ok(object
+            .iter()
+            .filter_map(|(name, value)| text(value).map(|value| (name.clone(), value)))
+            .collect()),
+        Err(error) if body.contains(&b'=') && !body.starts_with(b"{") => {
+            let params = from_form(body);
+            if params.is_empty() {
+                Err(error)
+            } else {
+                Ok(params)
+            }
+        }
+        Err(error) => Err(error),
+    }
+}
+
+pub(super) async fn list_orders(call: &Call<'_>) -> Answer {
+    let orders = call
+        .service
+        .orders_of(call.webstore, call.params.get("customer_id"))
+        .await?;
+    let views: Vec<_> = orders.iter().map(|order| OrderView::new(order)).collect();
+    Ok(json_response(StatusCode::OK, &views))
+}
+
+pub(super) async fn get_order(call: &Call<'_>, id: OrderId) -> Answer {
+    let order = call.service.order(call.webstore, id).await?;
+    Ok(json_response(StatusCode::OK, &OrderView::new(&order)))
+}
+
+pub(super) async fn create_order(call: &Call<'_>, body: &[u8]) -> Answer {
+    let body = json_object(body, "order")?;
+    let order = call.service.create_order(call.webstore, body).await?;
+    let response = json_response(StatusCode::CREATED, &OrderView::new(&order));
+    Ok(with_location(response, "orders", order.id.0))
+}
+
+pub(super) fn list_boxes(call: &Call<'_>) -> Response {
+    let embed = Embed::parse(call.params.get("embed"));
+    let boxes: Vec<Value> = call
+        .webstore
+        .visible_boxes()
+        .map(|b| box_json(call.webstore, b, embed))
+        .collect();
+    json_response(StatusCode::OK, &boxes)
+}
+
+pub(super) fn get_box(call: &Call<'_>, id: u64) -> Answer {
+    let b = call.webstore.visible_box(id).ok_or(ApiError::NotFound)?;
+    let embed = Embed::parse(call.params.get("embed"));
+    Ok(json_response(
+        StatusCode::OK,
+        &box_json(call.webstore, b, embed),
+    ))
+}
+
+pub(super) fn list_delivery_services(call: &Call<'_>) -> Response {
+    let services: Vec<Value> = call
+        .webstore
+        .delivery_services
+        .values()
+        .map(|ds| delivery_service_json(call.webstore, ds))
+        .collect();
+    json_response(StatusCode::OK, &services)
+}
+
+pub(super) fn get_delivery_service(call: &Call<'_>, id: u64) -> Answer {
+    let ds = call
+        .webstore
+        .delivery_services
+        .get(&id)
+        .ok_or(ApiError::NotFound)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &delivery_service_json(call.webstore, ds),
+    ))
+}
+
+pub(super) fn get_webstore(call: &Call<'_>) -> Response {
+    json_response(StatusCode::OK, &webstore_json(call.webstore))
+}
+
+fn with_location(mut response: Response, resource: &str, id: u64) -> Response {
+    if let Ok(location) = HeaderValue::from_str(&format!("/v1/{resource}/{id}")) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_name_the_pages_that_exist() {
+        let page = |number| Page {
+            number,
+            per_page: 10,
+        };
+        let first = link_header(page(1), 25, None);
+        assert!(first.contains("page=2&per_page=10>; rel=\"next\""));
+        assert!(!first.contains("rel=\"prev\""));
+        assert!(first.contains("page=3&per_page=10>; rel=\"last\""));
+        let last = link_header(page(3), 25, Some("address"));
+        assert!(!last.contains("rel=\"next\""));
+        assert!(last.contains("page=2&per_page=10&embed=address>; rel=\"prev\""));
+    }
+
+    #[test]
+    fn sign_in_reads_json_and_forms() {
+        let json =
+            sign_in_body(br#"{"customer":{"email":"a@b.c","password":"p"}}"#, false).unwrap();
+        assert_eq!(json.get("email").map(String::as_str), Some("a@b.c"));
+        let form = sign_in_body(b"email=a%40b.c&password=p", false).unwrap();
+        assert_eq!(form.get("email").map(String::as_str), Some("a@b.c"));
+        let rails = sign_in_body(b"customer%5Bemail%5D=a%40b.c", true).unwrap();
+        assert_eq!(rails.get("email").map(String::as_str), Some("a@b.c"));
+        assert!(sign_in_body(b"{oops", false).is_err());
+    }
+}

@@ -1,0 +1,155 @@
+//! The HTTP front end: one warp filter that takes every request, authenticates it, finds its
+//! endpoint with the pure route table, and hands it to a handler; one `recover` renders
+//! anything warp itself rejects. The HTTP layer alone decides status codes and bodies.
+//!
+//! Must not touch: domain rules beyond parsing inputs, the registry's maps, actor messages or
+//! storage; everything goes through [`crate::service::Service`].
+
+mod body;
+mod error;
+mod handlers;
+mod router;
+mod views;
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use bytes::{Buf, Bytes};
+use futures_util::Stream;
+use warp::filters::path::FullPath;
+use warp::http::{header, HeaderMap, Method, StatusCode};
+use warp::reply::Response;
+use warp::Filter;
+
+use crate::domain::catalogue::Webstore;
+use crate::service::Service;
+
+pub use error::ApiError;
+pub use router::{Endpoint, RouteError};
+
+use body::{read_limited, Params};
+use router::needs_credentials;
+
+/// Every route of the API, as one filter that never rejects.
+pub fn routes(
+    service: Arc<Service>,
+) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
+    let service = warp::any().map(move || service.clone());
+    let query = warp::query::raw().or(warp::any().map(String::new)).unify();
+    service
+        .and(warp::method())
+        .and(warp::path::full())
+        .and(query)
+        .and(warp::header::headers_cloned())
+        .and(warp::body::stream())
+        .then(handle)
+        .recover(error::recover)
+        .unify()
+}
+
+/// What every handler gets: the service, the caller's webstore and the query parameters.
+pub(crate) struct Call<'a> {
+    service: &'a Service,
+    webstore: &'a Arc<Webstore>,
+    params: Params,
+}
+
+async fn handle<S, B>(
+    service: Arc<Service>,
+    method: Method,
+    path: FullPath,
+    query: String,
+    headers: HeaderMap,
+    body: S,
+) -> Response
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf + Send,
+{
+    dispatch(&service, &method, path.as_str(), &query, &headers, body)
+        .await
+        .unwrap_or_else(ApiError::into_response)
+}
+
+async fn dispatch<S, B>(
+    service: &Service,
+    method: &Method,
+    path: &str,
+    query: &str,
+    headers: &HeaderMap,
+    body: S,
+) -> Result<Response, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf + Send,
+{
+    use Endpoint::*;
+    // Credentials come before anything else, so an unauthenticated caller learns nothing.
+    if !needs_credentials(path) {
+        return match router::resolve(method, path)? {
+            Ping => Ok(no_content()),
+            _ => Err(ApiError::NotFound),
+        };
+    }
+    let webstore = authenticate(service, headers)?;
+    let endpoint = router::resolve(method, path)?;
+    let call = Call {
+        service,
+        webstore: &webstore,
+        params: Params::parse(query.as_bytes()),
+    };
+    let read_body = || read_limited(body, content_length(headers));
+    match endpoint {
+        Ping => Ok(no_content()),
+        ListCustomers => handlers::list_customers(&call).await,
+        CreateCustomer => handlers::create_customer(&call, &read_body().await?).await,
+        SignIn => {
+            let form = is_form(headers);
+            handlers::sign_in(&call, &read_body().await?, form).await
+        }
+        GetCustomer(id) => handlers::get_customer(&call, id).await,
+        UpdateCustomer(id) => handlers::update_customer(&call, id, &read_body().await?).await,
+        ListOrders => handlers::list_orders(&call).await,
+        CreateOrder => handlers::create_order(&call, &read_body().await?).await,
+        GetOrder(id) => handlers::get_order(&call, id).await,
+        ListBoxes => Ok(handlers::list_boxes(&call)),
+        GetBox(id) => handlers::get_box(&call, id),
+        ListDeliveryServices => Ok(handlers::list_delivery_services(&call)),
+        GetDeliveryService(id) => handlers::get_delivery_service(&call, id),
+        GetWebstore => Ok(handlers::get_webstore(&call)),
+    }
+}
+
+fn authenticate(service: &Service, headers: &HeaderMap) -> Result<Arc<Webstore>, ApiError> {
+    let header_text = |name: &str| {
+        headers
+            .get(name)
+            .map(|value| value.to_str().unwrap_or("\u{0}"))
+    };
+    match (header_text("api-key"), header_text("api-secret")) {
+        (Some(key), Some(secret)) if !key.is_empty() && !secret.is_empty() => service
+            .authenticate(key, secret)
+            .ok_or(ApiError::BadCredentials),
+        _ => Err(ApiError::MissingCredentials),
+    }
+}
+
+fn content_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|text| text.parse().ok())
+}
+
+fn is_form(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|text| text.starts_with("application/x-www-form-urlencoded"))
+}
+
+fn no_content() -> Response {
+    let mut response = Response::new(Bytes::new().into());
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    response
+}

@@ -1,0 +1,168 @@
+//! The route table as a pure function of method and path. Paths are matched before methods,
+//! so a known path with another method is a 405 with `Allow`, and only an unknown path is a
+//! 404 (the trap of warp issue #77, where method-first filter chains answer 405 for anything).
+
+use warp::http::Method;
+
+use crate::domain::fields::parse_digits;
+use crate::domain::ids::{CustomerId, OrderId};
+
+/// A request the API answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `GET /v1/ping`.
+    Ping,
+    /// `GET /v1/customers`.
+    ListCustomers,
+    /// `POST /v1/customers`.
+    CreateCustomer,
+    /// `POST /v1/customers/sign_in`.
+    SignIn,
+    /// `GET /v1/customers/:id`.
+    GetCustomer(CustomerId),
+    /// `PATCH` or `PUT /v1/customers/:id`.
+    UpdateCustomer(CustomerId),
+    /// `GET /v1/orders`.
+    ListOrders,
+    /// `POST /v1/orders`.
+    CreateOrder,
+    /// `GET /v1/orders/:id`.
+    GetOrder(OrderId),
+    /// `GET /v1/boxes`.
+    ListBoxes,
+    /// `GET /v1/boxes/:id`.
+    GetBox(u64),
+    /// `GET /v1/delivery_services`.
+    ListDeliveryServices,
+    /// `GET /v1/delivery_services/:id`.
+    GetDeliveryService(u64),
+    /// `GET /v1/webstore`.
+    GetWebstore,
+}
+
+/// Why a request matched no endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteError {
+    /// No such path.
+    NotFound,
+    /// The path exists; these methods are allowed on it.
+    MethodNotAllowed(&'static str),
+}
+
+/// True for paths that need credentials: everything under `/v1` except the health check.
+pub fn needs_credentials(path: &str) -> bool {
+    (path == "/v1" || path.starts_with("/v1/")) && path != "/v1/ping"
+}
+
+/// Finds the endpoint for a request.
+pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
+    use Endpoint::*;
+    let rest = path.strip_prefix("/v1/").ok_or(RouteError::NotFound)?;
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let mut segments = rest.split('/');
+    let resource = segments.next().unwrap_or_default();
+    let member = segments.next();
+    if segments.next().is_some() {
+        return Err(RouteError::NotFound);
+    }
+    let id = |segment: &str| {
+        parse_digits(segment)
+            .filter(|id| *id > 0)
+            .ok_or(RouteError::NotFound)
+    };
+    let get = Method::GET;
+    let post = Method::POST;
+    match (resource, member) {
+        ("ping", None) => only(method, &get, Ping),
+        ("customers", None) => match *method {
+            Method::GET => Ok(ListCustomers),
+            Method::POST => Ok(CreateCustomer),
+            _ => Err(RouteError::MethodNotAllowed("GET, POST")),
+        },
+        ("customers", Some("sign_in")) => only(method, &post, SignIn),
+        ("customers", Some(segment)) => {
+            let id = CustomerId(id(segment)?);
+            match *method {
+                Method::GET => Ok(GetCustomer(id)),
+                Method::PATCH | Method::PUT => Ok(UpdateCustomer(id)),
+                _ => Err(RouteError::MethodNotAllowed("GET, PATCH, PUT")),
+            }
+        }
+        ("orders", None) => match *method {
+            Method::GET => Ok(ListOrders),
+            Method::POST => Ok(CreateOrder),
+            _ => Err(RouteError::MethodNotAllowed("GET, POST")),
+        },
+        ("orders", Some(segment)) => only(method, &get, GetOrder(OrderId(id(segment)?))),
+        ("boxes", None) => only(method, &get, ListBoxes),
+        ("boxes", Some(segment)) => only(method, &get, GetBox(id(segment)?)),
+        ("delivery_services", None) => only(method, &get, ListDeliveryServices),
+        ("delivery_services", Some(segment)) => {
+            only(method, &get, GetDeliveryService(id(segment)?))
+        }
+        ("webstore", None) => only(method, &get, GetWebstore),
+        _ => Err(RouteError::NotFound),
+    }
+}
+
+fn only(method: &Method, allowed: &Method, endpoint: Endpoint) -> Result<Endpoint, RouteError> {
+    if method == allowed {
+        Ok(endpoint)
+    } else if *allowed == Method::GET {
+        Err(RouteError::MethodNotAllowed("GET"))
+    } else {
+        Err(RouteError::MethodNotAllowed("POST"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_before_methods() {
+        assert_eq!(
+            resolve(&Method::GET, "/v1/customers/12"),
+            Ok(Endpoint::GetCustomer(CustomerId(12)))
+        );
+        assert_eq!(
+            resolve(&Method::PUT, "/v1/customers/12/"),
+            Ok(Endpoint::UpdateCustomer(CustomerId(12)))
+        );
+        assert_eq!(
+            resolve(&Method::DELETE, "/v1/customers/12"),
+            Err(RouteError::MethodNotAllowed("GET, PATCH, PUT"))
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/v1/customers/sign_in"),
+            Err(RouteError::MethodNotAllowed("POST"))
+        );
+        assert_eq!(
+            resolve(&Method::POST, "/v1/webstore"),
+            Err(RouteError::MethodNotAllowed("GET"))
+        );
+        for missing in [
+            "/v1/customers/0",
+            "/v1/customers/abc",
+            "/v1/customers/1/x",
+            "/v1/nothing",
+            "/v2/ping",
+            "/v1",
+            "/",
+        ] {
+            assert_eq!(
+                resolve(&Method::GET, missing),
+                Err(RouteError::NotFound),
+                "{missing}"
+            );
+        }
+    }
+
+    #[test]
+    fn credentials_guard_everything_under_v1_but_ping() {
+        assert!(needs_credentials("/v1/customers"));
+        assert!(needs_credentials("/v1/whatever"));
+        assert!(!needs_credentials("/v1/ping"));
+        assert!(!needs_credentials("/health"));
+    }
+}

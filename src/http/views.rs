@@ -1,0 +1,256 @@
+//! The JSON shapes of contract section 4, built from domain values. These borrow from the
+//! domain types rather than being them, so the wire format can't leak a field by accident
+//! (a password hash, an API key) and the domain stays free of serde renames.
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+use serde_json::Value;
+use warp::http::{header, HeaderValue, StatusCode};
+use warp::reply::Response;
+
+use crate::domain::catalogue::{BoxDef, DeliveryService, Webstore};
+use crate::domain::customer::{Address, Customer};
+use crate::domain::order::Order;
+
+const JSON: &str = "application/json; charset=utf-8";
+
+/// A JSON response with the contract's content type.
+pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => {
+            let mut response = Response::new(bytes.into());
+            *response.status_mut() = status;
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+            response
+        }
+        Err(error) => {
+            tracing::error!(%error, "rendering a response");
+            let mut response = Response::new(r#"{"message":"Internal server error"}"#.into());
+            *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+            response
+        }
+    }
+}
+
+/// Which children a request asked for with `embed=`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Embed {
+    /// `address` (customers).
+    pub address: bool,
+    /// `extras` (boxes).
+    pub extras: bool,
+    /// `box_items` (boxes).
+    pub box_items: bool,
+    /// `images` (boxes).
+    pub images: bool,
+}
+
+impl Embed {
+    /// Reads a comma-separated list; unknown names are ignored.
+    pub fn parse(raw: Option<&str>) -> Embed {
+        let mut embed = Embed::default();
+        for name in raw.unwrap_or_default().split(',').map(str::trim) {
+            match name {
+                "address" => embed.address = true,
+                "extras" => embed.extras = true,
+                "box_items" => embed.box_items = true,
+                "images" => embed.images = true,
+                _ => {}
+            }
+        }
+        embed
+    }
+}
+
+/// A customer as returned.
+#[derive(Serialize)]
+pub struct CustomerView<'a> {
+    id: u64,
+    first_name: &'a str,
+    last_name: Option<&'a str>,
+    name: String,
+    email: &'a str,
+    delivery_service_id: u64,
+    #[serde(rename = "halted?")]
+    halted: bool,
+    #[serde(rename = "discount?")]
+    has_discount: bool,
+    discount: f64,
+    number: String,
+    account_balance: &'static str,
+    webstore_id: &'a str,
+    webstore_name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    address: Option<AddressView<'a>>,
+}
+
+impl<'a> CustomerView<'a> {
+    /// The view of `customer`, with its address when asked for.
+    pub fn new(customer: &'a Customer, webstore: &'a Webstore, embed: Embed) -> Self {
+        CustomerView {
+            id: customer.id.0,
+            first_name: &customer.first_name,
+            last_name: customer.last_name.as_deref(),
+            name: customer.name(),
+            email: customer.email.as_str(),
+            delivery_service_id: customer.delivery_service_id,
+            halted: false,
+            has_discount: false,
+            discount: 0.0,
+            number: customer.number_label(),
+            account_balance: "0.00",
+            webstore_id: &webstore.settings.id,
+            webstore_name: &webstore.settings.name,
+            address: embed.address.then_some(AddressView(&customer.address)),
+        }
+    }
+}
+
+/// Every address field, `null` where absent.
+pub struct AddressView<'a>(&'a Address);
+
+impl Serialize for AddressView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(9))?;
+        for (name, value) in self.0.fields() {
+            map.serialize_entry(name, &value)?;
+        }
+        map.end()
+    }
+}
+
+/// An order as returned.
+#[derive(Serialize)]
+pub struct OrderView<'a> {
+    id: u64,
+    customer_id: u64,
+    box_id: u64,
+    frequency: &'static str,
+    extras_one_off: bool,
+    extras: Vec<ExtraLineView>,
+    exclusions: &'a [u64],
+    substitutions: &'a [u64],
+    created_at: String,
+}
+
+#[derive(Serialize)]
+struct ExtraLineView {
+    id: u64,
+    quantity: u32,
+}
+
+impl<'a> OrderView<'a> {
+    /// The view of `order`.
+    pub fn new(order: &'a Order) -> Self {
+        let details = &order.details;
+        OrderView {
+            id: order.id.0,
+            customer_id: order.customer_id.0,
+            box_id: details.box_id,
+            frequency: details.frequency.as_str(),
+            extras_one_off: details.extras_one_off,
+            extras: details
+                .extras
+                .iter()
+                .map(|line| ExtraLineView {
+                    id: line.id,
+                    quantity: line.quantity,
+                })
+                .collect(),
+            exclusions: &details.exclusions,
+            substitutions: &details.substitutions,
+            created_at: rfc3339(order.created_at),
+        }
+    }
+}
+
+fn rfc3339(unix_seconds: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(unix_seconds)
+        .ok()
+        .and_then(|at| {
+            at.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
+}
+
+/// A box as returned, with the children `embed` asked for.
+pub fn box_json(webstore: &Webstore, b: &BoxDef, embed: Embed) -> Value {
+    let mut json = serde_json::json!({
+        "id": b.id,
+        "name": b.name,
+        "description": b.description,
+        "price": b.price.to_string(),
+        "likes": b.likes,
+        "dislikes": b.dislikes,
+        "customizable": b.customizable(),
+        "extras_allowed": b.extras_allowed,
+        "extras_limit": b.extras_limit.as_wire(),
+        "extras_unlimited": b.extras_limit.as_wire() == -1,
+        "exclusions_limit": b.exclusions_limit.as_wire(),
+        "exclusions_unlimited": b.exclusions_limit.as_wire() == -1,
+        "substitutions_limit": b.substitutions_limit.as_wire(),
+        "substitutions_unlimited": b.substitutions_limit.as_wire() == -1,
+        "updated_at": b.updated_at,
+    });
+    let object = json.as_object_mut().expect("a box renders as an object");
+    if embed.extras {
+        let extras: Vec<Value> = b
+            .extra_ids
+            .iter()
+            .filter_map(|id| webstore.extras.get(id))
+            .map(|extra| {
+                serde_json::json!({"id": extra.id, "name": extra.name, "unit": extra.unit,
+                                   "price": extra.price.to_string()})
+            })
+            .collect();
+        object.insert("extras".into(), Value::Array(extras));
+    }
+    if embed.box_items {
+        let items: Vec<Value> = webstore
+            .box_items
+            .values()
+            .map(|item| serde_json::json!({"id": item.id, "name": item.name}))
+            .collect();
+        object.insert("box_items".into(), Value::Array(items));
+    }
+    if embed.images {
+        object.insert("images".into(), serde_json::json!(b.images));
+    }
+    json
+}
+
+/// A delivery service as returned.
+pub fn delivery_service_json(webstore: &Webstore, ds: &DeliveryService) -> Value {
+    let [mon, tue, wed, thu, fri, sat, sun] = ds.days;
+    serde_json::json!({
+        "id": ds.id,
+        "name": ds.name,
+        "instructions": ds.instructions,
+        "fee": ds.fee.to_string(),
+        "pickup_point": ds.pickup_point,
+        "mon": mon, "tue": tue, "wed": wed, "thu": thu, "fri": fri, "sat": sat, "sun": sun,
+        "name_days_and_fee": ds.name_days_and_fee(&webstore.settings.currency),
+    })
+}
+
+/// The webstore's public settings; API keys are never part of them.
+pub fn webstore_json(webstore: &Webstore) -> Value {
+    let s = &webstore.settings;
+    serde_json::json!({
+        "id": s.id, "name": s.name, "locale": s.locale, "currency": s.currency,
+        "time_zone": s.time_zone, "city": s.city, "email": s.email, "phone": s.phone,
+        "sidebar_description": s.sidebar_description, "active": s.active,
+        "payment_options": s.payment_options,
+        "require_phone": s.require.phone, "require_address_1": s.require.address_1,
+        "require_address_2": s.require.address_2, "require_suburb": s.require.suburb,
+        "require_city": s.require.city, "require_postcode": s.require.postcode,
+        "require_delivery_note": s.require.delivery_note,
+        "collect_phone": s.collect_phone, "collect_delivery_note": s.collect_delivery_note,
+    })
+}

@@ -1,0 +1,25 @@
+//! boxsub: a box-subscription ordering service. Shopping carts push customers and orders in
+//! over HTTP; producers (webstores) run their deliveries from them.
+//!
+//! # Layout
+//!
+//! Dependencies point one way: `http` → `service` → `registry` / `actors` → `domain`.
+//!
+//! - [`domain`]: the rules, as pure functions and plain data (catalogue, customers, orders,
+//!   emails, pagination, passwords, sign-in throttling). No I/O, no async.
+//! - [`actors`]: one ractor actor per customer owns that customer and its orders and applies
+//!   every change to them, one message at a time.
+//! - [`registry`]: the directory of customer actors (a `DashMap`) with its secondary
+//!   indexes, email → customer per webstore and order → customer.
+//! - [`service`]: the entry point the front end calls; keeps indexes and actors in step.
+//! - [`http`]: the warp front end: authentication, routing, parsing, rendering, errors.
+//! - [`config`], [`startup`], [`keygen`]: command line, wiring and shutdown, key generation.
+
+pub mod actors;
+pub mod config;
+pub mod domain;
+pub mod http;
+pub mod keygen;
+pub mod registry;
+pub mod service;
+pub mod startup;

@@ -1,0 +1,52 @@
+//! The `boxsub` binary: parse the command line, set up logging, and run the chosen command.
+//! Everything else lives in the library, so tests boot exactly what this runs.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use boxsub::config::{Cli, Command};
+use boxsub::startup::{shutdown_signal, Application};
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    match cli.command {
+        Command::Keygen => match boxsub::keygen::generate() {
+            Ok(pair) => {
+                println!("key: {}", pair.key);
+                println!("secret: {}", pair.secret);
+                println!("secret_sha256: {}", pair.secret_sha256);
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("boxsub: no randomness available: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Serve(config) => match Application::build(&config).await {
+            Ok(app) => {
+                let mut stdout = std::io::stdout().lock();
+                for line in app.banner() {
+                    let _ = writeln!(stdout, "{line}");
+                }
+                let _ = writeln!(stdout, "listening on http://{}", app.addr());
+                let _ = stdout.flush();
+                drop(stdout);
+                app.run_until_stopped(shutdown_signal()).await;
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("boxsub: {error}");
+                ExitCode::FAILURE
+            }
+        },
+    }
+}
