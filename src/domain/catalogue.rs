@@ -52,9 +52,13 @@ pub struct Money(u64);
 impl Money {
     /// Parses a non-negative decimal with at most two places: `5`, `7.5`, `30.00`.
     pub fn parse(text: &str) -> Option<Money> {
-        let (units, fraction) = text.split_once('.').unwrap_or((text, ""));
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-        if !digits(units) || (!fraction.is_empty() && !digits(fraction)) || fraction.len() > 2 {
+        let (units, fraction) = match text.split_once('.') {
+            Some((units, fraction)) if digits(fraction) && fraction.len() <= 2 => (units, fraction),
+            Some(_) => return None,
+            None => (text, ""),
+        };
+        if !digits(units) {
             return None;
         }
         let units: u64 = units.parse().ok()?;
