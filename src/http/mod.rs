@@ -85,7 +85,7 @@ where
 {
     use Endpoint::*;
     // Credentials come before anything else, so an unauthenticated caller learns nothing.
-    if !needs_credentials(path) {
+    if !needs_credentials(method, path) {
         return match router::resolve(method, path)? {
             Ping => Ok(no_content()),
             _ => Err(ApiError::NotFound),

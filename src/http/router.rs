@@ -49,9 +49,10 @@ pub enum RouteError {
     MethodNotAllowed(&'static str),
 }
 
-/// True for paths that need credentials: everything under `/v1` except the health check.
-pub fn needs_credentials(path: &str) -> bool {
-    (path == "/v1" || path.starts_with("/v1/")) && path != "/v1/ping"
+/// True for requests that need credentials: everything under `/v1` except `GET /v1/ping`.
+pub fn needs_credentials(method: &Method, path: &str) -> bool {
+    let health_check = path == "/v1/ping" && method == Method::GET;
+    (path == "/v1" || path.starts_with("/v1/")) && !health_check
 }
 
 /// Finds the endpoint for a request.
@@ -160,9 +161,10 @@ mod tests {
 
     #[test]
     fn credentials_guard_everything_under_v1_but_ping() {
-        assert!(needs_credentials("/v1/customers"));
-        assert!(needs_credentials("/v1/whatever"));
-        assert!(!needs_credentials("/v1/ping"));
-        assert!(!needs_credentials("/health"));
+        assert!(needs_credentials(&Method::GET, "/v1/customers"));
+        assert!(needs_credentials(&Method::GET, "/v1/whatever"));
+        assert!(needs_credentials(&Method::POST, "/v1/ping"));
+        assert!(!needs_credentials(&Method::GET, "/v1/ping"));
+        assert!(!needs_credentials(&Method::GET, "/health"));
     }
 }
