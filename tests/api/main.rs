@@ -1,0 +1,16 @@
+//! Black-box HTTP acceptance tests for boxsub.
+//!
+//! Every test starts the real `boxsub` binary (`spawn_app()` in `helpers`) on
+//! an ephemeral port of 127.0.0.1, with a catalogue and data directory of its
+//! own, and talks to it over HTTP as a client of the contract would.
+
+mod auth_and_errors;
+mod catalogue_reads;
+mod cli;
+mod concurrency;
+mod customers;
+mod helpers;
+mod isolation;
+mod orders;
+mod robustness;
+mod sign_in;
