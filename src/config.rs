@@ -38,9 +38,28 @@ pub struct ServeConfig {
     /// Deadline, in milliseconds, for each call to a customer actor.
     #[arg(long, env = "BOXSUB_CALL_TIMEOUT_MS", default_value_t = 5000)]
     pub call_timeout_ms: u64,
+    /// `on`: a write is answered only once it is on disk. `off`: answered at once and flushed
+    /// in the background (faster; a crash loses the last moments of writes).
+    #[arg(long, env = "BOXSUB_DURABILITY", value_enum, default_value_t = DurabilityFlag::On)]
+    pub durability: DurabilityFlag,
+    /// Seconds a customer's actor may stay idle before it is passivated to the store.
+    #[arg(long, env = "BOXSUB_IDLE_SECS", default_value_t = 300)]
+    pub idle_secs: u64,
+    /// Memory for the store's page cache, in MiB.
+    #[arg(long, env = "BOXSUB_CACHE_MB", default_value_t = 64)]
+    pub cache_mb: u64,
     /// Seconds to let in-flight requests finish after SIGTERM or Ctrl-C.
     #[arg(long, env = "BOXSUB_SHUTDOWN_GRACE_SECS", default_value_t = 5)]
     pub shutdown_grace_secs: u64,
+}
+
+/// The values of `--durability`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum DurabilityFlag {
+    /// Acknowledge writes once they are on disk.
+    On,
+    /// Acknowledge writes at once.
+    Off,
 }
 
 impl ServeConfig {

@@ -23,3 +23,4 @@ pub mod keygen;
 pub mod registry;
 pub mod service;
 pub mod startup;
+pub mod store;

@@ -1,77 +1,176 @@
 //! The registry: the directory of customer actors and the secondary indexes that find them —
 //! email → customer per webstore (case-folded) and order → customer — plus the id sequences.
 //!
-//! Invariants: an email key maps to the customer whose current email folds to it, or to a
-//! customer whose create or email change is in progress; every order id in the order index
-//! belongs to the customer it maps to. Claims use the entry API, so "is it free?" and "take it"
-//! are one step and exactly one of many concurrent claimants wins.
+//! The indexes live in the store, written in the same atomic batch as the records they point
+//! at, so they are exact after a restart without a rebuild. In memory the registry keeps only
+//! what is live: the actors of recently used customers (activated from their snapshot on
+//! first use, passivated when idle) and the email claims of creates and email changes in
+//! progress. A claim is taken with the entry API and checked against the store inside it, so
+//! "is it free?" and "take it" are one step and exactly one of many concurrent claimants wins.
 //!
-//! Methods are synchronous and never hold a map guard beyond their own body, so no guard can
-//! live across an `.await` or an actor call. Must not touch: HTTP, actor messages, storage.
+//! No map guard is held across an `.await` or an actor call: guards live only inside the
+//! synchronous parts of these methods. Must not touch: HTTP, actor message handling.
 
-use std::collections::BTreeSet;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
-use ractor::ActorRef;
+use ractor::{Actor, ActorRef};
+use tokio::sync::OnceCell;
 
-use crate::actors::customer::CustomerMsg;
-use crate::domain::catalogue::WebstoreIdx;
+use crate::actors::customer::{CustomerActor, CustomerArgs, CustomerMsg};
+use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
+use crate::domain::customer::Customer;
 use crate::domain::ids::{CustomerId, IdSequence, OrderId};
+use crate::store::{IdempotencyWrite, Store, StoreError};
 
 /// Another customer of the webstore holds the email.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EmailTaken;
 
-/// A customer's actor and webstore.
-#[derive(Clone)]
-struct CustomerEntry {
-    webstore: WebstoreIdx,
-    actor: ActorRef<CustomerMsg>,
+/// Why the registry could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A customer actor could not be started.
+    #[error("starting the actor of customer {0}: {1}")]
+    Spawn(CustomerId, String),
 }
 
-/// One webstore's indexes.
+/// A live customer actor and what the registry knows about its use.
+pub struct Slot {
+    /// The customer's webstore.
+    pub webstore: WebstoreIdx,
+    /// The actor.
+    pub actor: ActorRef<CustomerMsg>,
+    last_used: AtomicU64,
+    in_flight: AtomicU32,
+    epoch: Instant,
+}
+
+impl Slot {
+    fn touch(&self) {
+        let now = self.epoch.elapsed().as_secs();
+        self.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// Counts a call in. Refused when `limit` calls are already waiting, or when the slot was
+    /// retired for passivation (the caller then asks the registry for a fresh slot).
+    pub fn enter(&self, limit: u32) -> Result<(), Refused> {
+        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        if before >= RETIRED {
+            return Err(Refused::Retired);
+        }
+        if before >= limit {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(Refused::Busy);
+        }
+        Ok(())
+    }
+
+    /// Marks an unused slot as retired, so that no call can enter it any more.
+    fn retire(&self) -> bool {
+        self.in_flight
+            .compare_exchange(0, RETIRED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// Counts a call out.
+    pub fn leave(&self) {
+        self.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    fn idle_for(&self) -> Duration {
+        let now = self.epoch.elapsed().as_secs();
+        Duration::from_secs(now.saturating_sub(self.last_used.load(Ordering::Relaxed)))
+    }
+}
+
+/// Why a call could not enter a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// Too many calls are waiting for this customer.
+    Busy,
+    /// The actor is being passivated; activate it again.
+    Retired,
+}
+
+/// `in_flight` of a retired slot: far above any limit, and still above it after every call
+/// that tries to enter adds one.
+const RETIRED: u32 = u32::MAX / 2;
+
+type Activation = Arc<OnceCell<Arc<Slot>>>;
+
+/// How many customers a webstore has: those found in the store at start (counted on first
+/// need, since counting a large store takes a while) plus those created since.
+struct Totals {
+    at_start: OnceCell<u64>,
+    last_number_at_start: u64,
+    created: AtomicU64,
+}
+
 struct WebstoreIndex {
-    /// Folded email → customer.
-    emails: DashMap<String, CustomerId>,
-    /// Customer ids in order, for paginated lists. Held only to insert one id or to copy one
-    /// page of ids out; order creation never touches it.
-    members: RwLock<BTreeSet<CustomerId>>,
-    /// Customer numbers within the webstore.
+    /// Emails claimed by creates and email changes still in progress (folded).
+    claims: DashMap<String, CustomerId>,
+    /// Customer numbers; allocated together with ids under `allocation`, so that number
+    /// order is id order and the number index lists customers by id.
     numbers: IdSequence,
+    allocation: Mutex<()>,
+    totals: Totals,
 }
 
 /// The directory of customer actors and its indexes.
 pub struct Registry {
-    customers: DashMap<CustomerId, CustomerEntry>,
-    orders: DashMap<OrderId, CustomerId>,
+    catalogue: Arc<Catalogue>,
+    store: Store,
+    active: DashMap<CustomerId, Activation>,
     webstores: Vec<WebstoreIndex>,
     customer_ids: IdSequence,
     order_ids: Arc<IdSequence>,
+    epoch: Instant,
+}
+
+enum Activated {
+    Missing,
+    Failed(RegistryError),
 }
 
 impl Registry {
-    /// An empty registry for `webstore_count` webstores.
-    pub fn new(webstore_count: usize) -> Registry {
-        Registry {
-            customers: DashMap::new(),
-            orders: DashMap::new(),
-            webstores: (0..webstore_count)
-                .map(|_| WebstoreIndex {
-                    emails: DashMap::new(),
-                    members: RwLock::new(BTreeSet::new()),
-                    numbers: IdSequence::starting_at(1),
-                })
-                .collect(),
-            customer_ids: IdSequence::starting_at(1),
-            order_ids: Arc::new(IdSequence::starting_at(1)),
+    /// A registry over `store`, continuing its id sequences.
+    pub fn open(catalogue: Arc<Catalogue>, store: Store) -> Result<Registry, StoreError> {
+        let high_water = store.high_water()?;
+        let mut webstores = Vec::with_capacity(catalogue.webstores().len());
+        for webstore in catalogue.webstores() {
+            let last_number = store.last_number(&webstore.settings.id)?;
+            webstores.push(WebstoreIndex {
+                claims: DashMap::new(),
+                numbers: IdSequence::starting_at(last_number + 1),
+                allocation: Mutex::new(()),
+                totals: Totals {
+                    at_start: OnceCell::new(),
+                    last_number_at_start: last_number,
+                    created: AtomicU64::new(0),
+                },
+            });
         }
+        Ok(Registry {
+            catalogue,
+            store,
+            active: DashMap::new(),
+            webstores,
+            customer_ids: IdSequence::starting_at(high_water.customer_id + 1),
+            order_ids: Arc::new(IdSequence::starting_at(high_water.order_id + 1)),
+            epoch: Instant::now(),
+        })
     }
 
-    /// The sequence order ids come from; customer actors take from it.
-    pub fn order_ids(&self) -> Arc<IdSequence> {
-        self.order_ids.clone()
+    /// The store, for the service's reads of idempotency records.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     fn index(&self, webstore: WebstoreIdx) -> &WebstoreIndex {
@@ -81,152 +180,252 @@ impl Registry {
     /// Claims a free email for a new customer and gives it an id and a customer number.
     pub fn claim_email_for_new_customer(
         &self,
-        webstore: WebstoreIdx,
+        webstore: &Webstore,
         email_key: String,
-    ) -> Result<(CustomerId, u64), EmailTaken> {
-        let index = self.index(webstore);
-        match index.emails.entry(email_key) {
-            Entry::Occupied(_) => Err(EmailTaken),
+    ) -> Result<Result<(CustomerId, u64), EmailTaken>, StoreError> {
+        let index = self.index(webstore.idx);
+        match index.claims.entry(email_key) {
+            Entry::Occupied(_) => Ok(Err(EmailTaken)),
             Entry::Vacant(vacant) => {
-                let id = CustomerId(self.customer_ids.take());
+                if self
+                    .store
+                    .email_owner(&webstore.settings.id, vacant.key())?
+                    .is_some()
+                {
+                    return Ok(Err(EmailTaken));
+                }
+                let (id, number) = {
+                    let _allocating = index
+                        .allocation
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    (CustomerId(self.customer_ids.take()), index.numbers.take())
+                };
                 vacant.insert(id);
-                Ok((id, index.numbers.take()))
+                Ok(Ok((id, number)))
             }
         }
     }
 
-    /// Claims an email for an existing customer: `Ok(true)` when newly claimed, `Ok(false)`
-    /// when the customer already holds it.
+    /// Claims an email for an existing customer while its change is applied: `Ok(true)` when
+    /// claimed now (release it afterwards), `Ok(false)` when the customer already holds it.
     pub fn claim_email(
         &self,
-        webstore: WebstoreIdx,
+        webstore: &Webstore,
         email_key: String,
         owner: CustomerId,
-    ) -> Result<bool, EmailTaken> {
-        match self.index(webstore).emails.entry(email_key) {
-            Entry::Occupied(held) if *held.get() == owner => Ok(false),
-            Entry::Occupied(_) => Err(EmailTaken),
+    ) -> Result<Result<bool, EmailTaken>, StoreError> {
+        match self.index(webstore.idx).claims.entry(email_key) {
+            Entry::Occupied(held) if *held.get() == owner => Ok(Ok(false)),
+            Entry::Occupied(_) => Ok(Err(EmailTaken)),
             Entry::Vacant(vacant) => {
-                vacant.insert(owner);
-                Ok(true)
+                match self
+                    .store
+                    .email_owner(&webstore.settings.id, vacant.key())?
+                {
+                    Some(holder) if holder == owner => Ok(Ok(false)),
+                    Some(_) => Ok(Err(EmailTaken)),
+                    None => {
+                        vacant.insert(owner);
+                        Ok(Ok(true))
+                    }
+                }
             }
         }
     }
 
-    /// Frees an email, but only if `owner` holds it.
-    pub fn release_email(&self, webstore: WebstoreIdx, email_key: &str, owner: CustomerId) {
+    /// Ends an in-progress claim (the store's index now answers for the email, or the change
+    /// failed).
+    pub fn release_claim(&self, webstore: WebstoreIdx, email_key: &str, owner: CustomerId) {
         self.index(webstore)
-            .emails
+            .claims
             .remove_if(email_key, |_, holder| *holder == owner);
     }
 
-    /// The customer holding a folded email, if any.
-    pub fn email_owner(&self, webstore: WebstoreIdx, email_key: &str) -> Option<CustomerId> {
-        self.index(webstore)
-            .emails
-            .get(email_key)
-            .map(|holder| *holder)
-    }
-
-    /// Makes a new customer's actor findable.
-    pub fn register_customer(
+    /// The customer holding a folded email, if one has been created with it.
+    pub fn email_owner(
         &self,
-        id: CustomerId,
+        webstore: &Webstore,
+        email_key: &str,
+    ) -> Result<Option<CustomerId>, StoreError> {
+        self.store.email_owner(&webstore.settings.id, email_key)
+    }
+
+    /// Stores a new customer (with its email claim, number and idempotency record) in one
+    /// batch; the caller then waits for durability and releases its claim.
+    pub fn create_customer(
+        &self,
+        webstore: &Webstore,
+        customer: &Customer,
+        idempotency: Option<IdempotencyWrite>,
+    ) -> Result<(), StoreError> {
+        self.store
+            .create_customer(customer, &webstore.settings.id, idempotency)?;
+        self.index(webstore.idx)
+            .totals
+            .created
+            .fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Waits until everything written so far is durable.
+    pub async fn durable(&self) -> Result<(), StoreError> {
+        self.store.durable().await
+    }
+
+    /// The live actor of customer `id`, activating it from its snapshot when needed. `None`
+    /// when there is no such customer in `webstore`: another webstore's customer is as
+    /// absent as one that never existed.
+    pub async fn slot(
+        &self,
         webstore: WebstoreIdx,
-        actor: ActorRef<CustomerMsg>,
-    ) {
-        self.customers.insert(id, CustomerEntry { webstore, actor });
-        self.index(webstore)
-            .members
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(id);
+        id: CustomerId,
+    ) -> Result<Option<Arc<Slot>>, RegistryError> {
+        let live = self.active.get(&id).and_then(|cell| cell.get().cloned());
+        if let Some(slot) = live {
+            if slot.webstore != webstore {
+                return Ok(None);
+            }
+            slot.touch();
+            return Ok(Some(slot));
+        }
+        let cell = self.active.entry(id).or_default().clone();
+        let outcome = cell.get_or_try_init(|| self.activate(id)).await;
+        match outcome {
+            Ok(slot) => {
+                if slot.webstore != webstore {
+                    return Ok(None);
+                }
+                slot.touch();
+                Ok(Some(slot.clone()))
+            }
+            Err(failure) => {
+                // Nothing is cached for ids without a customer, so misses can't pile up.
+                self.active
+                    .remove_if(&id, |_, held| Arc::ptr_eq(held, &cell));
+                match failure {
+                    Activated::Missing => Ok(None),
+                    Activated::Failed(error) => Err(error),
+                }
+            }
+        }
     }
 
-    /// The actor of customer `id` if it belongs to `webstore`; another webstore's customer is
-    /// as absent as one that never existed.
-    pub fn customer(&self, webstore: WebstoreIdx, id: CustomerId) -> Option<ActorRef<CustomerMsg>> {
-        self.customers
-            .get(&id)
-            .filter(|entry| entry.webstore == webstore)
-            .map(|entry| entry.actor.clone())
+    /// Forgets a slot whose actor has stopped, so the next use activates a new one.
+    pub fn forget(&self, id: CustomerId, slot: &Arc<Slot>) {
+        self.active.remove_if(&id, |_, held| {
+            held.get().is_some_and(|live| Arc::ptr_eq(live, slot))
+        });
     }
 
-    /// Records which customer owns a new order.
-    pub fn record_order(&self, order: OrderId, owner: CustomerId) {
-        self.orders.insert(order, owner);
+    async fn activate(&self, id: CustomerId) -> Result<Arc<Slot>, Activated> {
+        let loaded = self
+            .store
+            .load_customer(id)
+            .map_err(|error| Activated::Failed(error.into()))?
+            .ok_or(Activated::Missing)?;
+        let Some(webstore) = self
+            .catalogue
+            .webstores()
+            .iter()
+            .find(|w| w.settings.id == loaded.webstore_id)
+        else {
+            tracing::warn!(customer_id = %id, webstore = %loaded.webstore_id,
+                "customer belongs to a webstore the catalogue no longer has");
+            return Err(Activated::Missing);
+        };
+        let args = CustomerArgs {
+            customer: loaded.record.into_customer(webstore.idx),
+            orders: loaded.orders,
+            webstore: webstore.clone(),
+            order_ids: self.order_ids.clone(),
+            store: self.store.clone(),
+        };
+        let (actor, _) = CustomerActor::spawn(None, CustomerActor, args)
+            .await
+            .map_err(|error| Activated::Failed(RegistryError::Spawn(id, error.to_string())))?;
+        let slot = Slot {
+            webstore: webstore.idx,
+            actor,
+            last_used: AtomicU64::new(0),
+            in_flight: AtomicU32::new(0),
+            epoch: self.epoch,
+        };
+        slot.touch();
+        Ok(Arc::new(slot))
+    }
+
+    /// Stops the actors of customers unused for `idle` and with nothing in flight; their
+    /// state is in the store, and the next use activates them again.
+    pub fn passivate_idle(&self, idle: Duration) -> usize {
+        let mut stopped = 0;
+        self.active.retain(|_, cell| match cell.get() {
+            Some(slot) if slot.idle_for() >= idle && slot.retire() => {
+                slot.actor.stop(None);
+                stopped += 1;
+                false
+            }
+            _ => true,
+        });
+        stopped
+    }
+
+    /// How many customer actors are live.
+    pub fn active_count(&self) -> usize {
+        self.active.len()
+    }
+
+    /// Stops every live actor (at shutdown, after requests have drained).
+    pub fn stop_all(&self) {
+        self.active.retain(|_, cell| {
+            if let Some(slot) = cell.get() {
+                slot.actor.stop(None);
+            }
+            false
+        });
     }
 
     /// The customer owning an order, in any webstore.
-    pub fn order_owner(&self, order: OrderId) -> Option<CustomerId> {
-        self.orders.get(&order).map(|owner| *owner)
+    pub fn order_owner(&self, order: OrderId) -> Result<Option<CustomerId>, StoreError> {
+        self.store.order_owner(order)
     }
 
-    /// Up to `limit` customer ids of a webstore from position `offset`, and how many it has.
-    pub fn page_of_customers(
+    /// Up to `limit` customer ids of a webstore from position `offset` (by id), and how many
+    /// it has in all.
+    pub async fn page_of_customers(
         &self,
-        webstore: WebstoreIdx,
+        webstore: &Webstore,
         offset: u64,
         limit: u64,
-    ) -> (Vec<CustomerId>, u64) {
-        let members = self
-            .index(webstore)
-            .members
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let total = members.len() as u64;
-        let page = members
-            .iter()
-            .skip(usize::try_from(offset).unwrap_or(usize::MAX))
-            .take(usize::try_from(limit).unwrap_or(usize::MAX))
-            .copied()
-            .collect();
-        (page, total)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_claim_of_an_email_wins_across_threads() {
-        let registry = Arc::new(Registry::new(2));
-        let winners: usize = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..16)
-                .map(|_| {
-                    let registry = registry.clone();
-                    scope.spawn(move || {
-                        registry
-                            .claim_email_for_new_customer(WebstoreIdx(0), "a@b.c".into())
-                            .is_ok() as usize
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).sum()
-        });
-        assert_eq!(winners, 1);
-        assert!(
-            registry
-                .claim_email_for_new_customer(WebstoreIdx(1), "a@b.c".into())
-                .is_ok(),
-            "webstores have separate email spaces"
-        );
-    }
-
-    #[test]
-    fn release_only_frees_the_owners_claim() {
-        let registry = Registry::new(1);
-        let (owner, _) = registry
-            .claim_email_for_new_customer(WebstoreIdx(0), "x@y.z".into())
-            .unwrap();
-        registry.release_email(WebstoreIdx(0), "x@y.z", CustomerId(owner.0 + 1));
-        assert_eq!(registry.email_owner(WebstoreIdx(0), "x@y.z"), Some(owner));
-        assert_eq!(
-            registry.claim_email(WebstoreIdx(0), "x@y.z".into(), owner),
-            Ok(false)
-        );
-        registry.release_email(WebstoreIdx(0), "x@y.z", owner);
-        assert_eq!(registry.email_owner(WebstoreIdx(0), "x@y.z"), None);
+    ) -> Result<(Vec<CustomerId>, u64), StoreError> {
+        let index = self.index(webstore.idx);
+        let totals = &index.totals;
+        let at_start = *totals
+            .at_start
+            .get_or_try_init(|| async {
+                let store = self.store.clone();
+                let webstore_id = webstore.settings.id.clone();
+                let up_to = totals.last_number_at_start;
+                tokio::task::spawn_blocking(move || store.count_customers(&webstore_id, up_to))
+                    .await
+                    .map_err(|error| StoreError::Engine {
+                        context: "counting customers".into(),
+                        detail: error.to_string(),
+                    })?
+            })
+            .await?;
+        let total = at_start + totals.created.load(Ordering::Relaxed);
+        let store = self.store.clone();
+        let webstore_id = webstore.settings.id.clone();
+        // Deep pages walk the index from its start; keep that off the async workers.
+        let ids = tokio::task::spawn_blocking(move || {
+            store.customer_ids_page(&webstore_id, offset, limit)
+        })
+        .await
+        .map_err(|error| StoreError::Engine {
+            context: "listing customers".into(),
+            detail: error.to_string(),
+        })??;
+        Ok((ids, total))
     }
 }

@@ -1,31 +1,37 @@
 //! The application service: the one entry point the HTTP layer calls. It checks requests with
-//! the domain rules, keeps the registry's indexes in step with the customer actors, runs
-//! password hashing on bounded blocking threads, and throttles sign-in.
+//! the domain rules, keeps the registry's email claims in step with the customer actors, makes
+//! creates idempotent, runs password hashing on bounded blocking threads, throttles sign-in,
+//! and bounds the work in flight so that overload is a 503, not an unbounded queue.
 //!
 //! Owns `ServiceError`; the HTTP layer alone turns it into status codes. Must not touch: HTTP
-//! types, or a registry guard across an `.await` (the registry's methods don't hand any out).
+//! types, or a map guard across an `.await`.
 
+use std::future::Future;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 use futures_util::future::join_all;
 use ractor::rpc::CallResult;
-use ractor::{Actor, ActorRef, RpcReplyPort};
+use ractor::RpcReplyPort;
 use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 
-use crate::actors::customer::{CustomerActor, CustomerArgs, CustomerMsg};
+use crate::actors::customer::{unix_now, ChangeError, CustomerMsg, PlaceOrder};
 use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::{parse_customer, Customer, CustomerChanges, Mode};
 use crate::domain::email::{fold, Email};
 use crate::domain::fields::{parse_digits, FieldErrors, BLANK, INVALID, TAKEN};
+use crate::domain::idempotency::{Pending, RecordedResponse, KEY_REUSED};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{customer_ref, validate_order, CustomerCheck, CustomerRef, Order};
 use crate::domain::paging::Page;
 use crate::domain::password::{hash_password, verify_password};
 use crate::domain::throttle::SignInThrottle;
-use crate::registry::{EmailTaken, Registry};
+use crate::registry::{EmailTaken, Refused, Registry, RegistryError};
+use crate::store::codec::IdempotencyRecord;
+use crate::store::{IdempotencyWrite, Store, StoreError};
 
 /// Why the service refused or failed a request.
 #[derive(Debug, thiserror::Error)]
@@ -42,12 +48,48 @@ pub enum ServiceError {
         /// How long until an attempt is allowed again.
         retry_after: Duration,
     },
-    /// A customer actor did not answer within the deadline.
-    #[error("the customer's actor did not answer in time")]
+    /// Too much work in flight, or an actor did not answer within the deadline.
+    #[error("busy")]
     Busy,
+    /// The store failed; nothing was acknowledged.
+    #[error("storage failure: {0}")]
+    Storage(String),
     /// A bug or a broken invariant; the detail is for the log only.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(error: StoreError) -> Self {
+        ServiceError::Storage(error.to_string())
+    }
+}
+
+impl From<RegistryError> for ServiceError {
+    fn from(error: RegistryError) -> Self {
+        match error {
+            RegistryError::Store(error) => error.into(),
+            RegistryError::Spawn(..) => ServiceError::Internal(error.to_string()),
+        }
+    }
+}
+
+impl From<ChangeError> for ServiceError {
+    fn from(error: ChangeError) -> Self {
+        match error {
+            ChangeError::Invalid(errors) => ServiceError::Invalid(errors),
+            ChangeError::Store(error) => error.into(),
+        }
+    }
+}
+
+/// A create's outcome: a new record, or the recorded first response to the same request.
+#[derive(Debug)]
+pub enum Created<T> {
+    /// Created now.
+    Fresh(T),
+    /// A repeat of an earlier request with the same idempotency key and body.
+    Replayed(RecordedResponse),
 }
 
 /// Tunables of the service.
@@ -57,36 +99,59 @@ pub struct ServiceSettings {
     pub call_timeout: Duration,
     /// How many password hashes may run at once.
     pub password_hashers: usize,
+    /// Calls that may wait on one customer's actor before more are refused.
+    pub max_calls_per_customer: u32,
+    /// Actor calls that may be in flight in all before more are refused.
+    pub max_calls_in_flight: usize,
 }
 
-/// The application service over one catalogue.
+/// The application service over one catalogue and one store.
 pub struct Service {
     catalogue: Arc<Catalogue>,
     registry: Registry,
     settings: ServiceSettings,
     password_work: Semaphore,
     throttles: DashMap<(WebstoreIdx, String), SignInThrottle>,
+    idempotency_locks: DashMap<(WebstoreIdx, String), Arc<tokio::sync::Mutex<()>>>,
+    calls_in_flight: AtomicUsize,
     /// Verified against when the customer has no password, so that every failed sign-in
     /// costs one real argon2 check.
     stand_in_hash: String,
 }
 
+/// Counts one actor call against the service-wide limit while alive.
+struct Admission<'a>(&'a AtomicUsize);
+
+impl Drop for Admission<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 impl Service {
-    /// A service with no customers yet.
+    /// A service over the customers and orders in `store`.
     pub fn new(
         catalogue: Arc<Catalogue>,
+        store: Store,
         settings: ServiceSettings,
     ) -> Result<Service, ServiceError> {
         let stand_in_hash =
             hash_password("no password is set", &random_salt()?).map_err(ServiceError::Internal)?;
         Ok(Service {
-            registry: Registry::new(catalogue.webstores().len()),
+            registry: Registry::open(catalogue.clone(), store)?,
             password_work: Semaphore::new(settings.password_hashers.max(1)),
             catalogue,
             settings,
             throttles: DashMap::new(),
+            idempotency_locks: DashMap::new(),
+            calls_in_flight: AtomicUsize::new(0),
             stand_in_hash,
         })
+    }
+
+    /// The registry (start-up and shutdown use it).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
     }
 
     /// The webstore whose API key pair this is.
@@ -99,46 +164,44 @@ impl Service {
         &self,
         webstore: &Arc<Webstore>,
         body: &Map<String, Value>,
+        idempotency: Option<Pending<Customer>>,
+    ) -> Result<Created<Arc<Customer>>, ServiceError> {
+        self.idempotently(webstore, idempotency, |pending| {
+            self.insert_customer(webstore, body, pending)
+        })
+        .await
+    }
+
+    async fn insert_customer(
+        &self,
+        webstore: &Arc<Webstore>,
+        body: &Map<String, Value>,
+        idempotency: Option<Pending<Customer>>,
     ) -> Result<Arc<Customer>, ServiceError> {
         let mut changes = parse_customer(body, webstore, Mode::Create)
-            .map_err(|errors| self.with_taken_email(webstore.idx, body, None, errors))?;
+            .map_err(|errors| self.with_taken_email(webstore, body, None, errors))?;
         let email_key = changes
             .email
             .as_ref()
             .map(Email::index_key)
             .unwrap_or_default();
-        if self
-            .registry
-            .email_owner(webstore.idx, &email_key)
-            .is_some()
-        {
+        if self.registry.email_owner(webstore, &email_key)?.is_some() {
             return Err(email_taken());
         }
         self.hash_new_password(&mut changes).await?;
         let (id, number) = self
             .registry
-            .claim_email_for_new_customer(webstore.idx, email_key.clone())
+            .claim_email_for_new_customer(webstore, email_key.clone())?
             .map_err(|EmailTaken| email_taken())?;
         let customer = Customer::create(id, webstore.idx, number, changes);
-        let args = CustomerArgs {
-            customer: customer.clone(),
-            orders: Vec::new(),
-            webstore: webstore.clone(),
-            order_ids: self.registry.order_ids(),
-        };
-        match CustomerActor::spawn(None, CustomerActor, args).await {
-            Ok((actor, _)) => {
-                self.registry.register_customer(id, webstore.idx, actor);
-                tracing::info!(customer_id = %id, webstore = %webstore.settings.id, "customer created");
-                Ok(Arc::new(customer))
-            }
-            Err(error) => {
-                self.registry.release_email(webstore.idx, &email_key, id);
-                Err(ServiceError::Internal(format!(
-                    "spawning a customer actor: {error}"
-                )))
-            }
-        }
+        let record = idempotency.map(|pending| recorded(webstore, pending, &customer));
+        let stored = self.registry.create_customer(webstore, &customer, record);
+        // From here the store's email index answers for the email.
+        self.registry.release_claim(webstore.idx, &email_key, id);
+        stored?;
+        self.registry.durable().await?;
+        tracing::info!(customer_id = %id, webstore = %webstore.settings.id, "customer created");
+        Ok(Arc::new(customer))
     }
 
     /// Applies the fields present in `body` to a customer, keeping the email index exact.
@@ -148,50 +211,34 @@ impl Service {
         id: CustomerId,
         body: &Map<String, Value>,
     ) -> Result<Arc<Customer>, ServiceError> {
-        let actor = self
-            .registry
-            .customer(webstore.idx, id)
+        // Look the customer up first: an unknown id is a 404 whatever the body says.
+        self.registry
+            .slot(webstore.idx, id)
+            .await?
             .ok_or(ServiceError::NotFound)?;
         let mut changes = parse_customer(body, webstore, Mode::Update)
-            .map_err(|errors| self.with_taken_email(webstore.idx, body, Some(id), errors))?;
+            .map_err(|errors| self.with_taken_email(webstore, body, Some(id), errors))?;
+        self.hash_new_password(&mut changes).await?;
         let new_email_key = changes.email.as_ref().map(Email::index_key);
-        let mut newly_claimed = false;
+        let mut claimed = false;
         if let Some(key) = &new_email_key {
-            newly_claimed = self
+            claimed = self
                 .registry
-                .claim_email(webstore.idx, key.clone(), id)
+                .claim_email(webstore, key.clone(), id)?
                 .map_err(|EmailTaken| email_taken())?;
         }
-        let release_claim = |service: &Service| {
-            if let (true, Some(key)) = (newly_claimed, &new_email_key) {
-                service.registry.release_email(webstore.idx, key, id);
-            }
-        };
-        if let Err(error) = self.hash_new_password(&mut changes).await {
-            release_claim(self);
-            return Err(error);
-        }
         let outcome = self
-            .ask(&actor, |reply| {
+            .call(webstore.idx, id, |reply| {
                 CustomerMsg::Update(Box::new(changes), reply)
             })
             .await;
-        match outcome {
-            Ok(Ok(updated)) => {
-                let old_key = updated.previous.email.index_key();
-                if new_email_key.as_ref().is_some_and(|new| *new != old_key) {
-                    self.registry.release_email(webstore.idx, &old_key, id);
-                }
-                Ok(updated.customer)
-            }
-            Ok(Err(errors)) => {
-                release_claim(self);
-                Err(ServiceError::Invalid(errors))
-            }
-            // The actor may still apply the change after the deadline: keep the claim, so the
-            // new email can't go to anyone else in the meantime.
-            Err(error) => Err(error),
+        if let (true, Some(key)) = (claimed, &new_email_key) {
+            // Whether the update was stored (its batch moved the index entry) or refused,
+            // the claim has done its job. After a timeout the update may still be applied
+            // later; its own batch keeps the store's index exact either way.
+            self.registry.release_claim(webstore.idx, key, id);
         }
+        Ok(outcome??.customer)
     }
 
     /// A customer of the webstore.
@@ -200,11 +247,7 @@ impl Service {
         webstore: &Webstore,
         id: CustomerId,
     ) -> Result<Arc<Customer>, ServiceError> {
-        let actor = self
-            .registry
-            .customer(webstore.idx, id)
-            .ok_or(ServiceError::NotFound)?;
-        self.ask(&actor, CustomerMsg::Get).await
+        self.call(webstore.idx, id, CustomerMsg::Get).await
     }
 
     /// The webstore's customer with this email (trimmed, any case), if there is one.
@@ -213,12 +256,11 @@ impl Service {
         webstore: &Webstore,
         email: &str,
     ) -> Result<Option<Arc<Customer>>, ServiceError> {
-        let Some(id) = self.registry.email_owner(webstore.idx, &fold(email)) else {
+        let Some(id) = self.registry.email_owner(webstore, &fold(email))? else {
             return Ok(None);
         };
         match self.customer(webstore, id).await {
             Ok(customer) => Ok(Some(customer)),
-            // Claimed by a create that has not finished: not a customer yet.
             Err(ServiceError::NotFound) => Ok(None),
             Err(error) => Err(error),
         }
@@ -230,9 +272,10 @@ impl Service {
         webstore: &Webstore,
         page: Page,
     ) -> Result<(Vec<Arc<Customer>>, u64), ServiceError> {
-        let (ids, total) =
-            self.registry
-                .page_of_customers(webstore.idx, page.offset(), page.per_page);
+        let (ids, total) = self
+            .registry
+            .page_of_customers(webstore, page.offset(), page.per_page)
+            .await?;
         let customers = join_all(ids.into_iter().map(|id| self.customer(webstore, id))).await;
         Ok((customers.into_iter().collect::<Result<_, _>>()?, total))
     }
@@ -289,19 +332,32 @@ impl Service {
         &self,
         webstore: &Arc<Webstore>,
         body: Map<String, Value>,
+        idempotency: Option<Pending<Order>>,
+    ) -> Result<Created<Arc<Order>>, ServiceError> {
+        self.idempotently(webstore, idempotency, |pending| {
+            self.place_order(webstore, body, pending)
+        })
+        .await
+    }
+
+    async fn place_order(
+        &self,
+        webstore: &Arc<Webstore>,
+        body: Map<String, Value>,
+        idempotency: Option<Pending<Order>>,
     ) -> Result<Arc<Order>, ServiceError> {
         let check = match customer_ref(&body) {
             CustomerRef::Missing => CustomerCheck::Missing,
             CustomerRef::Malformed => CustomerCheck::Unknown,
-            CustomerRef::Id(id) => match self.registry.customer(webstore.idx, id) {
+            CustomerRef::Id(id) => match self.registry.slot(webstore.idx, id).await? {
                 None => CustomerCheck::Unknown,
-                Some(actor) => {
-                    let order = self
-                        .ask(&actor, |reply| CustomerMsg::PlaceOrder(body, reply))
-                        .await?
-                        .map_err(ServiceError::Invalid)?;
-                    self.registry.record_order(order.id, id);
-                    return Ok(order);
+                Some(_) => {
+                    let request = Box::new(PlaceOrder { body, idempotency });
+                    return Ok(self
+                        .call(webstore.idx, id, |reply| {
+                            CustomerMsg::PlaceOrder(request, reply)
+                        })
+                        .await??);
                 }
             },
         };
@@ -321,15 +377,13 @@ impl Service {
     ) -> Result<Arc<Order>, ServiceError> {
         let owner = self
             .registry
-            .order_owner(id)
+            .order_owner(id)?
             .ok_or(ServiceError::NotFound)?;
-        let actor = self
-            .registry
-            .customer(webstore.idx, owner)
-            .ok_or(ServiceError::NotFound)?;
-        self.ask(&actor, |reply| CustomerMsg::GetOrder(id, reply))
-            .await?
-            .ok_or(ServiceError::NotFound)
+        self.call(webstore.idx, owner, |reply| {
+            CustomerMsg::GetOrder(id, reply)
+        })
+        .await?
+        .ok_or(ServiceError::NotFound)
     }
 
     /// The orders of a customer given by the raw `customer_id` query parameter.
@@ -345,26 +399,122 @@ impl Service {
                 BLANK,
             )));
         }
-        let actor = parse_digits(raw)
-            .and_then(|id| self.registry.customer(webstore.idx, CustomerId(id)))
-            .ok_or_else(|| ServiceError::Invalid(FieldErrors::single("customer_id", INVALID)))?;
-        self.ask(&actor, CustomerMsg::ListOrders).await
+        let invalid = || ServiceError::Invalid(FieldErrors::single("customer_id", INVALID));
+        let id = parse_digits(raw).filter(|id| *id > 0).ok_or_else(invalid)?;
+        match self
+            .call(webstore.idx, CustomerId(id), CustomerMsg::ListOrders)
+            .await
+        {
+            Err(ServiceError::NotFound) => Err(invalid()),
+            other => other,
+        }
     }
 
-    /// Calls a customer actor with the service's deadline.
-    async fn ask<T: Send + 'static>(
+    /// Calls a customer's actor (activating it if needed) with the service's deadline and
+    /// its limits on work in flight. `NotFound` when the webstore has no such customer.
+    async fn call<T: Send + 'static>(
         &self,
-        actor: &ActorRef<CustomerMsg>,
+        webstore: WebstoreIdx,
+        id: CustomerId,
         message: impl FnOnce(RpcReplyPort<T>) -> CustomerMsg,
     ) -> Result<T, ServiceError> {
-        match actor.call(message, Some(self.settings.call_timeout)).await {
-            Ok(CallResult::Success(answer)) => Ok(answer),
-            Ok(CallResult::Timeout) => Err(ServiceError::Busy),
-            Ok(CallResult::SenderError) | Err(_) => Err(ServiceError::Internal(format!(
-                "customer actor {} stopped",
-                actor.get_id()
-            ))),
+        let _admitted = self.admit()?;
+        let mut message = Some(message);
+        // A slot retired for passivation between lookup and entry is replaced by a fresh
+        // activation; two retries are more than any real interleaving needs.
+        for _ in 0..3 {
+            let slot = self
+                .registry
+                .slot(webstore, id)
+                .await?
+                .ok_or(ServiceError::NotFound)?;
+            match slot.enter(self.settings.max_calls_per_customer) {
+                Err(Refused::Busy) => return Err(ServiceError::Busy),
+                Err(Refused::Retired) => {
+                    self.registry.forget(id, &slot);
+                    continue;
+                }
+                Ok(()) => {}
+            }
+            let Some(message) = message.take() else {
+                break;
+            };
+            let answer = slot
+                .actor
+                .call(message, Some(self.settings.call_timeout))
+                .await;
+            slot.leave();
+            return match answer {
+                Ok(CallResult::Success(answer)) => Ok(answer),
+                Ok(CallResult::Timeout) => Err(ServiceError::Busy),
+                Ok(CallResult::SenderError) | Err(_) => {
+                    self.registry.forget(id, &slot);
+                    Err(ServiceError::Internal(format!(
+                        "the actor of customer {id} stopped"
+                    )))
+                }
+            };
         }
+        Err(ServiceError::Busy)
+    }
+
+    fn admit(&self) -> Result<Admission<'_>, ServiceError> {
+        let before = self.calls_in_flight.fetch_add(1, Ordering::AcqRel);
+        let admission = Admission(&self.calls_in_flight);
+        if before >= self.settings.max_calls_in_flight {
+            return Err(ServiceError::Busy);
+        }
+        Ok(admission)
+    }
+
+    /// Runs a create at most once per idempotency key: requests with a key wait for any
+    /// earlier one with the same key, then replay its recorded response or create.
+    async fn idempotently<T, F, Fut>(
+        &self,
+        webstore: &Webstore,
+        idempotency: Option<Pending<T>>,
+        create: F,
+    ) -> Result<Created<Arc<T>>, ServiceError>
+    where
+        F: FnOnce(Option<Pending<T>>) -> Fut,
+        Fut: Future<Output = Result<Arc<T>, ServiceError>>,
+    {
+        let Some(pending) = idempotency else {
+            return create(None).await.map(Created::Fresh);
+        };
+        let lock_key = (webstore.idx, pending.key.as_str().to_owned());
+        let lock = self
+            .idempotency_locks
+            .entry(lock_key.clone())
+            .or_default()
+            .clone();
+        let outcome = {
+            let _turn = lock.lock().await;
+            match self
+                .registry
+                .store()
+                .idempotency(&webstore.settings.id, pending.key.as_str())?
+            {
+                Some(record) if record.body_sha256 == pending.body_sha256 => {
+                    Ok(Created::Replayed(RecordedResponse {
+                        status: record.status,
+                        location: record.location,
+                        body: record.body,
+                    }))
+                }
+                Some(_) => Err(ServiceError::Invalid(FieldErrors::single(
+                    "idempotency_key",
+                    KEY_REUSED,
+                ))),
+                None => create(Some(pending)).await.map(Created::Fresh),
+            }
+        };
+        // Whoever finds the lock unused drops it; a later request with the key takes a new
+        // one and finds the stored record.
+        self.idempotency_locks.remove_if(&lock_key, |_, held| {
+            Arc::ptr_eq(held, &lock) && Arc::strong_count(held) == 2
+        });
+        outcome
     }
 
     /// Runs CPU-heavy password work on a blocking thread, a bounded number at a time.
@@ -398,7 +548,7 @@ impl Service {
     /// plausible and held by another customer, so that every failing field is reported at once.
     fn with_taken_email(
         &self,
-        webstore: WebstoreIdx,
+        webstore: &Webstore,
         body: &Map<String, Value>,
         me: Option<CustomerId>,
         mut errors: FieldErrors,
@@ -407,12 +557,30 @@ impl Service {
             let email = body.get("email").and_then(Value::as_str).map(Email::parse);
             if let Some(Ok(email)) = email {
                 let holder = self.registry.email_owner(webstore, &email.index_key());
-                if holder.is_some() && holder != me {
-                    errors.add("email", TAKEN);
+                if let Ok(Some(holder)) = holder {
+                    if Some(holder) != me {
+                        errors.add("email", TAKEN);
+                    }
                 }
             }
         }
         ServiceError::Invalid(errors)
+    }
+}
+
+/// The idempotency record of a create, rendered from the created record.
+fn recorded<T>(webstore: &Webstore, pending: Pending<T>, created: &T) -> IdempotencyWrite {
+    let response = (pending.render)(created);
+    IdempotencyWrite {
+        webstore_id: webstore.settings.id.clone(),
+        key: pending.key.as_str().to_owned(),
+        record: IdempotencyRecord {
+            body_sha256: pending.body_sha256.to_vec(),
+            status: response.status,
+            location: response.location,
+            body: response.body,
+            created_at: unix_now(),
+        },
     }
 }
 

@@ -1,17 +1,19 @@
-//! Building and running the application: load the catalogue, bind the listener (port 0
-//! allowed), create the service, serve until a shutdown signal, then drain. Tests boot the
-//! same [`Application`] that `main` does. Must not touch: business rules.
+//! Building and running the application: load the catalogue, open the store, bind the
+//! listener (port 0 allowed), create the service, serve until a shutdown signal, then drain
+//! and flush. Tests boot the same [`Application`] that `main` does. Must not touch: business
+//! rules.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::net::TcpListener;
 
-use crate::config::ServeConfig;
+use crate::config::{DurabilityFlag, ServeConfig};
 use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS};
 use crate::service::{Service, ServiceError, ServiceSettings};
+use crate::store::{keys, Durability, Store, StoreError};
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -32,13 +34,13 @@ pub enum StartupError {
         /// What and where.
         source: CatalogueError,
     },
-    /// The data directory could not be created.
+    /// The store in the data directory could not be opened.
     #[error("data directory {path}: {source}")]
-    DataDir {
+    Store {
         /// The directory.
         path: String,
-        /// The I/O error.
-        source: std::io::Error,
+        /// What is wrong.
+        source: StoreError,
     },
     /// The listener could not be bound.
     #[error("binding {addr}: {source}")]
@@ -60,34 +62,14 @@ pub struct Application {
     service: Arc<Service>,
     uses_demo_catalogue: bool,
     shutdown_grace: Duration,
+    idle: Duration,
 }
 
 impl Application {
-    /// Loads the catalogue, prepares the data directory and binds the listener.
+    /// Loads the catalogue, opens the store and binds the listener.
     pub async fn build(config: &ServeConfig) -> Result<Application, StartupError> {
-        let loaded_at = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |elapsed| elapsed.as_secs() as i64);
-        let catalogue = match &config.catalogue {
-            Some(path) => {
-                let shown = path.display().to_string();
-                let text = std::fs::read_to_string(path).map_err(|source| {
-                    StartupError::CatalogueFile {
-                        path: shown.clone(),
-                        source,
-                    }
-                })?;
-                Catalogue::parse(&text, loaded_at).map_err(|source| StartupError::Catalogue {
-                    path: shown,
-                    source,
-                })?
-            }
-            None => Catalogue::demo(loaded_at),
-        };
-        std::fs::create_dir_all(&config.data_dir).map_err(|source| StartupError::DataDir {
-            path: config.data_dir.display().to_string(),
-            source,
-        })?;
+        let catalogue = load_catalogue(config)?;
+        let store = open_store(config)?;
         let listener =
             TcpListener::bind(&config.addr)
                 .await
@@ -102,9 +84,12 @@ impl Application {
         let hashers = std::thread::available_parallelism().map_or(2, |n| n.get());
         let service = Service::new(
             Arc::new(catalogue),
+            store,
             ServiceSettings {
                 call_timeout: config.call_timeout(),
                 password_hashers: hashers,
+                max_calls_per_customer: 256,
+                max_calls_in_flight: 16_384,
             },
         )?;
         Ok(Application {
@@ -113,6 +98,7 @@ impl Application {
             service: Arc::new(service),
             uses_demo_catalogue: config.catalogue.is_none(),
             shutdown_grace: Duration::from_secs(config.shutdown_grace_secs),
+            idle: Duration::from_secs(config.idle_secs.max(1)),
         })
     }
 
@@ -139,17 +125,11 @@ impl Application {
         lines
     }
 
-    /// Serves until `shutdown` completes, then stops accepting and lets in-flight requests
-    /// finish within the grace period; idle keep-alive connections are closed.
+    /// Serves until `shutdown` completes, then stops accepting, lets in-flight requests finish
+    /// within the grace period (idle keep-alive connections are closed), stops the actors and
+    /// makes the final flush.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) {
-        let service = self.service.clone();
-        let pruner = tokio::spawn(async move {
-            let mut every_minute = tokio::time::interval(Duration::from_secs(60));
-            loop {
-                every_minute.tick().await;
-                service.prune_throttles();
-            }
-        });
+        let housekeeping = spawn_housekeeping(self.service.clone(), self.idle);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let server = warp::serve(crate::http::routes(self.service.clone()))
             .incoming(self.listener)
@@ -168,8 +148,110 @@ impl Application {
                 }
             }
         }
-        pruner.abort();
+        housekeeping.abort();
+        let registry = self.service.registry();
+        registry.stop_all();
+        match registry.store().close() {
+            Ok(()) => tracing::info!("store flushed and closed"),
+            Err(error) => tracing::error!(%error, "final flush of the store failed"),
+        }
     }
+}
+
+fn load_catalogue(config: &ServeConfig) -> Result<Catalogue, StartupError> {
+    let loaded_at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs() as i64);
+    let Some(path) = &config.catalogue else {
+        return Ok(Catalogue::demo(loaded_at));
+    };
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| StartupError::CatalogueFile {
+        path: shown.clone(),
+        source,
+    })?;
+    Catalogue::parse(&text, loaded_at).map_err(|source| StartupError::Catalogue {
+        path: shown,
+        source,
+    })
+}
+
+fn open_store(config: &ServeConfig) -> Result<Store, StartupError> {
+    let opening = Instant::now();
+    let store_error = |source| StartupError::Store {
+        path: config.data_dir.display().to_string(),
+        source,
+    };
+    let durability = match config.durability {
+        DurabilityFlag::On => Durability::Sync,
+        DurabilityFlag::Off => Durability::Async,
+    };
+    let store = Store::open(
+        &config.data_dir,
+        durability,
+        config.cache_mb.max(1) * 1024 * 1024,
+        Arc::new(|error: &StoreError| {
+            // Acknowledging writes that may not be on disk is worse than stopping.
+            eprintln!(
+                "boxsub: FATAL: {error}; stopping rather than risk acknowledging lost writes"
+            );
+            std::process::exit(70);
+        }),
+    )
+    .map_err(store_error)?;
+    let high_water = store.high_water().map_err(store_error)?;
+    tracing::info!(
+        data_dir = %config.data_dir.display(),
+        ?durability,
+        last_customer_id = high_water.customer_id,
+        last_order_id = high_water.order_id,
+        elapsed_ms = opening.elapsed().as_millis() as u64,
+        "store opened"
+    );
+    spawn_census(store.clone());
+    Ok(store)
+}
+
+/// Counts what the store holds and logs it, off the start-up path: counting a large store
+/// takes longer than starting to serve it.
+fn spawn_census(store: Store) {
+    tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let counted = store
+            .count_keys(keys::CUSTOMER)
+            .and_then(|customers| Ok((customers, store.count_keys(keys::ORDER_OWNER)?)));
+        match counted {
+            Ok((customers, orders)) => tracing::info!(
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "store holds {customers} customers and {orders} orders"
+            ),
+            Err(error) => tracing::error!(%error, "counting the store's records failed"),
+        }
+    });
+}
+
+/// Periodic upkeep: expire sign-in throttles, passivate idle customers.
+fn spawn_housekeeping(service: Arc<Service>, idle: Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let period = (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60));
+        let mut ticks = tokio::time::interval(period);
+        let mut last_prune = Instant::now();
+        loop {
+            ticks.tick().await;
+            let stopped = service.registry().passivate_idle(idle);
+            if stopped > 0 {
+                tracing::debug!(
+                    stopped,
+                    live = service.registry().active_count(),
+                    "passivated idle customers"
+                );
+            }
+            if last_prune.elapsed() >= Duration::from_secs(60) {
+                service.prune_throttles();
+                last_prune = Instant::now();
+            }
+        }
+    })
 }
 
 /// Completes on SIGTERM or Ctrl-C.

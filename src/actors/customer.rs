@@ -1,9 +1,11 @@
 //! The customer actor: sole owner of one customer and its orders. Each message runs one domain
-//! rule and replies; domain failures go back inside the reply (`Result` in the `RpcReplyPort`),
-//! because an `Err` returned from `handle` would stop the actor.
+//! rule, writes the changed snapshot to the store, waits until the write is durable, and only
+//! then replies. Failures go back inside the reply (`Result` in the `RpcReplyPort`), because
+//! an `Err` returned from `handle` would stop the actor.
 //!
-//! Must not touch: HTTP status codes, the registry's maps (the caller updates indexes from the
-//! reply), or blocking work such as password hashing.
+//! Must not touch: HTTP status codes, the registry's maps (the registry activates and
+//! passivates actors; the actor writes its own records and their index entries), or blocking
+//! work such as password hashing.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -14,13 +16,16 @@ use serde_json::{Map, Value};
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{Customer, CustomerChanges};
 use crate::domain::fields::FieldErrors;
+use crate::domain::idempotency::Pending;
 use crate::domain::ids::{IdSequence, OrderId};
 use crate::domain::order::{validate_order, CustomerCheck, Order};
+use crate::store::codec::IdempotencyRecord;
+use crate::store::{IdempotencyWrite, Store, StoreError};
 
 /// The actor's behaviour; its state lives in [`CustomerState`].
 pub struct CustomerActor;
 
-/// What a customer actor starts from: a new customer, or (later) one restored from storage.
+/// What a customer actor starts from: its snapshot.
 pub struct CustomerArgs {
     /// The customer.
     pub customer: Customer,
@@ -30,6 +35,8 @@ pub struct CustomerArgs {
     pub webstore: Arc<Webstore>,
     /// Where order ids come from (shared by all customers).
     pub order_ids: Arc<IdSequence>,
+    /// Where the snapshot is written.
+    pub store: Store,
 }
 
 /// The customer and its orders, owned by the actor alone.
@@ -38,16 +45,35 @@ pub struct CustomerState {
     orders: Vec<Arc<Order>>,
     webstore: Arc<Webstore>,
     order_ids: Arc<IdSequence>,
+    store: Store,
 }
 
-/// A customer after an update, with the customer before it so that the caller can move the
-/// email index from the old address to the new one.
+/// Why a change was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    /// The change broke a domain rule.
+    #[error("validation failed: {0}")]
+    Invalid(FieldErrors),
+    /// The change could not be stored; nothing changed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A customer after an update, with the customer before it.
 #[derive(Debug, Clone)]
 pub struct Updated {
     /// The customer now.
     pub customer: Arc<Customer>,
     /// The customer before the update.
     pub previous: Arc<Customer>,
+}
+
+/// An order to validate and store, with its idempotency key if it came with one.
+pub struct PlaceOrder {
+    /// The order body, unwrapped from `{"order": …}`.
+    pub body: Map<String, Value>,
+    /// The key and the response to record with the order.
+    pub idempotency: Option<Pending<Order>>,
 }
 
 /// The requests a customer actor answers.
@@ -57,12 +83,12 @@ pub enum CustomerMsg {
     /// Apply changes already checked field by field (and with the password hashed).
     Update(
         Box<CustomerChanges>,
-        RpcReplyPort<Result<Updated, FieldErrors>>,
+        RpcReplyPort<Result<Updated, ChangeError>>,
     ),
-    /// Validate an order body against the catalogue and store it.
+    /// Validate an order against the catalogue and store it.
     PlaceOrder(
-        Map<String, Value>,
-        RpcReplyPort<Result<Arc<Order>, FieldErrors>>,
+        Box<PlaceOrder>,
+        RpcReplyPort<Result<Arc<Order>, ChangeError>>,
     ),
     /// One of this customer's orders.
     GetOrder(OrderId, RpcReplyPort<Option<Arc<Order>>>),
@@ -87,6 +113,7 @@ impl Actor for CustomerActor {
             orders,
             webstore: args.webstore,
             order_ids: args.order_ids,
+            store: args.store,
         })
     }
 
@@ -102,10 +129,10 @@ impl Actor for CustomerActor {
                 let _ = reply.send(state.customer.clone());
             }
             CustomerMsg::Update(changes, reply) => {
-                let _ = reply.send(state.update(&changes));
+                let _ = reply.send(state.update(&changes).await);
             }
-            CustomerMsg::PlaceOrder(body, reply) => {
-                let _ = reply.send(state.place_order(&body));
+            CustomerMsg::PlaceOrder(order, reply) => {
+                let _ = reply.send(state.place_order(*order).await);
             }
             CustomerMsg::GetOrder(id, reply) => {
                 let found = state
@@ -124,34 +151,56 @@ impl Actor for CustomerActor {
 }
 
 impl CustomerState {
-    fn update(&mut self, changes: &CustomerChanges) -> Result<Updated, FieldErrors> {
+    async fn update(&mut self, changes: &CustomerChanges) -> Result<Updated, ChangeError> {
         let next = Arc::new(
             self.customer
-                .updated(changes, &self.webstore.settings.require)?,
+                .updated(changes, &self.webstore.settings.require)
+                .map_err(ChangeError::Invalid)?,
         );
+        self.store
+            .update_customer(&next, &self.customer, &self.webstore.settings.id)?;
         let previous = std::mem::replace(&mut self.customer, next.clone());
+        self.store.durable().await?;
         Ok(Updated {
             customer: next,
             previous,
         })
     }
 
-    fn place_order(&mut self, body: &Map<String, Value>) -> Result<Arc<Order>, FieldErrors> {
-        let details = validate_order(body, &self.webstore, CustomerCheck::Found)?;
+    async fn place_order(&mut self, request: PlaceOrder) -> Result<Arc<Order>, ChangeError> {
+        let details = validate_order(&request.body, &self.webstore, CustomerCheck::Found)
+            .map_err(ChangeError::Invalid)?;
         let order = Arc::new(Order {
             id: OrderId(self.order_ids.take()),
             customer_id: self.customer.id,
             details,
             created_at: unix_now(),
         });
+        let idempotency = request.idempotency.map(|pending| {
+            let response = (pending.render)(&order);
+            IdempotencyWrite {
+                webstore_id: self.webstore.settings.id.clone(),
+                key: pending.key.as_str().to_owned(),
+                record: IdempotencyRecord {
+                    body_sha256: pending.body_sha256.to_vec(),
+                    status: response.status,
+                    location: response.location,
+                    body: response.body,
+                    created_at: order.created_at,
+                },
+            }
+        });
+        self.store.create_order(&order, idempotency)?;
         // The sequence only grows and this actor takes its ids one message at a time, so
         // pushing keeps the list sorted by id.
         self.orders.push(order.clone());
+        self.store.durable().await?;
         Ok(order)
     }
 }
 
-fn unix_now() -> i64 {
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs() as i64)

@@ -513,6 +513,9 @@ fn build(file: CatalogueFile, loaded_at: i64) -> Result<Catalogue, CatalogueErro
         if raw.id.trim().is_empty() {
             return fail(format!("webstores[{position}]"), "id is blank");
         }
+        if raw.id.chars().any(char::is_control) {
+            return fail(place, "id must not contain control characters");
+        }
         if !webstore_ids.insert(raw.id.clone()) {
             return fail(place, "duplicate webstore id");
         }

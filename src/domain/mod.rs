@@ -6,6 +6,7 @@ pub mod catalogue;
 pub mod customer;
 pub mod email;
 pub mod fields;
+pub mod idempotency;
 pub mod ids;
 pub mod order;
 pub mod paging;

@@ -47,6 +47,9 @@ pub enum ApiError {
     /// Overloaded or shutting down.
     #[error("unavailable")]
     Unavailable,
+    /// The store failed; the detail goes to the log only.
+    #[error("storage failure: {0}")]
+    Storage(String),
     /// A bug; the detail goes to the log only.
     #[error("internal error: {0}")]
     Internal(String),
@@ -63,7 +66,7 @@ impl ApiError {
             ApiError::UnreadableBody => StatusCode::BAD_REQUEST,
             ApiError::InvalidJson | ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable | ApiError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -86,6 +89,9 @@ impl ApiError {
                 "Too many failed sign-in attempts for this email. Try again later."
             }
             ApiError::Unavailable => "Service temporarily unavailable. Try again shortly.",
+            ApiError::Storage(_) => {
+                "The change could not be stored. Nothing was changed; try again later."
+            }
             ApiError::Internal(_) => "Internal server error",
         }
     }
@@ -109,6 +115,10 @@ impl ApiError {
             }
             ApiError::Unavailable => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            ApiError::Storage(detail) => {
+                tracing::error!(%detail, "storage failure");
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
             }
             ApiError::Internal(detail) => tracing::error!(%detail, "internal error"),
             _ => {}
@@ -140,6 +150,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::NotFound => ApiError::NotFound,
             ServiceError::Throttled { retry_after } => ApiError::Throttled(retry_after),
             ServiceError::Busy => ApiError::Unavailable,
+            ServiceError::Storage(detail) => ApiError::Storage(detail),
             ServiceError::Internal(detail) => ApiError::Internal(detail),
         }
     }

@@ -7,14 +7,22 @@ use serde_json::Value;
 use warp::http::{header, HeaderValue, StatusCode};
 use warp::reply::Response;
 
-use crate::domain::fields::{text, FieldErrors, BLANK};
+use sha2::{Digest, Sha256};
+
+use crate::domain::catalogue::Webstore;
+use crate::domain::customer::Customer;
+use crate::domain::fields::{text, FieldErrors, BLANK, INVALID};
+use crate::domain::idempotency::{IdempotencyKey, Pending, RecordedResponse};
 use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::order::Order;
 use crate::domain::paging::Page;
+use crate::service::Created;
 
 use super::body::{json_object, Params};
 use super::error::ApiError;
 use super::views::{
-    box_json, delivery_service_json, json_response, webstore_json, CustomerView, Embed, OrderView,
+    box_json, delivery_service_json, json_response, to_json, webstore_json, CustomerView, Embed,
+    OrderView, JSON_CONTENT_TYPE,
 };
 use super::Call;
 
@@ -80,15 +88,69 @@ pub(super) async fn get_customer(call: &Call<'_>, id: CustomerId) -> Answer {
     ))
 }
 
-pub(super) async fn create_customer(call: &Call<'_>, body: &[u8]) -> Answer {
-    let body = json_object(body, "customer")?;
-    let customer = call.service.create_customer(call.webstore, &body).await?;
+pub(super) async fn create_customer(call: &Call<'_>, raw_body: &[u8]) -> Answer {
+    let idempotency_key = idempotency_key(call)?;
+    let body = json_object(raw_body, "customer")?;
     let embed = Embed::parse(call.params.get("embed"));
-    let response = json_response(
-        StatusCode::CREATED,
-        &CustomerView::new(&customer, call.webstore, embed),
+    let webstore = call.webstore.clone();
+    let pending = idempotency_key.map(|key| Pending {
+        key,
+        body_sha256: Sha256::digest(raw_body).into(),
+        render: Box::new(move |customer: &Customer| customer_created(customer, &webstore, embed)),
+    });
+    match call
+        .service
+        .create_customer(call.webstore, &body, pending)
+        .await?
+    {
+        Created::Fresh(customer) => Ok(recorded_response(
+            customer_created(&customer, call.webstore, embed),
+            false,
+        )),
+        Created::Replayed(first) => Ok(recorded_response(first, true)),
+    }
+}
+
+fn customer_created(customer: &Customer, webstore: &Webstore, embed: Embed) -> RecordedResponse {
+    RecordedResponse {
+        status: StatusCode::CREATED.as_u16(),
+        location: Some(format!("/v1/customers/{}", customer.id)),
+        body: to_json(&CustomerView::new(customer, webstore, embed)),
+    }
+}
+
+/// The `Idempotency-Key` header, checked; absent is fine.
+fn idempotency_key(call: &Call<'_>) -> Result<Option<IdempotencyKey>, ApiError> {
+    let Some(value) = call.headers.get("idempotency-key") else {
+        return Ok(None);
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| ApiError::Invalid(FieldErrors::single("idempotency_key", INVALID)))?;
+    IdempotencyKey::parse(text)
+        .map(Some)
+        .map_err(ApiError::Invalid)
+}
+
+/// A create's response, first sent or replayed.
+fn recorded_response(recorded: RecordedResponse, replayed: bool) -> Response {
+    let mut response = Response::new(recorded.body.into());
+    *response.status_mut() = StatusCode::from_u16(recorded.status).unwrap_or(StatusCode::CREATED);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(JSON_CONTENT_TYPE),
     );
-    Ok(with_location(response, "customers", customer.id.0))
+    if let Some(location) = recorded
+        .location
+        .and_then(|l| HeaderValue::from_str(&l).ok())
+    {
+        headers.insert(header::LOCATION, location);
+    }
+    if replayed {
+        headers.insert("idempotent-replayed", HeaderValue::from_static("true"));
+    }
+    response
 }
 
 pub(super) async fn update_customer(call: &Call<'_>, id: CustomerId, body: &[u8]) -> Answer {
@@ -189,11 +251,30 @@ pub(super) async fn get_order(call: &Call<'_>, id: OrderId) -> Answer {
     Ok(json_response(StatusCode::OK, &OrderView::new(&order)))
 }
 
-pub(super) async fn create_order(call: &Call<'_>, body: &[u8]) -> Answer {
-    let body = json_object(body, "order")?;
-    let order = call.service.create_order(call.webstore, body).await?;
-    let response = json_response(StatusCode::CREATED, &OrderView::new(&order));
-    Ok(with_location(response, "orders", order.id.0))
+pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
+    let idempotency_key = idempotency_key(call)?;
+    let body = json_object(raw_body, "order")?;
+    let pending = idempotency_key.map(|key| Pending {
+        key,
+        body_sha256: Sha256::digest(raw_body).into(),
+        render: Box::new(order_created),
+    });
+    match call
+        .service
+        .create_order(call.webstore, body, pending)
+        .await?
+    {
+        Created::Fresh(order) => Ok(recorded_response(order_created(&order), false)),
+        Created::Replayed(first) => Ok(recorded_response(first, true)),
+    }
+}
+
+fn order_created(order: &Order) -> RecordedResponse {
+    RecordedResponse {
+        status: StatusCode::CREATED.as_u16(),
+        location: Some(format!("/v1/orders/{}", order.id)),
+        body: to_json(&OrderView::new(order)),
+    }
 }
 
 pub(super) fn list_boxes(call: &Call<'_>) -> Response {

@@ -52,6 +52,7 @@ pub(crate) struct Call<'a> {
     service: &'a Service,
     webstore: &'a Arc<Webstore>,
     params: Params,
+    headers: &'a HeaderMap,
 }
 
 async fn handle<S, B>(
@@ -97,6 +98,7 @@ where
         service,
         webstore: &webstore,
         params: Params::parse(query.as_bytes()),
+        headers,
     };
     let read_body = || read_limited(body, content_length(headers));
     match endpoint {

@@ -12,7 +12,17 @@ use crate::domain::catalogue::{BoxDef, DeliveryService, Webstore};
 use crate::domain::customer::{Address, Customer};
 use crate::domain::order::Order;
 
-const JSON: &str = "application/json; charset=utf-8";
+/// The content type of every JSON response.
+pub const JSON_CONTENT_TYPE: &str = "application/json; charset=utf-8";
+const JSON: &str = JSON_CONTENT_TYPE;
+
+/// A value as JSON bytes (an empty object should serialisation ever fail).
+pub fn to_json(value: &impl Serialize) -> Vec<u8> {
+    serde_json::to_vec(value).unwrap_or_else(|error| {
+        tracing::error!(%error, "rendering a response");
+        b"{}".to_vec()
+    })
+}
 
 /// A JSON response with the contract's content type.
 pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {

@@ -1,0 +1,112 @@
+//! The key layout of boxsub's one sled tree. Every write that must be atomic (a customer with
+//! its email claim, an order with its index entry and idempotency record) goes into one tree
+//! so that one `apply_batch` covers it. Numbers are big-endian so that byte order is numeric
+//! order, which the range scans below rely on.
+//!
+//! | prefix | key                                   | value                          |
+//! |--------|---------------------------------------|--------------------------------|
+//! | `c`    | customer id                           | customer record                |
+//! | `o`    | customer id, order id                 | order record                   |
+//! | `r`    | order id                              | customer id (order → customer) |
+//! | `e`    | webstore id, 0, folded email          | customer id                    |
+//! | `n`    | webstore id, 0, customer number       | customer id                    |
+//! | `i`    | webstore id, 0, idempotency key       | idempotency record             |
+//! | `m`    | name                                  | store metadata                 |
+
+/// A customer record.
+pub const CUSTOMER: u8 = b'c';
+/// An order record, under its customer.
+pub const ORDER: u8 = b'o';
+/// Order id → customer id.
+pub const ORDER_OWNER: u8 = b'r';
+/// Folded email → customer id, per webstore.
+pub const EMAIL: u8 = b'e';
+/// Customer number → customer id, per webstore.
+pub const NUMBER: u8 = b'n';
+/// Idempotency records, per webstore.
+pub const IDEMPOTENCY: u8 = b'i';
+/// Store metadata.
+pub const META: u8 = b'm';
+
+/// Key of the store's format marker.
+pub const FORMAT_KEY: &[u8] = b"mformat";
+
+fn with_id(prefix: u8, id: u64) -> Vec<u8> {
+    let mut key = Vec::with_capacity(9);
+    key.push(prefix);
+    key.extend_from_slice(&id.to_be_bytes());
+    key
+}
+
+/// `c` + customer id.
+pub fn customer(id: u64) -> Vec<u8> {
+    with_id(CUSTOMER, id)
+}
+
+/// `o` + customer id: the prefix of a customer's orders.
+pub fn orders_of(customer: u64) -> Vec<u8> {
+    with_id(ORDER, customer)
+}
+
+/// `o` + customer id + order id.
+pub fn order(customer: u64, order: u64) -> Vec<u8> {
+    let mut key = orders_of(customer);
+    key.extend_from_slice(&order.to_be_bytes());
+    key
+}
+
+/// `r` + order id.
+pub fn order_owner(order: u64) -> Vec<u8> {
+    with_id(ORDER_OWNER, order)
+}
+
+/// `prefix` + webstore id + 0: the start of a webstore's part of an index.
+pub fn webstore_prefix(prefix: u8, webstore: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(2 + webstore.len() + 32);
+    key.push(prefix);
+    key.extend_from_slice(webstore.as_bytes());
+    key.push(0);
+    key
+}
+
+/// `e` + webstore id + 0 + folded email.
+pub fn email(webstore: &str, email_key: &str) -> Vec<u8> {
+    let mut key = webstore_prefix(EMAIL, webstore);
+    key.extend_from_slice(email_key.as_bytes());
+    key
+}
+
+/// `n` + webstore id + 0 + customer number.
+pub fn number(webstore: &str, number: u64) -> Vec<u8> {
+    let mut key = webstore_prefix(NUMBER, webstore);
+    key.extend_from_slice(&number.to_be_bytes());
+    key
+}
+
+/// `i` + webstore id + 0 + idempotency key.
+pub fn idempotency(webstore: &str, idempotency_key: &str) -> Vec<u8> {
+    let mut key = webstore_prefix(IDEMPOTENCY, webstore);
+    key.extend_from_slice(idempotency_key.as_bytes());
+    key
+}
+
+/// The big-endian id at the end of a key or in a value.
+pub fn trailing_id(bytes: &[u8]) -> Option<u64> {
+    let tail: [u8; 8] = bytes.get(bytes.len().checked_sub(8)?..)?.try_into().ok()?;
+    Some(u64::from_be_bytes(tail))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_order_is_numeric_order() {
+        assert!(customer(255) < customer(256));
+        assert!(order(1, 9) < order(2, 1));
+        assert!(number("a", 2) < number("a", 10));
+        assert!(number("a", u64::MAX) < webstore_prefix(NUMBER, "a\u{1}"));
+        assert_eq!(trailing_id(&order(7, 42)), Some(42));
+        assert_eq!(trailing_id(b"short"), None);
+    }
+}

@@ -1,0 +1,604 @@
+//! Persistence: boxsub's state in one sled tree (layout in [`keys`]), records encoded as in
+//! [`codec`], writes made durable by group commit ([`commit`]).
+//!
+//! sled sits behind the small [`Storage`] trait so that tests can inject faults. [`Store`] is
+//! what the registry and the customer actors use; the HTTP layer never touches it.
+//! Must not touch: actors, the registry's maps, HTTP.
+
+pub mod codec;
+pub mod commit;
+pub mod keys;
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use codec::{decode, encode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
+use commit::{Committer, FatalHandler};
+
+use crate::domain::customer::Customer;
+use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::order::Order;
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file-system operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// sled reported an error.
+    #[error("{context}: {detail}")]
+    Engine {
+        /// What was being done.
+        context: String,
+        /// sled's message.
+        detail: String,
+    },
+    /// A stored record does not decode.
+    #[error("record {key} is unreadable: {source}")]
+    Corrupt {
+        /// The record's key, printable.
+        key: String,
+        /// Why.
+        source: CodecError,
+    },
+    /// The store was written by an incompatible release.
+    #[error("the store at {path} has format {found}, and this release reads format {expected}")]
+    Format {
+        /// The directory.
+        path: String,
+        /// Marker found.
+        found: String,
+        /// Marker expected.
+        expected: String,
+    },
+    /// Durability could not be confirmed; the write must not be acknowledged.
+    #[error("the store could not confirm the write is on disk")]
+    NotDurable,
+}
+
+/// A key and its value.
+pub type Entry = (Vec<u8>, Vec<u8>);
+
+/// One atomic group of writes.
+#[derive(Debug, Default)]
+pub struct WriteBatch {
+    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+impl WriteBatch {
+    /// Sets `key` to `value`.
+    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.ops.push((key, Some(value)));
+    }
+
+    /// Removes `key`.
+    pub fn delete(&mut self, key: Vec<u8>) {
+        self.ops.push((key, None));
+    }
+}
+
+/// The storage engine as boxsub uses it: a sorted byte map with atomic batches.
+pub trait Storage: Send + Sync + 'static {
+    /// The value at `key`.
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Applies every write of `batch`, or none.
+    fn apply(&self, batch: WriteBatch) -> Result<(), StoreError>;
+    /// Up to `limit` entries whose key starts with `prefix`, after skipping `skip` of them.
+    fn scan(
+        &self,
+        prefix: &[u8],
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<Entry>, StoreError>;
+    /// Calls `visit` with every key starting with `prefix`, in order, until it returns false.
+    fn for_each_key(
+        &self,
+        prefix: &[u8],
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), StoreError>;
+    /// The last entry whose key starts with `prefix`.
+    fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError>;
+    /// Makes every applied batch durable.
+    fn sync(&self) -> Result<(), StoreError>;
+}
+
+/// sled 0.34.7 as a [`Storage`].
+pub struct SledStorage {
+    db: sled::Db,
+    /// sled's data file. sled's `flush` ends in `sync_file_range` on Linux, which does not
+    /// survive power loss (sled issue #1452), so the flusher also fsyncs this file itself.
+    data_file: Mutex<File>,
+}
+
+fn engine(context: &str) -> impl Fn(sled::Error) -> StoreError + '_ {
+    move |error| StoreError::Engine {
+        context: context.to_owned(),
+        detail: error.to_string(),
+    }
+}
+
+impl SledStorage {
+    /// Opens (or creates) the sled store in `dir`.
+    pub fn open(dir: &Path, cache_bytes: u64) -> Result<SledStorage, StoreError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .open()
+            .map_err(engine(&format!("opening the store at {}", dir.display())))?;
+        let data_path = dir.join("db");
+        let data_file = File::open(&data_path).map_err(|source| StoreError::Io {
+            context: format!("opening {} for fsync", data_path.display()),
+            source,
+        })?;
+        Ok(SledStorage {
+            db,
+            data_file: Mutex::new(data_file),
+        })
+    }
+}
+
+/// The exclusive end of the keys starting with `prefix`, if any key can follow them.
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+impl Storage for SledStorage {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .db
+            .get(key)
+            .map_err(engine("reading the store"))?
+            .map(|value| value.to_vec()))
+    }
+
+    fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        let mut sled_batch = sled::Batch::default();
+        for (key, value) in batch.ops {
+            match value {
+                Some(value) => sled_batch.insert(key, value),
+                None => sled_batch.remove(key),
+            }
+        }
+        self.db
+            .apply_batch(sled_batch)
+            .map_err(engine("writing to the store"))
+    }
+
+    fn scan(
+        &self,
+        prefix: &[u8],
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<Entry>, StoreError> {
+        self.db
+            .scan_prefix(prefix)
+            .skip(skip)
+            .take(limit)
+            .map(|entry| {
+                entry
+                    .map(|(key, value)| (key.to_vec(), value.to_vec()))
+                    .map_err(engine("scanning the store"))
+            })
+            .collect()
+    }
+
+    fn for_each_key(
+        &self,
+        prefix: &[u8],
+        visit: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<(), StoreError> {
+        for key in self.db.scan_prefix(prefix).keys() {
+            if !visit(&key.map_err(engine("scanning the store"))?) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError> {
+        let last = match prefix_end(prefix) {
+            Some(end) => self.db.range(prefix.to_vec()..end).next_back(),
+            None => self.db.range(prefix.to_vec()..).next_back(),
+        };
+        last.transpose()
+            .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
+            .map_err(engine("reading the store"))
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        self.db.flush().map_err(engine("flushing the store"))?;
+        let file = self
+            .data_file
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.sync_data().map_err(|source| StoreError::Io {
+            context: "fsync of the store's data file".into(),
+            source,
+        })
+    }
+}
+
+/// Whether a write is acknowledged only once it is on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Wait for group commit before answering (the default).
+    Sync,
+    /// Answer at once; sled flushes in the background. Loses recent writes on a crash.
+    Async,
+}
+
+/// A customer as loaded: its record's webstore id, the customer and its orders by id.
+pub struct LoadedCustomer {
+    /// The webstore id stored with the customer.
+    pub webstore_id: String,
+    /// The customer record (webstore placement is decided by the caller).
+    pub record: CustomerRecord,
+    /// Its orders, by id.
+    pub orders: Vec<Order>,
+}
+
+/// What `open` found.
+#[derive(Debug, Clone, Copy)]
+pub struct HighWater {
+    /// Highest customer id stored, or 0.
+    pub customer_id: u64,
+    /// Highest order id stored, or 0.
+    pub order_id: u64,
+}
+
+/// An idempotency record to write in the same batch as the record it answers for.
+pub struct IdempotencyWrite {
+    /// The webstore's id.
+    pub webstore_id: String,
+    /// The client's key.
+    pub key: String,
+    /// What to replay.
+    pub record: IdempotencyRecord,
+}
+
+/// boxsub's persistent state, shared by the registry and the customer actors.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<StoreInner>,
+}
+
+struct StoreInner {
+    storage: Arc<dyn Storage>,
+    committer: Mutex<Option<Committer>>,
+    durability: Durability,
+    path: PathBuf,
+}
+
+const FORMAT_MARKER: &str = "boxsub-store-v1";
+
+impl Store {
+    /// Opens the store in `dir`, creating it when empty, and starts group commit.
+    pub fn open(
+        dir: &Path,
+        durability: Durability,
+        cache_bytes: u64,
+        on_fatal: FatalHandler,
+    ) -> Result<Store, StoreError> {
+        check_writable(dir)?;
+        let storage = Arc::new(SledStorage::open(dir, cache_bytes)?);
+        Store::with_storage(storage, dir, durability, on_fatal)
+    }
+
+    /// A store over any [`Storage`] (tests inject faults this way).
+    pub fn with_storage(
+        storage: Arc<dyn Storage>,
+        dir: &Path,
+        durability: Durability,
+        on_fatal: FatalHandler,
+    ) -> Result<Store, StoreError> {
+        match storage.get(keys::FORMAT_KEY)? {
+            Some(found) if found == FORMAT_MARKER.as_bytes() => {}
+            Some(found) => {
+                return Err(StoreError::Format {
+                    path: dir.display().to_string(),
+                    found: String::from_utf8_lossy(&found).into_owned(),
+                    expected: FORMAT_MARKER.into(),
+                })
+            }
+            None => {
+                let mut batch = WriteBatch::default();
+                batch.put(keys::FORMAT_KEY.to_vec(), FORMAT_MARKER.as_bytes().to_vec());
+                storage.apply(batch)?;
+                storage.sync()?;
+            }
+        }
+        let committer = Committer::start(storage.clone(), on_fatal)?;
+        Ok(Store {
+            inner: Arc::new(StoreInner {
+                storage,
+                committer: Mutex::new(Some(committer)),
+                durability,
+                path: dir.to_path_buf(),
+            }),
+        })
+    }
+
+    /// The directory of the store.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Completes when every write made before the call is durable (at once without
+    /// durability).
+    pub async fn durable(&self) -> Result<(), StoreError> {
+        if self.inner.durability == Durability::Async {
+            return Ok(());
+        }
+        // Register with the flusher under the lock, then wait without it.
+        let registered = {
+            let committer = self
+                .inner
+                .committer
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            match committer.as_ref() {
+                Some(committer) => committer.register(),
+                None => Err(StoreError::NotDurable),
+            }
+        };
+        registered?.await.map_err(|_| StoreError::NotDurable)
+    }
+
+    /// Makes everything durable and stops group commit (at shutdown).
+    pub fn close(&self) -> Result<(), StoreError> {
+        let committer = self
+            .inner
+            .committer
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(mut committer) = committer {
+            committer.stop();
+        }
+        self.inner.storage.sync()
+    }
+
+    /// The highest ids in use, so that sequences continue without reuse.
+    pub fn high_water(&self) -> Result<HighWater, StoreError> {
+        let last_id = |prefix: u8| -> Result<u64, StoreError> {
+            Ok(self
+                .inner
+                .storage
+                .last(&[prefix])?
+                .and_then(|(key, _)| keys::trailing_id(&key))
+                .unwrap_or(0))
+        };
+        Ok(HighWater {
+            customer_id: last_id(keys::CUSTOMER)?,
+            order_id: last_id(keys::ORDER_OWNER)?,
+        })
+    }
+
+    /// The highest customer number of a webstore, or 0.
+    pub fn last_number(&self, webstore_id: &str) -> Result<u64, StoreError> {
+        let prefix = keys::webstore_prefix(keys::NUMBER, webstore_id);
+        Ok(self
+            .inner
+            .storage
+            .last(&prefix)?
+            .and_then(|(key, _)| keys::trailing_id(&key))
+            .unwrap_or(0))
+    }
+
+    /// How many customers of a webstore have a number up to `up_to`.
+    pub fn count_customers(&self, webstore_id: &str, up_to: u64) -> Result<u64, StoreError> {
+        let prefix = keys::webstore_prefix(keys::NUMBER, webstore_id);
+        let mut count = 0;
+        self.inner.storage.for_each_key(&prefix, &mut |key| {
+            let within = keys::trailing_id(key).is_some_and(|number| number <= up_to);
+            count += u64::from(within);
+            within
+        })?;
+        Ok(count)
+    }
+
+    /// How many keys start with `prefix` (for the start-up census).
+    pub fn count_keys(&self, prefix: u8) -> Result<u64, StoreError> {
+        let mut count = 0;
+        self.inner.storage.for_each_key(&[prefix], &mut |_| {
+            count += 1;
+            true
+        })?;
+        Ok(count)
+    }
+
+    /// Up to `limit` customer ids of a webstore in number order (which is id order), after
+    /// the first `offset`.
+    pub fn customer_ids_page(
+        &self,
+        webstore_id: &str,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Vec<CustomerId>, StoreError> {
+        let prefix = keys::webstore_prefix(keys::NUMBER, webstore_id);
+        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        Ok(self
+            .inner
+            .storage
+            .scan(&prefix, offset, limit)?
+            .into_iter()
+            .filter_map(|(_, value)| keys::trailing_id(&value).map(CustomerId))
+            .collect())
+    }
+
+    /// The customer holding a folded email in a webstore.
+    pub fn email_owner(
+        &self,
+        webstore_id: &str,
+        email_key: &str,
+    ) -> Result<Option<CustomerId>, StoreError> {
+        Ok(self
+            .inner
+            .storage
+            .get(&keys::email(webstore_id, email_key))?
+            .and_then(|value| keys::trailing_id(&value))
+            .map(CustomerId))
+    }
+
+    /// The customer owning an order.
+    pub fn order_owner(&self, order: OrderId) -> Result<Option<CustomerId>, StoreError> {
+        Ok(self
+            .inner
+            .storage
+            .get(&keys::order_owner(order.0))?
+            .and_then(|value| keys::trailing_id(&value))
+            .map(CustomerId))
+    }
+
+    /// A stored idempotency record.
+    pub fn idempotency(
+        &self,
+        webstore_id: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let store_key = keys::idempotency(webstore_id, key);
+        self.inner
+            .storage
+            .get(&store_key)?
+            .map(|bytes| decode(&bytes).map_err(|source| corrupt(&store_key, source)))
+            .transpose()
+    }
+
+    /// A customer with its orders, if stored.
+    pub fn load_customer(&self, id: CustomerId) -> Result<Option<LoadedCustomer>, StoreError> {
+        let key = keys::customer(id.0);
+        let Some(bytes) = self.inner.storage.get(&key)? else {
+            return Ok(None);
+        };
+        let record: CustomerRecord = decode(&bytes).map_err(|source| corrupt(&key, source))?;
+        let prefix = keys::orders_of(id.0);
+        let mut orders = Vec::new();
+        for (order_key, bytes) in self.inner.storage.scan(&prefix, 0, usize::MAX)? {
+            let order = decode::<OrderRecord>(&bytes)
+                .and_then(OrderRecord::into_order)
+                .map_err(|source| corrupt(&order_key, source))?;
+            orders.push(order);
+        }
+        Ok(Some(LoadedCustomer {
+            webstore_id: record.webstore_id.clone(),
+            record,
+            orders,
+        }))
+    }
+
+    /// Writes a new customer with its email claim and number, atomically.
+    pub fn create_customer(
+        &self,
+        customer: &Customer,
+        webstore_id: &str,
+        idempotency: Option<IdempotencyWrite>,
+    ) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        let id = customer.id.0.to_be_bytes().to_vec();
+        batch.put(
+            keys::customer(customer.id.0),
+            encode(&CustomerRecord::from_customer(customer, webstore_id)),
+        );
+        batch.put(
+            keys::email(webstore_id, &customer.email.index_key()),
+            id.clone(),
+        );
+        batch.put(keys::number(webstore_id, customer.number), id);
+        add_idempotency(&mut batch, idempotency);
+        self.inner.storage.apply(batch)
+    }
+
+    /// Writes a changed customer; an email change moves its index entry in the same batch.
+    pub fn update_customer(
+        &self,
+        customer: &Customer,
+        previous: &Customer,
+        webstore_id: &str,
+    ) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        batch.put(
+            keys::customer(customer.id.0),
+            encode(&CustomerRecord::from_customer(customer, webstore_id)),
+        );
+        let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
+        if new_key != old_key {
+            batch.delete(keys::email(webstore_id, &old_key));
+            batch.put(
+                keys::email(webstore_id, &new_key),
+                customer.id.0.to_be_bytes().to_vec(),
+            );
+        }
+        self.inner.storage.apply(batch)
+    }
+
+    /// Writes a new order with its owner index entry (and idempotency record), atomically.
+    pub fn create_order(
+        &self,
+        order: &Order,
+        idempotency: Option<IdempotencyWrite>,
+    ) -> Result<(), StoreError> {
+        let mut batch = WriteBatch::default();
+        batch.put(
+            keys::order(order.customer_id.0, order.id.0),
+            encode(&OrderRecord::from_order(order)),
+        );
+        batch.put(
+            keys::order_owner(order.id.0),
+            order.customer_id.0.to_be_bytes().to_vec(),
+        );
+        add_idempotency(&mut batch, idempotency);
+        self.inner.storage.apply(batch)
+    }
+
+    /// Writes raw entries in one batch (test generators and tools).
+    pub fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        self.inner.storage.apply(batch)
+    }
+}
+
+fn add_idempotency(batch: &mut WriteBatch, idempotency: Option<IdempotencyWrite>) {
+    if let Some(write) = idempotency {
+        batch.put(
+            keys::idempotency(&write.webstore_id, &write.key),
+            encode(&write.record),
+        );
+    }
+}
+
+fn corrupt(key: &[u8], source: CodecError) -> StoreError {
+    StoreError::Corrupt {
+        key: String::from_utf8_lossy(key).escape_debug().to_string(),
+        source,
+    }
+}
+
+/// Fails early, with the path in the message, when the data directory can't be written.
+fn check_writable(dir: &Path) -> Result<(), StoreError> {
+    let io = |context: String| move |source| StoreError::Io { context, source };
+    std::fs::create_dir_all(dir)
+        .map_err(io(format!("creating data directory {}", dir.display())))?;
+    let probe = dir.join(".boxsub-write-check");
+    std::fs::write(&probe, b"ok").map_err(io(format!(
+        "data directory {} is not writable",
+        dir.display()
+    )))?;
+    let _ = std::fs::remove_file(&probe);
+    if let Ok(handle) = File::open(dir) {
+        let _ = handle.sync_all();
+    }
+    Ok(())
+}
