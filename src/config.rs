@@ -21,6 +21,22 @@ pub enum Command {
     Serve(ServeConfig),
     /// Print a new random API key, its secret, and the secret's SHA-256 for a catalogue.
     Keygen,
+    /// Write a store of N customers with one order each (for measurements at scale).
+    Seed(SeedConfig),
+}
+
+/// Settings of `boxsub seed`.
+#[derive(Debug, Clone, Args)]
+pub struct SeedConfig {
+    /// How many customers (each with one order).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub customers: u64,
+    /// An empty data directory to fill.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Catalogue whose first webstore the customers belong to (default: the demo catalogue).
+    #[arg(long)]
+    pub catalogue: Option<PathBuf>,
 }
 
 /// Settings of `boxsub serve`.

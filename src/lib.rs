@@ -21,6 +21,7 @@ pub mod domain;
 pub mod http;
 pub mod keygen;
 pub mod registry;
+pub mod seed;
 pub mod service;
 pub mod startup;
 pub mod store;

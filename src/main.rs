@@ -1,7 +1,7 @@
 //! The `boxsub` binary: parse the command line, set up logging, and run the chosen command.
 //! Everything else lives in the library, so tests boot exactly what this runs.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use boxsub::config::{Cli, Command};
@@ -13,6 +13,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -28,6 +29,19 @@ async fn main() -> ExitCode {
             }
             Err(error) => {
                 eprintln!("boxsub: no randomness available: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Seed(config) => match boxsub::startup::seed(&config) {
+            Ok(done) => {
+                println!(
+                    "seeded {} customers and {} orders in {:.1} s",
+                    done.customers, done.orders, done.seconds
+                );
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("boxsub: {error}");
                 ExitCode::FAILURE
             }
         },

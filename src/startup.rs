@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::net::TcpListener;
 
-use crate::config::{DurabilityFlag, ServeConfig};
+use crate::config::{DurabilityFlag, SeedConfig, ServeConfig};
 use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS};
 use crate::service::{Service, ServiceError, ServiceSettings};
 use crate::store::{keys, Durability, Store, StoreError};
@@ -68,7 +68,7 @@ pub struct Application {
 impl Application {
     /// Loads the catalogue, opens the store and binds the listener.
     pub async fn build(config: &ServeConfig) -> Result<Application, StartupError> {
-        let catalogue = load_catalogue(config)?;
+        let catalogue = load_catalogue(config.catalogue.as_deref())?;
         let store = open_store(config)?;
         let listener =
             TcpListener::bind(&config.addr)
@@ -158,11 +158,22 @@ impl Application {
     }
 }
 
-fn load_catalogue(config: &ServeConfig) -> Result<Catalogue, StartupError> {
+/// Runs `boxsub seed`.
+pub fn seed(config: &SeedConfig) -> Result<crate::seed::Seeded, StartupError> {
+    let catalogue = load_catalogue(config.catalogue.as_deref())?;
+    crate::seed::seed(&config.data_dir, &catalogue, config.customers).map_err(|source| {
+        StartupError::Store {
+            path: config.data_dir.display().to_string(),
+            source,
+        }
+    })
+}
+
+fn load_catalogue(path: Option<&std::path::Path>) -> Result<Catalogue, StartupError> {
     let loaded_at = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.as_secs() as i64);
-    let Some(path) = &config.catalogue else {
+    let Some(path) = path else {
         return Ok(Catalogue::demo(loaded_at));
     };
     let shown = path.display().to_string();

@@ -90,12 +90,7 @@ pub trait Storage: Send + Sync + 'static {
     /// Applies every write of `batch`, or none.
     fn apply(&self, batch: WriteBatch) -> Result<(), StoreError>;
     /// Up to `limit` entries whose key starts with `prefix`, after skipping `skip` of them.
-    fn scan(
-        &self,
-        prefix: &[u8],
-        skip: usize,
-        limit: usize,
-    ) -> Result<Vec<Entry>, StoreError>;
+    fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError>;
     /// Calls `visit` with every key starting with `prefix`, in order, until it returns false.
     fn for_each_key(
         &self,
@@ -129,6 +124,9 @@ impl SledStorage {
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(cache_bytes)
+            // Recovery replays the log written since the last snapshot; snapshotting more
+            // often than sled's default (every million operations) keeps restarts short.
+            .snapshot_after_ops(100_000)
             .open()
             .map_err(engine(&format!("opening the store at {}", dir.display())))?;
         let data_path = dir.join("db");
@@ -177,12 +175,7 @@ impl Storage for SledStorage {
             .map_err(engine("writing to the store"))
     }
 
-    fn scan(
-        &self,
-        prefix: &[u8],
-        skip: usize,
-        limit: usize,
-    ) -> Result<Vec<Entry>, StoreError> {
+    fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError> {
         self.db
             .scan_prefix(prefix)
             .skip(skip)
