@@ -124,9 +124,6 @@ impl SledStorage {
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(cache_bytes)
-            // Recovery replays the log written since the last snapshot; snapshotting more
-            // often than sled's default (every million operations) keeps restarts short.
-            .snapshot_after_ops(100_000)
             .open()
             .map_err(engine(&format!("opening the store at {}", dir.display())))?;
         let data_path = dir.join("db");

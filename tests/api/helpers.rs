@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::io::{BufRead, BufReader, Read};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -308,6 +308,7 @@ pub fn boxsub_command() -> Command {
         "BOXSUB_ADDR",
         "BOXSUB_DATA_DIR",
         "BOXSUB_CATALOGUE",
+        "BOXSUB_DURABILITY",
     ] {
         cmd.env_remove(var);
     }
@@ -368,7 +369,9 @@ pub struct TestApp {
     pub startup_output: Vec<String>,
     child: Child,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
-    _dir: TempDir,
+    /// The temp dir of a server started by `spawn_app*`; `None` for one started
+    /// on a [`DataDir`] the test owns.
+    _dir: Option<TempDir>,
 }
 
 impl Drop for TestApp {
@@ -398,17 +401,93 @@ pub async fn spawn_demo_app() -> TestApp {
     start_server(dir, None)
 }
 
+/// A data directory and catalogue that outlive any one server process, so a
+/// test can stop a server and start another on the same state.
+pub struct DataDir {
+    /// The directory passed as `--data-dir` (created empty).
+    pub data: PathBuf,
+    /// The catalogue file passed as `--catalogue`.
+    pub catalogue: PathBuf,
+    root: TempDir,
+}
+
+impl Default for DataDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DataDir {
+    /// A fresh, empty data directory with the default two-store catalogue.
+    pub fn new() -> Self {
+        Self::with_catalogue(default_catalogue())
+    }
+
+    /// A fresh, empty data directory with this catalogue.
+    pub fn with_catalogue(catalogue: Value) -> Self {
+        let root = tempfile::tempdir().expect("failed to create a temp dir");
+        let data = root.path().join("data");
+        std::fs::create_dir_all(&data).expect("failed to create the data dir");
+        let path = root.path().join("catalogue.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&catalogue).unwrap())
+            .expect("failed to write the catalogue");
+        Self {
+            data,
+            catalogue: path,
+            root,
+        }
+    }
+
+    /// A path inside the temp root, beside the data directory (for files a
+    /// test makes itself).
+    pub fn sibling(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+}
+
+/// Starts the server on `dir` (the same directory may be used again by a later
+/// server once this one has stopped).
+pub async fn spawn_app_on(dir: &DataDir) -> TestApp {
+    spawn_app_on_with(dir, &[], &[]).await
+}
+
+/// Starts the server on `dir` with extra arguments (`["--durability", "off"]`)
+/// and environment variables.
+pub async fn spawn_app_on_with(
+    dir: &DataDir,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+) -> TestApp {
+    start_process(&dir.data, Some(&dir.catalogue), extra_args, env, None)
+}
+
 fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
     let data_dir = dir.path().join("data");
     std::fs::create_dir_all(&data_dir).expect("failed to create the data dir");
+    start_process(&data_dir, catalogue, &[], &[], Some(dir))
+}
+
+/// Starts `boxsub serve` on `data_dir` with extra arguments and environment and
+/// waits (bounded) for its `listening on` line.
+fn start_process(
+    data_dir: &Path,
+    catalogue: Option<&Path>,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+    owned_dir: Option<TempDir>,
+) -> TestApp {
     let mut cmd = boxsub_command();
     cmd.arg("serve")
         .arg("--addr")
         .arg("127.0.0.1:0")
         .arg("--data-dir")
-        .arg(&data_dir);
+        .arg(data_dir);
     if let Some(catalogue) = catalogue {
         cmd.arg("--catalogue").arg(catalogue);
+    }
+    cmd.args(extra_args);
+    for (name, value) in env {
+        cmd.env(name, value);
     }
     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("failed to start the boxsub binary");
@@ -472,7 +551,7 @@ fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
         startup_output: seen,
         child,
         stderr_tail,
-        _dir: dir,
+        _dir: owned_dir,
     }
 }
 
@@ -753,6 +832,124 @@ impl TestApp {
         }
     }
 
+    /// Sends a signal (`"TERM"`, `"KILL"`, ...) to the server with `kill(1)`.
+    /// The child is not reaped here, so its pid cannot have been reused.
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("failed to run kill");
+        assert!(status.success(), "kill -{signal} {} failed", self.pid());
+    }
+
+    /// Graceful stop: SIGTERM, then waits up to `timeout` for the exit. If the
+    /// server is still running then, it is killed, reaped, and `None` returned.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.signal("TERM");
+        let status = self.wait_for_exit(timeout);
+        if status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        status
+    }
+
+    /// SIGTERM and asserts an exit with status 0 within `timeout`.
+    #[track_caller]
+    pub fn terminate_ok(&mut self, timeout: Duration) {
+        let status = self.terminate(timeout);
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "after SIGTERM the server must exit 0 within {timeout:?}; got {status:?}; stderr:\n{}",
+            self.stderr_tail()
+        );
+    }
+
+    /// Crash: SIGKILL, then reaps the process (bounded).
+    pub fn crash(&mut self) {
+        let _ = self.child.kill();
+        self.reap();
+    }
+
+    /// Waits for an already signalled child to exit (bounded), killing it if
+    /// it has not after 10 s.
+    pub fn reap(&mut self) -> Option<ExitStatus> {
+        let status = self.wait_for_exit(Duration::from_secs(10));
+        if status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        status
+    }
+
+    /// Waits (bounded) until a line the server wrote to stderr satisfies
+    /// `pred`, and returns it.
+    pub fn wait_for_stderr_line(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let tail = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(line) = tail.iter().find(|l| pred(l)) {
+                    return Some(line.clone());
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Like [`TestApp::send`], but a transport failure (connection refused or
+    /// reset, no complete answer) is returned as `Err` instead of failing the
+    /// test: for requests racing a crash.
+    pub async fn try_send(
+        &self,
+        method: Method,
+        path: &str,
+        creds: Option<&Creds>,
+        body: Option<Vec<u8>>,
+        headers: &[(&str, &str)],
+    ) -> Result<TestResponse, String> {
+        let request = format!("{method} {path}");
+        let mut builder = self.client.request(method, self.url(path));
+        if let Some(creds) = creds {
+            builder = builder
+                .header("API-Key", creds.key.as_str())
+                .header("API-Secret", creds.secret.as_str());
+        }
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        if let Some(body) = body {
+            builder = builder.body(body);
+        }
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| format!("{request} failed: {e:?}"))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| format!("{request}: reading the body failed: {e:?}"))?
+            .to_vec();
+        Ok(TestResponse {
+            request,
+            status,
+            headers,
+            body,
+        })
+    }
+
     /// Sends any request; `creds: None` sends no credential headers.
     pub async fn send(
         &self,
@@ -941,6 +1138,38 @@ impl TestApp {
             .as_array()
             .cloned()
             .unwrap_or_else(|| panic!("expected an array: {}", response.text()))
+    }
+
+    /// Every customer of the webstore of `creds` through the paginated list
+    /// (`embed=address`, bounded to 100 pages of 500), with the `X-Total-Count`
+    /// of the first page.
+    pub async fn all_customers_as(&self, creds: &Creds) -> (Vec<Value>, Option<u64>) {
+        let mut all = Vec::new();
+        let mut total = None;
+        for page in 1..=100 {
+            let response = self
+                .get_as(
+                    &format!("/v1/customers?embed=address&per_page=500&page={page}"),
+                    creds,
+                )
+                .await;
+            response.assert_status(200);
+            if page == 1 {
+                total = response
+                    .header("x-total-count")
+                    .and_then(|v| v.parse::<u64>().ok());
+            }
+            let items = response
+                .json()
+                .as_array()
+                .cloned()
+                .unwrap_or_else(|| panic!("expected an array: {}", response.text()));
+            if items.is_empty() {
+                break;
+            }
+            all.extend(items);
+        }
+        (all, total)
     }
 
     /// The head of a raw HTTP/1.1 request with `Connection: close`.
