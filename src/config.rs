@@ -23,6 +23,38 @@ pub enum Command {
     Keygen,
     /// Write a store of N customers with one order each (for measurements at scale).
     Seed(SeedConfig),
+    /// Benchmark a bare warp server and boxsub on this machine, in one run.
+    Bench(BenchConfig),
+    /// The benchmark's bare warp server (started by `bench`).
+    #[command(hide = true)]
+    BareServer {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        addr: String,
+    },
+}
+
+/// Settings of `boxsub bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchConfig {
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 20.0)]
+    pub duration: f64,
+    /// Unmeasured warm-up seconds before each run.
+    #[arg(long, default_value_t = 3.0)]
+    pub warmup: f64,
+    /// Concurrent keep-alive connections.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    /// Runs of each scenario, each beside a bare-server run.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
+    /// Customers in the store whose restart time and memory are measured (0 skips it).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub restart_customers: u64,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 /// Settings of `boxsub seed`.

@@ -13,9 +13,12 @@
 //!   indexes, email → customer per webstore and order → customer.
 //! - [`service`]: the entry point the front end calls; keeps indexes and actors in step.
 //! - [`http`]: the warp front end: authentication, routing, parsing, rendering, errors.
-//! - [`config`], [`startup`], [`keygen`]: command line, wiring and shutdown, key generation.
+//! - [`store`]: persistence in sled: record encoding, key layout, group commit.
+//! - [`config`], [`startup`], [`keygen`], [`seed`], [`bench`]: command line, wiring and
+//!   shutdown, key generation, large test stores, the benchmark.
 
 pub mod actors;
+pub mod bench;
 pub mod config;
 pub mod domain;
 pub mod http;

@@ -32,6 +32,35 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Bench(config) => match boxsub::bench::run(&config).await {
+            Ok(report) => {
+                println!("{}", boxsub::bench::markdown(&report));
+                if let Some(path) = &config.json {
+                    let json = serde_json::to_vec_pretty(&report).unwrap_or_default();
+                    if let Err(error) = std::fs::write(path, json) {
+                        eprintln!("boxsub: writing {}: {error}", path.display());
+                        return ExitCode::FAILURE;
+                    }
+                }
+                let errors: u64 = report.scenarios.iter().map(|s| s.errors).sum();
+                if errors > 0 {
+                    eprintln!("boxsub: {errors} requests did not get the expected status");
+                    return ExitCode::FAILURE;
+                }
+                ExitCode::SUCCESS
+            }
+            Err(error) => {
+                eprintln!("boxsub bench: {error}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::BareServer { addr } => match boxsub::bench::bare_server(&addr).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("boxsub: {error}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Seed(config) => match boxsub::startup::seed(&config) {
             Ok(done) => {
                 println!(

@@ -97,3 +97,100 @@ fn flush_loop(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Entry, WriteBatch};
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    /// A storage whose sync can be made to fail, counting how often it is asked to sync.
+    #[derive(Default)]
+    struct FaultySync {
+        fail: AtomicBool,
+        syncs: AtomicUsize,
+    }
+
+    impl Storage for FaultySync {
+        fn get(&self, _: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            Ok(None)
+        }
+        fn apply(&self, _: WriteBatch) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn scan(&self, _: &[u8], _: usize, _: usize) -> Result<Vec<Entry>, StoreError> {
+            Ok(Vec::new())
+        }
+        fn for_each_key(
+            &self,
+            _: &[u8],
+            _: &mut dyn FnMut(&[u8]) -> bool,
+        ) -> Result<(), StoreError> {
+            Ok(())
+        }
+        fn last(&self, _: &[u8]) -> Result<Option<Entry>, StoreError> {
+            Ok(None)
+        }
+        fn sync(&self) -> Result<(), StoreError> {
+            self.syncs.fetch_add(1, Ordering::SeqCst);
+            std::thread::sleep(std::time::Duration::from_millis(5));
+            if self.fail.load(Ordering::SeqCst) {
+                Err(StoreError::Io {
+                    context: "fsync of the store's data file".into(),
+                    source: std::io::Error::other("injected EIO"),
+                })
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_writers_share_few_syncs() {
+        let storage = Arc::new(FaultySync::default());
+        let committer =
+            Arc::new(Committer::start(storage.clone(), Arc::new(|_: &StoreError| {})).unwrap());
+        let waits: Vec<_> = (0..200)
+            .map(|_| {
+                let committer = committer.clone();
+                tokio::spawn(async move { committer.register().unwrap().await })
+            })
+            .collect();
+        for wait in waits {
+            assert!(wait.await.unwrap().is_ok());
+        }
+        let syncs = storage.syncs.load(Ordering::SeqCst);
+        assert!((1..200).contains(&syncs), "200 writers took {syncs} syncs");
+    }
+
+    #[tokio::test]
+    async fn a_failed_sync_is_fatal_and_acknowledges_nothing() {
+        let storage = Arc::new(FaultySync::default());
+        storage.fail.store(true, Ordering::SeqCst);
+        let fatal_calls = Arc::new(AtomicUsize::new(0));
+        let seen = fatal_calls.clone();
+        let committer = Committer::start(
+            storage.clone(),
+            Arc::new(move |_: &StoreError| {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }),
+        )
+        .unwrap();
+        assert!(
+            committer.register().unwrap().await.is_err(),
+            "the write must not be acknowledged"
+        );
+        // Later writers are refused too: the flusher never retries a failed fsync.
+        storage.fail.store(false, Ordering::SeqCst);
+        let later = committer.register();
+        let refused = match later {
+            Err(_) => true,
+            Ok(wait) => tokio::time::timeout(std::time::Duration::from_secs(5), wait)
+                .await
+                .map_or(true, |answer| answer.is_err()),
+        };
+        assert!(refused);
+        assert_eq!(fatal_calls.load(Ordering::SeqCst), 1);
+        assert_eq!(storage.syncs.load(Ordering::SeqCst), 1);
+    }
+}

@@ -1,0 +1,550 @@
+//! `boxsub bench`: measures boxsub against the physical limit of this host in one run. It
+//! starts, on 127.0.0.1, a bare warp server answering a fixed small JSON body and boxsub
+//! itself (durable, and once more with durability off), drives each with the same closed-loop
+//! load generator, alternating bare and boxsub runs so that a noisy machine's drift hits both,
+//! and reports requests/s, latency quantiles and the ratio to the bare server. It also
+//! measures restart time and resident memory of a large seeded store.
+//!
+//! Servers run as child processes of the current executable, so each has its own runtime.
+
+pub mod load;
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::config::BenchConfig;
+use crate::domain::catalogue::DEMO_CREDENTIALS;
+use load::{request, LoadResult, LoadSpec};
+
+/// Customers seeded for the request scenarios.
+const SEEDED: u64 = 10_000;
+
+/// One scenario's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioReport {
+    /// Scenario name.
+    pub name: String,
+    /// Requests per second.
+    pub rps: f64,
+    /// Median latency, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency, ms.
+    pub p99_ms: f64,
+    /// 99.9th percentile latency, ms.
+    pub p999_ms: f64,
+    /// rps over the bare server's rps measured beside it.
+    pub ratio_to_bare: f64,
+    /// Requests that did not get the expected status.
+    pub errors: u64,
+    /// The bare server's rps in the runs beside this one.
+    pub bare_rps: f64,
+}
+
+/// The machine the figures were taken on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// Logical CPUs.
+    pub cores: usize,
+    /// Total memory, GiB.
+    pub memory_gib: f64,
+    /// CPU model.
+    pub cpu: String,
+}
+
+/// Restart and memory figures for a seeded store.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestartReport {
+    /// Customers (each with one order) in the store.
+    pub customers: u64,
+    /// Seconds from starting the process to the first answered request, on a store a
+    /// previous process had closed cleanly.
+    pub restart_seconds: f64,
+    /// The same on the first start after seeding (sled replays its whole log then).
+    pub first_start_seconds: f64,
+    /// Resident memory after start and one request, MiB.
+    pub rss_mib: f64,
+    /// Resident memory of a server on an empty store, MiB.
+    pub empty_rss_mib: f64,
+    /// (rss - empty rss) / customers, bytes.
+    pub bytes_per_idle_customer: f64,
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchReport {
+    /// Where.
+    pub machine: Machine,
+    /// Request scenarios, the headline (`orders_create`) first.
+    pub scenarios: Vec<ScenarioReport>,
+    /// Restart and memory.
+    pub restart: Option<RestartReport>,
+    /// Settings of the run.
+    pub connections: usize,
+    /// Measured seconds per run.
+    pub duration_seconds: f64,
+}
+
+/// A server child process that is stopped when dropped.
+struct Server {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Server {
+    fn start(args: &[String]) -> Result<Server, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("finding boxsub: {e}"))?;
+        let mut child = Command::new(exe)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| format!("starting {args:?}: {e}"))?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let (found, wait) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("listening on http://") {
+                    let _ = found.send(addr.trim().to_owned());
+                }
+            }
+        });
+        let addr = match wait.recv_timeout(Duration::from_secs(120)) {
+            Ok(addr) => addr,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("{args:?} did not start listening"));
+            }
+        };
+        let addr = addr
+            .parse()
+            .map_err(|e| format!("bad address {addr}: {e}"))?;
+        Ok(Server { child, addr })
+    }
+
+    fn rss_mib(&self) -> f64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default();
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))
+            .and_then(|value| {
+                value
+                    .trim()
+                    .trim_end_matches("kB")
+                    .trim()
+                    .parse::<f64>()
+                    .ok()
+            })
+            .map_or(0.0, |kib| kib / 1024.0)
+    }
+
+    /// SIGTERM, then wait (bounded) for a clean exit.
+    fn stop(mut self) {
+        let pid = self.child.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A scratch directory removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Result<Scratch, String> {
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::env::temp_dir().join(format!("boxsub-bench-{}-{nonce}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        Ok(Scratch(dir))
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn seed(dir: &Path, customers: u64) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding boxsub: {e}"))?;
+    let status = Command::new(exe)
+        .args(["seed", "--customers", &customers.to_string(), "--data-dir"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .status()
+        .map_err(|e| format!("seeding: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("seeding {} failed", dir.display()))
+    }
+}
+
+/// Which server a scenario drives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Durable,
+    NotDurable,
+}
+
+struct Scenario {
+    name: &'static str,
+    target: Target,
+    request: load::RequestFn,
+    expect: load::ExpectFn,
+}
+
+fn scenarios() -> Vec<Scenario> {
+    let credentials = (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2);
+    let customer = |n: u64| n % SEEDED + 1;
+    let order_body = move |n: u64| {
+        format!(
+            r#"{{"customer_id":{},"box_id":217,"frequency":"weekly","exclusions":[241],"extras":[{{"id":28,"quantity":1}}]}}"#,
+            customer(n)
+        )
+    };
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let fresh = Arc::new(AtomicU64::new(0));
+    let post_order: load::RequestFn =
+        Arc::new(move |n| request("POST", "/v1/orders", credentials, Some(&order_body(n))));
+    let created = |_: u64| 201;
+    let ok = |_: u64| 200;
+    let by_email = move |n: u64| {
+        request(
+            "GET",
+            &format!("/v1/customers?email=seed{}@example.com", customer(n)),
+            credentials,
+            None,
+        )
+    };
+    let order_by_id = move |n: u64| {
+        request(
+            "GET",
+            &format!("/v1/orders/{}", customer(n)),
+            credentials,
+            None,
+        )
+    };
+    vec![
+        Scenario {
+            name: "orders_create",
+            target: Target::Durable,
+            request: post_order.clone(),
+            expect: Arc::new(created),
+        },
+        Scenario {
+            name: "customers_create",
+            target: Target::Durable,
+            request: Arc::new(move |_| {
+                let n = fresh.fetch_add(1, Ordering::Relaxed);
+                let body = format!(
+                    r#"{{"first_name":"Bench","last_name":"Load","email":"bench-{run}-{n}@example.com","delivery_service_id":91,"address":{{"address_1":"1 Load Street","city":"London"}}}}"#
+                );
+                request("POST", "/v1/customers", credentials, Some(&body))
+            }),
+            expect: Arc::new(created),
+        },
+        Scenario {
+            name: "customers_by_email",
+            target: Target::Durable,
+            request: Arc::new(by_email),
+            expect: Arc::new(ok),
+        },
+        Scenario {
+            name: "order_by_id",
+            target: Target::Durable,
+            request: Arc::new(order_by_id),
+            expect: Arc::new(ok),
+        },
+        Scenario {
+            name: "mix_80_read_20_order_create",
+            target: Target::Durable,
+            request: Arc::new(move |n| match n % 5 {
+                0 => post_order(n),
+                1 | 3 => by_email(n),
+                _ => order_by_id(n),
+            }),
+            expect: Arc::new(move |n| if n % 5 == 0 { 201 } else { 200 }),
+        },
+        Scenario {
+            name: "orders_create_durability_off",
+            target: Target::NotDurable,
+            request: Arc::new(move |n| {
+                request("POST", "/v1/orders", credentials, Some(&order_body(n)))
+            }),
+            expect: Arc::new(created),
+        },
+    ]
+}
+
+fn machine() -> Machine {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let memory_kib = meminfo
+        .lines()
+        .find_map(|line| line.strip_prefix("MemTotal:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo
+        .lines()
+        .find_map(|line| line.strip_prefix("model name"))
+        .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        .unwrap_or_else(|| "unknown".into());
+    Machine {
+        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_gib: (memory_kib / 1024.0 / 1024.0 * 10.0).round() / 10.0,
+        cpu,
+    }
+}
+
+/// Runs the whole benchmark.
+pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
+    let scratch = Scratch::new()?;
+    let durable_dir = scratch.path("durable");
+    let relaxed_dir = scratch.path("durability-off");
+    seed(&durable_dir, SEEDED)?;
+    seed(&relaxed_dir, SEEDED)?;
+    let bare = Server::start(&["bare-server", "--addr", "127.0.0.1:0"].map(str::to_owned))?;
+    let durable = Server::start(&serve_args(&durable_dir, "on"))?;
+    let relaxed = Server::start(&serve_args(&relaxed_dir, "off"))?;
+    let warmup = Duration::from_secs_f64(config.warmup);
+    let duration = Duration::from_secs_f64(config.duration);
+    let bare_spec = LoadSpec {
+        addr: bare.addr,
+        connections: config.connections,
+        warmup,
+        duration,
+        request: Arc::new(|_| b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_vec()),
+        expect: Arc::new(|_| 200),
+    };
+    let mut reports = Vec::new();
+    for scenario in scenarios() {
+        let addr = match scenario.target {
+            Target::Durable => durable.addr,
+            Target::NotDurable => relaxed.addr,
+        };
+        let spec = LoadSpec {
+            addr,
+            request: scenario.request.clone(),
+            expect: scenario.expect.clone(),
+            ..bare_spec.clone()
+        };
+        // Alternate bare and boxsub runs so that drift of a shared machine hits both.
+        let mut bare_runs = Vec::new();
+        let mut runs = Vec::new();
+        for _ in 0..config.rounds.max(1) {
+            bare_runs.push(load::run(bare_spec.clone()).await?);
+            runs.push(load::run(spec.clone()).await?);
+        }
+        bare_runs.push(load::run(bare_spec.clone()).await?);
+        let bare_rps = bare_runs.iter().map(LoadResult::rps).sum::<f64>() / bare_runs.len() as f64;
+        let combined = combine(runs);
+        let report = ScenarioReport {
+            name: scenario.name.to_owned(),
+            rps: round(combined.rps(), 0),
+            p50_ms: round(combined.quantile_ms(0.5), 3),
+            p99_ms: round(combined.quantile_ms(0.99), 3),
+            p999_ms: round(combined.quantile_ms(0.999), 3),
+            ratio_to_bare: round(combined.rps() / bare_rps.max(1.0), 3),
+            errors: combined.errors + bare_runs.iter().map(|r| r.errors).sum::<u64>(),
+            bare_rps: round(bare_rps, 0),
+        };
+        eprintln!(
+            "{}: {} rps (bare {} rps), ratio {:.3}, p99 {} ms, errors {}",
+            report.name,
+            report.rps,
+            report.bare_rps,
+            report.ratio_to_bare,
+            report.p99_ms,
+            report.errors
+        );
+        reports.push(report);
+    }
+    durable.stop();
+    relaxed.stop();
+    bare.stop();
+    let restart = if config.restart_customers > 0 {
+        Some(measure_restart(&scratch, config.restart_customers).await?)
+    } else {
+        None
+    };
+    Ok(BenchReport {
+        machine: machine(),
+        scenarios: reports,
+        restart,
+        connections: config.connections,
+        duration_seconds: config.duration,
+    })
+}
+
+fn serve_args(dir: &Path, durability: &str) -> Vec<String> {
+    let dir = dir.display().to_string();
+    [
+        "serve",
+        "--addr",
+        "127.0.0.1:0",
+        "--data-dir",
+        &dir,
+        "--durability",
+        durability,
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+fn combine(runs: Vec<LoadResult>) -> LoadResult {
+    let mut total = LoadResult::default();
+    for run in runs {
+        total.requests += run.requests;
+        total.errors += run.errors;
+        total.seconds += run.seconds;
+        total.latencies_us.extend(run.latencies_us);
+    }
+    total.latencies_us.sort_unstable();
+    total
+}
+
+fn round(value: f64, places: i32) -> f64 {
+    let scale = 10f64.powi(places);
+    (value * scale).round() / scale
+}
+
+/// Seconds from process start until the first answered request, and the server.
+async fn time_to_first_answer(dir: &Path) -> Result<(f64, Server), String> {
+    let started = Instant::now();
+    let server = Server::start(&serve_args(dir, "on"))?;
+    let credentials = (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2);
+    let spec = LoadSpec {
+        addr: server.addr,
+        connections: 1,
+        warmup: Duration::ZERO,
+        duration: Duration::from_millis(1),
+        request: Arc::new(move |_| {
+            request(
+                "GET",
+                "/v1/customers?email=seed1@example.com",
+                credentials,
+                None,
+            )
+        }),
+        expect: Arc::new(|_| 200),
+    };
+    let answered = load::run(spec).await?;
+    if answered.errors > 0 {
+        return Err("the restarted server did not find a seeded customer".into());
+    }
+    Ok((started.elapsed().as_secs_f64(), server))
+}
+
+async fn measure_restart(scratch: &Scratch, customers: u64) -> Result<RestartReport, String> {
+    let empty = Server::start(&serve_args(&scratch.path("empty"), "on"))?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let empty_rss = empty.rss_mib();
+    empty.stop();
+    let dir = scratch.path("large");
+    eprintln!("seeding {customers} customers for the restart measurement...");
+    seed(&dir, customers)?;
+    let (first_start, server) = time_to_first_answer(&dir).await?;
+    server.stop();
+    let (restart, server) = time_to_first_answer(&dir).await?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss = server.rss_mib();
+    server.stop();
+    Ok(RestartReport {
+        customers,
+        restart_seconds: round(restart, 3),
+        first_start_seconds: round(first_start, 3),
+        rss_mib: round(rss, 1),
+        empty_rss_mib: round(empty_rss, 1),
+        bytes_per_idle_customer: round(
+            (rss - empty_rss).max(0.0) * 1024.0 * 1024.0 / customers as f64,
+            0,
+        ),
+    })
+}
+
+/// The report as a Markdown table.
+pub fn markdown(report: &BenchReport) -> String {
+    let m = &report.machine;
+    let mut out = format!(
+        "Machine: {} cores, {} GiB, {}; {} connections, {} s measured per run.\n\n",
+        m.cores, m.memory_gib, m.cpu, report.connections, report.duration_seconds
+    );
+    out.push_str("| scenario | requests/s | p50 ms | p99 ms | p99.9 ms | ratio to bare | bare requests/s | errors |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for s in &report.scenarios {
+        out.push_str(&format!(
+            "| {} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {} |\n",
+            s.name, s.rps, s.p50_ms, s.p99_ms, s.p999_ms, s.ratio_to_bare, s.bare_rps, s.errors
+        ));
+    }
+    if let Some(r) = &report.restart {
+        out.push_str(&format!(
+            "\nRestart with {} customers (one order each): first answer {:.3} s after start \
+             (first start after seeding: {:.3} s); resident memory {:.1} MiB \
+             (empty store {:.1} MiB), {:.0} bytes per idle customer.\n",
+            r.customers,
+            r.restart_seconds,
+            r.first_start_seconds,
+            r.rss_mib,
+            r.empty_rss_mib,
+            r.bytes_per_idle_customer
+        ));
+    }
+    out
+}
+
+/// The bare warp server: a fixed small JSON body for every request, on the same warp
+/// server set-up as boxsub. Prints `listening on http://ADDR` when ready.
+pub async fn bare_server(addr: &str) -> Result<(), String> {
+    use warp::Filter;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("binding {addr}: {e}"))?;
+    let local = listener.local_addr().map_err(|e| e.to_string())?;
+    let route = warp::any().map(|| {
+        let mut response = warp::reply::Response::new(r#"{"ok":true}"#.into());
+        response.headers_mut().insert(
+            warp::http::header::CONTENT_TYPE,
+            warp::http::HeaderValue::from_static("application/json; charset=utf-8"),
+        );
+        response
+    });
+    println!("listening on http://{local}");
+    warp::serve(route)
+        .incoming(listener)
+        .graceful(crate::startup::shutdown_signal())
+        .run()
+        .await;
+    Ok(())
+}
