@@ -55,6 +55,9 @@ pub struct BenchConfig {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Run only the scenarios whose names contain this text.
+    #[arg(long)]
+    pub only: Option<String>,
 }
 
 /// Settings of `boxsub seed`.

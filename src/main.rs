@@ -8,6 +8,10 @@ use boxsub::config::{Cli, Command};
 use boxsub::startup::{shutdown_signal, Application};
 use clap::Parser;
 
+/// sled allocates and frees on every write; mimalloc keeps that off a contended lock.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();

@@ -348,7 +348,13 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         expect: Arc::new(|_| 200),
     };
     let mut reports = Vec::new();
-    for scenario in scenarios() {
+    let chosen = scenarios().into_iter().filter(|scenario| {
+        config
+            .only
+            .as_deref()
+            .is_none_or(|only| scenario.name.contains(only))
+    });
+    for scenario in chosen {
         let addr = match scenario.target {
             Target::Durable => durable.addr,
             Target::NotDurable => relaxed.addr,

@@ -118,6 +118,9 @@ mod tests {
         fn apply(&self, _: WriteBatch) -> Result<(), StoreError> {
             Ok(())
         }
+        fn put(&self, _: &[u8], _: Vec<u8>) -> Result<(), StoreError> {
+            Ok(())
+        }
         fn scan(&self, _: &[u8], _: usize, _: usize) -> Result<Vec<Entry>, StoreError> {
             Ok(Vec::new())
         }
