@@ -19,6 +19,7 @@
 
 pub mod actors;
 pub mod bench;
+pub mod commands;
 pub mod config;
 pub mod domain;
 pub mod http;

@@ -20,7 +20,7 @@ use dashmap::DashMap;
 use ractor::{Actor, ActorRef};
 use tokio::sync::OnceCell;
 
-use crate::actors::customer::{CustomerActor, CustomerArgs, CustomerMsg};
+use crate::actors::customer::{CustomerActor, CustomerArgs, CustomerMsg, Published};
 use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::Customer;
 use crate::domain::ids::{CustomerId, IdSequence, OrderId};
@@ -47,12 +47,21 @@ pub struct Slot {
     pub webstore: WebstoreIdx,
     /// The actor.
     pub actor: ActorRef<CustomerMsg>,
+    published: Published,
     last_used: AtomicU64,
     in_flight: AtomicU32,
     epoch: Instant,
 }
 
 impl Slot {
+    /// The customer as its actor last stored it.
+    pub fn customer(&self) -> Arc<Customer> {
+        self.published
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
     fn touch(&self) {
         let now = self.epoch.elapsed().as_secs();
         self.last_used.store(now, Ordering::Relaxed);
@@ -334,8 +343,11 @@ impl Registry {
                 "customer belongs to a webstore the catalogue no longer has");
             return Err(Activated::Missing);
         };
+        let customer = loaded.record.into_customer(webstore.idx);
+        let published: Published = Arc::new(std::sync::RwLock::new(Arc::new(customer.clone())));
         let args = CustomerArgs {
-            customer: loaded.record.into_customer(webstore.idx),
+            customer,
+            published: published.clone(),
             orders: loaded.orders,
             webstore: webstore.clone(),
             order_ids: self.order_ids.clone(),
@@ -347,6 +359,7 @@ impl Registry {
         let slot = Slot {
             webstore: webstore.idx,
             actor,
+            published,
             last_used: AtomicU64::new(0),
             in_flight: AtomicU32::new(0),
             epoch: self.epoch,

@@ -241,13 +241,15 @@ impl Service {
         Ok(outcome??.customer)
     }
 
-    /// A customer of the webstore.
+    /// A customer of the webstore, as its actor last published it: reads need no message.
     pub async fn customer(
         &self,
         webstore: &Webstore,
         id: CustomerId,
     ) -> Result<Arc<Customer>, ServiceError> {
-        self.call(webstore.idx, id, CustomerMsg::Get).await
+        let slot = self.registry.slot(webstore.idx, id).await?;
+        slot.map(|slot| slot.customer())
+            .ok_or(ServiceError::NotFound)
     }
 
     /// The webstore's customer with this email (trimmed, any case), if there is one.

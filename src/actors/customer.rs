@@ -22,6 +22,10 @@ use crate::domain::order::{validate_order, CustomerCheck, Order};
 use crate::store::codec::IdempotencyRecord;
 use crate::store::{IdempotencyWrite, Store, StoreError};
 
+/// The customer as last durably stored, published by its actor so that reads need no
+/// message round trip. Only the actor writes it, after each change is on disk.
+pub type Published = Arc<std::sync::RwLock<Arc<Customer>>>;
+
 /// The actor's behaviour; its state lives in [`CustomerState`].
 pub struct CustomerActor;
 
@@ -37,6 +41,8 @@ pub struct CustomerArgs {
     pub order_ids: Arc<IdSequence>,
     /// Where the snapshot is written.
     pub store: Store,
+    /// Where the current customer is published for readers.
+    pub published: Published,
 }
 
 /// The customer and its orders, owned by the actor alone.
@@ -46,6 +52,7 @@ pub struct CustomerState {
     webstore: Arc<Webstore>,
     order_ids: Arc<IdSequence>,
     store: Store,
+    published: Published,
 }
 
 /// Why a change was not made.
@@ -78,8 +85,6 @@ pub struct PlaceOrder {
 
 /// The requests a customer actor answers.
 pub enum CustomerMsg {
-    /// The customer as it is now.
-    Get(RpcReplyPort<Arc<Customer>>),
     /// Apply changes already checked field by field (and with the password hashed).
     Update(
         Box<CustomerChanges>,
@@ -114,6 +119,7 @@ impl Actor for CustomerActor {
             webstore: args.webstore,
             order_ids: args.order_ids,
             store: args.store,
+            published: args.published,
         })
     }
 
@@ -125,9 +131,6 @@ impl Actor for CustomerActor {
     ) -> Result<(), ActorProcessingErr> {
         // A failed `send` means the caller gave up waiting; the change stands either way.
         match message {
-            CustomerMsg::Get(reply) => {
-                let _ = reply.send(state.customer.clone());
-            }
             CustomerMsg::Update(changes, reply) => {
                 let _ = reply.send(state.update(&changes).await);
             }
@@ -161,6 +164,10 @@ impl CustomerState {
             .update_customer(&next, &self.customer, &self.webstore.settings.id)?;
         let previous = std::mem::replace(&mut self.customer, next.clone());
         self.store.durable().await?;
+        *self
+            .published
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = next.clone();
         Ok(Updated {
             customer: next,
             previous,

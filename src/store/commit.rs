@@ -78,8 +78,14 @@ fn flush_loop(
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
         batch.extend(queue.try_iter());
+        let started = std::time::Instant::now();
         match storage.sync() {
             Ok(()) => {
+                tracing::trace!(
+                    writers = batch.len(),
+                    micros = started.elapsed().as_micros() as u64,
+                    "group commit"
+                );
                 for waiter in batch {
                     let _ = waiter.send(());
                 }
