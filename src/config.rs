@@ -99,6 +99,11 @@ pub struct ServeConfig {
     /// Memory for the store's page cache, in MiB.
     #[arg(long, env = "BOXSUB_CACHE_MB", default_value_t = 64)]
     pub cache_mb: u64,
+    /// Read and decode every stored record before serving, and refuse to start if any is
+    /// unreadable. Without it the same check runs in the background after start-up (so that
+    /// a large store is ready at once) and logs every unreadable record.
+    #[arg(long, env = "BOXSUB_VERIFY_STORE")]
+    pub verify_store: bool,
     /// Seconds to let in-flight requests finish after SIGTERM or Ctrl-C.
     #[arg(long, env = "BOXSUB_SHUTDOWN_GRACE_SECS", default_value_t = 5)]
     pub shutdown_grace_secs: u64,

@@ -596,3 +596,131 @@ fn random_salt() -> Result<[u8; 16], ServiceError> {
         .map_err(|error| ServiceError::Internal(format!("no randomness for a salt: {error}")))?;
     Ok(salt)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{Durability, Entry, SledStorage, Storage, WriteBatch};
+    use std::path::Path;
+    use std::sync::atomic::AtomicBool;
+
+    /// sled, except that writes fail while `full` is set, like a full disk.
+    struct FullDisk {
+        inner: SledStorage,
+        full: AtomicBool,
+    }
+
+    impl FullDisk {
+        fn refuse(&self) -> Result<(), StoreError> {
+            if self.full.load(Ordering::SeqCst) {
+                return Err(StoreError::Io {
+                    context: "writing to the store".into(),
+                    source: std::io::Error::from_raw_os_error(28),
+                });
+            }
+            Ok(())
+        }
+    }
+
+    impl Storage for FullDisk {
+        fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+            self.inner.get(key)
+        }
+        fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
+            self.refuse()?;
+            self.inner.apply(batch)
+        }
+        fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
+            self.refuse()?;
+            self.inner.put(key, value)
+        }
+        fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError> {
+            self.inner.scan(prefix, skip, limit)
+        }
+        fn for_each(
+            &self,
+            prefix: &[u8],
+            visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+        ) -> Result<(), StoreError> {
+            self.inner.for_each(prefix, visit)
+        }
+        fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError> {
+            self.inner.last(prefix)
+        }
+        fn sync(&self) -> Result<(), StoreError> {
+            self.inner.sync()
+        }
+    }
+
+    fn service(dir: &Path) -> (Service, Arc<FullDisk>) {
+        let disk = Arc::new(FullDisk {
+            inner: SledStorage::open(dir, 1 << 20).unwrap(),
+            full: AtomicBool::new(false),
+        });
+        let store = Store::with_storage(
+            disk.clone(),
+            dir,
+            Durability::Sync,
+            Arc::new(|_: &StoreError| {}),
+        )
+        .unwrap();
+        let settings = ServiceSettings {
+            call_timeout: Duration::from_secs(5),
+            password_hashers: 1,
+            max_calls_per_customer: 8,
+            max_calls_in_flight: 64,
+        };
+        (
+            Service::new(Arc::new(Catalogue::demo(0)), store, settings).unwrap(),
+            disk,
+        )
+    }
+
+    fn body(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_full_disk_fails_the_write_and_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let (service, disk) = service(dir.path());
+        let webstore = service.catalogue.webstores()[0].clone();
+        let customer = body(
+            serde_json::json!({"first_name": "Ann", "email": "ann@example.com",
+            "delivery_service_id": 91, "address": {"address_1": "1 Road", "city": "York"}}),
+        );
+
+        disk.full.store(true, Ordering::SeqCst);
+        let refused = service.create_customer(&webstore, &customer, None).await;
+        assert!(
+            matches!(refused, Err(ServiceError::Storage(_))),
+            "{refused:?}"
+        );
+        assert!(service
+            .customer_by_email(&webstore, "ann@example.com")
+            .await
+            .unwrap()
+            .is_none());
+
+        disk.full.store(false, Ordering::SeqCst);
+        let Created::Fresh(ann) = service
+            .create_customer(&webstore, &customer, None)
+            .await
+            .unwrap()
+        else {
+            panic!("a first create is never a replay");
+        };
+        disk.full.store(true, Ordering::SeqCst);
+        let order = body(serde_json::json!({"customer_id": ann.id.0, "box_id": 217}));
+        let refused = service.create_order(&webstore, order, None).await;
+        assert!(
+            matches!(refused, Err(ServiceError::Storage(_))),
+            "{refused:?}"
+        );
+        let orders = service
+            .orders_of(&webstore, Some(&ann.id.0.to_string()))
+            .await
+            .unwrap();
+        assert!(orders.is_empty(), "a refused order must not be kept");
+    }
+}

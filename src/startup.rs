@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use crate::config::{DurabilityFlag, SeedConfig, ServeConfig};
 use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS};
 use crate::service::{Service, ServiceError, ServiceSettings};
-use crate::store::{keys, Durability, Store, StoreError};
+use crate::store::{Durability, Store, StoreError};
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -210,6 +210,15 @@ fn open_store(config: &ServeConfig) -> Result<Store, StartupError> {
         }),
     )
     .map_err(store_error)?;
+    if config.verify_store {
+        let census = store.verify().map_err(store_error)?;
+        tracing::info!(
+            customers = census.customers,
+            orders = census.orders,
+            elapsed_ms = opening.elapsed().as_millis() as u64,
+            "store verified: every record readable"
+        );
+    }
     let high_water = store.high_water().map_err(store_error)?;
     tracing::info!(
         data_dir = %config.data_dir.display(),
@@ -219,24 +228,29 @@ fn open_store(config: &ServeConfig) -> Result<Store, StartupError> {
         elapsed_ms = opening.elapsed().as_millis() as u64,
         "store opened"
     );
-    spawn_census(store.clone());
+    if !config.verify_store {
+        spawn_census(store.clone());
+    }
     Ok(store)
 }
 
-/// Counts what the store holds and logs it, off the start-up path: counting a large store
-/// takes longer than starting to serve it.
+/// Reads every record of the store, logging what it holds and any record it cannot read.
+/// Runs after start-up, so that a large store is served at once.
 fn spawn_census(store: Store) {
     tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let counted = store
-            .count_keys(keys::CUSTOMER)
-            .and_then(|customers| Ok((customers, store.count_keys(keys::ORDER_OWNER)?)));
-        match counted {
-            Ok((customers, orders)) => tracing::info!(
+        match store.verify() {
+            Ok(census) => tracing::info!(
                 elapsed_ms = started.elapsed().as_millis() as u64,
-                "store holds {customers} customers and {orders} orders"
+                "store holds {} customers and {} orders, every record readable",
+                census.customers,
+                census.orders
             ),
-            Err(error) => tracing::error!(%error, "counting the store's records failed"),
+            Err(error) => tracing::error!(
+                %error,
+                "the store holds an unreadable record: the customer it belongs to answers 503; \
+                 restart with --verify-store to refuse to serve a damaged store"
+            ),
         }
     });
 }

@@ -94,11 +94,12 @@ pub trait Storage: Send + Sync + 'static {
     fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError>;
     /// Up to `limit` entries whose key starts with `prefix`, after skipping `skip` of them.
     fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError>;
-    /// Calls `visit` with every key starting with `prefix`, in order, until it returns false.
-    fn for_each_key(
+    /// Calls `visit` with every entry whose key starts with `prefix`, in order, until it
+    /// returns false.
+    fn for_each(
         &self,
         prefix: &[u8],
-        visit: &mut dyn FnMut(&[u8]) -> bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StoreError>;
     /// The last entry whose key starts with `prefix`.
     fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError>;
@@ -195,13 +196,14 @@ impl Storage for SledStorage {
             .collect()
     }
 
-    fn for_each_key(
+    fn for_each(
         &self,
         prefix: &[u8],
-        visit: &mut dyn FnMut(&[u8]) -> bool,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StoreError> {
-        for key in self.db.scan_prefix(prefix).keys() {
-            if !visit(&key.map_err(engine("scanning the store"))?) {
+        for entry in self.db.scan_prefix(prefix) {
+            let (key, value) = entry.map_err(engine("scanning the store"))?;
+            if !visit(&key, &value) {
                 break;
             }
         }
@@ -248,6 +250,17 @@ pub struct LoadedCustomer {
     pub record: CustomerRecord,
     /// Its orders, by id.
     pub orders: Vec<Order>,
+}
+
+/// What [`Store::verify`] counted.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Census {
+    /// Customer records.
+    pub customers: u64,
+    /// Order records.
+    pub orders: u64,
+    /// Idempotency records.
+    pub idempotency_records: u64,
 }
 
 /// What `open` found.
@@ -402,7 +415,7 @@ impl Store {
     pub fn count_customers(&self, webstore_id: &str, up_to: u64) -> Result<u64, StoreError> {
         let prefix = keys::webstore_prefix(keys::NUMBER, webstore_id);
         let mut count = 0;
-        self.inner.storage.for_each_key(&prefix, &mut |key| {
+        self.inner.storage.for_each(&prefix, &mut |key, _| {
             let within = keys::trailing_id(key).is_some_and(|number| number <= up_to);
             count += u64::from(within);
             within
@@ -410,14 +423,41 @@ impl Store {
         Ok(count)
     }
 
-    /// How many keys start with `prefix` (for the start-up census).
-    pub fn count_keys(&self, prefix: u8) -> Result<u64, StoreError> {
-        let mut count = 0;
-        self.inner.storage.for_each_key(&[prefix], &mut |_| {
-            count += 1;
-            true
+    /// Reads and decodes every customer, order and idempotency record, counting them; the
+    /// first record that does not decode is an error naming its key.
+    pub fn verify(&self) -> Result<Census, StoreError> {
+        let mut census = Census::default();
+        let mut failure = None;
+        let mut check =
+            |prefix: u8, count: &mut u64, decodes: fn(&[u8]) -> Result<(), CodecError>| {
+                self.inner
+                    .storage
+                    .for_each(&[prefix], &mut |key, value| match decodes(value) {
+                        Ok(()) => {
+                            *count += 1;
+                            true
+                        }
+                        Err(source) => {
+                            failure = Some(corrupt(key, source));
+                            false
+                        }
+                    })
+            };
+        check(keys::CUSTOMER, &mut census.customers, |v| {
+            decode::<CustomerRecord>(v).map(drop)
         })?;
-        Ok(count)
+        check(keys::ORDER, &mut census.orders, |v| {
+            decode::<OrderRecord>(v)
+                .and_then(OrderRecord::into_order)
+                .map(drop)
+        })?;
+        check(keys::IDEMPOTENCY, &mut census.idempotency_records, |v| {
+            decode::<IdempotencyRecord>(v).map(drop)
+        })?;
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(census),
+        }
     }
 
     /// Up to `limit` customer ids of a webstore in number order (which is id order), after
@@ -610,4 +650,91 @@ fn check_writable(dir: &Path) -> Result<(), StoreError> {
         let _ = handle.sync_all();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::catalogue::WebstoreIdx;
+    use crate::domain::customer::Address;
+    use crate::domain::email::Email;
+
+    fn customer(id: u64, email: &str) -> Customer {
+        Customer {
+            id: CustomerId(id),
+            webstore: WebstoreIdx(0),
+            number: id,
+            first_name: "Ann".into(),
+            last_name: None,
+            email: Email::from_trusted(email.into()),
+            delivery_service_id: 91,
+            address: Address::default(),
+            password_hash: None,
+        }
+    }
+
+    fn open(dir: &Path) -> Store {
+        Store::open(
+            dir,
+            Durability::Sync,
+            1 << 20,
+            Arc::new(|_: &StoreError| {}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn records_and_indexes_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = open(dir.path());
+            store
+                .create_customer(&customer(7, "a@b.c"), "shop", None)
+                .unwrap();
+            store.close().unwrap();
+        }
+        let store = open(dir.path());
+        assert_eq!(
+            store.email_owner("shop", "a@b.c").unwrap(),
+            Some(CustomerId(7))
+        );
+        assert_eq!(store.email_owner("other", "a@b.c").unwrap(), None);
+        assert_eq!(store.high_water().unwrap().customer_id, 7);
+        assert_eq!(store.last_number("shop").unwrap(), 7);
+        let loaded = store.load_customer(CustomerId(7)).unwrap().unwrap();
+        assert_eq!(loaded.webstore_id, "shop");
+        assert_eq!(store.verify().unwrap().customers, 1);
+    }
+
+    #[test]
+    fn an_unreadable_record_is_an_error_naming_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        store
+            .create_customer(&customer(3, "x@y.z"), "shop", None)
+            .unwrap();
+        let mut damage = WriteBatch::default();
+        damage.put(keys::customer(3), b"BXS\x01\x00\x01garbage".to_vec());
+        store.apply(damage).unwrap();
+        let error = store.verify().unwrap_err();
+        assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
+        assert!(error.to_string().contains("record c"), "{error}");
+        assert!(store.load_customer(CustomerId(3)).is_err());
+    }
+
+    #[test]
+    fn a_data_dir_that_is_a_file_is_refused_with_its_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("not-a-dir");
+        std::fs::write(&file, b"x").unwrap();
+        let error = Store::open(
+            &file,
+            Durability::Sync,
+            1 << 20,
+            Arc::new(|_: &StoreError| {}),
+        )
+        .err()
+        .unwrap();
+        assert!(error.to_string().contains("not-a-dir"), "{error}");
+    }
 }
