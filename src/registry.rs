@@ -415,30 +415,30 @@ impl Registry {
         let totals = &index.totals;
         let at_start = *totals
             .at_start
-            .get_or_try_init(|| async {
+            .get_or_try_init(|| {
                 let store = self.store.clone();
                 let webstore_id = webstore.settings.id.clone();
                 let up_to = totals.last_number_at_start;
-                tokio::task::spawn_blocking(move || store.count_customers(&webstore_id, up_to))
-                    .await
-                    .map_err(|error| StoreError::Engine {
-                        context: "counting customers".into(),
-                        detail: error.to_string(),
-                    })?
+                off_workers(move || store.count_customers(&webstore_id, up_to))
             })
             .await?;
         let total = at_start + totals.created.load(Ordering::Relaxed);
         let store = self.store.clone();
         let webstore_id = webstore.settings.id.clone();
         // Deep pages walk the index from its start; keep that off the async workers.
-        let ids = tokio::task::spawn_blocking(move || {
-            store.customer_ids_page(&webstore_id, offset, limit)
-        })
-        .await
-        .map_err(|error| StoreError::Engine {
-            context: "listing customers".into(),
-            detail: error.to_string(),
-        })??;
+        let ids = off_workers(move || store.customer_ids_page(&webstore_id, offset, limit)).await?;
         Ok((ids, total))
     }
+}
+
+/// Runs a store scan on a blocking thread.
+async fn off_workers<T: Send + 'static>(
+    scan: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(scan)
+        .await
+        .map_err(|error| StoreError::Engine {
+            context: "scanning the store".into(),
+            detail: error.to_string(),
+        })?
 }

@@ -30,7 +30,6 @@ use crate::domain::paging::Page;
 use crate::domain::password::{hash_password, verify_password};
 use crate::domain::throttle::SignInThrottle;
 use crate::registry::{EmailTaken, Refused, Registry, RegistryError};
-use crate::store::codec::IdempotencyRecord;
 use crate::store::{IdempotencyWrite, Store, StoreError};
 
 /// Why the service refused or failed a request.
@@ -194,7 +193,9 @@ impl Service {
             .claim_email_for_new_customer(webstore, email_key.clone())?
             .map_err(|EmailTaken| email_taken())?;
         let customer = Customer::create(id, webstore.idx, number, changes);
-        let record = idempotency.map(|pending| recorded(webstore, pending, &customer));
+        let record = idempotency.map(|pending| {
+            IdempotencyWrite::rendered(&webstore.settings.id, pending, &customer, unix_now())
+        });
         let stored = self.registry.create_customer(webstore, &customer, record);
         // From here the store's email index answers for the email.
         self.registry.release_claim(webstore.idx, &email_key, id);
@@ -567,22 +568,6 @@ impl Service {
             }
         }
         ServiceError::Invalid(errors)
-    }
-}
-
-/// The idempotency record of a create, rendered from the created record.
-fn recorded<T>(webstore: &Webstore, pending: Pending<T>, created: &T) -> IdempotencyWrite {
-    let response = (pending.render)(created);
-    IdempotencyWrite {
-        webstore_id: webstore.settings.id.clone(),
-        key: pending.key.as_str().to_owned(),
-        record: IdempotencyRecord {
-            body_sha256: pending.body_sha256.to_vec(),
-            status: response.status,
-            location: response.location,
-            body: response.body,
-            created_at: unix_now(),
-        },
     }
 }
 

@@ -19,7 +19,6 @@ use crate::domain::fields::FieldErrors;
 use crate::domain::idempotency::Pending;
 use crate::domain::ids::{IdSequence, OrderId};
 use crate::domain::order::{validate_order, CustomerCheck, Order};
-use crate::store::codec::IdempotencyRecord;
 use crate::store::{IdempotencyWrite, Store, StoreError};
 
 /// The customer as last durably stored, published by its actor so that reads need no
@@ -184,18 +183,12 @@ impl CustomerState {
             created_at: unix_now(),
         });
         let idempotency = request.idempotency.map(|pending| {
-            let response = (pending.render)(&order);
-            IdempotencyWrite {
-                webstore_id: self.webstore.settings.id.clone(),
-                key: pending.key.as_str().to_owned(),
-                record: IdempotencyRecord {
-                    body_sha256: pending.body_sha256.to_vec(),
-                    status: response.status,
-                    location: response.location,
-                    body: response.body,
-                    created_at: order.created_at,
-                },
-            }
+            IdempotencyWrite::rendered(
+                &self.webstore.settings.id,
+                pending,
+                &*order,
+                order.created_at,
+            )
         });
         self.store.create_order(&order, idempotency)?;
         // The sequence only grows and this actor takes its ids one message at a time, so

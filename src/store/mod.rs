@@ -17,6 +17,7 @@ use codec::{decode, encode, CodecError, CustomerRecord, IdempotencyRecord, Order
 use commit::{Committer, FatalHandler};
 
 use crate::domain::customer::Customer;
+use crate::domain::idempotency::Pending;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::Order;
 
@@ -280,6 +281,25 @@ pub struct IdempotencyWrite {
     pub key: String,
     /// What to replay.
     pub record: IdempotencyRecord,
+}
+
+impl IdempotencyWrite {
+    /// The record of a create that came with an idempotency key: the response rendered from
+    /// the created record, to be written in the same atomic write as that record.
+    pub fn rendered<T>(webstore_id: &str, pending: Pending<T>, created: &T, now: i64) -> Self {
+        let response = (pending.render)(created);
+        IdempotencyWrite {
+            webstore_id: webstore_id.to_owned(),
+            key: pending.key.as_str().to_owned(),
+            record: IdempotencyRecord {
+                body_sha256: pending.body_sha256.to_vec(),
+                status: response.status,
+                location: response.location,
+                body: response.body,
+                created_at: now,
+            },
+        }
+    }
 }
 
 /// boxsub's persistent state, shared by the registry and the customer actors.
