@@ -90,7 +90,7 @@ impl ApiError {
             }
             ApiError::Unavailable => "Service temporarily unavailable. Try again shortly.",
             ApiError::Storage(_) => {
-                "The change could not be stored. Nothing was changed; try again later."
+                "The storage of the service failed. Nothing was changed; try again later."
             }
             ApiError::Internal(_) => "Internal server error",
         }

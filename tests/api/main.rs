@@ -17,3 +17,4 @@ mod isolation;
 mod orders;
 mod robustness;
 mod sign_in;
+mod verify;
