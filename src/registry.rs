@@ -320,6 +320,30 @@ impl Registry {
         }
     }
 
+    /// A customer of `webstore` as it is now, for reading: from its live actor's published
+    /// snapshot, or straight from the store when it has no live actor. Reads never activate
+    /// an actor, so listing many customers does not fill memory with actors.
+    pub fn customer(
+        &self,
+        webstore: WebstoreIdx,
+        id: CustomerId,
+    ) -> Result<Option<Arc<Customer>>, StoreError> {
+        if let Some(slot) = self.active.get(&id).and_then(|cell| cell.get().cloned()) {
+            slot.touch();
+            return Ok((slot.webstore == webstore).then(|| slot.customer()));
+        }
+        let Some(record) = self.store.load_customer_record(id)? else {
+            return Ok(None);
+        };
+        let owner = self
+            .catalogue
+            .webstores()
+            .iter()
+            .find(|w| w.settings.id == record.webstore_id)
+            .map(|w| w.idx);
+        Ok((owner == Some(webstore)).then(|| Arc::new(record.into_customer(webstore))))
+    }
+
     /// Forgets a slot whose actor has stopped, so the next use activates a new one.
     pub fn forget(&self, id: CustomerId, slot: &Arc<Slot>) {
         self.active.remove_if(&id, |_, held| {

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
-use futures_util::future::join_all;
 use ractor::rpc::CallResult;
 use ractor::RpcReplyPort;
 use serde_json::{Map, Value};
@@ -242,14 +241,14 @@ impl Service {
         Ok(outcome??.customer)
     }
 
-    /// A customer of the webstore, as its actor last published it: reads need no message.
-    pub async fn customer(
+    /// A customer of the webstore as it is now; reads need no message to its actor.
+    pub fn customer(
         &self,
         webstore: &Webstore,
         id: CustomerId,
     ) -> Result<Arc<Customer>, ServiceError> {
-        let slot = self.registry.slot(webstore.idx, id).await?;
-        slot.map(|slot| slot.customer())
+        self.registry
+            .customer(webstore.idx, id)?
             .ok_or(ServiceError::NotFound)
     }
 
@@ -262,7 +261,7 @@ impl Service {
         let Some(id) = self.registry.email_owner(webstore, &fold(email))? else {
             return Ok(None);
         };
-        match self.customer(webstore, id).await {
+        match self.customer(webstore, id) {
             Ok(customer) => Ok(Some(customer)),
             Err(ServiceError::NotFound) => Ok(None),
             Err(error) => Err(error),
@@ -279,8 +278,11 @@ impl Service {
             .registry
             .page_of_customers(webstore, page.offset(), page.per_page)
             .await?;
-        let customers = join_all(ids.into_iter().map(|id| self.customer(webstore, id))).await;
-        Ok((customers.into_iter().collect::<Result<_, _>>()?, total))
+        let customers = ids
+            .into_iter()
+            .map(|id| self.customer(webstore, id))
+            .collect::<Result<_, _>>()?;
+        Ok((customers, total))
     }
 
     /// Signs a customer in: `Some` only for the right password. Every failure costs one
@@ -707,5 +709,50 @@ mod tests {
             .await
             .unwrap();
         assert!(orders.is_empty(), "a refused order must not be kept");
+    }
+
+    #[tokio::test]
+    async fn reading_customers_starts_no_actors_and_orders_start_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (service, _) = service(dir.path());
+        let webstore = service.catalogue.webstores()[0].clone();
+        for n in 0..5 {
+            let customer = body(
+                serde_json::json!({"first_name": "Ann", "email": format!("ann{n}@example.com"),
+                "delivery_service_id": 91, "address": {"address_1": "1 Road", "city": "York"}}),
+            );
+            service
+                .create_customer(&webstore, &customer, None)
+                .await
+                .unwrap();
+        }
+        let page = Page::parse(None, None).unwrap();
+        let (listed, total) = service.customers_page(&webstore, page).await.unwrap();
+        assert_eq!((listed.len(), total), (5, 5));
+        assert!(service
+            .customer_by_email(&webstore, "ANN3@example.com")
+            .await
+            .unwrap()
+            .is_some());
+        assert_eq!(
+            service.registry().active_count(),
+            0,
+            "reads must not activate actors"
+        );
+
+        let order = body(serde_json::json!({"customer_id": listed[0].id.0, "box_id": 217}));
+        service.create_order(&webstore, order, None).await.unwrap();
+        assert_eq!(service.registry().active_count(), 1);
+        assert_eq!(service.registry().passivate_idle(Duration::ZERO), 1);
+        assert_eq!(service.registry().active_count(), 0);
+        let orders = service
+            .orders_of(&webstore, Some(&listed[0].id.0.to_string()))
+            .await
+            .unwrap();
+        assert_eq!(
+            orders.len(),
+            1,
+            "a passivated customer comes back from the store"
+        );
     }
 }

@@ -80,7 +80,7 @@ fn link_header(page: Page, total: u64, embed: Option<&str>) -> String {
 }
 
 pub(super) async fn get_customer(call: &Call<'_>, id: CustomerId) -> Answer {
-    let customer = call.service.customer(call.webstore, id).await?;
+    let customer = call.service.customer(call.webstore, id)?;
     let embed = Embed::parse(call.params.get("embed"));
     Ok(json_response(
         StatusCode::OK,

@@ -538,6 +538,19 @@ impl Store {
             .transpose()
     }
 
+    /// A customer's record alone, if stored (reads that need no actor).
+    pub fn load_customer_record(
+        &self,
+        id: CustomerId,
+    ) -> Result<Option<CustomerRecord>, StoreError> {
+        let key = keys::customer(id.0);
+        self.inner
+            .storage
+            .get(&key)?
+            .map(|bytes| decode(&bytes).map_err(|source| corrupt(&key, source)))
+            .transpose()
+    }
+
     /// A customer with its orders, if stored.
     pub fn load_customer(&self, id: CustomerId) -> Result<Option<LoadedCustomer>, StoreError> {
         let key = keys::customer(id.0);
