@@ -1,12 +1,14 @@
 //! The registry: the directory of customer actors and the secondary indexes that find them —
 //! email → customer per webstore (case-folded) and order → customer — plus the id sequences.
 //!
-//! The indexes live in the store, written in the same atomic batch as the records they point
-//! at, so they are exact after a restart without a rebuild. In memory the registry keeps only
-//! what is live: the actors of recently used customers (activated from their snapshot on
-//! first use, passivated when idle) and the email claims of creates and email changes in
-//! progress. A claim is taken with the entry API and checked against the store inside it, so
-//! "is it free?" and "take it" are one step and exactly one of many concurrent claimants wins.
+//! The indexes live in the store, written together with the records they point at (see
+//! `Store::create_customer` and `Store::create_order` for how), so they are exact after a
+//! restart without a rebuild. In memory the registry keeps only what is live: the actors of
+//! customers in use (activated from their snapshot by the first change or order read,
+//! passivated when idle; reading a customer never starts one) and the email claims of
+//! creates and email changes in progress. A claim is taken with the entry API and checked
+//! against the store inside it, so "is it free?" and "take it" are one step and exactly one
+//! of many concurrent claimants wins.
 //!
 //! No map guard is held across an `.await` or an actor call: guards live only inside the
 //! synchronous parts of these methods. Must not touch: HTTP, actor message handling.
