@@ -124,7 +124,7 @@ async fn connection(spec: LoadSpec, index: u64, measure_from: Instant, end: Inst
         let answer = exchange(open, &request, &mut buffer).await;
         let measured = sent >= measure_from && Instant::now() <= end;
         match answer {
-            Ok((status, keep_alive)) => {
+            Ok((status, keep_alive, _)) => {
                 if measured {
                     result.requests += 1;
                     let micros = sent.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
@@ -148,13 +148,25 @@ async fn connection(spec: LoadSpec, index: u64, measure_from: Instant, end: Inst
     result
 }
 
-/// Sends one request and reads its whole response: the status, and whether the connection
-/// stays open.
+/// Sends one request on a new connection and returns the response's status and body length.
+pub async fn one_request(addr: SocketAddr, request: &[u8]) -> std::io::Result<(u16, usize)> {
+    if !addr.ip().is_loopback() {
+        return Err(std::io::Error::other("refusing a non-loopback address"));
+    }
+    let mut stream = TcpStream::connect(addr).await?;
+    let mut buffer = vec![0u8; 64 * 1024];
+    exchange(&mut stream, request, &mut buffer)
+        .await
+        .map(|(status, _, body)| (status, body))
+}
+
+/// Sends one request and reads its whole response: the status, whether the connection stays
+/// open, and the body's length.
 async fn exchange(
     stream: &mut TcpStream,
     request: &[u8],
     buffer: &mut [u8],
-) -> std::io::Result<(u16, bool)> {
+) -> std::io::Result<(u16, bool, usize)> {
     stream.write_all(request).await?;
     let mut filled = 0;
     let head_end = loop {
@@ -197,7 +209,7 @@ async fn exchange(
         }
         body_read += read;
     }
-    Ok((status, keep_alive))
+    Ok((status, keep_alive, content_length))
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
