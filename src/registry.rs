@@ -363,9 +363,9 @@ impl Registry {
             .catalogue
             .webstores()
             .iter()
-            .find(|w| w.settings.id == loaded.webstore_id)
+            .find(|w| w.settings.id == loaded.record.webstore_id)
         else {
-            tracing::warn!(customer_id = %id, webstore = %loaded.webstore_id,
+            tracing::warn!(customer_id = %id, webstore = %loaded.record.webstore_id,
                 "customer belongs to a webstore the catalogue no longer has");
             return Err(Activated::Missing);
         };

@@ -14,7 +14,6 @@ use crate::domain::order::Order;
 
 /// The content type of every JSON response.
 pub const JSON_CONTENT_TYPE: &str = "application/json; charset=utf-8";
-const JSON: &str = JSON_CONTENT_TYPE;
 
 /// A value as JSON bytes (an empty object should serialisation ever fail).
 pub fn to_json(value: &impl Serialize) -> Vec<u8> {
@@ -30,18 +29,20 @@ pub fn json_response(status: StatusCode, body: &impl Serialize) -> Response {
         Ok(bytes) => {
             let mut response = Response::new(bytes.into());
             *response.status_mut() = status;
-            response
-                .headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(JSON_CONTENT_TYPE),
+            );
             response
         }
         Err(error) => {
             tracing::error!(%error, "rendering a response");
             let mut response = Response::new(r#"{"message":"Internal server error"}"#.into());
             *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-            response
-                .headers_mut()
-                .insert(header::CONTENT_TYPE, HeaderValue::from_static(JSON));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(JSON_CONTENT_TYPE),
+            );
             response
         }
     }

@@ -10,7 +10,7 @@ pub mod commit;
 pub mod keys;
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use codec::{decode, encode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
@@ -243,11 +243,9 @@ pub enum Durability {
     Async,
 }
 
-/// A customer as loaded: its record's webstore id, the customer and its orders by id.
+/// A customer as loaded: its record and its orders by id.
 pub struct LoadedCustomer {
-    /// The webstore id stored with the customer.
-    pub webstore_id: String,
-    /// The customer record (webstore placement is decided by the caller).
+    /// The customer record (the caller places it in a webstore by the record's id).
     pub record: CustomerRecord,
     /// Its orders, by id.
     pub orders: Vec<Order>,
@@ -312,7 +310,6 @@ struct StoreInner {
     storage: Arc<dyn Storage>,
     committer: Mutex<Option<Committer>>,
     durability: Durability,
-    path: PathBuf,
 }
 
 const FORMAT_MARKER: &str = "boxsub-store-v1";
@@ -359,14 +356,8 @@ impl Store {
                 storage,
                 committer: Mutex::new(Some(committer)),
                 durability,
-                path: dir.to_path_buf(),
             }),
         })
-    }
-
-    /// The directory of the store.
-    pub fn path(&self) -> &Path {
-        &self.inner.path
     }
 
     /// Completes when every write made before the call is durable (at once without
@@ -566,11 +557,7 @@ impl Store {
                 .map_err(|source| corrupt(&order_key, source))?;
             orders.push(order);
         }
-        Ok(Some(LoadedCustomer {
-            webstore_id: record.webstore_id.clone(),
-            record,
-            orders,
-        }))
+        Ok(Some(LoadedCustomer { record, orders }))
     }
 
     /// Writes a new customer with its email claim and number, atomically.
@@ -735,7 +722,7 @@ mod tests {
         assert_eq!(store.high_water().unwrap().customer_id, 7);
         assert_eq!(store.last_number("shop").unwrap(), 7);
         let loaded = store.load_customer(CustomerId(7)).unwrap().unwrap();
-        assert_eq!(loaded.webstore_id, "shop");
+        assert_eq!(loaded.record.webstore_id, "shop");
         assert_eq!(store.verify().unwrap().customers, 1);
     }
 

@@ -22,7 +22,7 @@ use serde_json::{json, Value};
 
 use crate::helpers::{
     customer_body, customer_body_b, enc, spawn_app_on_with, store_a, store_b, Creds, DataDir,
-    TestApp, TestResponse, STORE_A, STORE_B,
+    TestApp, TestResponse, ADDRESS_FIELDS, STORE_A, STORE_B,
 };
 
 /// Concurrent client tasks during a round.
@@ -44,18 +44,6 @@ const KILL_SPREAD_MS: u64 = 650;
 const READ_CONCURRENCY: usize = 16;
 /// Errors shown when a verification fails.
 const SHOW_ERRORS: usize = 40;
-/// The address fields of a customer.
-const ADDRESS_FIELDS: [&str; 9] = [
-    "address_1",
-    "address_2",
-    "suburb",
-    "city",
-    "postcode",
-    "delivery_note",
-    "home_phone",
-    "mobile_phone",
-    "work_phone",
-];
 
 /// A xorshift64 generator.
 struct Rng(u64);

@@ -5,8 +5,8 @@ use serde_json::{json, Value};
 
 use crate::helpers::{
     customer_body, customer_body_b, id_of, parse_link_header, path_and_query, query_param,
-    relaxed_catalogue, spawn_app, spawn_app_with, store_b, SoftAsserts, TestApp, BLANK, INVALID,
-    MSG_NOT_FOUND, TAKEN, TOO_LONG_255,
+    relaxed_catalogue, spawn_app, spawn_app_with, store_b, SoftAsserts, TestApp, ADDRESS_FIELDS,
+    BLANK, INVALID, MSG_NOT_FOUND, TAKEN, TOO_LONG_255,
 };
 
 const CUSTOMER_KEYS: [&str; 13] = [
@@ -23,18 +23,6 @@ const CUSTOMER_KEYS: [&str; 13] = [
     "account_balance",
     "webstore_id",
     "webstore_name",
-];
-
-const ADDRESS_KEYS: [&str; 9] = [
-    "address_1",
-    "address_2",
-    "suburb",
-    "city",
-    "postcode",
-    "delivery_note",
-    "home_phone",
-    "mobile_phone",
-    "work_phone",
 ];
 
 #[track_caller]
@@ -206,7 +194,7 @@ async fn get_by_id_returns_the_customer_and_address_only_when_embedded() {
     let address = customer["address"]
         .as_object()
         .unwrap_or_else(|| panic!("no address object: {customer}"));
-    for key in ADDRESS_KEYS {
+    for key in ADDRESS_FIELDS {
         assert!(address.contains_key(key), "address lacks {key}: {customer}");
     }
     assert_eq!(address["address_1"], "1 My Street");
@@ -1217,7 +1205,7 @@ async fn an_update_may_add_an_address_later() {
         .await;
 
     // Assert
-    for key in ADDRESS_KEYS {
+    for key in ADDRESS_FIELDS {
         assert_eq!(
             before["address"][key],
             Value::Null,

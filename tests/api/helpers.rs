@@ -25,6 +25,19 @@ const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a raw TCP exchange may take before the test fails.
 const RAW_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// The address fields of a customer, in the contract's order (section 4).
+pub const ADDRESS_FIELDS: [&str; 9] = [
+    "address_1",
+    "address_2",
+    "suburb",
+    "city",
+    "postcode",
+    "delivery_note",
+    "home_phone",
+    "mobile_phone",
+    "work_phone",
+];
+
 /// Webstore ids of the test catalogue.
 pub const STORE_A: &str = "store-a";
 /// The second webstore, used to prove tenant isolation.
