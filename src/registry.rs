@@ -1,9 +1,11 @@
 //! The registry: the directory of customer actors and the secondary indexes that find them —
 //! email → customer per webstore (case-folded) and order → customer — plus the id sequences.
 //!
-//! The indexes live in the store, written together with the records they point at (see
-//! `Store::create_customer` and `Store::create_order` for how), so they are exact after a
-//! restart without a rebuild. In memory the registry keeps only what is live: the actors of
+//! The email index lives in the store, written together with the customer it points at (see
+//! `Store::create_customer`), so it is exact after a restart without a rebuild. The order
+//! index is in memory ([`OrderOwners`]): actors publish each order to it once durable, and at
+//! start one background scan of the stored order keys fills in the rest, which spares every
+//! order a second write. Otherwise the registry keeps in memory only what is live: the actors of
 //! customers in use (activated from their snapshot by the first change or order read,
 //! passivated when idle; reading a customer never starts one) and the email claims of
 //! creates and email changes in progress. A claim is taken with the entry API and checked
@@ -23,9 +25,12 @@ use ractor::{Actor, ActorRef};
 use tokio::sync::OnceCell;
 
 use crate::actors::customer::{CustomerActor, CustomerArgs, CustomerMsg, Published};
+use crate::actors::order_owners::OrderOwners;
 use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::Customer;
 use crate::domain::ids::{CustomerId, IdSequence, OrderId};
+use crate::domain::order::Order;
+use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, Store, StoreError};
 
 /// Another customer of the webstore holds the email.
@@ -141,7 +146,8 @@ pub struct Registry {
     active: DashMap<CustomerId, Activation>,
     webstores: Vec<WebstoreIndex>,
     customer_ids: IdSequence,
-    order_ids: Arc<IdSequence>,
+    order_ids: Arc<OrderIds>,
+    order_owners: Arc<OrderOwners>,
     epoch: Instant,
 }
 
@@ -151,9 +157,29 @@ enum Activated {
 }
 
 impl Registry {
-    /// A registry over `store`, continuing its id sequences.
+    /// A registry over `store`, continuing its id sequences. Starts a thread that indexes
+    /// the stored orders.
     pub fn open(catalogue: Arc<Catalogue>, store: Store) -> Result<Registry, StoreError> {
         let high_water = store.high_water()?;
+        let order_owners = Arc::new(OrderOwners::new(high_water.order_id));
+        if !order_owners.is_complete() {
+            let (owners, store) = (order_owners.clone(), store.clone());
+            std::thread::Builder::new()
+                .name("order-index".into())
+                .spawn(move || {
+                    let started = Instant::now();
+                    owners.fill_from(&store);
+                    tracing::info!(
+                        orders = owners.len(),
+                        elapsed_ms = started.elapsed().as_millis() as u64,
+                        "indexed the stored orders"
+                    );
+                })
+                .map_err(|source| StoreError::Io {
+                    context: "starting the order indexing thread".into(),
+                    source,
+                })?;
+        }
         let mut webstores = Vec::with_capacity(catalogue.webstores().len());
         for webstore in catalogue.webstores() {
             let last_number = store.last_number(&webstore.settings.id)?;
@@ -168,13 +194,15 @@ impl Registry {
                 },
             });
         }
+        let order_ids = Arc::new(OrderIds::continuing(store.clone(), high_water.order_id));
         Ok(Registry {
             catalogue,
             store,
             active: DashMap::new(),
             webstores,
             customer_ids: IdSequence::starting_at(high_water.customer_id + 1),
-            order_ids: Arc::new(IdSequence::starting_at(high_water.order_id + 1)),
+            order_ids,
+            order_owners,
             epoch: Instant::now(),
         })
     }
@@ -337,12 +365,7 @@ impl Registry {
         let Some(record) = self.store.load_customer_record(id)? else {
             return Ok(None);
         };
-        let owner = self
-            .catalogue
-            .webstores()
-            .iter()
-            .find(|w| w.settings.id == record.webstore_id)
-            .map(|w| w.idx);
+        let owner = self.webstore_idx(&record.webstore_id);
         Ok((owner == Some(webstore)).then(|| Arc::new(record.into_customer(webstore))))
     }
 
@@ -378,6 +401,7 @@ impl Registry {
             webstore: webstore.clone(),
             order_ids: self.order_ids.clone(),
             store: self.store.clone(),
+            order_owners: self.order_owners.clone(),
         };
         let (actor, _) = CustomerActor::spawn(None, CustomerActor, args)
             .await
@@ -424,9 +448,40 @@ impl Registry {
         });
     }
 
-    /// The customer owning an order, in any webstore.
-    pub fn order_owner(&self, order: OrderId) -> Result<Option<CustomerId>, StoreError> {
-        self.store.order_owner(order)
+    /// An order of one of the webstore's customers, once durable. Read from the store
+    /// without an actor: the index only holds durable orders, and a stored order never
+    /// changes.
+    pub async fn order(
+        &self,
+        webstore: WebstoreIdx,
+        id: OrderId,
+    ) -> Result<Option<Order>, StoreError> {
+        let Some(owner) = self.order_owners.owner(id).await? else {
+            return Ok(None);
+        };
+        if self.customer_webstore(owner)? != Some(webstore) {
+            return Ok(None);
+        }
+        self.store.load_order(owner, id)
+    }
+
+    /// The webstore of a customer, from its live slot or its record.
+    fn customer_webstore(&self, id: CustomerId) -> Result<Option<WebstoreIdx>, StoreError> {
+        if let Some(slot) = self.active.get(&id).and_then(|cell| cell.get().cloned()) {
+            return Ok(Some(slot.webstore));
+        }
+        let Some(record) = self.store.load_customer_record(id)? else {
+            return Ok(None);
+        };
+        Ok(self.webstore_idx(&record.webstore_id))
+    }
+
+    fn webstore_idx(&self, webstore_id: &str) -> Option<WebstoreIdx> {
+        self.catalogue
+            .webstores()
+            .iter()
+            .find(|w| w.settings.id == webstore_id)
+            .map(|w| w.idx)
     }
 
     /// Up to `limit` customer ids of a webstore from position `offset` (by id), and how many

@@ -59,6 +59,7 @@ pub fn seed(dir: &Path, catalogue: &Catalogue, customers: u64) -> Result<Seeded,
         }
     }
     store.apply(batch)?;
+    store.reserve_order_ids(customers)?;
     store.close()?;
     Ok(Seeded {
         customers,
@@ -124,8 +125,7 @@ impl Plan {
             keys::email(webstore_id, &customer.email.index_key()),
             id.clone(),
         );
-        batch.put(keys::number(webstore_id, n), id.clone());
+        batch.put(keys::number(webstore_id, n), id);
         batch.put(keys::order(n, n), encode(&OrderRecord::from_order(&order)));
-        batch.put(keys::order_owner(n), id);
     }
 }

@@ -380,15 +380,11 @@ impl Service {
         webstore: &Webstore,
         id: OrderId,
     ) -> Result<Arc<Order>, ServiceError> {
-        let owner = self
-            .registry
-            .order_owner(id)?
-            .ok_or(ServiceError::NotFound)?;
-        self.call(webstore.idx, owner, |reply| {
-            CustomerMsg::GetOrder(id, reply)
-        })
-        .await?
-        .ok_or(ServiceError::NotFound)
+        self.registry
+            .order(webstore.idx, id)
+            .await?
+            .map(Arc::new)
+            .ok_or(ServiceError::NotFound)
     }
 
     /// The orders of a customer given by the raw `customer_id` query parameter.

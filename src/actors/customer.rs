@@ -17,9 +17,12 @@ use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{Customer, CustomerChanges};
 use crate::domain::fields::FieldErrors;
 use crate::domain::idempotency::Pending;
-use crate::domain::ids::{IdSequence, OrderId};
+use crate::domain::ids::OrderId;
 use crate::domain::order::{validate_order, CustomerCheck, Order};
+use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, Store, StoreError};
+
+use super::order_owners::OrderOwners;
 
 /// The customer as last durably stored, published by its actor so that reads need no
 /// message round trip. Only the actor writes it, after each change is on disk.
@@ -37,11 +40,13 @@ pub struct CustomerArgs {
     /// The customer's webstore, whose catalogue orders are checked against.
     pub webstore: Arc<Webstore>,
     /// Where order ids come from (shared by all customers).
-    pub order_ids: Arc<IdSequence>,
+    pub order_ids: Arc<OrderIds>,
     /// Where the snapshot is written.
     pub store: Store,
     /// Where the current customer is published for readers.
     pub published: Published,
+    /// Where durable orders are published for readers (shared by all customers).
+    pub order_owners: Arc<OrderOwners>,
 }
 
 /// The customer and its orders, owned by the actor alone.
@@ -49,9 +54,10 @@ pub struct CustomerState {
     customer: Arc<Customer>,
     orders: Vec<Arc<Order>>,
     webstore: Arc<Webstore>,
-    order_ids: Arc<IdSequence>,
+    order_ids: Arc<OrderIds>,
     store: Store,
     published: Published,
+    order_owners: Arc<OrderOwners>,
 }
 
 /// Why a change was not made.
@@ -94,8 +100,6 @@ pub enum CustomerMsg {
         Box<PlaceOrder>,
         RpcReplyPort<Result<Arc<Order>, ChangeError>>,
     ),
-    /// One of this customer's orders.
-    GetOrder(OrderId, RpcReplyPort<Option<Arc<Order>>>),
     /// All of this customer's orders by id.
     ListOrders(RpcReplyPort<Vec<Arc<Order>>>),
 }
@@ -119,6 +123,7 @@ impl Actor for CustomerActor {
             order_ids: args.order_ids,
             store: args.store,
             published: args.published,
+            order_owners: args.order_owners,
         })
     }
 
@@ -135,14 +140,6 @@ impl Actor for CustomerActor {
             }
             CustomerMsg::PlaceOrder(order, reply) => {
                 let _ = reply.send(state.place_order(*order).await);
-            }
-            CustomerMsg::GetOrder(id, reply) => {
-                let found = state
-                    .orders
-                    .binary_search_by_key(&id, |order| order.id)
-                    .ok()
-                    .map(|at| state.orders[at].clone());
-                let _ = reply.send(found);
             }
             CustomerMsg::ListOrders(reply) => {
                 let _ = reply.send(state.orders.clone());
@@ -177,7 +174,7 @@ impl CustomerState {
         let details = validate_order(&request.body, &self.webstore, CustomerCheck::Found)
             .map_err(ChangeError::Invalid)?;
         let order = Arc::new(Order {
-            id: OrderId(self.order_ids.take()),
+            id: OrderId(self.order_ids.take()?),
             customer_id: self.customer.id,
             details,
             created_at: unix_now(),
@@ -195,6 +192,7 @@ impl CustomerState {
         // pushing keeps the list sorted by id.
         self.orders.push(order.clone());
         self.store.durable().await?;
+        self.order_owners.publish(order.id, order.customer_id);
         Ok(order)
     }
 }

@@ -7,18 +7,22 @@
 //! |--------|---------------------------------------|--------------------------------|
 //! | `c`    | customer id                           | customer record                |
 //! | `o`    | customer id, order id                 | order record                   |
-//! | `r`    | order id                              | customer id (order → customer) |
+//! | `r`    | order id                              | customer id (no longer written) |
 //! | `e`    | webstore id, 0, folded email          | customer id                    |
 //! | `n`    | webstore id, 0, customer number       | customer id                    |
 //! | `i`    | webstore id, 0, idempotency key       | idempotency record             |
 //! | `m`    | name                                  | store metadata                 |
+//!
+//! The order → customer index is not stored: it is rebuilt in memory from the `o` keys.
+//! Stores written before that change still hold `r` entries; only their highest id is read,
+//! so that order ids continue above it.
 
 /// A customer record.
 pub const CUSTOMER: u8 = b'c';
 /// An order record, under its customer.
 pub const ORDER: u8 = b'o';
-/// Order id → customer id.
-pub const ORDER_OWNER: u8 = b'r';
+/// Order id → customer id, written by earlier releases (see the table above).
+pub const LEGACY_ORDER_OWNER: u8 = b'r';
 /// Folded email → customer id, per webstore.
 pub const EMAIL: u8 = b'e';
 /// Customer number → customer id, per webstore.
@@ -30,6 +34,8 @@ pub const META: u8 = b'm';
 
 /// Key of the store's format marker.
 pub const FORMAT_KEY: &[u8] = b"mformat";
+/// Key of the highest order id reserved (see `store::order_ids`).
+pub const ORDER_IDS_RESERVED: &[u8] = b"morder-ids-reserved";
 
 fn with_id(prefix: u8, id: u64) -> Vec<u8> {
     let mut key = Vec::with_capacity(9);
@@ -55,9 +61,14 @@ pub fn order(customer: u64, order: u64) -> Vec<u8> {
     key
 }
 
-/// `r` + order id.
-pub fn order_owner(order: u64) -> Vec<u8> {
-    with_id(ORDER_OWNER, order)
+/// The customer id and order id of an `o` key.
+pub fn order_ids(key: &[u8]) -> Option<(u64, u64)> {
+    match key {
+        [ORDER, customer @ .., _, _, _, _, _, _, _, _] if customer.len() == 8 => {
+            Some((trailing_id(customer)?, trailing_id(key)?))
+        }
+        _ => None,
+    }
 }
 
 /// `prefix` + webstore id + 0: the start of a webstore's part of an index.
@@ -108,5 +119,7 @@ mod tests {
         assert!(number("a", u64::MAX) < webstore_prefix(NUMBER, "a\u{1}"));
         assert_eq!(trailing_id(&order(7, 42)), Some(42));
         assert_eq!(trailing_id(b"short"), None);
+        assert_eq!(order_ids(&order(7, 42)), Some((7, 42)));
+        assert_eq!(order_ids(&customer(7)), None);
     }
 }

@@ -8,6 +8,7 @@
 pub mod codec;
 pub mod commit;
 pub mod keys;
+pub mod order_ids;
 
 use std::fs::File;
 use std::path::Path;
@@ -267,7 +268,7 @@ pub struct Census {
 pub struct HighWater {
     /// Highest customer id stored, or 0.
     pub customer_id: u64,
-    /// Highest order id stored, or 0.
+    /// Highest order id reserved (every order id in use is at most this), or 0.
     pub order_id: u64,
 }
 
@@ -405,10 +406,24 @@ impl Store {
                 .and_then(|(key, _)| keys::trailing_id(&key))
                 .unwrap_or(0))
         };
+        let reserved = self
+            .inner
+            .storage
+            .get(keys::ORDER_IDS_RESERVED)?
+            .and_then(|value| keys::trailing_id(&value))
+            .unwrap_or(0);
         Ok(HighWater {
             customer_id: last_id(keys::CUSTOMER)?,
-            order_id: last_id(keys::ORDER_OWNER)?,
+            // Stores written before reservations kept an order → customer index instead.
+            order_id: reserved.max(last_id(keys::LEGACY_ORDER_OWNER)?),
         })
+    }
+
+    /// Records that order ids up to `through` may be in use (see [`order_ids`]).
+    pub fn reserve_order_ids(&self, through: u64) -> Result<(), StoreError> {
+        self.inner
+            .storage
+            .put(keys::ORDER_IDS_RESERVED, through.to_be_bytes().to_vec())
     }
 
     /// The highest customer number of a webstore, or 0.
@@ -505,14 +520,36 @@ impl Store {
             .map(CustomerId))
     }
 
-    /// The customer owning an order.
-    pub fn order_owner(&self, order: OrderId) -> Result<Option<CustomerId>, StoreError> {
-        Ok(self
-            .inner
+    /// One stored order of a customer.
+    pub fn load_order(
+        &self,
+        customer: CustomerId,
+        order: OrderId,
+    ) -> Result<Option<Order>, StoreError> {
+        let key = keys::order(customer.0, order.0);
+        self.inner
             .storage
-            .get(&keys::order_owner(order.0))?
-            .and_then(|value| keys::trailing_id(&value))
-            .map(CustomerId))
+            .get(&key)?
+            .map(|bytes| {
+                decode::<OrderRecord>(&bytes)
+                    .and_then(OrderRecord::into_order)
+                    .map_err(|source| corrupt(&key, source))
+            })
+            .transpose()
+    }
+
+    /// Calls `visit(order, customer)` for every stored order, in key order, reading keys
+    /// only (how the order → customer index is rebuilt at start).
+    pub fn for_each_order_owner(
+        &self,
+        visit: &mut dyn FnMut(OrderId, CustomerId),
+    ) -> Result<(), StoreError> {
+        self.inner.storage.for_each(&[keys::ORDER], &mut |key, _| {
+            if let Some((customer, order)) = keys::order_ids(key) {
+                visit(OrderId(order), CustomerId(customer));
+            }
+            true
+        })
     }
 
     /// A stored idempotency record.
@@ -605,14 +642,12 @@ impl Store {
         self.inner.storage.apply(batch)
     }
 
-    /// Writes a new order with its owner index entry (and idempotency record).
+    /// Writes a new order (with its idempotency record, in the same batch).
     ///
-    /// An order exists exactly when its record under its customer does: readers find orders
-    /// through the customer's actor, which loads those records. So without an idempotency
-    /// record the index entry is written first and the record last, each a single write; a
-    /// crash between them leaves only an index entry that leads nowhere (a 404, and an id
-    /// never handed out again). With an idempotency record, which must appear together with
-    /// the order, everything goes in one batch.
+    /// An order is one record under its customer and nothing else: the order → customer
+    /// index is kept in memory and rebuilt from these keys at start, which halves the
+    /// writes per order. Without an idempotency record that is a single write, which
+    /// sled applies without the process-wide lock its batches take.
     pub fn create_order(
         &self,
         order: &Order,
@@ -620,15 +655,11 @@ impl Store {
     ) -> Result<(), StoreError> {
         let record_key = keys::order(order.customer_id.0, order.id.0);
         let record = encode(&OrderRecord::from_order(order));
-        let owner_key = keys::order_owner(order.id.0);
-        let owner = order.customer_id.0.to_be_bytes().to_vec();
         if idempotency.is_none() {
-            self.inner.storage.put(&owner_key, owner)?;
             return self.inner.storage.put(&record_key, record);
         }
         let mut batch = WriteBatch::default();
         batch.put(record_key, record);
-        batch.put(owner_key, owner);
         add_idempotency(&mut batch, idempotency);
         self.inner.storage.apply(batch)
     }
