@@ -12,7 +12,7 @@ pub mod order_ids;
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use codec::{decode, encode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
 use commit::{Committer, FatalHandler};
@@ -309,7 +309,8 @@ pub struct Store {
 
 struct StoreInner {
     storage: Arc<dyn Storage>,
-    committer: Mutex<Option<Committer>>,
+    // Read-locked by every durable write (shared, never contended); written only at close.
+    committer: RwLock<Option<Committer>>,
     durability: Durability,
 }
 
@@ -355,7 +356,7 @@ impl Store {
         Ok(Store {
             inner: Arc::new(StoreInner {
                 storage,
-                committer: Mutex::new(Some(committer)),
+                committer: RwLock::new(Some(committer)),
                 durability,
             }),
         })
@@ -372,7 +373,7 @@ impl Store {
             let committer = self
                 .inner
                 .committer
-                .lock()
+                .read()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             match committer.as_ref() {
                 Some(committer) => committer.register(),
@@ -387,7 +388,7 @@ impl Store {
         let committer = self
             .inner
             .committer
-            .lock()
+            .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
         if let Some(mut committer) = committer {
