@@ -132,6 +132,10 @@ struct Totals {
 struct WebstoreIndex {
     /// Emails claimed by creates and email changes still in progress (folded).
     claims: DashMap<String, CustomerId>,
+    /// Folded email → customer, remembered from earlier lookups so that a repeated lookup
+    /// skips the store's index. Only a hint: every answer is checked against the customer's
+    /// current email, so a stale entry costs one store read, never a wrong answer.
+    email_hints: DashMap<String, CustomerId>,
     /// Customer numbers; allocated together with ids under `allocation`, so that number
     /// order is id order and the number index lists customers by id.
     numbers: IdSequence,
@@ -185,6 +189,7 @@ impl Registry {
             let last_number = store.last_number(&webstore.settings.id)?;
             webstores.push(WebstoreIndex {
                 claims: DashMap::new(),
+                email_hints: DashMap::new(),
                 numbers: IdSequence::starting_at(last_number + 1),
                 allocation: Mutex::new(()),
                 totals: Totals {
@@ -288,6 +293,33 @@ impl Registry {
         email_key: &str,
     ) -> Result<Option<CustomerId>, StoreError> {
         self.store.email_owner(&webstore.settings.id, email_key)
+    }
+
+    /// The customer of `webstore` whose email folds to `email_key`, as it is now.
+    pub fn customer_by_email(
+        &self,
+        webstore: &Webstore,
+        email_key: &str,
+    ) -> Result<Option<Arc<Customer>>, StoreError> {
+        let hints = &self.index(webstore.idx).email_hints;
+        if let Some(id) = hints.get(email_key).map(|hint| *hint) {
+            match self.customer(webstore.idx, id)? {
+                Some(customer) if customer.email.index_key() == email_key => {
+                    return Ok(Some(customer))
+                }
+                _ => {
+                    hints.remove_if(email_key, |_, hinted| *hinted == id);
+                }
+            }
+        }
+        let Some(id) = self.store.email_owner(&webstore.settings.id, email_key)? else {
+            return Ok(None);
+        };
+        let found = self.customer(webstore.idx, id)?;
+        if found.is_some() {
+            hints.insert(email_key.to_owned(), id);
+        }
+        Ok(found)
     }
 
     /// Stores a new customer (with its email claim, number and idempotency record) in one

@@ -258,14 +258,7 @@ impl Service {
         webstore: &Webstore,
         email: &str,
     ) -> Result<Option<Arc<Customer>>, ServiceError> {
-        let Some(id) = self.registry.email_owner(webstore, &fold(email))? else {
-            return Ok(None);
-        };
-        match self.customer(webstore, id) {
-            Ok(customer) => Ok(Some(customer)),
-            Err(ServiceError::NotFound) => Ok(None),
-            Err(error) => Err(error),
-        }
+        Ok(self.registry.customer_by_email(webstore, &fold(email))?)
     }
 
     /// One page of the webstore's customers by id, and how many it has in all.
@@ -750,5 +743,58 @@ mod tests {
             1,
             "a passivated customer comes back from the store"
         );
+    }
+
+    #[tokio::test]
+    async fn a_remembered_email_that_changed_hands_is_never_answered() {
+        let dir = tempfile::tempdir().unwrap();
+        let (service, _) = service(dir.path());
+        let webstore = service.catalogue.webstores()[0].clone();
+        let create = |email: &str| {
+            let fields = body(serde_json::json!({"first_name": "Ann", "email": email,
+                "delivery_service_id": 91, "address": {"address_1": "1 Road", "city": "York"}}));
+            let service = &service;
+            let webstore = &webstore;
+            async move {
+                match service
+                    .create_customer(webstore, &fields, None)
+                    .await
+                    .unwrap()
+                {
+                    Created::Fresh(customer) => customer,
+                    Created::Replayed(_) => panic!("a create without a key is never a replay"),
+                }
+            }
+        };
+        let ann = create("x@example.com").await;
+        let found = service.customer_by_email(&webstore, "X@example.com").await;
+        assert_eq!(found.unwrap().map(|c| c.id), Some(ann.id));
+
+        // Ann moves to y; the remembered x → Ann must not answer any more.
+        let change = body(serde_json::json!({"email": "y@example.com"}));
+        service
+            .update_customer(&webstore, ann.id, &change)
+            .await
+            .unwrap();
+        let found = service.customer_by_email(&webstore, "x@example.com").await;
+        assert!(found.unwrap().is_none());
+        let found = service.customer_by_email(&webstore, "y@example.com").await;
+        assert_eq!(found.unwrap().map(|c| c.id), Some(ann.id));
+
+        // x is free again, and a new customer holding it is the answer.
+        let bob = create("x@example.com").await;
+        let found = service.customer_by_email(&webstore, "x@example.com").await;
+        assert_eq!(found.unwrap().map(|c| c.id), Some(bob.id));
+        // Back to Ann's first hint after Bob moves on: still only the current holder.
+        service
+            .update_customer(
+                &webstore,
+                bob.id,
+                &body(serde_json::json!({"email": "z@example.com"})),
+            )
+            .await
+            .unwrap();
+        let found = service.customer_by_email(&webstore, "x@example.com").await;
+        assert!(found.unwrap().is_none());
     }
 }
