@@ -68,7 +68,10 @@ pub struct RestartReport {
     pub restart_seconds: f64,
     /// The same on the first start after seeding (sled replays its whole log then).
     pub first_start_seconds: f64,
-    /// Resident memory after start and one request, MiB.
+    /// Seconds from start until the last seeded order is found by id (order lookups wait
+    /// for the background scan that indexes the stored orders).
+    pub orders_ready_seconds: f64,
+    /// Resident memory once the stored orders are indexed, MiB.
     pub rss_mib: f64,
     /// Resident memory of a server on an empty store, MiB.
     pub empty_rss_mib: f64,
@@ -446,7 +449,7 @@ fn round(value: f64, places: i32) -> f64 {
 }
 
 /// Seconds from process start until the first answered request, and the server.
-async fn time_to_first_answer(dir: &Path) -> Result<(f64, Server), String> {
+async fn time_to_first_answer(dir: &Path) -> Result<(f64, Server, Instant), String> {
     let started = Instant::now();
     let server = Server::start(&serve_args(dir, "on"))?;
     let credentials = (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2);
@@ -465,7 +468,26 @@ async fn time_to_first_answer(dir: &Path) -> Result<(f64, Server), String> {
             "the restarted server answered {status} without the seeded customer"
         ));
     }
-    Ok((started.elapsed().as_secs_f64(), server))
+    Ok((started.elapsed().as_secs_f64(), server, started))
+}
+
+/// Seconds from `started` until the seeded store's last order is found by id.
+async fn time_to_orders_ready(
+    server: &Server,
+    customers: u64,
+    started: Instant,
+) -> Result<f64, String> {
+    let credentials = (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2);
+    let lookup = request("GET", &format!("/v1/orders/{customers}"), credentials, None);
+    let (status, _) = load::one_request(server.addr, &lookup)
+        .await
+        .map_err(|e| format!("asking the restarted server for an order: {e}"))?;
+    if status != 200 {
+        return Err(format!(
+            "the restarted server answered {status} for seeded order {customers}"
+        ));
+    }
+    Ok(started.elapsed().as_secs_f64())
 }
 
 async fn measure_restart(scratch: &Scratch, customers: u64) -> Result<RestartReport, String> {
@@ -476,9 +498,10 @@ async fn measure_restart(scratch: &Scratch, customers: u64) -> Result<RestartRep
     let dir = scratch.path("large");
     eprintln!("seeding {customers} customers for the restart measurement...");
     seed(&dir, customers)?;
-    let (first_start, server) = time_to_first_answer(&dir).await?;
+    let (first_start, server, _) = time_to_first_answer(&dir).await?;
     server.stop();
-    let (restart, server) = time_to_first_answer(&dir).await?;
+    let (restart, server, started) = time_to_first_answer(&dir).await?;
+    let orders_ready = time_to_orders_ready(&server, customers, started).await?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let rss = server.rss_mib();
     server.stop();
@@ -486,6 +509,7 @@ async fn measure_restart(scratch: &Scratch, customers: u64) -> Result<RestartRep
         customers,
         restart_seconds: round(restart, 3),
         first_start_seconds: round(first_start, 3),
+        orders_ready_seconds: round(orders_ready, 3),
         rss_mib: round(rss, 1),
         empty_rss_mib: round(empty_rss, 1),
         bytes_per_idle_customer: round(
@@ -513,11 +537,12 @@ pub fn markdown(report: &BenchReport) -> String {
     if let Some(r) = &report.restart {
         out.push_str(&format!(
             "\nRestart with {} customers (one order each): first answer {:.3} s after start \
-             (first start after seeding: {:.3} s); resident memory {:.1} MiB \
-             (empty store {:.1} MiB), {:.0} bytes per idle customer.\n",
+             (first start after seeding: {:.3} s); orders found by id {:.3} s after start; \
+             resident memory {:.1} MiB (empty store {:.1} MiB), {:.0} bytes per idle customer.\n",
             r.customers,
             r.restart_seconds,
             r.first_start_seconds,
+            r.orders_ready_seconds,
             r.rss_mib,
             r.empty_rss_mib,
             r.bytes_per_idle_customer
