@@ -172,7 +172,7 @@ impl Registry {
                 .name("order-index".into())
                 .spawn(move || {
                     let started = Instant::now();
-                    owners.fill_from(&store);
+                    owners.fill_from(&store, high_water.customer_id);
                     tracing::info!(
                         orders = owners.len(),
                         elapsed_ms = started.elapsed().as_millis() as u64,
@@ -478,6 +478,11 @@ impl Registry {
             }
             false
         });
+    }
+
+    /// Completes once the orders stored before the start are indexed.
+    pub async fn orders_indexed(&self) {
+        self.order_owners.filled().await;
     }
 
     /// An order of one of the webstore's customers, once durable. Read from the store

@@ -613,12 +613,13 @@ mod tests {
         fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError> {
             self.inner.scan(prefix, skip, limit)
         }
-        fn for_each(
+        fn for_each_between(
             &self,
-            prefix: &[u8],
+            from: &[u8],
+            to: Option<&[u8]>,
             visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
         ) -> Result<(), StoreError> {
-            self.inner.for_each(prefix, visit)
+            self.inner.for_each_between(from, to, visit)
         }
         fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError> {
             self.inner.last(prefix)

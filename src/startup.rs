@@ -92,10 +92,14 @@ impl Application {
                 max_calls_in_flight: 16_384,
             },
         )?;
+        let service = Arc::new(service);
+        if !config.verify_store {
+            spawn_census(service.clone());
+        }
         Ok(Application {
             listener,
             addr,
-            service: Arc::new(service),
+            service,
             uses_demo_catalogue: config.catalogue.is_none(),
             shutdown_grace: Duration::from_secs(config.shutdown_grace_secs),
             idle: Duration::from_secs(config.idle_secs.max(1)),
@@ -228,31 +232,35 @@ fn open_store(config: &ServeConfig) -> Result<Store, StartupError> {
         elapsed_ms = opening.elapsed().as_millis() as u64,
         "store opened"
     );
-    if !config.verify_store {
-        spawn_census(store.clone());
-    }
     Ok(store)
 }
 
 /// Reads every record of the store, logging what it holds and any record it cannot read.
-/// Runs after start-up, so that a large store is served at once.
-fn spawn_census(store: Store) {
-    tokio::task::spawn_blocking(move || {
-        let started = Instant::now();
-        match store.verify() {
-            Ok(census) => tracing::info!(
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "store holds {} customers and {} orders, every record readable",
-                census.customers,
-                census.orders
-            ),
-            Err(error) => tracing::error!(
-                %error,
-                "the store holds an unreadable record: the customer it belongs to answers 503; \
-                 restart with --verify-store to refuse to serve a damaged store"
-            ),
-        }
+/// Runs after start-up, so that a large store is served at once, and after the stored orders
+/// are indexed, so that it does not slow down what order lookups wait for.
+fn spawn_census(service: Arc<Service>) {
+    tokio::spawn(async move {
+        service.registry().orders_indexed().await;
+        let store = service.registry().store().clone();
+        let _ = tokio::task::spawn_blocking(move || census(&store)).await;
     });
+}
+
+fn census(store: &Store) {
+    let started = Instant::now();
+    match store.verify() {
+        Ok(census) => tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "store holds {} customers and {} orders, every record readable",
+            census.customers,
+            census.orders
+        ),
+        Err(error) => tracing::error!(
+            %error,
+            "the store holds an unreadable record: the customer it belongs to answers 503; \
+             restart with --verify-store to refuse to serve a damaged store"
+        ),
+    }
 }
 
 /// Periodic upkeep: expire sign-in throttles, passivate idle customers.

@@ -1,10 +1,18 @@
 //! The order → customer index, in memory. Customer actors publish each order here once it
 //! is durable, so a reader that finds an order through the index never sees one a crash
-//! could still take back. Orders stored before the start are added by one background scan
-//! of the store's order keys; until it ends, a lookup of an order id from before the start
-//! waits for it rather than answer a wrong 404.
+//! could still take back. Orders stored before the start are added by a background scan of
+//! the store's order keys (one thread per core, each over a range of customers); until it
+//! ends, a lookup of an order id from before the start waits for it rather than answer a
+//! wrong 404.
+//!
+//! Order ids are handed out in sequence, so the index is a dense array of owners indexed by
+//! order id, allocated a chunk at a time: 8 bytes an order, no hashing, and lock-free reads
+//! and writes. Ids past its capacity (2^32) go to a map.
 //!
 //! Must not touch: the store's writes, actor state, HTTP.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 
 use dashmap::DashMap;
 use tokio::sync::watch;
@@ -20,9 +28,58 @@ enum Fill {
     Failed(String),
 }
 
+const CHUNK_BITS: u32 = 16;
+const CHUNK_LEN: usize = 1 << CHUNK_BITS;
+const CHUNKS: usize = 1 << 16;
+
+/// Order id → customer id (0: none), dense.
+struct Dense {
+    chunks: Box<[OnceLock<Box<[AtomicU64]>>]>,
+    /// Orders known, counted as they are added.
+    len: AtomicU64,
+}
+
+impl Dense {
+    fn new() -> Dense {
+        Dense {
+            chunks: (0..CHUNKS).map(|_| OnceLock::new()).collect(),
+            len: AtomicU64::new(0),
+        }
+    }
+
+    fn split(order: OrderId) -> Option<(usize, usize)> {
+        let chunk = usize::try_from(order.0 >> CHUNK_BITS).ok()?;
+        (chunk < CHUNKS).then_some((chunk, order.0 as usize & (CHUNK_LEN - 1)))
+    }
+
+    /// Whether `order` fits the array.
+    fn holds(order: OrderId) -> bool {
+        Dense::split(order).is_some()
+    }
+
+    fn get(&self, order: OrderId) -> Option<CustomerId> {
+        let (chunk, at) = Dense::split(order)?;
+        let owner = self.chunks[chunk].get()?[at].load(Ordering::Acquire);
+        (owner != 0).then_some(CustomerId(owner))
+    }
+
+    fn set(&self, order: OrderId, owner: CustomerId) {
+        let Some((chunk, at)) = Dense::split(order) else {
+            return;
+        };
+        let slots =
+            self.chunks[chunk].get_or_init(|| (0..CHUNK_LEN).map(|_| AtomicU64::new(0)).collect());
+        if slots[at].swap(owner.0, Ordering::AcqRel) == 0 {
+            self.len.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Order id → owning customer, for every durable order.
 pub struct OrderOwners {
-    owners: DashMap<OrderId, CustomerId>,
+    dense: Dense,
+    /// Orders whose ids are past the dense array.
+    beyond: DashMap<OrderId, CustomerId>,
     /// Every order stored before the start has an id up to this.
     stored_before_start: u64,
     fill: watch::Sender<Fill>,
@@ -38,33 +95,79 @@ impl OrderOwners {
             Fill::Running
         };
         OrderOwners {
-            owners: DashMap::new(),
+            dense: Dense::new(),
+            beyond: DashMap::new(),
             stored_before_start,
             fill: watch::Sender::new(state),
         }
     }
 
-    /// Adds every order stored before the start, reading the store's order keys. Blocking:
+    /// Adds every order stored before the start: those of the customers with ids up to
+    /// `last_customer`, read from the store's order keys by one thread per core. Blocking:
     /// run it on a thread of its own.
-    pub fn fill_from(&self, store: &Store) {
-        let outcome = store.for_each_order_owner(&mut |order, customer| {
-            self.owners.insert(order, customer);
+    pub fn fill_from(&self, store: &Store, last_customer: u64) {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+        let per_thread = last_customer / threads + 1;
+        let outcome = std::thread::scope(|scope| {
+            let scans: Vec<_> = (0..threads)
+                .map(|part| {
+                    let first = 1 + part * per_thread;
+                    let end = (first + per_thread).min(last_customer + 1).max(first);
+                    scope.spawn(move || {
+                        store.for_each_order_owner(first..end, &mut |order, customer| {
+                            self.publish(order, customer);
+                        })
+                    })
+                })
+                .collect();
+            scans
+                .into_iter()
+                .map(|scan| {
+                    scan.join().unwrap_or_else(|_| {
+                        Err(StoreError::Engine {
+                            context: "indexing the stored orders".into(),
+                            detail: "a scan thread panicked".into(),
+                        })
+                    })
+                })
+                .collect::<Result<Vec<()>, StoreError>>()
         });
         self.fill.send_replace(match outcome {
-            Ok(()) => Fill::Done,
+            Ok(_) => Fill::Done,
             Err(error) => Fill::Failed(error.to_string()),
         });
     }
 
+    /// Completes once the orders stored before the start are all in (or failed to come in).
+    pub async fn filled(&self) {
+        let _ = self
+            .fill
+            .subscribe()
+            .wait_for(|state| *state != Fill::Running)
+            .await;
+    }
+
     /// Records a durable order.
     pub fn publish(&self, order: OrderId, customer: CustomerId) {
-        self.owners.insert(order, customer);
+        if Dense::holds(order) {
+            self.dense.set(order, customer);
+        } else {
+            self.beyond.insert(order, customer);
+        }
+    }
+
+    fn known(&self, order: OrderId) -> Option<CustomerId> {
+        if Dense::holds(order) {
+            self.dense.get(order)
+        } else {
+            self.beyond.get(&order).map(|owner| *owner)
+        }
     }
 
     /// The customer owning a durable order, in any webstore.
     pub async fn owner(&self, order: OrderId) -> Result<Option<CustomerId>, StoreError> {
-        if let Some(owner) = self.owners.get(&order) {
-            return Ok(Some(*owner));
+        if let Some(owner) = self.known(order) {
+            return Ok(Some(owner));
         }
         if order.0 > self.stored_before_start {
             return Ok(None);
@@ -80,7 +183,7 @@ impl OrderOwners {
                 context: "indexing the stored orders".into(),
                 detail,
             }),
-            _ => Ok(self.owners.get(&order).map(|owner| *owner)),
+            _ => Ok(self.known(order)),
         }
     }
 
@@ -90,13 +193,13 @@ impl OrderOwners {
     }
 
     /// How many orders the index holds.
-    pub fn len(&self) -> usize {
-        self.owners.len()
+    pub fn len(&self) -> u64 {
+        self.dense.len.load(Ordering::Relaxed) + self.beyond.len() as u64
     }
 
     /// Whether the index holds no order.
     pub fn is_empty(&self) -> bool {
-        self.owners.is_empty()
+        self.len() == 0
     }
 }
 
@@ -120,7 +223,7 @@ mod tests {
         });
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         assert!(!waiting.is_finished(), "answered before the fill ended");
-        owners.owners.insert(OrderId(5), CustomerId(2));
+        owners.publish(OrderId(5), CustomerId(2));
         owners.fill.send_replace(Fill::Done);
         let answer = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
             .await
@@ -128,6 +231,50 @@ mod tests {
             .unwrap();
         assert_eq!(answer.unwrap(), Some(CustomerId(2)));
         assert_eq!(owners.owner(OrderId(6)).await.unwrap(), None);
+    }
+
+    #[test]
+    fn owners_are_kept_across_chunks_and_past_the_dense_array() {
+        let owners = OrderOwners::new(0);
+        let far = OrderId((CHUNKS as u64) << CHUNK_BITS);
+        for (order, customer) in [(1, 7), (CHUNK_LEN as u64, 8), (far.0 - 1, 9), (far.0, 10)] {
+            owners.publish(OrderId(order), CustomerId(customer));
+            assert_eq!(owners.known(OrderId(order)), Some(CustomerId(customer)));
+        }
+        assert_eq!(owners.known(OrderId(2)), None);
+        assert_eq!(owners.known(OrderId(far.0 + 1)), None);
+        owners.publish(OrderId(1), CustomerId(7));
+        assert_eq!(owners.len(), 4);
+    }
+
+    #[test]
+    fn the_fill_finds_every_stored_order_in_every_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path(),
+            crate::store::Durability::Async,
+            1 << 20,
+            std::sync::Arc::new(|_: &StoreError| {}),
+        )
+        .unwrap();
+        let mut batch = crate::store::WriteBatch::default();
+        for customer in 1..=9u64 {
+            for n in 0..3 {
+                let order = customer * 100 + n;
+                batch.put(crate::store::keys::order(customer, order), vec![1]);
+            }
+        }
+        store.apply(batch).unwrap();
+        let owners = OrderOwners::new(999);
+        owners.fill_from(&store, 9);
+        assert!(owners.is_complete());
+        assert_eq!(owners.len(), 27);
+        for customer in 1..=9u64 {
+            assert_eq!(
+                owners.known(OrderId(customer * 100 + 2)),
+                Some(CustomerId(customer))
+            );
+        }
     }
 
     #[tokio::test]

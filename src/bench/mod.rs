@@ -71,7 +71,8 @@ pub struct RestartReport {
     /// Seconds from start until the last seeded order is found by id (order lookups wait
     /// for the background scan that indexes the stored orders).
     pub orders_ready_seconds: f64,
-    /// Resident memory once the stored orders are indexed, MiB.
+    /// Resident memory once the stored orders are indexed and the background census of the
+    /// store is over (memory stopped changing), MiB.
     pub rss_mib: f64,
     /// Resident memory of a server on an empty store, MiB.
     pub empty_rss_mib: f64,
@@ -471,6 +472,21 @@ async fn time_to_first_answer(dir: &Path) -> Result<(f64, Server, Instant), Stri
     Ok((started.elapsed().as_secs_f64(), server, started))
 }
 
+/// Resident memory once background start-up work (the census of the store) is over: read
+/// every half second until it stops changing, for at most 30 s.
+async fn settled_rss(server: &Server) -> f64 {
+    let mut previous = server.rss_mib();
+    for _ in 0..60 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let now = server.rss_mib();
+        if (now - previous).abs() < 0.5 {
+            return now;
+        }
+        previous = now;
+    }
+    previous
+}
+
 /// Seconds from `started` until the seeded store's last order is found by id.
 async fn time_to_orders_ready(
     server: &Server,
@@ -502,8 +518,7 @@ async fn measure_restart(scratch: &Scratch, customers: u64) -> Result<RestartRep
     server.stop();
     let (restart, server, started) = time_to_first_answer(&dir).await?;
     let orders_ready = time_to_orders_ready(&server, customers, started).await?;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let rss = server.rss_mib();
+    let rss = settled_rss(&server).await;
     server.stop();
     Ok(RestartReport {
         customers,

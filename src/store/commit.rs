@@ -130,9 +130,10 @@ mod tests {
         fn scan(&self, _: &[u8], _: usize, _: usize) -> Result<Vec<Entry>, StoreError> {
             Ok(Vec::new())
         }
-        fn for_each(
+        fn for_each_between(
             &self,
             _: &[u8],
+            _: Option<&[u8]>,
             _: &mut dyn FnMut(&[u8], &[u8]) -> bool,
         ) -> Result<(), StoreError> {
             Ok(())

@@ -102,6 +102,16 @@ pub trait Storage: Send + Sync + 'static {
         &self,
         prefix: &[u8],
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StoreError> {
+        self.for_each_between(prefix, prefix_end(prefix).as_deref(), visit)
+    }
+    /// Calls `visit` with every entry from key `from` up to, not including, key `to` (to the
+    /// end without one), in order, until it returns false.
+    fn for_each_between(
+        &self,
+        from: &[u8],
+        to: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StoreError>;
     /// The last entry whose key starts with `prefix`.
     fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError>;
@@ -198,12 +208,17 @@ impl Storage for SledStorage {
             .collect()
     }
 
-    fn for_each(
+    fn for_each_between(
         &self,
-        prefix: &[u8],
+        from: &[u8],
+        to: Option<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StoreError> {
-        for entry in self.db.scan_prefix(prefix) {
+        let entries = match to {
+            Some(to) => self.db.range(from..to),
+            None => self.db.range(from..),
+        };
+        for entry in entries {
             let (key, value) = entry.map_err(engine("scanning the store"))?;
             if !visit(&key, &value) {
                 break;
@@ -539,18 +554,24 @@ impl Store {
             .transpose()
     }
 
-    /// Calls `visit(order, customer)` for every stored order, in key order, reading keys
-    /// only (how the order → customer index is rebuilt at start).
+    /// Calls `visit(order, customer)` for every stored order of the customers with ids in
+    /// `customers`, in key order, reading keys only (how the order → customer index is
+    /// rebuilt at start; disjoint ranges can be scanned at once).
     pub fn for_each_order_owner(
         &self,
+        customers: std::ops::Range<u64>,
         visit: &mut dyn FnMut(OrderId, CustomerId),
     ) -> Result<(), StoreError> {
-        self.inner.storage.for_each(&[keys::ORDER], &mut |key, _| {
-            if let Some((customer, order)) = keys::order_ids(key) {
-                visit(OrderId(order), CustomerId(customer));
-            }
-            true
-        })
+        let from = keys::orders_of(customers.start);
+        let to = keys::orders_of(customers.end);
+        self.inner
+            .storage
+            .for_each_between(&from, Some(&to), &mut |key, _| {
+                if let Some((customer, order)) = keys::order_ids(key) {
+                    visit(OrderId(order), CustomerId(customer));
+                }
+                true
+            })
     }
 
     /// A stored idempotency record.
