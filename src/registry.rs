@@ -172,12 +172,18 @@ impl Registry {
                 .name("order-index".into())
                 .spawn(move || {
                     let started = Instant::now();
-                    owners.fill_from(&store, high_water.customer_id);
-                    tracing::info!(
-                        orders = owners.len(),
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "indexed the stored orders"
-                    );
+                    match owners.fill_from(&store, high_water.customer_id) {
+                        Ok(()) => tracing::info!(
+                            orders = owners.len(),
+                            elapsed_ms = started.elapsed().as_millis() as u64,
+                            "indexed the stored orders"
+                        ),
+                        Err(error) => tracing::error!(
+                            %error,
+                            "indexing the stored orders failed: looking up orders stored \
+                             before this start answers 503 until a restart"
+                        ),
+                    }
                 })
                 .map_err(|source| StoreError::Io {
                     context: "starting the order indexing thread".into(),

@@ -104,8 +104,8 @@ impl OrderOwners {
 
     /// Adds every order stored before the start: those of the customers with ids up to
     /// `last_customer`, read from the store's order keys by one thread per core. Blocking:
-    /// run it on a thread of its own.
-    pub fn fill_from(&self, store: &Store, last_customer: u64) {
+    /// run it on a thread of its own. On failure, lookups of those orders fail too.
+    pub fn fill_from(&self, store: &Store, last_customer: u64) -> Result<(), StoreError> {
         let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
         let per_thread = last_customer / threads + 1;
         let outcome = std::thread::scope(|scope| {
@@ -132,10 +132,11 @@ impl OrderOwners {
                 })
                 .collect::<Result<Vec<()>, StoreError>>()
         });
-        self.fill.send_replace(match outcome {
+        self.fill.send_replace(match &outcome {
             Ok(_) => Fill::Done,
             Err(error) => Fill::Failed(error.to_string()),
         });
+        outcome.map(drop)
     }
 
     /// Completes once the orders stored before the start are all in (or failed to come in).
@@ -266,7 +267,7 @@ mod tests {
         }
         store.apply(batch).unwrap();
         let owners = OrderOwners::new(999);
-        owners.fill_from(&store, 9);
+        owners.fill_from(&store, 9).unwrap();
         assert!(owners.is_complete());
         assert_eq!(owners.len(), 27);
         for customer in 1..=9u64 {
