@@ -502,21 +502,11 @@ impl Registry {
         let Some(owner) = self.order_owners.owner(id).await? else {
             return Ok(None);
         };
-        if self.customer_webstore(owner)? != Some(webstore) {
+        // Another webstore's order is as absent as one that never existed.
+        if self.customer(webstore, owner)?.is_none() {
             return Ok(None);
         }
         self.store.load_order(owner, id)
-    }
-
-    /// The webstore of a customer, from its live slot or its record.
-    fn customer_webstore(&self, id: CustomerId) -> Result<Option<WebstoreIdx>, StoreError> {
-        if let Some(slot) = self.active.get(&id).and_then(|cell| cell.get().cloned()) {
-            return Ok(Some(slot.webstore));
-        }
-        let Some(record) = self.store.load_customer_record(id)? else {
-            return Ok(None);
-        };
-        Ok(self.webstore_idx(&record.webstore_id))
     }
 
     fn webstore_idx(&self, webstore_id: &str) -> Option<WebstoreIdx> {

@@ -141,6 +141,7 @@ impl OrderOwners {
 
     /// Completes once the orders stored before the start are all in (or failed to come in).
     pub async fn filled(&self) {
+        // The sender lives in `self`, so the wait can't end in a closed channel.
         let _ = self
             .fill
             .subscribe()
@@ -173,16 +174,11 @@ impl OrderOwners {
         if order.0 > self.stored_before_start {
             return Ok(None);
         }
-        let mut fill = self.fill.subscribe();
-        let state = fill
-            .wait_for(|state| *state != Fill::Running)
-            .await
-            .map(|state| state.clone())
-            .unwrap_or_else(|_| Fill::Failed("the index was dropped".into()));
-        match state {
+        self.filled().await;
+        match &*self.fill.borrow() {
             Fill::Failed(detail) => Err(StoreError::Engine {
                 context: "indexing the stored orders".into(),
-                detail,
+                detail: detail.clone(),
             }),
             _ => Ok(self.known(order)),
         }
