@@ -88,6 +88,8 @@ impl Application {
             ServiceSettings {
                 call_timeout: config.call_timeout(),
                 password_hashers: hashers,
+                // About a second and a half of argon2 work queued per core; past that, 503.
+                password_queue: hashers * 32,
                 max_calls_per_customer: 256,
                 max_calls_in_flight: 16_384,
             },

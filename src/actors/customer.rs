@@ -3,11 +3,16 @@
 //! then replies. Failures go back inside the reply (`Result` in the `RpcReplyPort`), because
 //! an `Err` returned from `handle` would stop the actor.
 //!
+//! A request comes with a [`Handoff`] shared with its caller, so that a request whose caller
+//! has gone is dropped unstarted, and whatever the caller holds for it is released when the
+//! actor is done with it.
+//!
 //! Must not touch: HTTP status codes, the registry's maps (the registry activates and
 //! passivates actors; the actor writes its own records and their index entries), or blocking
 //! work such as password hashing.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
@@ -88,8 +93,8 @@ pub struct PlaceOrder {
     pub idempotency: Option<Pending<Order>>,
 }
 
-/// The requests a customer actor answers.
-pub enum CustomerMsg {
+/// What a customer actor is asked to do.
+pub enum Request {
     /// Apply changes already checked field by field (and with the password hashed).
     Update(
         Box<CustomerChanges>,
@@ -102,6 +107,79 @@ pub enum CustomerMsg {
     ),
     /// All of this customer's orders by id.
     ListOrders(RpcReplyPort<Vec<Arc<Order>>>),
+}
+
+/// A request as it travels to the actor: what to do, the handoff it shares with its caller,
+/// and the caller's permits, which count the request against the service's limits until the
+/// actor is done with the message, whether or not the caller still waits.
+pub struct CustomerMsg {
+    /// What to do.
+    pub request: Request,
+    /// Shared with the caller: see [`Handoff`].
+    pub handoff: Arc<Handoff>,
+    /// Released (by its `Drop`) once the actor has finished with the message.
+    pub permits: Box<dyn Send>,
+}
+
+/// Whether a request is still wanted, decided once between its caller and the actor: either
+/// the actor starts it, or the caller withdraws it (its client went away, or it stopped
+/// waiting); never both. So a request whose caller gave up before it began changes nothing,
+/// and one that began is finished and its outcome stands.
+///
+/// It also keeps what the request's change needs to itself (an email claim, an idempotency
+/// key's turn): released at once when the request is withdrawn, since the change will not
+/// happen, or else once the actor has finished it, since until then it may.
+pub struct Handoff {
+    state: AtomicU8,
+    exclusive: Mutex<Option<Box<dyn Send>>>,
+}
+
+/// What a started request's change needs to itself; released when dropped.
+pub type Exclusive = Option<Box<dyn Send>>;
+
+const QUEUED: u8 = 0;
+const STARTED: u8 = 1;
+const WITHDRAWN: u8 = 2;
+
+impl Handoff {
+    /// A request not yet started, holding `exclusive` for its change.
+    pub fn new(exclusive: Exclusive) -> Handoff {
+        Handoff {
+            state: AtomicU8::new(QUEUED),
+            exclusive: Mutex::new(exclusive),
+        }
+    }
+
+    /// The actor takes the request: `None` if the caller withdrew it first, else what its
+    /// change needs to itself, to hold until the change is done.
+    pub fn start(&self) -> Option<Exclusive> {
+        self.state
+            .compare_exchange(QUEUED, STARTED, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| self.take_exclusive())
+    }
+
+    /// The caller gives the request up: true unless the actor already started it. A
+    /// withdrawn request's exclusive holdings are released at once.
+    pub fn withdraw(&self) -> bool {
+        match self
+            .state
+            .compare_exchange(QUEUED, WITHDRAWN, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => {
+                drop(self.take_exclusive());
+                true
+            }
+            Err(state) => state == WITHDRAWN,
+        }
+    }
+
+    fn take_exclusive(&self) -> Exclusive {
+        self.exclusive
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+    }
 }
 
 impl Actor for CustomerActor {
@@ -133,18 +211,29 @@ impl Actor for CustomerActor {
         message: CustomerMsg,
         state: &mut CustomerState,
     ) -> Result<(), ActorProcessingErr> {
-        // A failed `send` means the caller gave up waiting; the change stands either way.
-        match message {
-            CustomerMsg::Update(changes, reply) => {
+        let CustomerMsg {
+            request,
+            handoff,
+            permits,
+        } = message;
+        let Some(exclusive) = handoff.start() else {
+            // The caller went away before this began: drop it, changing nothing.
+            return Ok(());
+        };
+        // A failed `send` means the caller stopped waiting after this began; the change
+        // stands either way.
+        match request {
+            Request::Update(changes, reply) => {
                 let _ = reply.send(state.update(&changes).await);
             }
-            CustomerMsg::PlaceOrder(order, reply) => {
+            Request::PlaceOrder(order, reply) => {
                 let _ = reply.send(state.place_order(*order).await);
             }
-            CustomerMsg::ListOrders(reply) => {
+            Request::ListOrders(reply) => {
                 let _ = reply.send(state.orders.clone());
             }
         }
+        drop((exclusive, permits));
         Ok(())
     }
 }

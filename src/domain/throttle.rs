@@ -48,6 +48,11 @@ impl SignInThrottle {
         self.in_flight = self.in_flight.saturating_sub(1);
     }
 
+    /// Attempts begun and not yet finished or cancelled.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
     /// True when nothing is remembered any more, so the entry can be dropped.
     pub fn is_idle(&mut self, now: Instant) -> bool {
         self.forget_before(now);

@@ -31,7 +31,7 @@ type Answer = Result<Response, ApiError>;
 pub(super) async fn list_customers(call: &Call<'_>) -> Answer {
     let embed = Embed::parse(call.params.get("embed"));
     if let Some(email) = call.params.get("email") {
-        let found = call.service.customer_by_email(call.webstore, email).await?;
+        let found = call.service.customer_by_email(call.webstore, email)?;
         let views: Vec<_> = found
             .iter()
             .map(|customer| CustomerView::new(customer, call.webstore, embed))

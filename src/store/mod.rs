@@ -1,254 +1,36 @@
 //! Persistence: boxsub's state in one sled tree (layout in [`keys`]), records encoded as in
-//! [`codec`], writes made durable by group commit ([`commit`]).
+//! [`codec`], writes made durable by group commit ([`commit`]). [`Store`] is the repository
+//! the registry and the customer actors use: it knows which keys a change writes and which of
+//! them must be unique. The engine sits behind the small [`Storage`] trait ([`storage`],
+//! implemented by [`sled_engine`]) so that tests can inject faults; [`StoreError`] is this
+//! layer's one error type ([`error`]).
 //!
-//! sled sits behind the small [`Storage`] trait so that tests can inject faults. [`Store`] is
-//! what the registry and the customer actors use; the HTTP layer never touches it.
 //! Must not touch: actors, the registry's maps, HTTP.
 
 pub mod codec;
 pub mod commit;
+mod error;
 pub mod keys;
 pub mod order_ids;
+mod sled_engine;
+mod storage;
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use codec::{decode, encode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
 use commit::{Committer, FatalHandler};
+use error::corrupt;
+
+pub use error::StoreError;
+pub use sled_engine::SledStorage;
+pub use storage::{Entry, Storage, UniqueKey, WriteBatch};
 
 use crate::domain::customer::Customer;
 use crate::domain::idempotency::Pending;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::Order;
-
-/// Why the store failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A file-system operation failed.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done.
-        context: String,
-        /// The error.
-        source: std::io::Error,
-    },
-    /// sled reported an error.
-    #[error("{context}: {detail}")]
-    Engine {
-        /// What was being done.
-        context: String,
-        /// sled's message.
-        detail: String,
-    },
-    /// A stored record does not decode.
-    #[error("record {key} is unreadable: {source}")]
-    Corrupt {
-        /// The record's key, printable.
-        key: String,
-        /// Why.
-        source: CodecError,
-    },
-    /// The store was written by an incompatible release.
-    #[error("the store at {path} has format {found}, and this release reads format {expected}")]
-    Format {
-        /// The directory.
-        path: String,
-        /// Marker found.
-        found: String,
-        /// Marker expected.
-        expected: String,
-    },
-    /// Durability could not be confirmed; the write must not be acknowledged.
-    #[error("the store could not confirm the write is on disk")]
-    NotDurable,
-}
-
-/// A key and its value.
-pub type Entry = (Vec<u8>, Vec<u8>);
-
-/// One atomic group of writes.
-#[derive(Debug, Default)]
-pub struct WriteBatch {
-    ops: Vec<(Vec<u8>, Option<Vec<u8>>)>,
-}
-
-impl WriteBatch {
-    /// Sets `key` to `value`.
-    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.ops.push((key, Some(value)));
-    }
-
-    /// Removes `key`.
-    pub fn delete(&mut self, key: Vec<u8>) {
-        self.ops.push((key, None));
-    }
-}
-
-/// The storage engine as boxsub uses it: a sorted byte map with atomic batches.
-pub trait Storage: Send + Sync + 'static {
-    /// The value at `key`.
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
-    /// Applies every write of `batch`, or none.
-    fn apply(&self, batch: WriteBatch) -> Result<(), StoreError>;
-    /// Sets one key. Cheaper than a batch: sled 0.34 applies batches under a process-wide
-    /// write lock that also stops every reader, while single writes share it.
-    fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError>;
-    /// Up to `limit` entries whose key starts with `prefix`, after skipping `skip` of them.
-    fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError>;
-    /// Calls `visit` with every entry whose key starts with `prefix`, in order, until it
-    /// returns false.
-    fn for_each(
-        &self,
-        prefix: &[u8],
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), StoreError> {
-        self.for_each_between(prefix, prefix_end(prefix).as_deref(), visit)
-    }
-    /// Calls `visit` with every entry from key `from` up to, not including, key `to` (to the
-    /// end without one), in order, until it returns false.
-    fn for_each_between(
-        &self,
-        from: &[u8],
-        to: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), StoreError>;
-    /// The last entry whose key starts with `prefix`.
-    fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError>;
-    /// Makes every applied batch durable.
-    fn sync(&self) -> Result<(), StoreError>;
-}
-
-/// sled 0.34.7 as a [`Storage`].
-pub struct SledStorage {
-    db: sled::Db,
-    /// sled's data file. sled's `flush` ends in `sync_file_range` on Linux, which does not
-    /// survive power loss (sled issue #1452), so the flusher also fsyncs this file itself.
-    data_file: Mutex<File>,
-}
-
-fn engine(context: &str) -> impl Fn(sled::Error) -> StoreError + '_ {
-    move |error| StoreError::Engine {
-        context: context.to_owned(),
-        detail: error.to_string(),
-    }
-}
-
-impl SledStorage {
-    /// Opens (or creates) the sled store in `dir`.
-    pub fn open(dir: &Path, cache_bytes: u64) -> Result<SledStorage, StoreError> {
-        let db = sled::Config::new()
-            .path(dir)
-            .cache_capacity(cache_bytes)
-            .open()
-            .map_err(engine(&format!("opening the store at {}", dir.display())))?;
-        let data_path = dir.join("db");
-        let data_file = File::open(&data_path).map_err(|source| StoreError::Io {
-            context: format!("opening {} for fsync", data_path.display()),
-            source,
-        })?;
-        Ok(SledStorage {
-            db,
-            data_file: Mutex::new(data_file),
-        })
-    }
-}
-
-/// The exclusive end of the keys starting with `prefix`, if any key can follow them.
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < u8::MAX {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
-
-impl Storage for SledStorage {
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-        Ok(self
-            .db
-            .get(key)
-            .map_err(engine("reading the store"))?
-            .map(|value| value.to_vec()))
-    }
-
-    fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
-        let mut sled_batch = sled::Batch::default();
-        for (key, value) in batch.ops {
-            match value {
-                Some(value) => sled_batch.insert(key, value),
-                None => sled_batch.remove(key),
-            }
-        }
-        self.db
-            .apply_batch(sled_batch)
-            .map_err(engine("writing to the store"))
-    }
-
-    fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
-        self.db
-            .insert(key, value)
-            .map(drop)
-            .map_err(engine("writing to the store"))
-    }
-
-    fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError> {
-        self.db
-            .scan_prefix(prefix)
-            .skip(skip)
-            .take(limit)
-            .map(|entry| {
-                entry
-                    .map(|(key, value)| (key.to_vec(), value.to_vec()))
-                    .map_err(engine("scanning the store"))
-            })
-            .collect()
-    }
-
-    fn for_each_between(
-        &self,
-        from: &[u8],
-        to: Option<&[u8]>,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-    ) -> Result<(), StoreError> {
-        let entries = match to {
-            Some(to) => self.db.range(from..to),
-            None => self.db.range(from..),
-        };
-        for entry in entries {
-            let (key, value) = entry.map_err(engine("scanning the store"))?;
-            if !visit(&key, &value) {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError> {
-        let last = match prefix_end(prefix) {
-            Some(end) => self.db.range(prefix.to_vec()..end).next_back(),
-            None => self.db.range(prefix.to_vec()..).next_back(),
-        };
-        last.transpose()
-            .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
-            .map_err(engine("reading the store"))
-    }
-
-    fn sync(&self) -> Result<(), StoreError> {
-        self.db.flush().map_err(engine("flushing the store"))?;
-        let file = self
-            .data_file
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        file.sync_data().map_err(|source| StoreError::Io {
-            context: "fsync of the store's data file".into(),
-            source,
-        })
-    }
-}
 
 /// Whether a write is acknowledged only once it is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -619,7 +401,9 @@ impl Store {
         Ok(Some(LoadedCustomer { record, orders }))
     }
 
-    /// Writes a new customer with its email claim and number, atomically.
+    /// Writes a new customer with its email's index entry and its number, atomically, if no
+    /// other customer of the webstore holds the email ([`StoreError::Taken`] otherwise, with
+    /// nothing written).
     pub fn create_customer(
         &self,
         customer: &Customer,
@@ -627,21 +411,14 @@ impl Store {
         idempotency: Option<IdempotencyWrite>,
     ) -> Result<(), StoreError> {
         let mut batch = WriteBatch::default();
-        let id = customer.id.0.to_be_bytes().to_vec();
-        batch.put(
-            keys::customer(customer.id.0),
-            encode(&CustomerRecord::from_customer(customer, webstore_id)),
-        );
-        batch.put(
-            keys::email(webstore_id, &customer.email.index_key()),
-            id.clone(),
-        );
-        batch.put(keys::number(webstore_id, customer.number), id);
+        let email = add_new_customer(&mut batch, customer, webstore_id);
         add_idempotency(&mut batch, idempotency);
-        self.inner.storage.apply(batch)
+        self.inner.storage.apply_checked(batch, &[email])
     }
 
-    /// Writes a changed customer; an email change moves its index entry in the same batch.
+    /// Writes a changed customer. An email change moves its index entry in the same atomic
+    /// write, and only if no other customer holds the new email ([`StoreError::Taken`]
+    /// otherwise, with nothing written).
     pub fn update_customer(
         &self,
         customer: &Customer,
@@ -654,14 +431,16 @@ impl Store {
             encode(&CustomerRecord::from_customer(customer, webstore_id)),
         );
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
-        if new_key != old_key {
-            batch.delete(keys::email(webstore_id, &old_key));
-            batch.put(
-                keys::email(webstore_id, &new_key),
-                customer.id.0.to_be_bytes().to_vec(),
-            );
+        if new_key == old_key {
+            return self.inner.storage.apply(batch);
         }
-        self.inner.storage.apply(batch)
+        batch.delete(keys::email(webstore_id, &old_key));
+        let email = UniqueKey {
+            key: keys::email(webstore_id, &new_key),
+            holder: customer.id.0.to_be_bytes().to_vec(),
+        };
+        batch.put(email.key.clone(), email.holder.clone());
+        self.inner.storage.apply_checked(batch, &[email])
     }
 
     /// Writes a new order (with its idempotency record, in the same batch).
@@ -675,13 +454,13 @@ impl Store {
         order: &Order,
         idempotency: Option<IdempotencyWrite>,
     ) -> Result<(), StoreError> {
-        let record_key = keys::order(order.customer_id.0, order.id.0);
-        let record = encode(&OrderRecord::from_order(order));
         if idempotency.is_none() {
-            return self.inner.storage.put(&record_key, record);
+            let record = encode(&OrderRecord::from_order(order));
+            let key = keys::order(order.customer_id.0, order.id.0);
+            return self.inner.storage.put(&key, record);
         }
         let mut batch = WriteBatch::default();
-        batch.put(record_key, record);
+        add_order(&mut batch, order);
         add_idempotency(&mut batch, idempotency);
         self.inner.storage.apply(batch)
     }
@@ -692,19 +471,42 @@ impl Store {
     }
 }
 
+/// Adds the writes that store a new customer to `batch`: its record, its email's index entry
+/// and its number. Returns the email's entry, which must be unique in the webstore. `boxsub
+/// seed` writes customers through this too, so the layout has one author.
+pub fn add_new_customer(
+    batch: &mut WriteBatch,
+    customer: &Customer,
+    webstore_id: &str,
+) -> UniqueKey {
+    let id = customer.id.0.to_be_bytes().to_vec();
+    batch.put(
+        keys::customer(customer.id.0),
+        encode(&CustomerRecord::from_customer(customer, webstore_id)),
+    );
+    let email = UniqueKey {
+        key: keys::email(webstore_id, &customer.email.index_key()),
+        holder: id.clone(),
+    };
+    batch.put(email.key.clone(), email.holder.clone());
+    batch.put(keys::number(webstore_id, customer.number), id);
+    email
+}
+
+/// Adds an order's record to `batch` (its one write; see [`Store::create_order`]).
+pub fn add_order(batch: &mut WriteBatch, order: &Order) {
+    batch.put(
+        keys::order(order.customer_id.0, order.id.0),
+        encode(&OrderRecord::from_order(order)),
+    );
+}
+
 fn add_idempotency(batch: &mut WriteBatch, idempotency: Option<IdempotencyWrite>) {
     if let Some(write) = idempotency {
         batch.put(
             keys::idempotency(&write.webstore_id, &write.key),
             encode(&write.record),
         );
-    }
-}
-
-fn corrupt(key: &[u8], source: CodecError) -> StoreError {
-    StoreError::Corrupt {
-        key: String::from_utf8_lossy(key).escape_debug().to_string(),
-        source,
     }
 }
 

@@ -1,0 +1,368 @@
+//! The registry: where the service finds customers and their actors. It composes
+//!
+//! - [`directory`]: the live customer actors (activated on first change or order read,
+//!   passivated when idle; reading a customer never starts one), with each actor's count of
+//!   calls to answer;
+//! - [`emails`]: per webstore, the email claims of changes in progress and remembered
+//!   lookups; the store's email index is the authority at rest;
+//! - [`listing`]: per webstore, the customer count and pages of ids;
+//! - the id sequences (customer ids and per-webstore customer numbers, allocated together so
+//!   that number order is id order), and the in-memory order → customer index
+//!   ([`OrderOwners`]), which actors publish each order to once durable and a background scan
+//!   of the stored order keys fills at start.
+//!
+//! Every acquisition it hands out (an email claim, a call permit) is a guard released on
+//! drop. No map guard is held across an `.await` or an actor call. Must not touch: HTTP,
+//! actor message handling.
+
+pub mod directory;
+pub mod emails;
+pub mod listing;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::actors::customer::{CustomerArgs, Published};
+use crate::actors::order_owners::OrderOwners;
+use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
+use crate::domain::customer::Customer;
+use crate::domain::ids::{CustomerId, IdSequence, OrderId};
+use crate::domain::order::Order;
+use crate::store::order_ids::OrderIds;
+use crate::store::{IdempotencyWrite, Store, StoreError};
+
+pub use directory::{CallPermit, Refused, Slot};
+pub use emails::{EmailClaim, EmailTaken};
+
+use directory::{Activated, Directory};
+use emails::WebstoreEmails;
+use listing::Totals;
+
+/// Why the registry could not answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A customer actor could not be started.
+    #[error("starting the actor of customer {0}: {1}")]
+    Spawn(CustomerId, String),
+}
+
+/// What the registry keeps per webstore.
+struct WebstoreState {
+    emails: WebstoreEmails,
+    /// Customer numbers; allocated together with ids under `allocation`.
+    numbers: IdSequence,
+    allocation: Mutex<()>,
+    totals: Totals,
+}
+
+/// A new customer's id and number, with the claim on its email: the claim is released when
+/// this is dropped, which the caller does once the customer's records are written.
+pub struct NewCustomer {
+    /// The id.
+    pub id: CustomerId,
+    /// The number within its webstore.
+    pub number: u64,
+    /// The claim on its email.
+    pub claim: EmailClaim,
+}
+
+/// How many guards the registry has handed out and not yet had back (for tests).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RegistryHeld {
+    /// Email claims in progress, over all webstores.
+    pub email_claims: usize,
+    /// Calls counted against customers' actors.
+    pub actor_calls: u64,
+    /// Actor activations under way.
+    pub activations: usize,
+}
+
+/// The directory of customer actors and its indexes.
+pub struct Registry {
+    catalogue: Arc<Catalogue>,
+    store: Store,
+    directory: Directory,
+    webstores: Vec<WebstoreState>,
+    customer_ids: IdSequence,
+    order_ids: Arc<OrderIds>,
+    order_owners: Arc<OrderOwners>,
+}
+
+impl Registry {
+    /// A registry over `store`, continuing its id sequences. Starts a thread that indexes
+    /// the stored orders.
+    pub fn open(catalogue: Arc<Catalogue>, store: Store) -> Result<Registry, StoreError> {
+        let high_water = store.high_water()?;
+        let order_owners = Arc::new(OrderOwners::new(high_water.order_id));
+        if !order_owners.is_complete() {
+            let (owners, store) = (order_owners.clone(), store.clone());
+            std::thread::Builder::new()
+                .name("order-index".into())
+                .spawn(move || {
+                    let started = Instant::now();
+                    match owners.fill_from(&store, high_water.customer_id) {
+                        Ok(()) => tracing::info!(
+                            orders = owners.len(),
+                            elapsed_ms = started.elapsed().as_millis() as u64,
+                            "indexed the stored orders"
+                        ),
+                        Err(error) => tracing::error!(
+                            %error,
+                            "indexing the stored orders failed: looking up orders stored \
+                             before this start answers 503 until a restart"
+                        ),
+                    }
+                })
+                .map_err(|source| StoreError::Io {
+                    context: "starting the order indexing thread".into(),
+                    source,
+                })?;
+        }
+        let mut webstores = Vec::with_capacity(catalogue.webstores().len());
+        for webstore in catalogue.webstores() {
+            let last_number = store.last_number(&webstore.settings.id)?;
+            webstores.push(WebstoreState {
+                emails: WebstoreEmails::default(),
+                numbers: IdSequence::starting_at(last_number + 1),
+                allocation: Mutex::new(()),
+                totals: Totals::new(last_number),
+            });
+        }
+        let order_ids = Arc::new(OrderIds::continuing(store.clone(), high_water.order_id));
+        Ok(Registry {
+            catalogue,
+            store,
+            directory: Directory::new(),
+            webstores,
+            customer_ids: IdSequence::starting_at(high_water.customer_id + 1),
+            order_ids,
+            order_owners,
+        })
+    }
+
+    /// The store, for the service's reads of idempotency records.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    fn state(&self, webstore: WebstoreIdx) -> &WebstoreState {
+        &self.webstores[webstore.0 as usize]
+    }
+
+    /// Claims a free email for a new customer and gives it an id and a customer number.
+    pub fn claim_email_for_new_customer(
+        &self,
+        webstore: &Webstore,
+        email_key: String,
+    ) -> Result<Result<NewCustomer, EmailTaken>, StoreError> {
+        let state = self.state(webstore.idx);
+        let stored_owner = |key: &str| self.store.email_owner(&webstore.settings.id, key);
+        let claimed = state.emails.claim_new(email_key, &stored_owner, || {
+            let _allocating = state
+                .allocation
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            (CustomerId(self.customer_ids.take()), state.numbers.take())
+        })?;
+        Ok(claimed.map(|(claim, id, number)| NewCustomer { id, number, claim }))
+    }
+
+    /// Claims an email for an existing customer while its change is applied: `Some(claim)`
+    /// when claimed now (it is released when dropped), `None` when the customer already
+    /// holds it.
+    pub fn claim_email(
+        &self,
+        webstore: &Webstore,
+        email_key: String,
+        owner: CustomerId,
+    ) -> Result<Result<Option<EmailClaim>, EmailTaken>, StoreError> {
+        let stored_owner = |key: &str| self.store.email_owner(&webstore.settings.id, key);
+        self.state(webstore.idx)
+            .emails
+            .claim_for(email_key, owner, &stored_owner)
+    }
+
+    /// The customer holding a folded email, if one has been created with it.
+    pub fn email_owner(
+        &self,
+        webstore: &Webstore,
+        email_key: &str,
+    ) -> Result<Option<CustomerId>, StoreError> {
+        self.store.email_owner(&webstore.settings.id, email_key)
+    }
+
+    /// The customer of `webstore` whose email folds to `email_key`, as it is now.
+    pub fn customer_by_email(
+        &self,
+        webstore: &Webstore,
+        email_key: &str,
+    ) -> Result<Option<Arc<Customer>>, StoreError> {
+        let emails = &self.state(webstore.idx).emails;
+        if let Some(id) = emails.hint(email_key) {
+            match self.customer(webstore.idx, id)? {
+                Some(customer) if customer.email.index_key() == email_key => {
+                    return Ok(Some(customer))
+                }
+                _ => emails.forget_hint(email_key, id),
+            }
+        }
+        let Some(id) = self.store.email_owner(&webstore.settings.id, email_key)? else {
+            return Ok(None);
+        };
+        let found = self.customer(webstore.idx, id)?;
+        if found.is_some() {
+            emails.remember(email_key, id);
+        }
+        Ok(found)
+    }
+
+    /// Stores a new customer (with its email's index entry, number and idempotency record)
+    /// in one atomic write; the caller then releases its claim and waits for durability.
+    pub fn create_customer(
+        &self,
+        webstore: &Webstore,
+        customer: &Customer,
+        idempotency: Option<IdempotencyWrite>,
+    ) -> Result<(), StoreError> {
+        self.store
+            .create_customer(customer, &webstore.settings.id, idempotency)?;
+        self.state(webstore.idx).totals.created_one();
+        Ok(())
+    }
+
+    /// Waits until everything written so far is durable.
+    pub async fn durable(&self) -> Result<(), StoreError> {
+        self.store.durable().await
+    }
+
+    /// The live actor of customer `id`, activating it from its record when needed. `None`
+    /// when there is no such customer in `webstore`: another webstore's customer is as
+    /// absent as one that never existed.
+    pub async fn slot(
+        &self,
+        webstore: WebstoreIdx,
+        id: CustomerId,
+    ) -> Result<Option<Arc<Slot>>, RegistryError> {
+        let slot = self.directory.activate(id, || self.actor_args(id)).await?;
+        Ok(slot.filter(|slot| slot.webstore == webstore))
+    }
+
+    /// What a customer's actor starts from, read from the store.
+    fn actor_args(&self, id: CustomerId) -> Result<CustomerArgs, Activated> {
+        let loaded = self
+            .store
+            .load_customer(id)
+            .map_err(|error| Activated::Failed(error.into()))?
+            .ok_or(Activated::Missing)?;
+        let Some(webstore) = self.webstore(&loaded.record.webstore_id) else {
+            tracing::warn!(customer_id = %id, webstore = %loaded.record.webstore_id,
+                "customer belongs to a webstore the catalogue no longer has");
+            return Err(Activated::Missing);
+        };
+        let customer = loaded.record.into_customer(webstore.idx);
+        let published: Published = Arc::new(std::sync::RwLock::new(Arc::new(customer.clone())));
+        Ok(CustomerArgs {
+            customer,
+            published,
+            orders: loaded.orders,
+            webstore: webstore.clone(),
+            order_ids: self.order_ids.clone(),
+            store: self.store.clone(),
+            order_owners: self.order_owners.clone(),
+        })
+    }
+
+    /// A customer of `webstore` as it is now, for reading: from its live actor's published
+    /// snapshot, or straight from the store when it has no live actor. Reads never activate
+    /// an actor, so listing many customers does not fill memory with actors.
+    pub fn customer(
+        &self,
+        webstore: WebstoreIdx,
+        id: CustomerId,
+    ) -> Result<Option<Arc<Customer>>, StoreError> {
+        if let Some(slot) = self.directory.live(id) {
+            return Ok((slot.webstore == webstore).then(|| slot.customer()));
+        }
+        let Some(record) = self.store.load_customer_record(id)? else {
+            return Ok(None);
+        };
+        let owner = self.webstore(&record.webstore_id).map(|w| w.idx);
+        Ok((owner == Some(webstore)).then(|| Arc::new(record.into_customer(webstore))))
+    }
+
+    /// Forgets a slot whose actor has stopped, so the next use activates a new one.
+    pub fn forget(&self, id: CustomerId, slot: &Arc<Slot>) {
+        self.directory.forget(id, slot);
+    }
+
+    /// Stops the actors of customers unused for `idle` with no call to answer.
+    pub fn passivate_idle(&self, idle: Duration) -> usize {
+        self.directory.passivate_idle(idle)
+    }
+
+    /// How many customer actors are live (or starting).
+    pub fn active_count(&self) -> usize {
+        self.directory.len()
+    }
+
+    /// Stops every live actor (at shutdown, after requests have drained).
+    pub fn stop_all(&self) {
+        self.directory.stop_all();
+    }
+
+    /// What the registry has handed out and not yet had back.
+    pub fn held(&self) -> RegistryHeld {
+        RegistryHeld {
+            email_claims: self.webstores.iter().map(|w| w.emails.claims_held()).sum(),
+            actor_calls: self.directory.calls_in_flight(),
+            activations: self.directory.activations_pending(),
+        }
+    }
+
+    /// Completes once the orders stored before the start are indexed.
+    pub async fn orders_indexed(&self) {
+        self.order_owners.filled().await;
+    }
+
+    /// An order of one of the webstore's customers, once durable. Read from the store
+    /// without an actor: the index only holds durable orders, and a stored order never
+    /// changes.
+    pub async fn order(
+        &self,
+        webstore: WebstoreIdx,
+        id: OrderId,
+    ) -> Result<Option<Order>, StoreError> {
+        let Some(owner) = self.order_owners.owner(id).await? else {
+            return Ok(None);
+        };
+        // Another webstore's order is as absent as one that never existed.
+        if self.customer(webstore, owner)?.is_none() {
+            return Ok(None);
+        }
+        self.store.load_order(owner, id)
+    }
+
+    fn webstore(&self, webstore_id: &str) -> Option<&Arc<Webstore>> {
+        self.catalogue
+            .webstores()
+            .iter()
+            .find(|w| w.settings.id == webstore_id)
+    }
+
+    /// Up to `limit` customer ids of a webstore from position `offset` (by id), and how many
+    /// it has in all.
+    pub async fn page_of_customers(
+        &self,
+        webstore: &Webstore,
+        offset: u64,
+        limit: u64,
+    ) -> Result<(Vec<CustomerId>, u64), StoreError> {
+        self.state(webstore.idx)
+            .totals
+            .page(&self.store, &webstore.settings.id, offset, limit)
+            .await
+    }
+}

@@ -1,0 +1,141 @@
+//! Calls to customer actors, with the service's limits: at most so many calls in all
+//! (admission) and per customer, each answered within a deadline or refused as busy.
+//!
+//! Everything a call acquires travels with its message as guards. The admission permit and
+//! the customer's call permit are released when the actor is done with the message, not
+//! when the caller stops waiting, so the limits bound the work really queued. A caller that
+//! stops waiting (its client reset, a deadline passed) withdraws its request if the actor has
+//! not begun it, so a 503 for a call past its deadline means nothing was changed; what the
+//! change needs to itself (an email claim, an idempotency key's turn) is released then, or
+//! once the actor has finished the change, never while it may still be written. Must not
+//! touch: HTTP, the store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ractor::concurrency::OneshotReceiver;
+use ractor::RpcReplyPort;
+use tokio::sync::Semaphore;
+
+use crate::actors::customer::{CustomerMsg, Handoff, Request};
+use crate::domain::catalogue::WebstoreIdx;
+use crate::domain::ids::CustomerId;
+use crate::registry::{Refused, Registry, Slot};
+
+use super::ServiceError;
+
+/// The limits and deadline of actor calls.
+pub struct ActorCalls {
+    admission: Arc<Semaphore>,
+    admission_size: usize,
+    per_customer: u32,
+    deadline: Duration,
+}
+
+/// Withdraws the request when dropped, unless its actor has already begun it.
+struct Withdraw(Arc<Handoff>);
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        self.0.withdraw();
+    }
+}
+
+impl ActorCalls {
+    /// At most `in_flight` calls in all and `per_customer` per customer, each answered within
+    /// `deadline`.
+    pub fn new(in_flight: usize, per_customer: u32, deadline: Duration) -> ActorCalls {
+        let admission_size = in_flight.max(1);
+        ActorCalls {
+            admission: Arc::new(Semaphore::new(admission_size)),
+            admission_size,
+            per_customer: per_customer.max(1),
+            deadline,
+        }
+    }
+
+    /// Calls customer `id`'s actor (activating it if needed). `exclusive` is what the
+    /// request's change needs to itself (an email claim, an idempotency key's turn): it is
+    /// released when the request is withdrawn or, once started, finished (see [`Handoff`]).
+    /// `NotFound` when the webstore has no such customer.
+    pub async fn call<T: Send + 'static, E: Send + 'static>(
+        &self,
+        registry: &Registry,
+        webstore: WebstoreIdx,
+        id: CustomerId,
+        exclusive: Option<E>,
+        request: impl FnOnce(RpcReplyPort<T>) -> Request,
+    ) -> Result<T, ServiceError> {
+        let admitted = self
+            .admission
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| ServiceError::Busy)?;
+        let mut unsent = Some((request, exclusive, admitted));
+        // A slot retired for passivation between lookup and entry is replaced by a fresh
+        // activation; two retries are more than any real interleaving needs.
+        for _ in 0..3 {
+            let slot = registry
+                .slot(webstore, id)
+                .await?
+                .ok_or(ServiceError::NotFound)?;
+            let permit = match slot.enter(self.per_customer) {
+                Ok(permit) => permit,
+                Err(Refused::Busy) => return Err(ServiceError::Busy),
+                Err(Refused::Retired) => {
+                    registry.forget(id, &slot);
+                    continue;
+                }
+            };
+            let Some((request, exclusive, admitted)) = unsent.take() else {
+                break;
+            };
+            let exclusive = exclusive.map(|held| Box::new(held) as Box<dyn Send>);
+            let handoff = Arc::new(Handoff::new(exclusive));
+            let withdraw = Withdraw(handoff.clone());
+            let (reply, answer) = ractor::concurrency::oneshot();
+            let message = CustomerMsg {
+                request: request(reply.into()),
+                handoff,
+                permits: Box::new((admitted, permit)),
+            };
+            if slot.actor.send_message(message).is_err() {
+                registry.forget(id, &slot);
+                return Err(stopped(id));
+            }
+            return self.answer(registry, id, &slot, answer, withdraw).await;
+        }
+        Err(ServiceError::Busy)
+    }
+
+    async fn answer<T>(
+        &self,
+        registry: &Registry,
+        id: CustomerId,
+        slot: &Arc<Slot>,
+        mut answer: OneshotReceiver<T>,
+        withdraw: Withdraw,
+    ) -> Result<T, ServiceError> {
+        let outcome = match tokio::time::timeout(self.deadline, &mut answer).await {
+            Ok(outcome) => outcome,
+            // Past the deadline: give up unless the actor has begun, in which case its
+            // outcome stands and is the answer (the request's own deadline bounds the wait).
+            Err(_) if withdraw.0.withdraw() => return Err(ServiceError::Busy),
+            Err(_) => answer.await,
+        };
+        outcome.map_err(|_| {
+            // The reply port was dropped unanswered: the actor stopped.
+            registry.forget(id, slot);
+            stopped(id)
+        })
+    }
+
+    /// Calls admitted and not yet done with (for tests and diagnostics).
+    pub fn admitted(&self) -> usize {
+        self.admission_size - self.admission.available_permits()
+    }
+}
+
+fn stopped(id: CustomerId) -> ServiceError {
+    ServiceError::Internal(format!("the actor of customer {id} stopped"))
+}

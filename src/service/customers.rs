@@ -1,0 +1,143 @@
+//! Customer use cases: create (exactly one of any number of concurrent claimants of an email
+//! wins) and update (the email index stays exact). Email claims are guards: a create keeps
+//! its claim until its records are written; an update hands its claim to the actor with the
+//! change, which keeps it until the change is written or refused. Must not touch: HTTP types.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::actors::customer::{unix_now, Request};
+use crate::domain::catalogue::Webstore;
+use crate::domain::customer::{parse_customer, Customer, CustomerChanges, Mode};
+use crate::domain::email::Email;
+use crate::domain::fields::{FieldErrors, TAKEN};
+use crate::domain::idempotency::Pending;
+use crate::domain::ids::CustomerId;
+use crate::registry::EmailTaken;
+use crate::store::IdempotencyWrite;
+
+use super::idempotency::Turn;
+use super::{email_taken, Created, Service, ServiceError};
+
+impl Service {
+    /// Creates a customer; exactly one of any number of concurrent creates of one email wins.
+    pub async fn create_customer(
+        &self,
+        webstore: &Arc<Webstore>,
+        body: &Map<String, Value>,
+        idempotency: Option<Pending<Customer>>,
+    ) -> Result<Created<Arc<Customer>>, ServiceError> {
+        self.idempotency
+            .once(self.registry.store(), webstore, idempotency, |keyed| {
+                self.insert_customer(webstore, body, keyed)
+            })
+            .await
+    }
+
+    async fn insert_customer(
+        &self,
+        webstore: &Arc<Webstore>,
+        body: &Map<String, Value>,
+        keyed: Option<(Pending<Customer>, Turn)>,
+    ) -> Result<Arc<Customer>, ServiceError> {
+        let mut changes = parse_customer(body, webstore, Mode::Create)
+            .map_err(|errors| self.with_taken_email(webstore, body, None, errors))?;
+        let email_key = changes
+            .email
+            .as_ref()
+            .map(Email::index_key)
+            .unwrap_or_default();
+        // Spare the password hash when the email is plainly taken.
+        if self.registry.email_owner(webstore, &email_key)?.is_some() {
+            return Err(email_taken());
+        }
+        self.hash_new_password(&mut changes).await?;
+        let new = self
+            .registry
+            .claim_email_for_new_customer(webstore, email_key)?
+            .map_err(|EmailTaken| email_taken())?;
+        let customer = Customer::create(new.id, webstore.idx, new.number, changes);
+        let (record, _turn) = match keyed {
+            Some((pending, turn)) => {
+                let record = IdempotencyWrite::rendered(
+                    &webstore.settings.id,
+                    pending,
+                    &customer,
+                    unix_now(),
+                );
+                (Some(record), Some(turn))
+            }
+            None => (None, None),
+        };
+        self.registry.create_customer(webstore, &customer, record)?;
+        // From here the store's email index answers for the email.
+        drop(new.claim);
+        self.registry.durable().await?;
+        tracing::info!(customer_id = %customer.id, webstore = %webstore.settings.id, "customer created");
+        Ok(Arc::new(customer))
+    }
+
+    /// Applies the fields present in `body` to a customer, keeping the email index exact.
+    pub async fn update_customer(
+        &self,
+        webstore: &Arc<Webstore>,
+        id: CustomerId,
+        body: &Map<String, Value>,
+    ) -> Result<Arc<Customer>, ServiceError> {
+        // Look the customer up first: an unknown id is a 404 whatever the body says.
+        self.registry
+            .slot(webstore.idx, id)
+            .await?
+            .ok_or(ServiceError::NotFound)?;
+        let mut changes = parse_customer(body, webstore, Mode::Update)
+            .map_err(|errors| self.with_taken_email(webstore, body, Some(id), errors))?;
+        self.hash_new_password(&mut changes).await?;
+        let claim = match changes.email.as_ref().map(Email::index_key) {
+            Some(key) => self
+                .registry
+                .claim_email(webstore, key, id)?
+                .map_err(|EmailTaken| email_taken())?,
+            None => None,
+        };
+        // The claim travels with the change and is released once the actor has written it
+        // (or refused it), even if this caller stops waiting first.
+        let updated = self
+            .calls
+            .call(&self.registry, webstore.idx, id, claim, |reply| {
+                Request::Update(Box::new(changes), reply)
+            })
+            .await??;
+        Ok(updated.customer)
+    }
+
+    async fn hash_new_password(&self, changes: &mut CustomerChanges) -> Result<(), ServiceError> {
+        if let Some(password) = changes.password.take() {
+            changes.password_hash = Some(self.passwords.hash(password).await?);
+        }
+        Ok(())
+    }
+
+    /// Adds "has already been taken" to a failed validation when the body's email is
+    /// plausible and held by another customer, so that every failing field is reported at once.
+    fn with_taken_email(
+        &self,
+        webstore: &Webstore,
+        body: &Map<String, Value>,
+        me: Option<CustomerId>,
+        mut errors: FieldErrors,
+    ) -> ServiceError {
+        if !errors.has("email") {
+            let email = body.get("email").and_then(Value::as_str).map(Email::parse);
+            if let Some(Ok(email)) = email {
+                let holder = self.registry.email_owner(webstore, &email.index_key());
+                if let Ok(Some(holder)) = holder {
+                    if Some(holder) != me {
+                        errors.add("email", TAKEN);
+                    }
+                }
+            }
+        }
+        ServiceError::Invalid(errors)
+    }
+}

@@ -1,0 +1,151 @@
+//! Turns per idempotency key: requests that carry the same key (in one webstore) take turns,
+//! so the first creates and the rest find its record and replay it. A [`Turn`] is a guard:
+//! the next request's turn comes when it is dropped, wherever it has travelled (into a
+//! customer actor's mailbox with the order it guards), and a request dropped while waiting
+//! for its turn leaves nothing behind. Must not touch: the store, HTTP.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use tokio::sync::{Mutex, OwnedMutexGuard};
+
+use crate::domain::catalogue::Webstore;
+use crate::domain::catalogue::WebstoreIdx;
+use crate::domain::fields::FieldErrors;
+use crate::domain::idempotency::{Pending, RecordedResponse, KEY_REUSED};
+use crate::store::Store;
+
+use super::{Created, ServiceError};
+
+type Key = (WebstoreIdx, String);
+
+/// The lock of one key, and how many requests hold or wait for it. `users` only changes
+/// under the map's entry lock, so the entry goes exactly when its last user does.
+#[derive(Default)]
+struct KeyLock {
+    mutex: Arc<Mutex<()>>,
+    users: usize,
+}
+
+/// The keys with a request in progress.
+#[derive(Default)]
+pub struct IdempotencyGate {
+    keys: Arc<DashMap<Key, KeyLock>>,
+}
+
+/// One request's use of a key; the entry is removed when its last user goes.
+struct KeyUser {
+    keys: Arc<DashMap<Key, KeyLock>>,
+    key: Key,
+}
+
+impl Drop for KeyUser {
+    fn drop(&mut self) {
+        self.keys.remove_if_mut(&self.key, |_, lock| {
+            lock.users -= 1;
+            lock.users == 0
+        });
+    }
+}
+
+/// A request's turn with its idempotency key: no other request with the key proceeds until
+/// this is dropped.
+pub struct Turn {
+    // Field order is drop order: the lock is released before the entry is given up.
+    _locked: OwnedMutexGuard<()>,
+    _user: KeyUser,
+}
+
+impl IdempotencyGate {
+    /// Waits for the turn of `key` in `webstore`.
+    pub async fn turn(&self, webstore: WebstoreIdx, key: &str) -> Turn {
+        let key = (webstore, key.to_owned());
+        let mutex = {
+            let mut lock = self.keys.entry(key.clone()).or_default();
+            lock.users += 1;
+            lock.mutex.clone()
+        };
+        // From here the user is counted; if this future is dropped while waiting, the
+        // guard's drop counts it out.
+        let user = KeyUser {
+            keys: self.keys.clone(),
+            key,
+        };
+        let locked = mutex.lock_owned().await;
+        Turn {
+            _locked: locked,
+            _user: user,
+        }
+    }
+
+    /// Runs a create at most once per idempotency key: a request with a key waits for its
+    /// turn, then replays the recorded response of an earlier request with the same key and
+    /// body, refuses another body, or creates, holding its turn (which `create` may pass on
+    /// to whoever writes the record) until the record is written.
+    pub async fn once<T, F, Fut>(
+        &self,
+        store: &Store,
+        webstore: &Webstore,
+        idempotency: Option<Pending<T>>,
+        create: F,
+    ) -> Result<Created<Arc<T>>, ServiceError>
+    where
+        F: FnOnce(Option<(Pending<T>, Turn)>) -> Fut,
+        Fut: Future<Output = Result<Arc<T>, ServiceError>>,
+    {
+        let Some(pending) = idempotency else {
+            return create(None).await.map(Created::Fresh);
+        };
+        let turn = self.turn(webstore.idx, pending.key.as_str()).await;
+        match store.idempotency(&webstore.settings.id, pending.key.as_str())? {
+            Some(record) if record.body_sha256 == pending.body_sha256 => {
+                // The first request may have been cut off after its write and before its
+                // durability; never acknowledge what a crash could still take back.
+                store.durable().await?;
+                Ok(Created::Replayed(RecordedResponse {
+                    status: record.status,
+                    location: record.location,
+                    body: record.body,
+                }))
+            }
+            Some(_) => Err(ServiceError::Invalid(FieldErrors::single(
+                "idempotency_key",
+                KEY_REUSED,
+            ))),
+            None => create(Some((pending, turn))).await.map(Created::Fresh),
+        }
+    }
+
+    /// Keys with a request in progress (for tests and diagnostics).
+    pub fn keys_in_use(&self) -> usize {
+        self.keys.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    #[tokio::test]
+    async fn turns_come_in_order_and_leave_nothing_behind() {
+        let gate = IdempotencyGate::default();
+        let first = gate.turn(WebstoreIdx(0), "k").await;
+        // A second request waits; dropped while waiting, it leaves the first alone.
+        let mut waiting = Box::pin(gate.turn(WebstoreIdx(0), "k"));
+        assert!((&mut waiting).now_or_never().is_none());
+        drop(waiting);
+        assert_eq!(gate.keys_in_use(), 1);
+        // Another webstore's key of the same name is another key.
+        let other = gate.turn(WebstoreIdx(1), "k").now_or_never();
+        assert!(other.is_some());
+        drop(other);
+        drop(first);
+        assert_eq!(gate.keys_in_use(), 0);
+        let again = gate.turn(WebstoreIdx(0), "k").now_or_never();
+        assert!(again.is_some(), "the key is free once its holder is gone");
+        drop(again);
+        assert_eq!(gate.keys_in_use(), 0);
+    }
+}

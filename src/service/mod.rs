@@ -1,0 +1,268 @@
+//! The application service: the one entry point the HTTP layer calls. [`Service`] composes
+//! one type per concern and applies the domain rules with them:
+//!
+//! - [`calls`]: calls to customer actors under admission limits and a deadline;
+//! - [`idempotency`]: turns per `Idempotency-Key`, so one key creates one record;
+//! - [`sign_in`]: sign-in throttling per email;
+//! - [`passwords`]: argon2 work on bounded blocking threads;
+//! - [`customers`] and [`orders`]: the use cases, written with the above.
+//!
+//! Any request may be dropped at any `.await` (its client resets, a deadline passes,
+//! shutdown's grace period ends). So everything acquired here is a guard released by its
+//! `Drop`, never by a call after an `.await`, and [`Service::held`] shows that nothing is left.
+//!
+//! Owns `ServiceError`; the HTTP layer alone turns it into status codes. Must not touch: HTTP
+//! types, or a map guard across an `.await`.
+
+pub mod calls;
+mod customers;
+pub mod idempotency;
+mod orders;
+pub mod passwords;
+pub mod sign_in;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::actors::customer::ChangeError;
+use crate::domain::catalogue::{Catalogue, Webstore};
+use crate::domain::customer::Customer;
+use crate::domain::email::fold;
+use crate::domain::fields::{FieldErrors, TAKEN};
+use crate::domain::idempotency::RecordedResponse;
+use crate::domain::ids::CustomerId;
+use crate::domain::paging::Page;
+use crate::registry::{Registry, RegistryError};
+use crate::store::{Store, StoreError};
+
+use calls::ActorCalls;
+use idempotency::IdempotencyGate;
+use passwords::PasswordWork;
+use sign_in::SignInThrottles;
+
+/// Why the service refused or failed a request.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The request broke domain rules; every failing field is named.
+    #[error("validation failed: {0}")]
+    Invalid(FieldErrors),
+    /// No such record in the caller's webstore.
+    #[error("not found")]
+    NotFound,
+    /// Too many failed sign-ins for one email.
+    #[error("sign-in throttled for {retry_after:?}")]
+    Throttled {
+        /// How long until an attempt is allowed again.
+        retry_after: Duration,
+    },
+    /// Too much work in flight, or an actor did not begin a request within the deadline;
+    /// nothing was changed.
+    #[error("busy")]
+    Busy,
+    /// The store failed; nothing was acknowledged.
+    #[error("storage failure: {0}")]
+    Storage(String),
+    /// A bug or a broken invariant; the detail is for the log only.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<StoreError> for ServiceError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            // The only unique keys the store checks are emails.
+            StoreError::Taken => email_taken(),
+            other => ServiceError::Storage(other.to_string()),
+        }
+    }
+}
+
+impl From<RegistryError> for ServiceError {
+    fn from(error: RegistryError) -> Self {
+        match error {
+            RegistryError::Store(error) => error.into(),
+            RegistryError::Spawn(..) => ServiceError::Internal(error.to_string()),
+        }
+    }
+}
+
+impl From<ChangeError> for ServiceError {
+    fn from(error: ChangeError) -> Self {
+        match error {
+            ChangeError::Invalid(errors) => ServiceError::Invalid(errors),
+            ChangeError::Store(error) => error.into(),
+        }
+    }
+}
+
+/// A create's outcome: a new record, or the recorded first response to the same request.
+#[derive(Debug)]
+pub enum Created<T> {
+    /// Created now.
+    Fresh(T),
+    /// A repeat of an earlier request with the same idempotency key and body.
+    Replayed(RecordedResponse),
+}
+
+/// Tunables of the service.
+#[derive(Debug, Clone)]
+pub struct ServiceSettings {
+    /// Deadline for a customer's actor to begin a call.
+    pub call_timeout: Duration,
+    /// How many password hashes may run at once.
+    pub password_hashers: usize,
+    /// How many password jobs may wait or run before more are refused.
+    pub password_queue: usize,
+    /// Calls that may wait on one customer's actor before more are refused.
+    pub max_calls_per_customer: u32,
+    /// Actor calls that may be in flight in all before more are refused.
+    pub max_calls_in_flight: usize,
+}
+
+/// How many guards the service has handed out and not yet had back. All zero when no request
+/// is in progress, whatever happened to the requests before.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Actor calls admitted.
+    pub admitted_calls: usize,
+    /// Calls counted against customers' actors.
+    pub actor_calls: u64,
+    /// Email claims of creates and changes.
+    pub email_claims: usize,
+    /// Customer actors being activated.
+    pub activations: usize,
+    /// Idempotency keys with a request in progress.
+    pub idempotency_keys: usize,
+    /// Sign-in attempts begun and not settled.
+    pub sign_in_attempts: usize,
+    /// Password jobs waiting or running.
+    pub password_jobs: usize,
+}
+
+/// The application service over one catalogue and one store.
+pub struct Service {
+    catalogue: Arc<Catalogue>,
+    registry: Registry,
+    calls: ActorCalls,
+    idempotency: IdempotencyGate,
+    throttles: SignInThrottles,
+    passwords: PasswordWork,
+}
+
+impl Service {
+    /// A service over the customers and orders in `store`.
+    pub fn new(
+        catalogue: Arc<Catalogue>,
+        store: Store,
+        settings: ServiceSettings,
+    ) -> Result<Service, ServiceError> {
+        Ok(Service {
+            registry: Registry::open(catalogue.clone(), store)?,
+            calls: ActorCalls::new(
+                settings.max_calls_in_flight,
+                settings.max_calls_per_customer,
+                settings.call_timeout,
+            ),
+            idempotency: IdempotencyGate::default(),
+            throttles: SignInThrottles::default(),
+            passwords: PasswordWork::new(settings.password_hashers, settings.password_queue)?,
+            catalogue,
+        })
+    }
+
+    /// The registry (start-up and shutdown use it).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The webstore whose API key pair this is.
+    pub fn authenticate(&self, key: &str, secret: &str) -> Option<Arc<Webstore>> {
+        self.catalogue.authenticate(key, secret).cloned()
+    }
+
+    /// A customer of the webstore as it is now; reads need no message to its actor.
+    pub fn customer(
+        &self,
+        webstore: &Webstore,
+        id: CustomerId,
+    ) -> Result<Arc<Customer>, ServiceError> {
+        self.registry
+            .customer(webstore.idx, id)?
+            .ok_or(ServiceError::NotFound)
+    }
+
+    /// The webstore's customer with this email (trimmed, any case), if there is one.
+    pub fn customer_by_email(
+        &self,
+        webstore: &Webstore,
+        email: &str,
+    ) -> Result<Option<Arc<Customer>>, ServiceError> {
+        Ok(self.registry.customer_by_email(webstore, &fold(email))?)
+    }
+
+    /// One page of the webstore's customers by id, and how many it has in all.
+    pub async fn customers_page(
+        &self,
+        webstore: &Webstore,
+        page: Page,
+    ) -> Result<(Vec<Arc<Customer>>, u64), ServiceError> {
+        let (ids, total) = self
+            .registry
+            .page_of_customers(webstore, page.offset(), page.per_page)
+            .await?;
+        let customers = ids
+            .into_iter()
+            .map(|id| self.customer(webstore, id))
+            .collect::<Result<_, _>>()?;
+        Ok((customers, total))
+    }
+
+    /// Signs a customer in: `Some` only for the right password. Every failure costs one
+    /// argon2 check, whether or not the email belongs to a customer with a password. The
+    /// attempt counts once its check has finished, whether or not the caller waits for it.
+    pub async fn sign_in(
+        &self,
+        webstore: &Webstore,
+        email: &str,
+        password: &str,
+    ) -> Result<Option<Arc<Customer>>, ServiceError> {
+        let attempt = self
+            .throttles
+            .begin(webstore.idx, fold(email))
+            .map_err(|retry_after| ServiceError::Throttled { retry_after })?;
+        let customer = self.customer_by_email(webstore, email)?;
+        let stored = customer.as_ref().and_then(|c| c.password_hash.clone());
+        let matches = self
+            .passwords
+            .check(password.to_owned(), stored, move |matches| {
+                attempt.finish(matches)
+            })
+            .await?;
+        Ok(customer.filter(|_| matches))
+    }
+
+    /// Forgets throttling state that has expired; run now and then.
+    pub fn prune_throttles(&self) {
+        self.throttles.prune();
+    }
+
+    /// What is held now by requests in progress (see [`Held`]).
+    pub fn held(&self) -> Held {
+        let registry = self.registry.held();
+        Held {
+            admitted_calls: self.calls.admitted(),
+            actor_calls: registry.actor_calls,
+            email_claims: registry.email_claims,
+            activations: registry.activations,
+            idempotency_keys: self.idempotency.keys_in_use(),
+            sign_in_attempts: self.throttles.attempts_in_flight(),
+            password_jobs: self.passwords.jobs_in_flight(),
+        }
+    }
+}
+
+fn email_taken() -> ServiceError {
+    ServiceError::Invalid(FieldErrors::single("email", TAKEN))
+}
+#[cfg(test)]
+mod tests;

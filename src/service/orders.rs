@@ -1,0 +1,114 @@
+//! Order use cases: create (validated and stored by the customer's actor), read one, list a
+//! customer's. An order's idempotency turn travels with it to the actor and is released once
+//! the order is written or refused. Must not touch: HTTP types.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::actors::customer::{PlaceOrder, Request};
+use crate::domain::catalogue::{Webstore, WebstoreIdx};
+use crate::domain::fields::{parse_digits, FieldErrors, BLANK, INVALID};
+use crate::domain::idempotency::Pending;
+use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::order::{customer_ref, validate_order, CustomerCheck, CustomerRef, Order};
+
+use super::idempotency::Turn;
+use super::{Created, Service, ServiceError};
+
+impl Service {
+    /// Creates an order for a customer of the webstore.
+    pub async fn create_order(
+        &self,
+        webstore: &Arc<Webstore>,
+        body: Map<String, Value>,
+        idempotency: Option<Pending<Order>>,
+    ) -> Result<Created<Arc<Order>>, ServiceError> {
+        self.idempotency
+            .once(self.registry.store(), webstore, idempotency, |keyed| {
+                self.place_order(webstore, body, keyed)
+            })
+            .await
+    }
+
+    async fn place_order(
+        &self,
+        webstore: &Arc<Webstore>,
+        body: Map<String, Value>,
+        keyed: Option<(Pending<Order>, Turn)>,
+    ) -> Result<Arc<Order>, ServiceError> {
+        let check = match customer_ref(&body) {
+            CustomerRef::Missing => CustomerCheck::Missing,
+            CustomerRef::Malformed => CustomerCheck::Unknown,
+            CustomerRef::Id(id) => match self.registry.slot(webstore.idx, id).await? {
+                None => CustomerCheck::Unknown,
+                Some(_) => {
+                    let (idempotency, turn) = keyed.unzip();
+                    let request = Box::new(PlaceOrder { body, idempotency });
+                    return Ok(self
+                        .calls
+                        .call(&self.registry, webstore.idx, id, turn, |reply| {
+                            Request::PlaceOrder(request, reply)
+                        })
+                        .await??);
+                }
+            },
+        };
+        match validate_order(&body, webstore, check) {
+            Err(errors) => Err(ServiceError::Invalid(errors)),
+            Ok(_) => Err(ServiceError::Internal(
+                "an order without a customer passed validation".into(),
+            )),
+        }
+    }
+
+    /// An order of one of the webstore's customers.
+    pub async fn order(
+        &self,
+        webstore: &Webstore,
+        id: OrderId,
+    ) -> Result<Arc<Order>, ServiceError> {
+        self.registry
+            .order(webstore.idx, id)
+            .await?
+            .map(Arc::new)
+            .ok_or(ServiceError::NotFound)
+    }
+
+    /// The orders of a customer given by the raw `customer_id` query parameter.
+    pub async fn orders_of(
+        &self,
+        webstore: &Webstore,
+        customer_id: Option<&str>,
+    ) -> Result<Vec<Arc<Order>>, ServiceError> {
+        let raw = customer_id.map(str::trim).unwrap_or_default();
+        if raw.is_empty() {
+            return Err(ServiceError::Invalid(FieldErrors::single(
+                "customer_id",
+                BLANK,
+            )));
+        }
+        let invalid = || ServiceError::Invalid(FieldErrors::single("customer_id", INVALID));
+        let id = parse_digits(raw).filter(|id| *id > 0).ok_or_else(invalid)?;
+        match self.list_orders(webstore.idx, CustomerId(id)).await {
+            Err(ServiceError::NotFound) => Err(invalid()),
+            other => other,
+        }
+    }
+
+    async fn list_orders(
+        &self,
+        webstore: WebstoreIdx,
+        id: CustomerId,
+    ) -> Result<Vec<Arc<Order>>, ServiceError> {
+        self.calls
+            .call(
+                &self.registry,
+                webstore,
+                id,
+                None::<()>,
+                Request::ListOrders,
+            )
+            .await
+    }
+}

@@ -1,0 +1,539 @@
+//! The service over a real sled store behind a fault-injecting [`Storage`]: full disks,
+//! writes held at a gate, and requests cut off at every await point.
+
+use std::future::{poll_fn, Future};
+use std::path::Path;
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use super::*;
+use crate::domain::idempotency::{IdempotencyKey, Pending};
+use crate::domain::order::Order;
+use crate::registry::Registry;
+use crate::store::{Durability, Entry, SledStorage, Storage, UniqueKey, WriteBatch};
+
+/// sled, except that writes fail while `full` is set (like a full disk) and wait while the
+/// gate is closed (like a stalled disk).
+struct TestDisk {
+    inner: SledStorage,
+    full: AtomicBool,
+    gate: Mutex<Gate>,
+    gate_changed: Condvar,
+}
+
+#[derive(Default)]
+struct Gate {
+    closed: bool,
+    waiting: usize,
+}
+
+impl TestDisk {
+    fn before_write(&self) -> Result<(), StoreError> {
+        let mut gate = self.gate.lock().unwrap();
+        gate.waiting += 1;
+        self.gate_changed.notify_all();
+        while gate.closed {
+            gate = self.gate_changed.wait(gate).unwrap();
+        }
+        gate.waiting -= 1;
+        drop(gate);
+        if self.full.load(Ordering::SeqCst) {
+            return Err(StoreError::Io {
+                context: "writing to the store".into(),
+                source: std::io::Error::from_raw_os_error(28),
+            });
+        }
+        Ok(())
+    }
+
+    fn close_gate(&self) {
+        self.gate.lock().unwrap().closed = true;
+    }
+
+    fn open_gate(&self) {
+        self.gate.lock().unwrap().closed = false;
+        self.gate_changed.notify_all();
+    }
+
+    /// Waits (bounded) until `n` writes wait at the closed gate.
+    fn wait_for_writers(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut gate = self.gate.lock().unwrap();
+        while gate.waiting < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "{n} writes never reached the gate");
+            gate = self.gate_changed.wait_timeout(gate, left).unwrap().0;
+        }
+    }
+}
+
+impl Storage for TestDisk {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get(key)
+    }
+    fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        self.before_write()?;
+        self.inner.apply(batch)
+    }
+    fn apply_checked(&self, batch: WriteBatch, unique: &[UniqueKey]) -> Result<(), StoreError> {
+        self.before_write()?;
+        self.inner.apply_checked(batch, unique)
+    }
+    fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
+        self.before_write()?;
+        self.inner.put(key, value)
+    }
+    fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError> {
+        self.inner.scan(prefix, skip, limit)
+    }
+    fn for_each_between(
+        &self,
+        from: &[u8],
+        to: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StoreError> {
+        self.inner.for_each_between(from, to, visit)
+    }
+    fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError> {
+        self.inner.last(prefix)
+    }
+    fn sync(&self) -> Result<(), StoreError> {
+        self.inner.sync()
+    }
+}
+
+struct Harness {
+    service: Service,
+    disk: Arc<TestDisk>,
+    store: Store,
+    webstore: Arc<Webstore>,
+}
+
+fn harness(dir: &Path, call_timeout: Duration) -> Harness {
+    let disk = Arc::new(TestDisk {
+        inner: SledStorage::open(dir, 1 << 20).unwrap(),
+        full: AtomicBool::new(false),
+        gate: Mutex::new(Gate::default()),
+        gate_changed: Condvar::new(),
+    });
+    let store = Store::with_storage(
+        disk.clone(),
+        dir,
+        Durability::Sync,
+        Arc::new(|_: &StoreError| {}),
+    )
+    .unwrap();
+    let settings = ServiceSettings {
+        call_timeout,
+        password_hashers: 1,
+        password_queue: 4,
+        max_calls_per_customer: 8,
+        max_calls_in_flight: 64,
+    };
+    let catalogue = Arc::new(Catalogue::demo(0));
+    let service = Service::new(catalogue.clone(), store.clone(), settings).unwrap();
+    Harness {
+        service,
+        disk,
+        store,
+        webstore: catalogue.webstores()[0].clone(),
+    }
+}
+
+fn body(value: Value) -> Map<String, Value> {
+    value.as_object().cloned().unwrap()
+}
+
+fn customer_body(email: &str) -> Map<String, Value> {
+    body(
+        json!({"first_name": "Ann", "email": email, "delivery_service_id": 91,
+        "address": {"address_1": "1 Road", "city": "York"}, "password": "correct horse"}),
+    )
+}
+
+fn keyed<T>(key: &str) -> Option<Pending<T>> {
+    Some(Pending {
+        key: IdempotencyKey::parse(key).unwrap(),
+        body_sha256: [7; 32],
+        render: Box::new(|_: &T| RecordedResponse {
+            status: 201,
+            location: None,
+            body: b"{}".to_vec(),
+        }),
+    })
+}
+
+async fn create(h: &Harness, email: &str) -> Arc<Customer> {
+    match h
+        .service
+        .create_customer(&h.webstore, &customer_body(email), None)
+        .await
+        .unwrap()
+    {
+        Created::Fresh(customer) => customer,
+        Created::Replayed(_) => panic!("a create without a key is never a replay"),
+    }
+}
+
+/// Waits (bounded) until nothing is held by requests, and fails naming what still is.
+async fn assert_settles(service: &Service, after: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let held = service.held();
+        if held == Held::default() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still held 10 s after {after}: {held:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+/// Polls `future` up to `polls` times, letting every other task run between polls, and
+/// drops it if it has not finished: a client that resets after that many steps.
+async fn cut_after_polls<F: Future>(future: F, polls: usize) {
+    let mut future = pin!(future);
+    for _ in 0..polls {
+        let step = poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await;
+        if step.is_ready() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_cut_off_at_any_await_point_leave_nothing_held() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = harness(dir.path(), Duration::from_secs(5));
+    let ann = create(&h, "ann@example.com").await.id;
+    let ann_id = ann.0.to_string();
+    let ann_key = ann_id.as_str();
+    let mut n = 0;
+    let mut cuts = 0;
+    // Cut each request after 0, 1, 2, … polls, then after a few lengths of time that land
+    // inside password hashing, actor calls and group commits.
+    let polls = (0..16).map(Some).chain([None; 6]);
+    let times = [1, 2, 4, 8, 16, 32].map(Duration::from_millis);
+    for (step, cut_polls) in polls.enumerate() {
+        let time = times[step.saturating_sub(16).min(times.len() - 1)];
+        for op in 0..7 {
+            n += 1;
+            let ws = &h.webstore;
+            let s = &h.service;
+            let future: std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> = match op {
+                0 => Box::pin(async move {
+                    let email = format!("cut{n}@example.com");
+                    let key = format!("customer-{n}");
+                    let _ = s
+                        .create_customer(ws, &customer_body(&email), keyed(&key))
+                        .await;
+                }),
+                1 => Box::pin(async move {
+                    let change = body(json!({"email": format!("ann{n}@example.com"),
+                        "password": "another horse"}));
+                    let _ = s.update_customer(ws, ann, &change).await;
+                }),
+                2 => Box::pin(async move {
+                    let order = body(json!({"customer_id": ann.0, "box_id": 217}));
+                    let _ = s
+                        .create_order(ws, order, keyed::<Order>(&format!("order-{n}")))
+                        .await;
+                }),
+                3 => Box::pin(async move {
+                    let current = s.customer(ws, ann).unwrap();
+                    let _ = s.sign_in(ws, current.email.as_str(), "wrong horse").await;
+                }),
+                4 => Box::pin(async move {
+                    let _ = s.orders_of(ws, Some(ann_key)).await;
+                }),
+                5 => Box::pin(async move {
+                    // A customer that does not exist: its activation must not linger.
+                    let _ = s.orders_of(ws, Some(&(1_000_000 + n).to_string())).await;
+                }),
+                _ => Box::pin(async move {
+                    let order = body(json!({"customer_id": ann.0, "box_id": 217}));
+                    let _ = s.create_order(ws, order, None).await;
+                }),
+            };
+            match cut_polls {
+                Some(polls) => cut_after_polls(future, polls).await,
+                None => {
+                    let _ = tokio::time::timeout(time, future).await;
+                }
+            }
+            cuts += 1;
+            assert_settles(&h.service, &format!("cut {cuts} (operation {op})")).await;
+        }
+    }
+    assert!(
+        h.service.registry().active_count() <= 1 + n,
+        "only real customers keep actors"
+    );
+
+    // Whatever was cut off, the customer works: orders, changes, lists.
+    let order = body(json!({"customer_id": ann.0, "box_id": 217}));
+    h.service
+        .create_order(&h.webstore, order, None)
+        .await
+        .unwrap();
+    let change = body(json!({"email": "ann.final@example.com", "password": "final horse 1"}));
+    h.service
+        .update_customer(&h.webstore, ann, &change)
+        .await
+        .unwrap();
+    assert!(!h
+        .service
+        .orders_of(&h.webstore, Some(ann_key))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_settles(&h.service, "the final requests").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_sign_ins_with_the_right_password_never_lock_the_owner_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = harness(dir.path(), Duration::from_secs(5));
+    let ann = create(&h, "ann@example.com").await;
+    for polls in 0..300 {
+        let attempt = h
+            .service
+            .sign_in(&h.webstore, "ANN@example.com", "correct horse");
+        cut_after_polls(attempt, polls % 4).await;
+    }
+    assert_settles(&h.service, "the abandoned sign-ins").await;
+    let signed_in = h
+        .service
+        .sign_in(&h.webstore, "ann@example.com", "correct horse")
+        .await
+        .unwrap();
+    assert_eq!(signed_in.map(|c| c.id), Some(ann.id));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_email_change_past_its_deadline_keeps_its_claim_until_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Arc::new(harness(dir.path(), Duration::from_millis(100)));
+    let ann = create(&h, "ann@example.com").await.id;
+
+    // Ann's change to taken@ reaches the disk and stalls there, past its call deadline.
+    h.disk.close_gate();
+    let started = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let change = body(json!({"email": "taken@example.com"}));
+            h.service.update_customer(&h.webstore, ann, &change).await
+        })
+    };
+    h.disk.wait_for_writers(1);
+    // A second change, queued behind it, is withdrawn at its deadline: a 503 that changes
+    // nothing and gives its email up at once.
+    let change = body(json!({"email": "withdrawn@example.com"}));
+    let withdrawn = h.service.update_customer(&h.webstore, ann, &change).await;
+    assert!(
+        matches!(withdrawn, Err(ServiceError::Busy)),
+        "{withdrawn:?}"
+    );
+
+    // A create of the stalled change's email loses at once; one of the withdrawn email may
+    // proceed (it waits for the disk like everything else).
+    let lost = h
+        .service
+        .create_customer(&h.webstore, &customer_body("TAKEN@example.com"), None)
+        .await;
+    assert!(
+        matches!(&lost, Err(ServiceError::Invalid(errors)) if errors.has("email")),
+        "{lost:?}"
+    );
+    let bob = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let fields = customer_body("withdrawn@example.com");
+            h.service.create_customer(&h.webstore, &fields, None).await
+        })
+    };
+    h.disk.wait_for_writers(2);
+    h.disk.open_gate();
+    let ann_now = started.await.unwrap().unwrap();
+    assert_eq!(ann_now.email.as_str(), "taken@example.com");
+    let Created::Fresh(bob) = bob.await.unwrap().unwrap() else {
+        panic!("a create without a key is never a replay");
+    };
+    assert_settles(&h.service, "the race").await;
+
+    // What a restart finds: one holder per email, as answered.
+    let reopened = Registry::open(Arc::new(Catalogue::demo(0)), h.store.clone()).unwrap();
+    let holder = |email: &str| {
+        reopened
+            .customer_by_email(&h.webstore, email)
+            .unwrap()
+            .map(|c| c.id)
+    };
+    assert_eq!(holder("taken@example.com"), Some(ann));
+    assert_eq!(holder("withdrawn@example.com"), Some(bob.id));
+    assert_eq!(holder("ann@example.com"), None);
+    let stored_ann = reopened.customer(h.webstore.idx, ann).unwrap().unwrap();
+    assert_eq!(stored_ann.email.as_str(), "taken@example.com");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_request_dropped_before_its_actor_begins_it_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Arc::new(harness(dir.path(), Duration::from_secs(5)));
+    let ann = create(&h, "ann@example.com").await.id;
+    let order = || body(json!({"customer_id": ann.0, "box_id": 217}));
+
+    h.disk.close_gate();
+    let first = {
+        let h = h.clone();
+        let order = order();
+        tokio::spawn(async move { h.service.create_order(&h.webstore, order, None).await })
+    };
+    h.disk.wait_for_writers(1);
+    // Queued behind the stalled one, then its client goes away.
+    let queued = tokio::time::timeout(
+        Duration::from_millis(50),
+        h.service.create_order(&h.webstore, order(), None),
+    )
+    .await;
+    assert!(queued.is_err(), "the second order cannot finish yet");
+    h.disk.open_gate();
+    let Created::Fresh(first) = first.await.unwrap().unwrap() else {
+        panic!("an order without a key is never a replay");
+    };
+    assert_settles(&h.service, "the dropped order").await;
+
+    let orders = h
+        .service
+        .orders_of(&h.webstore, Some(&ann.0.to_string()))
+        .await
+        .unwrap();
+    let ids: Vec<_> = orders.iter().map(|order| order.id).collect();
+    assert_eq!(
+        ids,
+        [first.id],
+        "only the order whose client waited is kept"
+    );
+}
+
+#[tokio::test]
+async fn a_full_disk_fails_the_write_and_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = harness(dir.path(), Duration::from_secs(5));
+    let customer = customer_body("ann@example.com");
+
+    h.disk.full.store(true, Ordering::SeqCst);
+    let refused = h
+        .service
+        .create_customer(&h.webstore, &customer, None)
+        .await;
+    assert!(
+        matches!(refused, Err(ServiceError::Storage(_))),
+        "{refused:?}"
+    );
+    assert!(h
+        .service
+        .customer_by_email(&h.webstore, "ann@example.com")
+        .unwrap()
+        .is_none());
+
+    h.disk.full.store(false, Ordering::SeqCst);
+    let ann = create(&h, "ann@example.com").await;
+    h.disk.full.store(true, Ordering::SeqCst);
+    let order = body(json!({"customer_id": ann.id.0, "box_id": 217}));
+    let refused = h.service.create_order(&h.webstore, order, None).await;
+    assert!(
+        matches!(refused, Err(ServiceError::Storage(_))),
+        "{refused:?}"
+    );
+    let orders = h
+        .service
+        .orders_of(&h.webstore, Some(&ann.id.0.to_string()))
+        .await
+        .unwrap();
+    assert!(orders.is_empty(), "a refused order must not be kept");
+    assert_settles(&h.service, "the refused writes").await;
+}
+
+#[tokio::test]
+async fn reading_customers_starts_no_actors_and_orders_start_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = harness(dir.path(), Duration::from_secs(5));
+    for n in 0..5 {
+        create(&h, &format!("ann{n}@example.com")).await;
+    }
+    let page = Page::parse(None, None).unwrap();
+    let (listed, total) = h.service.customers_page(&h.webstore, page).await.unwrap();
+    assert_eq!((listed.len(), total), (5, 5));
+    assert!(h
+        .service
+        .customer_by_email(&h.webstore, "ANN3@example.com")
+        .unwrap()
+        .is_some());
+    assert_eq!(
+        h.service.registry().active_count(),
+        0,
+        "reads must not activate actors"
+    );
+
+    let order = body(json!({"customer_id": listed[0].id.0, "box_id": 217}));
+    h.service
+        .create_order(&h.webstore, order, None)
+        .await
+        .unwrap();
+    assert_eq!(h.service.registry().active_count(), 1);
+    assert_eq!(h.service.registry().passivate_idle(Duration::ZERO), 1);
+    assert_eq!(h.service.registry().active_count(), 0);
+    let orders = h
+        .service
+        .orders_of(&h.webstore, Some(&listed[0].id.0.to_string()))
+        .await
+        .unwrap();
+    assert_eq!(
+        orders.len(),
+        1,
+        "a passivated customer comes back from the store"
+    );
+}
+
+#[tokio::test]
+async fn a_remembered_email_that_changed_hands_is_never_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = harness(dir.path(), Duration::from_secs(5));
+    let lookup = |email: &str| {
+        h.service
+            .customer_by_email(&h.webstore, email)
+            .unwrap()
+            .map(|c| c.id)
+    };
+    let ann = create(&h, "x@example.com").await;
+    assert_eq!(lookup("X@example.com"), Some(ann.id));
+
+    // Ann moves to y; the remembered x → Ann must not answer any more.
+    let change = body(json!({"email": "y@example.com"}));
+    h.service
+        .update_customer(&h.webstore, ann.id, &change)
+        .await
+        .unwrap();
+    assert_eq!(lookup("x@example.com"), None);
+    assert_eq!(lookup("y@example.com"), Some(ann.id));
+
+    // x is free again, and a new customer holding it is the answer.
+    let bob = create(&h, "x@example.com").await;
+    assert_eq!(lookup("x@example.com"), Some(bob.id));
+    // Back to Ann's first hint after Bob moves on: still only the current holder.
+    let change = body(json!({"email": "z@example.com"}));
+    h.service
+        .update_customer(&h.webstore, bob.id, &change)
+        .await
+        .unwrap();
+    assert_eq!(lookup("x@example.com"), None);
+}

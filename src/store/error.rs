@@ -1,0 +1,66 @@
+//! `StoreError`: every way the store can fail, for the layers above to map. Owns nothing
+//! else; the HTTP layer decides what a client is told.
+
+use super::codec::CodecError;
+
+/// Why the store failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A file-system operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// sled reported an error.
+    #[error("{context}: {detail}")]
+    Engine {
+        /// What was being done.
+        context: String,
+        /// sled's message.
+        detail: String,
+    },
+    /// A stored record does not decode.
+    #[error("record {key} is unreadable: {source}")]
+    Corrupt {
+        /// The record's key, printable.
+        key: String,
+        /// Why.
+        source: CodecError,
+    },
+    /// The store was written by an incompatible release.
+    #[error("the store at {path} has format {found}, and this release reads format {expected}")]
+    Format {
+        /// The directory.
+        path: String,
+        /// Marker found.
+        found: String,
+        /// Marker expected.
+        expected: String,
+    },
+    /// A checked write found a unique key (an email) held by another record; nothing of the
+    /// write was stored.
+    #[error("a unique key is held by another record")]
+    Taken,
+    /// Durability could not be confirmed; the write must not be acknowledged.
+    #[error("the store could not confirm the write is on disk")]
+    NotDurable,
+}
+
+/// Maps a sled error, saying what was being done.
+pub(super) fn engine(context: &str) -> impl Fn(sled::Error) -> StoreError + '_ {
+    move |error| StoreError::Engine {
+        context: context.to_owned(),
+        detail: error.to_string(),
+    }
+}
+
+/// A record under `key` that does not decode.
+pub(super) fn corrupt(key: &[u8], source: CodecError) -> StoreError {
+    StoreError::Corrupt {
+        key: String::from_utf8_lossy(key).escape_debug().to_string(),
+        source,
+    }
+}

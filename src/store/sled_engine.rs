@@ -1,0 +1,185 @@
+//! sled 0.34.7 as a [`Storage`]: one tree, batches through `apply_batch`, checked batches
+//! through a sled transaction, and a sync that ends in our own fsync. Must not touch: record
+//! encoding, key layout, group commit.
+
+use std::fs::File;
+use std::path::Path;
+use std::sync::Mutex;
+
+use sled::transaction::{ConflictableTransactionError, TransactionError};
+
+use super::error::engine;
+use super::storage::{prefix_end, Entry, Storage, UniqueKey, WriteBatch};
+use super::StoreError;
+
+/// sled 0.34.7 as a [`Storage`].
+pub struct SledStorage {
+    db: sled::Db,
+    /// sled's data file. sled's `flush` ends in `sync_file_range` on Linux, which does not
+    /// survive power loss (sled issue #1452), so the flusher also fsyncs this file itself.
+    data_file: Mutex<File>,
+}
+
+impl SledStorage {
+    /// Opens (or creates) the sled store in `dir`.
+    pub fn open(dir: &Path, cache_bytes: u64) -> Result<SledStorage, StoreError> {
+        let db = sled::Config::new()
+            .path(dir)
+            .cache_capacity(cache_bytes)
+            .open()
+            .map_err(engine(&format!("opening the store at {}", dir.display())))?;
+        let data_path = dir.join("db");
+        let data_file = File::open(&data_path).map_err(|source| StoreError::Io {
+            context: format!("opening {} for fsync", data_path.display()),
+            source,
+        })?;
+        Ok(SledStorage {
+            db,
+            data_file: Mutex::new(data_file),
+        })
+    }
+}
+
+impl Storage for SledStorage {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+        Ok(self
+            .db
+            .get(key)
+            .map_err(engine("reading the store"))?
+            .map(|value| value.to_vec()))
+    }
+
+    fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        let mut sled_batch = sled::Batch::default();
+        for (key, value) in batch.ops {
+            match value {
+                Some(value) => sled_batch.insert(key, value),
+                None => sled_batch.remove(key),
+            }
+        }
+        self.db
+            .apply_batch(sled_batch)
+            .map_err(engine("writing to the store"))
+    }
+
+    fn apply_checked(&self, batch: WriteBatch, unique: &[UniqueKey]) -> Result<(), StoreError> {
+        // sled may run the closure more than once (on a conflict with another transaction),
+        // so it borrows the batch rather than consuming it. A transaction takes the same
+        // process-wide write lock as `apply_batch`, so it costs about as much as one.
+        let outcome = self.db.transaction(|tree| {
+            for claim in unique {
+                if let Some(holder) = tree.get(&claim.key)? {
+                    if holder.as_ref() != claim.holder.as_slice() {
+                        return Err(ConflictableTransactionError::Abort(()));
+                    }
+                }
+            }
+            for (key, value) in batch.ops() {
+                match value {
+                    Some(value) => tree.insert(key, value)?,
+                    None => tree.remove(key)?,
+                };
+            }
+            Ok(())
+        });
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(TransactionError::Abort(())) => Err(StoreError::Taken),
+            Err(TransactionError::Storage(error)) => Err(engine("writing to the store")(error)),
+        }
+    }
+
+    fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
+        self.db
+            .insert(key, value)
+            .map(drop)
+            .map_err(engine("writing to the store"))
+    }
+
+    fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError> {
+        self.db
+            .scan_prefix(prefix)
+            .skip(skip)
+            .take(limit)
+            .map(|entry| {
+                entry
+                    .map(|(key, value)| (key.to_vec(), value.to_vec()))
+                    .map_err(engine("scanning the store"))
+            })
+            .collect()
+    }
+
+    fn for_each_between(
+        &self,
+        from: &[u8],
+        to: Option<&[u8]>,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<(), StoreError> {
+        let entries = match to {
+            Some(to) => self.db.range(from..to),
+            None => self.db.range(from..),
+        };
+        for entry in entries {
+            let (key, value) = entry.map_err(engine("scanning the store"))?;
+            if !visit(&key, &value) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError> {
+        let last = match prefix_end(prefix) {
+            Some(end) => self.db.range(prefix.to_vec()..end).next_back(),
+            None => self.db.range(prefix.to_vec()..).next_back(),
+        };
+        last.transpose()
+            .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))
+            .map_err(engine("reading the store"))
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        self.db.flush().map_err(engine("flushing the store"))?;
+        let file = self
+            .data_file
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        file.sync_data().map_err(|source| StoreError::Io {
+            context: "fsync of the store's data file".into(),
+            source,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checked_batch_takes_a_free_key_and_never_a_held_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = SledStorage::open(dir.path(), 1 << 20).unwrap();
+        let claim = |holder: &[u8]| UniqueKey {
+            key: b"e-x".to_vec(),
+            holder: holder.to_vec(),
+        };
+        let batch = |holder: &[u8], record: &[u8]| {
+            let mut batch = WriteBatch::default();
+            batch.put(b"e-x".to_vec(), holder.to_vec());
+            batch.put(record.to_vec(), b"data".to_vec());
+            batch
+        };
+
+        storage
+            .apply_checked(batch(b"1", b"c1"), &[claim(b"1")])
+            .unwrap();
+        // The holder may write again; anyone else loses, and nothing of its batch is stored.
+        storage
+            .apply_checked(batch(b"1", b"c1"), &[claim(b"1")])
+            .unwrap();
+        let lost = storage.apply_checked(batch(b"2", b"c2"), &[claim(b"2")]);
+        assert!(matches!(lost, Err(StoreError::Taken)), "{lost:?}");
+        assert_eq!(storage.get(b"e-x").unwrap().as_deref(), Some(&b"1"[..]));
+        assert_eq!(storage.get(b"c2").unwrap(), None);
+    }
+}
