@@ -107,6 +107,28 @@ pub struct ServeConfig {
     /// Seconds to let in-flight requests finish after SIGTERM or Ctrl-C.
     #[arg(long, env = "BOXSUB_SHUTDOWN_GRACE_SECS", default_value_t = 5)]
     pub shutdown_grace_secs: u64,
+    /// Connections open at once; past this, new ones get a 503 and are closed at once.
+    /// Default: 4096, or fewer when the open-files limit leaves less room.
+    #[arg(long, env = "BOXSUB_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
+    /// Seconds a request head may take, from its first byte (from the accept for a
+    /// connection's first request); the connection is closed past it.
+    #[arg(long = "header-timeout-secs", env = "BOXSUB_HEADER_TIMEOUT_SECS", default_value = "10",
+          value_parser = parse_seconds)]
+    pub header_timeout: Duration,
+    /// Seconds a request body may take to arrive; past it, 408 and the connection is closed.
+    #[arg(long = "body-timeout-secs", env = "BOXSUB_BODY_TIMEOUT_SECS", default_value = "20",
+          value_parser = parse_seconds)]
+    pub body_timeout: Duration,
+    /// Seconds a keep-alive connection may stay idle between requests (or take to read its
+    /// answer) before it is closed.
+    #[arg(long = "idle-timeout-secs", env = "BOXSUB_IDLE_TIMEOUT_SECS", default_value = "30",
+          value_parser = parse_seconds)]
+    pub idle_timeout: Duration,
+    /// Seconds a whole request may take once its head is read; past it, 503.
+    #[arg(long = "request-timeout-secs", env = "BOXSUB_REQUEST_TIMEOUT_SECS", default_value = "30",
+          value_parser = parse_seconds)]
+    pub request_timeout: Duration,
 }
 
 /// The values of `--durability`.
@@ -123,4 +145,18 @@ impl ServeConfig {
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms.max(1))
     }
+}
+
+/// A number of seconds (fractions allowed), more than zero and at most a day.
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(seconds > 0.0 && seconds <= 86_400.0) {
+        return Err(format!(
+            "{text} s is out of range: give more than 0 and at most 86400"
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
 }

@@ -12,6 +12,9 @@ use tokio::net::TcpListener;
 
 use crate::config::{DurabilityFlag, SeedConfig, ServeConfig};
 use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS};
+use crate::http::server::ConnectionLimits;
+use crate::http::watch::PhaseDeadlines;
+use crate::http::RequestLimits;
 use crate::service::{Service, ServiceError, ServiceSettings};
 use crate::store::{Durability, Store, StoreError};
 
@@ -63,11 +66,35 @@ pub struct Application {
     uses_demo_catalogue: bool,
     shutdown_grace: Duration,
     idle: Duration,
+    connections: ConnectionLimits,
+    requests: RequestLimits,
 }
 
+/// Connections allowed at once by default, when the open-files limit leaves room for them.
+/// Every connection may hold up to [`crate::http::server::MAX_HEAD_BYTES`] of buffered head, so this bounds that
+/// memory at about 256 MiB; thousands of stalled connections fit below it while their head
+/// deadline runs out.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+
+/// File descriptors kept back from connections for the store, the listener and the runtime.
+const RESERVED_FILES: u64 = 64;
+
 impl Application {
-    /// Loads the catalogue, opens the store and binds the listener.
+    /// Raises the open-files limit, loads the catalogue, opens the store and binds the
+    /// listener.
     pub async fn build(config: &ServeConfig) -> Result<Application, StartupError> {
+        let open_files = raise_open_files_limit();
+        let max_connections = config
+            .max_connections
+            .unwrap_or_else(|| default_max_connections(open_files));
+        tracing::info!(
+            max_connections,
+            header_timeout_secs = config.header_timeout.as_secs_f64(),
+            idle_timeout_secs = config.idle_timeout.as_secs_f64(),
+            body_timeout_secs = config.body_timeout.as_secs_f64(),
+            request_timeout_secs = config.request_timeout.as_secs_f64(),
+            "connection limits"
+        );
         let catalogue = load_catalogue(config.catalogue.as_deref())?;
         let store = open_store(config)?;
         let listener =
@@ -105,6 +132,17 @@ impl Application {
             uses_demo_catalogue: config.catalogue.is_none(),
             shutdown_grace: Duration::from_secs(config.shutdown_grace_secs),
             idle: Duration::from_secs(config.idle_secs.max(1)),
+            connections: ConnectionLimits {
+                max_connections,
+                deadlines: PhaseDeadlines {
+                    header_timeout: config.header_timeout,
+                    idle_timeout: config.idle_timeout,
+                },
+            },
+            requests: RequestLimits {
+                body_timeout: config.body_timeout,
+                request_timeout: config.request_timeout,
+            },
         })
     }
 
@@ -137,12 +175,14 @@ impl Application {
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) {
         let housekeeping = spawn_housekeeping(self.service.clone(), self.idle);
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-        let server = warp::serve(crate::http::routes(self.service.clone()))
-            .incoming(self.listener)
-            .graceful(async move {
+        let server = crate::http::server::serve(
+            self.listener,
+            crate::http::routes(self.service.clone(), self.requests),
+            self.connections,
+            async move {
                 let _ = stop_rx.await;
-            })
-            .run();
+            },
+        );
         let mut server = std::pin::pin!(server);
         tokio::select! {
             () = &mut server => {}
@@ -162,6 +202,59 @@ impl Application {
             Err(error) => tracing::error!(%error, "final flush of the store failed"),
         }
     }
+}
+
+/// The open-files limits after raising the soft one.
+#[derive(Debug, Clone, Copy)]
+pub struct OpenFiles {
+    /// The soft limit now in force.
+    pub soft: u64,
+    /// The hard limit.
+    pub hard: u64,
+}
+
+/// Raises the soft open-files limit to the hard one (each connection is a file descriptor,
+/// and the usual soft limit of 1,024 is far below what a server needs) and logs both.
+pub fn raise_open_files_limit() -> OpenFiles {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        tracing::warn!("could not read the open-files limit; assuming 1024");
+        return OpenFiles {
+            soft: 1024,
+            hard: 1024,
+        };
+    };
+    if soft >= hard {
+        tracing::info!(soft, hard, "open-files limit");
+        return OpenFiles { soft, hard };
+    }
+    match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+        Ok(()) => {
+            tracing::info!(
+                was = soft,
+                now = hard,
+                hard,
+                "raised the soft open-files limit to the hard limit"
+            );
+            OpenFiles { soft: hard, hard }
+        }
+        Err(error) => {
+            tracing::warn!(%error, soft, hard, "could not raise the soft open-files limit");
+            OpenFiles { soft, hard }
+        }
+    }
+}
+
+/// [`DEFAULT_MAX_CONNECTIONS`], or fewer when the open-files limit leaves less room.
+pub fn default_max_connections(files: OpenFiles) -> usize {
+    let room = files
+        .soft
+        .saturating_sub(RESERVED_FILES)
+        .max(files.soft / 2)
+        .max(1);
+    usize::try_from(room).map_or(DEFAULT_MAX_CONNECTIONS, |room| {
+        room.min(DEFAULT_MAX_CONNECTIONS)
+    })
 }
 
 /// Runs `boxsub seed`.

@@ -1,7 +1,9 @@
 //! Request bodies and query strings: reading a body under the size limit whether its length
-//! is announced or chunked, and turning bytes into the JSON object or parameters a handler
+//! is announced or chunked, and within its deadline, and turning bytes into the JSON object or parameters a handler
 //! needs. `content_length_limit` is not used because it answers 411 to chunked bodies, which
 //! the contract accepts up to the limit.
+
+use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures_util::{Stream, StreamExt};
@@ -12,8 +14,13 @@ use super::error::ApiError;
 /// Largest accepted body (contract section 6).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
-/// Reads the whole body, refusing it as soon as it is known to exceed [`MAX_BODY_BYTES`].
-pub async fn read_limited<S, B>(body: S, content_length: Option<u64>) -> Result<Bytes, ApiError>
+/// Reads the whole body within `deadline`, refusing it as soon as it is known to exceed
+/// [`MAX_BODY_BYTES`].
+pub async fn read_limited<S, B>(
+    body: S,
+    content_length: Option<u64>,
+    deadline: Duration,
+) -> Result<Bytes, ApiError>
 where
     S: Stream<Item = Result<B, warp::Error>>,
     B: Buf,
@@ -22,9 +29,13 @@ where
     if announced > MAX_BODY_BYTES as u64 {
         return Err(ApiError::PayloadTooLarge);
     }
+    let due = tokio::time::Instant::now() + deadline;
     let mut collected = BytesMut::with_capacity(announced as usize);
     let mut body = std::pin::pin!(body);
-    while let Some(chunk) = body.next().await {
+    while let Some(chunk) = tokio::time::timeout_at(due, body.next())
+        .await
+        .map_err(|_| ApiError::BodyTimeout)?
+    {
         let chunk = chunk.map_err(|_| ApiError::UnreadableBody)?;
         if collected.len() + chunk.remaining() > MAX_BODY_BYTES {
             return Err(ApiError::PayloadTooLarge);
@@ -78,18 +89,30 @@ mod tests {
                 (0..n).map(|_| Ok::<_, warp::Error>(Bytes::from(vec![b'x'; 1024]))),
             )
         };
+        let deadline = Duration::from_secs(5);
         assert_eq!(
-            read_limited(chunks(64), None).await.unwrap().len(),
+            read_limited(chunks(64), None, deadline)
+                .await
+                .unwrap()
+                .len(),
             MAX_BODY_BYTES
         );
         assert!(matches!(
-            read_limited(chunks(65), None).await,
+            read_limited(chunks(65), None, deadline).await,
             Err(ApiError::PayloadTooLarge)
         ));
         assert!(matches!(
-            read_limited(chunks(0), Some(MAX_BODY_BYTES as u64 + 1)).await,
+            read_limited(chunks(0), Some(MAX_BODY_BYTES as u64 + 1), deadline).await,
             Err(ApiError::PayloadTooLarge)
         ));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_stops_arriving_times_out() {
+        let first = futures_util::stream::iter([Ok::<_, warp::Error>(Bytes::from_static(b"{"))]);
+        let stalled = first.chain(futures_util::stream::pending());
+        let read = read_limited(stalled, Some(10), Duration::from_secs(20)).await;
+        assert!(matches!(read, Err(ApiError::BodyTimeout)), "{read:?}");
     }
 
     #[test]

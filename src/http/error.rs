@@ -35,6 +35,9 @@ pub enum ApiError {
     /// The body could not be read off the connection.
     #[error("unreadable body")]
     UnreadableBody,
+    /// The body did not arrive within its deadline.
+    #[error("body too slow")]
+    BodyTimeout,
     /// The body is not a JSON object.
     #[error("invalid JSON")]
     InvalidJson,
@@ -44,9 +47,12 @@ pub enum ApiError {
     /// Sign-in throttled.
     #[error("throttled")]
     Throttled(Duration),
-    /// Overloaded or shutting down.
+    /// Overloaded or shutting down; nothing was changed.
     #[error("unavailable")]
     Unavailable,
+    /// The request ran past its deadline and was cut off where it was.
+    #[error("deadline exceeded")]
+    DeadlineExceeded,
     /// The store failed; the detail goes to the log only.
     #[error("storage failure: {0}")]
     Storage(String),
@@ -64,9 +70,12 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnreadableBody => StatusCode::BAD_REQUEST,
+            ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::InvalidJson | ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable | ApiError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable | ApiError::DeadlineExceeded | ApiError::Storage(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -83,12 +92,17 @@ impl ApiError {
             ApiError::MethodNotAllowed(_) => "Method not allowed",
             ApiError::PayloadTooLarge => "Request body too large",
             ApiError::UnreadableBody => "Could not read the request body",
+            ApiError::BodyTimeout => "The request body did not arrive in time",
             ApiError::InvalidJson => "Invalid JSON",
             ApiError::Invalid(_) => "Validation failed",
             ApiError::Throttled(_) => {
                 "Too many failed sign-in attempts for this email. Try again later."
             }
             ApiError::Unavailable => "Service temporarily unavailable. Try again shortly.",
+            ApiError::DeadlineExceeded => {
+                "The request took too long and was cut off. A create may have been stored: \
+                 repeat it with the same Idempotency-Key to find out."
+            }
             ApiError::Storage(_) => {
                 "The storage of the service failed. Nothing was changed; try again later."
             }
@@ -113,8 +127,13 @@ impl ApiError {
                 let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
             }
-            ApiError::Unavailable => {
+            ApiError::Unavailable | ApiError::DeadlineExceeded => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            // Answered before the body was read (or with its reading broken off): the
+            // connection can't carry another request, and a keep-alive client must know.
+            ApiError::PayloadTooLarge | ApiError::BodyTimeout | ApiError::UnreadableBody => {
+                headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
             }
             ApiError::Storage(detail) => {
                 tracing::error!(%detail, "storage failure");

@@ -9,10 +9,13 @@ mod body;
 mod error;
 mod handlers;
 mod router;
+pub mod server;
 mod views;
+pub mod watch;
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 use futures_util::Stream;
@@ -30,13 +33,25 @@ pub use router::{Endpoint, RouteError};
 use body::{read_limited, Params};
 use router::needs_credentials;
 
+/// Deadlines of one request, from the moment its head has been read.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestLimits {
+    /// Longest the body may take to arrive (408 and a closed connection past it).
+    pub body_timeout: Duration,
+    /// Longest the whole request may take (503 past it).
+    pub request_timeout: Duration,
+}
+
 /// Every route of the API, as one filter that never rejects.
 pub fn routes(
     service: Arc<Service>,
+    limits: RequestLimits,
 ) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
     let service = warp::any().map(move || service.clone());
+    let limits = warp::any().map(move || limits);
     let query = warp::query::raw().or(warp::any().map(String::new)).unify();
     service
+        .and(limits)
         .and(warp::method())
         .and(warp::path::full())
         .and(query)
@@ -55,8 +70,11 @@ pub(crate) struct Call<'a> {
     headers: &'a HeaderMap,
 }
 
+/// Handles one request within its deadline. Dropping the request's future there (or when
+/// its client goes away) is safe: everything it holds is released by guards.
 async fn handle<S, B>(
     service: Arc<Service>,
+    limits: RequestLimits,
     method: Method,
     path: FullPath,
     query: String,
@@ -67,17 +85,31 @@ where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf + Send,
 {
-    dispatch(&service, &method, path.as_str(), &query, &headers, body)
+    let request = Request {
+        method: &method,
+        path: path.as_str(),
+        query: &query,
+        headers: &headers,
+        body_timeout: limits.body_timeout,
+    };
+    tokio::time::timeout(limits.request_timeout, dispatch(&service, request, body))
         .await
+        .unwrap_or(Err(ApiError::DeadlineExceeded))
         .unwrap_or_else(ApiError::into_response)
+}
+
+/// The parts of a request that dispatch reads.
+struct Request<'a> {
+    method: &'a Method,
+    path: &'a str,
+    query: &'a str,
+    headers: &'a HeaderMap,
+    body_timeout: Duration,
 }
 
 async fn dispatch<S, B>(
     service: &Service,
-    method: &Method,
-    path: &str,
-    query: &str,
-    headers: &HeaderMap,
+    request: Request<'_>,
     body: S,
 ) -> Result<Response, ApiError>
 where
@@ -85,6 +117,13 @@ where
     B: Buf + Send,
 {
     use Endpoint::*;
+    let Request {
+        method,
+        path,
+        query,
+        headers,
+        body_timeout,
+    } = request;
     // Credentials come before anything else, so an unauthenticated caller learns nothing.
     if !needs_credentials(method, path) {
         return match router::resolve(method, path)? {
@@ -100,7 +139,7 @@ where
         params: Params::parse(query.as_bytes()),
         headers,
     };
-    let read_body = || read_limited(body, content_length(headers));
+    let read_body = || read_limited(body, content_length(headers), body_timeout);
     match endpoint {
         Ping => Ok(no_content()),
         ListCustomers => handlers::list_customers(&call).await,
