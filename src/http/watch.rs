@@ -124,27 +124,42 @@ pin_project! {
 }
 
 impl<S> WatchedStream<S> {
-    /// `Ready(Err(TimedOut))` once the phase's deadline has passed; otherwise arms the timer
-    /// to wake the connection then.
-    fn check_deadline(
+    /// Arms the timer for the current phase's deadline (so the connection is woken then)
+    /// and says whether that deadline has passed. Called on every poll of the socket that
+    /// may be the last before the connection waits: hyper writes a response after its
+    /// request stopped being busy and then waits for the next read without polling it
+    /// again, so the idle deadline must be armed by the write.
+    fn deadline_passed(
         watch: &Watch,
         timer: &mut Pin<Box<Sleep>>,
         armed_for: &mut Option<Instant>,
         cx: &mut Context<'_>,
-    ) -> Poll<io::Error> {
+    ) -> bool {
         let Some(deadline) = watch.deadline() else {
-            return Poll::Pending;
+            return false;
         };
         if *armed_for != Some(deadline) {
             timer.as_mut().reset(deadline);
             *armed_for = Some(deadline);
         }
-        match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(io::Error::new(
+        timer.as_mut().poll(cx).is_ready()
+    }
+
+    /// `outcome`, or a `TimedOut` error in place of `Pending` once the deadline has passed.
+    fn watched<T>(
+        outcome: Poll<io::Result<T>>,
+        watch: &Watch,
+        timer: &mut Pin<Box<Sleep>>,
+        armed_for: &mut Option<Instant>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<T>> {
+        let passed = Self::deadline_passed(watch, timer, armed_for, cx);
+        match outcome {
+            Poll::Pending if passed => Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::TimedOut,
                 "connection phase deadline passed",
-            )),
-            Poll::Pending => Poll::Pending,
+            ))),
+            outcome => outcome,
         }
     }
 }
@@ -157,18 +172,11 @@ impl<S: AsyncRead> AsyncRead for WatchedStream<S> {
     ) -> Poll<io::Result<()>> {
         let this = self.project();
         let before = buf.filled().len();
-        match this.stream.poll_read(cx, buf) {
-            Poll::Pending => {
-                Self::check_deadline(this.watch, this.timer, this.armed_for, cx).map(Err)
-            }
-            Poll::Ready(Ok(())) => {
-                if buf.filled().len() > before {
-                    this.watch.bytes_arrived();
-                }
-                Poll::Ready(Ok(()))
-            }
-            ready => ready,
+        let outcome = this.stream.poll_read(cx, buf);
+        if matches!(outcome, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.watch.bytes_arrived();
         }
+        Self::watched(outcome, this.watch, this.timer, this.armed_for, cx)
     }
 }
 
@@ -179,12 +187,8 @@ impl<S: AsyncWrite> AsyncWrite for WatchedStream<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.project();
-        match this.stream.poll_write(cx, buf) {
-            Poll::Pending => {
-                Self::check_deadline(this.watch, this.timer, this.armed_for, cx).map(Err)
-            }
-            ready => ready,
-        }
+        let outcome = this.stream.poll_write(cx, buf);
+        Self::watched(outcome, this.watch, this.timer, this.armed_for, cx)
     }
 
     fn poll_write_vectored(
@@ -193,12 +197,8 @@ impl<S: AsyncWrite> AsyncWrite for WatchedStream<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.project();
-        match this.stream.poll_write_vectored(cx, bufs) {
-            Poll::Pending => {
-                Self::check_deadline(this.watch, this.timer, this.armed_for, cx).map(Err)
-            }
-            ready => ready,
-        }
+        let outcome = this.stream.poll_write_vectored(cx, bufs);
+        Self::watched(outcome, this.watch, this.timer, this.armed_for, cx)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -207,12 +207,8 @@ impl<S: AsyncWrite> AsyncWrite for WatchedStream<S> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.project();
-        match this.stream.poll_flush(cx) {
-            Poll::Pending => {
-                Self::check_deadline(this.watch, this.timer, this.armed_for, cx).map(Err)
-            }
-            ready => ready,
-        }
+        let outcome = this.stream.poll_flush(cx);
+        Self::watched(outcome, this.watch, this.timer, this.armed_for, cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

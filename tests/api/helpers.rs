@@ -315,7 +315,12 @@ pub fn customer_body_b(email: &str) -> Value {
 /// The command that runs the binary under test, with the environment cleared of
 /// everything that could change its configuration.
 pub fn boxsub_command() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_boxsub"));
+    clean(Command::new(env!("CARGO_BIN_EXE_boxsub")))
+}
+
+/// `cmd` with the environment cleared of everything that could change the server's
+/// configuration, and no stdin.
+fn clean(mut cmd: Command) -> Command {
     for var in [
         "RUST_LOG",
         "BOXSUB_ADDR",
@@ -471,13 +476,46 @@ pub async fn spawn_app_on_with(
     extra_args: &[&str],
     env: &[(&str, &str)],
 ) -> TestApp {
-    start_process(&dir.data, Some(&dir.catalogue), extra_args, env, None)
+    let launch = Launch {
+        extra_args,
+        env,
+        soft_open_files: None,
+    };
+    start_process(&dir.data, Some(&dir.catalogue), launch, None)
+}
+
+/// Starts the server on `dir` with extra arguments, under a soft open-files limit set by
+/// the shell (`ulimit -Sn`), as on a host whose default soft limit is that low.
+pub async fn spawn_app_on_with_soft_open_files(
+    dir: &DataDir,
+    soft_open_files: u64,
+    extra_args: &[&str],
+) -> TestApp {
+    let launch = Launch {
+        extra_args,
+        env: &[],
+        soft_open_files: Some(soft_open_files),
+    };
+    start_process(&dir.data, Some(&dir.catalogue), launch, None)
+}
+
+/// How a server process is started, beyond its data directory and catalogue.
+struct Launch<'a> {
+    extra_args: &'a [&'a str],
+    env: &'a [(&'a str, &'a str)],
+    /// Run it under `ulimit -Sn` of this many files.
+    soft_open_files: Option<u64>,
 }
 
 fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
     let data_dir = dir.path().join("data");
     std::fs::create_dir_all(&data_dir).expect("failed to create the data dir");
-    start_process(&data_dir, catalogue, &[], &[], Some(dir))
+    let launch = Launch {
+        extra_args: &[],
+        env: &[],
+        soft_open_files: None,
+    };
+    start_process(&data_dir, catalogue, launch, Some(dir))
 }
 
 /// Starts `boxsub serve` on `data_dir` with extra arguments and environment and
@@ -485,11 +523,27 @@ fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
 fn start_process(
     data_dir: &Path,
     catalogue: Option<&Path>,
-    extra_args: &[&str],
-    env: &[(&str, &str)],
+    launch: Launch<'_>,
     owned_dir: Option<TempDir>,
 ) -> TestApp {
-    let mut cmd = boxsub_command();
+    let Launch {
+        extra_args,
+        env,
+        soft_open_files,
+    } = launch;
+    let mut cmd = match soft_open_files {
+        None => boxsub_command(),
+        Some(limit) => {
+            // The shell lowers its soft limit and then becomes the server (`exec`), so the
+            // process the test owns and kills is the server itself.
+            let mut shell = clean(Command::new("sh"));
+            shell
+                .arg("-c")
+                .arg(format!("ulimit -Sn {limit} && exec \"$0\" \"$@\""))
+                .arg(env!("CARGO_BIN_EXE_boxsub"));
+            shell
+        }
+    };
     cmd.arg("serve")
         .arg("--addr")
         .arg("127.0.0.1:0")
@@ -758,49 +812,48 @@ impl RawResponse {
     }
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-/// Decodes a chunked body; `None` while incomplete.
+/// Decodes a complete chunked body with `httparse`; `None` while incomplete or malformed.
 fn dechunk(mut data: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     loop {
-        let line_end = find(data, b"\r\n")?;
-        let size_text = String::from_utf8_lossy(&data[..line_end]).to_string();
-        let size_text = size_text.split(';').next().unwrap_or("").trim().to_string();
-        let size = usize::from_str_radix(&size_text, 16).ok()?;
-        data = &data[line_end + 2..];
+        let httparse::Status::Complete((start, size)) = httparse::parse_chunk_size(data).ok()?
+        else {
+            return None;
+        };
+        let size = usize::try_from(size).ok()?;
+        data = &data[start..];
         if size == 0 {
             return Some(out);
         }
-        if data.len() < size + 2 {
-            return None;
-        }
-        out.extend_from_slice(&data[..size]);
-        data = &data[size + 2..];
+        let chunk = data.get(..size)?;
+        out.extend_from_slice(chunk);
+        data = data.get(size + 2..)?;
     }
 }
 
-/// Parses one response from the bytes read so far; `eof` says no more will come.
+/// Parses one response (with `httparse`) from the bytes read so far; `eof` says no more
+/// will come.
 fn parse_raw(buf: &[u8], eof: bool) -> Option<RawResponse> {
-    let head_end = find(buf, b"\r\n\r\n")?;
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines.next()?.split_whitespace().nth(1)?.parse().ok()?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+    let mut slots = [httparse::EMPTY_HEADER; 64];
+    let mut head = httparse::Response::new(&mut slots);
+    let httparse::Status::Complete(head_len) = head.parse(buf).ok()? else {
+        return None;
+    };
+    let status = head.code?;
+    let headers: Vec<(String, String)> = head
+        .headers
+        .iter()
+        .map(|h| {
+            let value = String::from_utf8_lossy(h.value).trim().to_string();
+            (h.name.to_ascii_lowercase(), value)
+        })
         .collect();
-    let rest = &buf[head_end + 4..];
+    let rest = &buf[head_len..];
     let get = |name: &str| headers.iter().find(|(n, _)| n == name).map(|(_, v)| v);
     let body = if get("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
         dechunk(rest)?
     } else if let Some(len) = get("content-length").and_then(|v| v.parse::<usize>().ok()) {
-        if rest.len() < len {
-            return None;
-        }
-        rest[..len].to_vec()
+        rest.get(..len)?.to_vec()
     } else if status == 204 || status == 304 || (100..200).contains(&status) {
         Vec::new()
     } else if eof {
