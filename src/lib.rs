@@ -11,8 +11,11 @@
 //!   every change to them, one message at a time.
 //! - [`registry`]: the directory of customer actors (a `DashMap`) with its secondary
 //!   indexes, email → customer per webstore and order → customer.
-//! - [`service`]: the entry point the front end calls; keeps indexes and actors in step.
-//! - [`http`]: the warp front end: authentication, routing, parsing, rendering, errors.
+//! - [`service`]: the entry point the front end calls, one type per concern (actor calls,
+//!   idempotency, sign-in throttling, password work); every acquisition is a guard, so a
+//!   request dropped at any await point leaves nothing behind.
+//! - [`http`]: the front end: its own accept loop with connection limits and deadlines, and
+//!   one warp filter for authentication, routing, parsing, rendering and errors.
 //! - [`store`]: persistence in sled: record encoding, key layout, group commit.
 //! - [`config`], [`startup`], [`keygen`], [`seed`], [`bench`]: command line, wiring and
 //!   shutdown, key generation, large test stores, the benchmark.

@@ -38,6 +38,9 @@ pub struct PhaseDeadlines {
     pub idle_timeout: Duration,
 }
 
+/// Deadlines are kept to this many milliseconds: a phase ends at most this much late.
+const GRANULE_MS: u64 = 250;
+
 /// What the stream and the handler of one connection share.
 struct Watch {
     deadlines: PhaseDeadlines,
@@ -73,7 +76,9 @@ impl Watch {
         }
     }
 
-    /// When the current phase must end, if it has a deadline.
+    /// When the current phase must end, if it has a deadline: rounded up to a multiple of
+    /// [`GRANULE_MS`] since the accept, so that the many requests of a busy keep-alive
+    /// connection share one deadline and the timer is rarely reset.
     fn deadline(&self) -> Option<Instant> {
         if self.busy.load(Ordering::Acquire) > 0 {
             return None;
@@ -83,8 +88,9 @@ impl Watch {
         } else {
             self.deadlines.idle_timeout
         };
-        let began = Duration::from_millis(self.phase_began_ms.load(Ordering::Acquire));
-        Some(self.accepted + began + limit)
+        let due_ms = self.phase_began_ms.load(Ordering::Acquire) + limit.as_millis() as u64;
+        let rounded = due_ms.div_ceil(GRANULE_MS) * GRANULE_MS;
+        Some(self.accepted + Duration::from_millis(rounded))
     }
 }
 
