@@ -479,22 +479,23 @@ pub async fn spawn_app_on_with(
     let launch = Launch {
         extra_args,
         env,
-        soft_open_files: None,
+        ulimit: None,
     };
     start_process(&dir.data, Some(&dir.catalogue), launch, None)
 }
 
-/// Starts the server on `dir` with extra arguments, under a soft open-files limit set by
-/// the shell (`ulimit -Sn`), as on a host whose default soft limit is that low.
-pub async fn spawn_app_on_with_soft_open_files(
+/// Starts the server on `dir` with extra arguments, under an open-files limit set by the
+/// shell: `ulimit_args` such as `-Sn 1024` (a host whose default soft limit is that low) or
+/// `-n 64` (soft and hard).
+pub async fn spawn_app_on_under_ulimit(
     dir: &DataDir,
-    soft_open_files: u64,
+    ulimit_args: &str,
     extra_args: &[&str],
 ) -> TestApp {
     let launch = Launch {
         extra_args,
         env: &[],
-        soft_open_files: Some(soft_open_files),
+        ulimit: Some(ulimit_args),
     };
     start_process(&dir.data, Some(&dir.catalogue), launch, None)
 }
@@ -503,8 +504,8 @@ pub async fn spawn_app_on_with_soft_open_files(
 struct Launch<'a> {
     extra_args: &'a [&'a str],
     env: &'a [(&'a str, &'a str)],
-    /// Run it under `ulimit -Sn` of this many files.
-    soft_open_files: Option<u64>,
+    /// Run it under `ulimit` with these arguments.
+    ulimit: Option<&'a str>,
 }
 
 fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
@@ -513,7 +514,7 @@ fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
     let launch = Launch {
         extra_args: &[],
         env: &[],
-        soft_open_files: None,
+        ulimit: None,
     };
     start_process(&data_dir, catalogue, launch, Some(dir))
 }
@@ -529,17 +530,17 @@ fn start_process(
     let Launch {
         extra_args,
         env,
-        soft_open_files,
+        ulimit,
     } = launch;
-    let mut cmd = match soft_open_files {
+    let mut cmd = match ulimit {
         None => boxsub_command(),
-        Some(limit) => {
-            // The shell lowers its soft limit and then becomes the server (`exec`), so the
+        Some(limits) => {
+            // The shell lowers its limits and then becomes the server (`exec`), so the
             // process the test owns and kills is the server itself.
             let mut shell = clean(Command::new("sh"));
             shell
                 .arg("-c")
-                .arg(format!("ulimit -Sn {limit} && exec \"$0\" \"$@\""))
+                .arg(format!("ulimit {limits} && exec \"$0\" \"$@\""))
                 .arg(env!("CARGO_BIN_EXE_boxsub"));
             shell
         }

@@ -15,8 +15,8 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
 use crate::helpers::{
-    customer_body, id_of, spawn_app, spawn_app_on, spawn_app_on_with,
-    spawn_app_on_with_soft_open_files, store_a, Creds, DataDir, TestApp,
+    customer_body, id_of, spawn_app, spawn_app_on, spawn_app_on_under_ulimit, spawn_app_on_with,
+    store_a, Creds, DataDir, TestApp,
 };
 
 /// Concurrent connections a storm keeps open at once.
@@ -328,9 +328,9 @@ async fn thousands_of_stalled_connections_neither_starve_others_nor_outlive_thei
         eprintln!("WARNING: only {hard} open files allowed here; holding {heads} connections");
     }
     let dir = DataDir::new();
-    let app = spawn_app_on_with_soft_open_files(
+    let app = spawn_app_on_under_ulimit(
         &dir,
-        1_024,
+        "-Sn 1024",
         &["--header-timeout-secs", "3", "--body-timeout-secs", "3"],
     )
     .await;
@@ -617,4 +617,69 @@ async fn an_email_change_past_its_deadline_and_a_create_never_both_win() {
     }
     let changes: Vec<u16> = outcomes.iter().map(|(_, change, _)| *change).collect();
     println!("email race: change statuses over {rounds} rounds: {changes:?}");
+}
+
+/// User plus system CPU time the process has used so far (Linux `/proc/PID/stat`).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("read /proc stat");
+    // Fields after the command name (which is in parentheses and may hold spaces).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("a stat line")
+        .1
+        .split_whitespace()
+        .collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // Linux reports these in USER_HZ, which is 100 on every architecture it supports.
+    Duration::from_millis(ticks * 10)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
+    // Arrange: a server allowed only 64 open files, with a cap far above that, so that
+    // accepting fails with EMFILE once the descriptors are used up.
+    let dir = DataDir::new();
+    let app = spawn_app_on_under_ulimit(&dir, "-n 64", &["--max-connections", "1000"]).await;
+    let mut held = Vec::new();
+    for _ in 0..120 {
+        if let Ok(Ok(stream)) = tokio::time::timeout(
+            Duration::from_secs(2),
+            TcpStream::connect(("127.0.0.1", app.port)),
+        )
+        .await
+        {
+            held.push(stream);
+        }
+    }
+
+    // Act: let it sit out of descriptors for three seconds.
+    let before = cpu_time(app.pid());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let spent = cpu_time(app.pid()) - before;
+
+    // Assert: it did not spin, logged a line a second at most, and serves again once the
+    // descriptors are free.
+    assert!(
+        spent < Duration::from_millis(600),
+        "{spent:?} of CPU in 3 s out of descriptors"
+    );
+    let logged = app
+        .stderr_tail()
+        .matches("accepting a connection failed")
+        .count();
+    assert!(
+        (1..=5).contains(&logged),
+        "{logged} accept-error lines:\n{}",
+        app.stderr_tail()
+    );
+    drop(held);
+    let (_, recovered) = eventually("a request once descriptors are free", || async {
+        let response = app.client.get(app.url("/v1/ping")).send().await.ok()?;
+        (response.status() == 204).then_some(())
+    })
+    .await;
+    println!(
+        "out of descriptors: {spent:?} of CPU in 3 s, {logged} log lines; served again after {} ms",
+        recovered.as_millis()
+    );
 }
