@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::store::disk::Reserve;
+
 /// boxsub: box-subscription ordering service.
 #[derive(Debug, Parser)]
 #[command(name = "boxsub", version, about)]
@@ -125,6 +127,15 @@ pub struct ServeConfig {
     #[arg(long = "idle-timeout-secs", env = "BOXSUB_IDLE_TIMEOUT_SECS", default_value = "30",
           value_parser = parse_seconds)]
     pub idle_timeout: Duration,
+    /// Free space, in MiB, the data directory's filesystem must keep; below it writes are
+    /// refused with 503 and reads go on. Overrides --min-free-percent.
+    #[arg(long, env = "BOXSUB_MIN_FREE_MB")]
+    pub min_free_mb: Option<u64>,
+    /// Free space the data directory's filesystem must keep, as a percentage of its size,
+    /// at least 8 MiB and at most 1 GiB.
+    #[arg(long, env = "BOXSUB_MIN_FREE_PERCENT", default_value_t = 5.0,
+          value_parser = parse_percent)]
+    pub min_free_percent: f64,
     /// Seconds a whole request may take once its head is read; past it, 503.
     #[arg(long = "request-timeout-secs", env = "BOXSUB_REQUEST_TIMEOUT_SECS", default_value = "30",
           value_parser = parse_seconds)]
@@ -141,10 +152,31 @@ pub enum DurabilityFlag {
 }
 
 impl ServeConfig {
+    /// The free-space reserve of the data directory's filesystem.
+    pub fn reserve(&self) -> Reserve {
+        match self.min_free_mb {
+            Some(mb) => Reserve::Bytes(mb.saturating_mul(1 << 20)),
+            None => Reserve::Percent(self.min_free_percent),
+        }
+    }
+
     /// The actor call deadline.
     pub fn call_timeout(&self) -> Duration {
         Duration::from_millis(self.call_timeout_ms.max(1))
     }
+}
+
+/// A percentage from 0 to 100.
+fn parse_percent(text: &str) -> Result<f64, String> {
+    let percent: f64 = text
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("{text:?} is not a percentage"))?;
+    if !(0.0..=100.0).contains(&percent) {
+        return Err(format!("{text} is out of range: give 0 to 100"));
+    }
+    Ok(percent)
 }
 
 /// A number of seconds (fractions allowed), more than zero and at most a day.

@@ -12,7 +12,10 @@ use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{Frequency, NewOrder, Order};
-use crate::store::{add_new_customer, add_order, Durability, Store, StoreError, WriteBatch};
+use crate::store::disk::Reserve;
+use crate::store::{
+    add_new_customer, add_order, Durability, Store, StoreError, StoreOptions, WriteBatch,
+};
 
 /// What a seeding run wrote.
 #[derive(Debug, Clone, Copy)]
@@ -31,8 +34,11 @@ pub fn seed(dir: &Path, catalogue: &Catalogue, customers: u64) -> Result<Seeded,
     let started = Instant::now();
     let store = Store::open(
         dir,
-        Durability::Async,
-        64 * 1024 * 1024,
+        StoreOptions {
+            durability: Durability::Async,
+            cache_bytes: 64 * 1024 * 1024,
+            reserve: Reserve::Bytes(0),
+        },
         Arc::new(|error: &StoreError| eprintln!("boxsub seed: {error}")),
     )?;
     if store.high_water()?.customer_id > 0 {

@@ -16,7 +16,7 @@ use crate::http::server::ConnectionLimits;
 use crate::http::watch::PhaseDeadlines;
 use crate::http::RequestLimits;
 use crate::service::{Service, ServiceError, ServiceSettings};
-use crate::store::{Durability, Store, StoreError};
+use crate::store::{Durability, Store, StoreError, StoreOptions};
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -296,10 +296,14 @@ fn open_store(config: &ServeConfig) -> Result<Store, StartupError> {
         DurabilityFlag::On => Durability::Sync,
         DurabilityFlag::Off => Durability::Async,
     };
+    let options = StoreOptions {
+        durability,
+        cache_bytes: config.cache_mb.max(1) * 1024 * 1024,
+        reserve: config.reserve(),
+    };
     let store = Store::open(
         &config.data_dir,
-        durability,
-        config.cache_mb.max(1) * 1024 * 1024,
+        options,
         Arc::new(|error: &StoreError| {
             // Acknowledging writes that may not be on disk is worse than stopping.
             eprintln!(

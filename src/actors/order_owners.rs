@@ -203,6 +203,8 @@ impl OrderOwners {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::disk::Reserve;
+    use crate::store::StoreOptions;
 
     #[tokio::test]
     async fn lookups_of_orders_from_before_the_start_wait_for_the_fill() {
@@ -249,8 +251,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(
             dir.path(),
-            crate::store::Durability::Async,
-            1 << 20,
+            StoreOptions {
+                durability: crate::store::Durability::Async,
+                cache_bytes: 1 << 20,
+                reserve: Reserve::Bytes(0),
+            },
             std::sync::Arc::new(|_: &StoreError| {}),
         )
         .unwrap();

@@ -9,7 +9,7 @@ use warp::reply::Response;
 use warp::Rejection;
 
 use crate::domain::fields::FieldErrors;
-use crate::service::ServiceError;
+use crate::service::{Refusal, ServiceError};
 
 use super::router::RouteError;
 use super::views::json_response;
@@ -53,6 +53,9 @@ pub enum ApiError {
     /// The request ran past its deadline and was cut off where it was.
     #[error("deadline exceeded")]
     DeadlineExceeded,
+    /// Writes are refused (disk nearly full, or the data directory unwritable).
+    #[error("writes refused: {0:?}")]
+    WritesRefused(Refusal),
     /// The store failed; the detail goes to the log only.
     #[error("storage failure: {0}")]
     Storage(String),
@@ -73,9 +76,10 @@ impl ApiError {
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::InvalidJson | ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable | ApiError::DeadlineExceeded | ApiError::Storage(_) => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::Unavailable
+            | ApiError::DeadlineExceeded
+            | ApiError::WritesRefused(_)
+            | ApiError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -102,6 +106,14 @@ impl ApiError {
             ApiError::DeadlineExceeded => {
                 "The request took too long and was cut off. A create may have been stored: \
                  repeat it with the same Idempotency-Key to find out."
+            }
+            ApiError::WritesRefused(Refusal::NearlyFull) => {
+                "The disk of the service is nearly full, so writes are refused until space is \
+                 freed. Nothing was changed; reads still work."
+            }
+            ApiError::WritesRefused(Refusal::NotWritable) => {
+                "The storage of the service is read-only, so writes are refused. Nothing was \
+                 changed; reads still work."
             }
             ApiError::Storage(_) => {
                 "The storage of the service failed. Nothing was changed; try again later."
@@ -139,6 +151,10 @@ impl ApiError {
                 tracing::error!(%detail, "storage failure");
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
             }
+            // The operator has to act; the state is logged once when it begins.
+            ApiError::WritesRefused(_) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+            }
             ApiError::Internal(detail) => tracing::error!(%detail, "internal error"),
             _ => {}
         }
@@ -169,6 +185,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::NotFound => ApiError::NotFound,
             ServiceError::Throttled { retry_after } => ApiError::Throttled(retry_after),
             ServiceError::Busy => ApiError::Unavailable,
+            ServiceError::WritesRefused(refusal) => ApiError::WritesRefused(refusal),
             ServiceError::Storage(detail) => ApiError::Storage(detail),
             ServiceError::Internal(detail) => ApiError::Internal(detail),
         }

@@ -28,6 +28,7 @@ impl Service {
         body: &Map<String, Value>,
         idempotency: Option<Pending<Customer>>,
     ) -> Result<Created<Arc<Customer>>, ServiceError> {
+        self.writes_allowed()?;
         self.idempotency
             .once(self.registry.store(), webstore, idempotency, |keyed| {
                 self.insert_customer(webstore, body, keyed)
@@ -85,6 +86,7 @@ impl Service {
         id: CustomerId,
         body: &Map<String, Value>,
     ) -> Result<Arc<Customer>, ServiceError> {
+        self.writes_allowed()?;
         // Look the customer up first: an unknown id is a 404 whatever the body says.
         self.registry
             .slot(webstore.idx, id)

@@ -35,6 +35,8 @@ use crate::domain::paging::Page;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{Store, StoreError};
 
+pub use crate::store::disk::Refusal;
+
 use calls::ActorCalls;
 use idempotency::IdempotencyGate;
 use passwords::PasswordWork;
@@ -59,6 +61,9 @@ pub enum ServiceError {
     /// nothing was changed.
     #[error("busy")]
     Busy,
+    /// Writes are refused while the disk is nearly full or unwritable; nothing was changed.
+    #[error("writes refused: {0:?}")]
+    WritesRefused(Refusal),
     /// The store failed; nothing was acknowledged.
     #[error("storage failure: {0}")]
     Storage(String),
@@ -72,6 +77,7 @@ impl From<StoreError> for ServiceError {
         match error {
             // The only unique keys the store checks are emails.
             StoreError::Taken => email_taken(),
+            StoreError::Refused(refusal) => ServiceError::WritesRefused(refusal),
             other => ServiceError::Storage(other.to_string()),
         }
     }
@@ -239,6 +245,12 @@ impl Service {
             })
             .await?;
         Ok(customer.filter(|_| matches))
+    }
+
+    /// `Err` while the store refuses writes: checked before a write's work begins (parsing
+    /// aside), so that a full disk costs no password hashing or actor call.
+    fn writes_allowed(&self) -> Result<(), ServiceError> {
+        Ok(self.registry.store().writable()?)
     }
 
     /// Forgets throttling state that has expired; run now and then.

@@ -24,6 +24,7 @@ impl Service {
         body: Map<String, Value>,
         idempotency: Option<Pending<Order>>,
     ) -> Result<Created<Arc<Order>>, ServiceError> {
+        self.writes_allowed()?;
         self.idempotency
             .once(self.registry.store(), webstore, idempotency, |keyed| {
                 self.place_order(webstore, body, keyed)

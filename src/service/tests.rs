@@ -15,7 +15,8 @@ use super::*;
 use crate::domain::idempotency::{IdempotencyKey, Pending};
 use crate::domain::order::Order;
 use crate::registry::Registry;
-use crate::store::{Durability, Entry, SledStorage, Storage, UniqueKey, WriteBatch};
+use crate::store::disk::Reserve;
+use crate::store::{Durability, Entry, SledStorage, Storage, StoreOptions, UniqueKey, WriteBatch};
 
 /// sled, except that writes fail while `full` is set (like a full disk) and wait while the
 /// gate is closed (like a stalled disk).
@@ -126,6 +127,7 @@ fn harness(dir: &Path, call_timeout: Duration) -> Harness {
         dir,
         Durability::Sync,
         Arc::new(|_: &StoreError| {}),
+        None,
     )
     .unwrap();
     let settings = ServiceSettings {
@@ -421,6 +423,84 @@ async fn a_request_dropped_before_its_actor_begins_it_changes_nothing() {
         ids,
         [first.id],
         "only the order whose client waited is kept"
+    );
+}
+
+#[tokio::test]
+async fn below_the_free_space_reserve_writes_are_refused_and_reads_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_dir = dir.path().join("store");
+    let ann = {
+        let h = harness(&store_dir, Duration::from_secs(5));
+        let ann = create(&h, "ann@example.com").await;
+        h.store.close().unwrap();
+        ann
+    };
+    // The same store, watched with a reserve no filesystem can keep.
+    let options = StoreOptions {
+        durability: Durability::Sync,
+        cache_bytes: 1 << 20,
+        reserve: Reserve::Bytes(u64::MAX),
+    };
+    let store = Store::open(&store_dir, options, Arc::new(|_: &StoreError| {})).unwrap();
+    let settings = ServiceSettings {
+        call_timeout: Duration::from_secs(5),
+        password_hashers: 1,
+        password_queue: 4,
+        max_calls_per_customer: 8,
+        max_calls_in_flight: 64,
+    };
+    let catalogue = Arc::new(Catalogue::demo(0));
+    let service = Service::new(catalogue.clone(), store.clone(), settings).unwrap();
+    let webstore = catalogue.webstores()[0].clone();
+
+    let refused = [
+        service
+            .create_customer(&webstore, &customer_body("bob@example.com"), None)
+            .await
+            .map(drop),
+        service
+            .update_customer(&webstore, ann.id, &body(json!({"first_name": "Anna"})))
+            .await
+            .map(drop),
+        service
+            .create_order(
+                &webstore,
+                body(json!({"customer_id": ann.id.0, "box_id": 217})),
+                None,
+            )
+            .await
+            .map(drop),
+    ];
+    for outcome in refused {
+        assert!(
+            matches!(
+                outcome,
+                Err(ServiceError::WritesRefused(Refusal::NearlyFull))
+            ),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(
+        service.customer(&webstore, ann.id).unwrap().first_name,
+        "Ann"
+    );
+    assert!(service
+        .customer_by_email(&webstore, "ann@example.com")
+        .unwrap()
+        .is_some());
+    assert!(service
+        .orders_of(&webstore, Some(&ann.id.0.to_string()))
+        .await
+        .unwrap()
+        .is_empty());
+    assert_eq!(
+        service
+            .sign_in(&webstore, "ann@example.com", "correct horse")
+            .await
+            .unwrap()
+            .map(|c| c.id),
+        Some(ann.id)
     );
 }
 

@@ -2,6 +2,7 @@
 //! else; the HTTP layer decides what a client is told.
 
 use super::codec::CodecError;
+use super::disk::Refusal;
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +45,20 @@ pub enum StoreError {
     /// write was stored.
     #[error("a unique key is held by another record")]
     Taken,
+    /// Writes are refused while the disk is nearly full or the directory is unwritable;
+    /// nothing was written.
+    #[error("writes are refused: {0:?}")]
+    Refused(Refusal),
+    /// The data directory could not be opened; the message says why and what to do.
+    #[error("{reason}; {remedy}")]
+    CannotOpen {
+        /// The directory.
+        path: String,
+        /// What is wrong.
+        reason: String,
+        /// What the operator can do.
+        remedy: String,
+    },
     /// Durability could not be confirmed; the write must not be acknowledged.
     #[error("the store could not confirm the write is on disk")]
     NotDurable,

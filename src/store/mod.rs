@@ -9,18 +9,20 @@
 
 pub mod codec;
 pub mod commit;
+pub mod disk;
 mod error;
 pub mod keys;
+mod opening;
 pub mod order_ids;
 mod sled_engine;
 mod storage;
 
-use std::fs::File;
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use codec::{decode, encode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
 use commit::{Committer, FatalHandler};
+use disk::{DiskState, DiskWatch, Reserve};
 use error::corrupt;
 
 pub use error::StoreError;
@@ -104,8 +106,23 @@ pub struct Store {
     inner: Arc<StoreInner>,
 }
 
+/// How a store is opened.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreOptions {
+    /// When writes are acknowledged.
+    pub durability: Durability,
+    /// Memory for the engine's page cache.
+    pub cache_bytes: u64,
+    /// Free space the data directory's filesystem must keep; writes are refused below it.
+    pub reserve: Reserve,
+}
+
 struct StoreInner {
     storage: Arc<dyn Storage>,
+    /// Called when a write fails inside the engine: its state can no longer be trusted.
+    on_fatal: FatalHandler,
+    /// The data directory's filesystem, when the store has one (tests may not).
+    disk: Option<DiskWatch>,
     // Read-locked by every durable write (shared, never contended); written only at close.
     committer: RwLock<Option<Committer>>,
     durability: Durability,
@@ -114,24 +131,48 @@ struct StoreInner {
 const FORMAT_MARKER: &str = "boxsub-store-v1";
 
 impl Store {
-    /// Opens the store in `dir`, creating it when empty, and starts group commit.
+    /// Opens the store in `dir`, creating it when empty, and starts group commit and the
+    /// watch over the directory's filesystem. Leftovers of an unfinished engine snapshot are
+    /// removed first (and again if opening fails), so no failed start makes the next one
+    /// fail; a failure says why and what to do.
     pub fn open(
         dir: &Path,
-        durability: Durability,
-        cache_bytes: u64,
+        options: StoreOptions,
         on_fatal: FatalHandler,
     ) -> Result<Store, StoreError> {
-        check_writable(dir)?;
-        let storage = Arc::new(SledStorage::open(dir, cache_bytes)?);
-        Store::with_storage(storage, dir, durability, on_fatal)
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
+            context: format!("creating data directory {}", dir.display()),
+            source,
+        })?;
+        opening::remove_snapshot_leftovers(dir)?;
+        let disk = DiskWatch::start(dir, options.reserve).map_err(|source| StoreError::Io {
+            context: "starting the disk watch thread".into(),
+            source,
+        })?;
+        let storage = match SledStorage::open(dir, options.cache_bytes) {
+            Ok(storage) => storage,
+            Err(error) => {
+                let _ = opening::remove_snapshot_leftovers(dir);
+                return Err(opening::explain(dir, error, disk.state()));
+            }
+        };
+        Store::with_storage(
+            Arc::new(storage),
+            dir,
+            options.durability,
+            on_fatal,
+            Some(disk),
+        )
     }
 
-    /// A store over any [`Storage`] (tests inject faults this way).
+    /// A store over any [`Storage`] (tests inject faults this way), with an optional watch
+    /// over its directory's filesystem.
     pub fn with_storage(
         storage: Arc<dyn Storage>,
         dir: &Path,
         durability: Durability,
         on_fatal: FatalHandler,
+        disk: Option<DiskWatch>,
     ) -> Result<Store, StoreError> {
         match storage.get(keys::FORMAT_KEY)? {
             Some(found) if found == FORMAT_MARKER.as_bytes() => {}
@@ -149,14 +190,41 @@ impl Store {
                 storage.sync()?;
             }
         }
-        let committer = Committer::start(storage.clone(), on_fatal)?;
+        let committer = Committer::start(storage.clone(), on_fatal.clone())?;
         Ok(Store {
             inner: Arc::new(StoreInner {
                 storage,
+                on_fatal,
+                disk,
                 committer: RwLock::new(Some(committer)),
                 durability,
             }),
         })
+    }
+
+    /// `outcome` of a write, reporting an engine or I/O failure as fatal: after a write
+    /// failed in sled (a full disk, an I/O error), sled refuses every later write and its
+    /// memory may hold what never reached the disk, so the process must stop rather than go
+    /// on answering from it. A refusal or a lost unique key is no such failure.
+    fn written(&self, outcome: Result<(), StoreError>) -> Result<(), StoreError> {
+        if let Err(error @ (StoreError::Engine { .. } | StoreError::Io { .. })) = &outcome {
+            (self.inner.on_fatal)(error);
+        }
+        outcome
+    }
+
+    /// `Err(Refused)` while the disk is nearly full or the directory does not take writes.
+    /// Every write checks this first; callers may check it early to spare work.
+    pub fn writable(&self) -> Result<(), StoreError> {
+        match &self.inner.disk {
+            Some(disk) => disk.writable().map_err(StoreError::Refused),
+            None => Ok(()),
+        }
+    }
+
+    /// The last check of the data directory's filesystem, if it is watched.
+    pub fn disk(&self) -> Option<DiskState> {
+        self.inner.disk.as_ref().map(DiskWatch::state)
     }
 
     /// Completes when every write made before the call is durable (at once without
@@ -219,9 +287,12 @@ impl Store {
 
     /// Records that order ids up to `through` may be in use (see [`order_ids`]).
     pub fn reserve_order_ids(&self, through: u64) -> Result<(), StoreError> {
-        self.inner
+        self.writable()?;
+        let reserved = self
+            .inner
             .storage
-            .put(keys::ORDER_IDS_RESERVED, through.to_be_bytes().to_vec())
+            .put(keys::ORDER_IDS_RESERVED, through.to_be_bytes().to_vec());
+        self.written(reserved)
     }
 
     /// The highest customer number of a webstore, or 0.
@@ -410,10 +481,11 @@ impl Store {
         webstore_id: &str,
         idempotency: Option<IdempotencyWrite>,
     ) -> Result<(), StoreError> {
+        self.writable()?;
         let mut batch = WriteBatch::default();
         let email = add_new_customer(&mut batch, customer, webstore_id);
         add_idempotency(&mut batch, idempotency);
-        self.inner.storage.apply_checked(batch, &[email])
+        self.written(self.inner.storage.apply_checked(batch, &[email]))
     }
 
     /// Writes a changed customer. An email change moves its index entry in the same atomic
@@ -425,6 +497,7 @@ impl Store {
         previous: &Customer,
         webstore_id: &str,
     ) -> Result<(), StoreError> {
+        self.writable()?;
         let mut batch = WriteBatch::default();
         batch.put(
             keys::customer(customer.id.0),
@@ -432,7 +505,7 @@ impl Store {
         );
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
         if new_key == old_key {
-            return self.inner.storage.apply(batch);
+            return self.written(self.inner.storage.apply(batch));
         }
         batch.delete(keys::email(webstore_id, &old_key));
         let email = UniqueKey {
@@ -440,7 +513,7 @@ impl Store {
             holder: customer.id.0.to_be_bytes().to_vec(),
         };
         batch.put(email.key.clone(), email.holder.clone());
-        self.inner.storage.apply_checked(batch, &[email])
+        self.written(self.inner.storage.apply_checked(batch, &[email]))
     }
 
     /// Writes a new order (with its idempotency record, in the same batch).
@@ -454,20 +527,22 @@ impl Store {
         order: &Order,
         idempotency: Option<IdempotencyWrite>,
     ) -> Result<(), StoreError> {
+        self.writable()?;
         if idempotency.is_none() {
             let record = encode(&OrderRecord::from_order(order));
             let key = keys::order(order.customer_id.0, order.id.0);
-            return self.inner.storage.put(&key, record);
+            return self.written(self.inner.storage.put(&key, record));
         }
         let mut batch = WriteBatch::default();
         add_order(&mut batch, order);
         add_idempotency(&mut batch, idempotency);
-        self.inner.storage.apply(batch)
+        self.written(self.inner.storage.apply(batch))
     }
 
     /// Writes raw entries in one batch (test generators and tools).
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
-        self.inner.storage.apply(batch)
+        self.writable()?;
+        self.written(self.inner.storage.apply(batch))
     }
 }
 
@@ -510,23 +585,6 @@ fn add_idempotency(batch: &mut WriteBatch, idempotency: Option<IdempotencyWrite>
     }
 }
 
-/// Fails early, with the path in the message, when the data directory can't be written.
-fn check_writable(dir: &Path) -> Result<(), StoreError> {
-    let io = |context: String| move |source| StoreError::Io { context, source };
-    std::fs::create_dir_all(dir)
-        .map_err(io(format!("creating data directory {}", dir.display())))?;
-    let probe = dir.join(".boxsub-write-check");
-    std::fs::write(&probe, b"ok").map_err(io(format!(
-        "data directory {} is not writable",
-        dir.display()
-    )))?;
-    let _ = std::fs::remove_file(&probe);
-    if let Ok(handle) = File::open(dir) {
-        let _ = handle.sync_all();
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -551,8 +609,11 @@ mod tests {
     fn open(dir: &Path) -> Store {
         Store::open(
             dir,
-            Durability::Sync,
-            1 << 20,
+            StoreOptions {
+                durability: Durability::Sync,
+                cache_bytes: 1 << 20,
+                reserve: Reserve::Bytes(0),
+            },
             Arc::new(|_: &StoreError| {}),
         )
         .unwrap()
@@ -604,8 +665,11 @@ mod tests {
         std::fs::write(&file, b"x").unwrap();
         let error = Store::open(
             &file,
-            Durability::Sync,
-            1 << 20,
+            StoreOptions {
+                durability: Durability::Sync,
+                cache_bytes: 1 << 20,
+                reserve: Reserve::Bytes(0),
+            },
             Arc::new(|_: &StoreError| {}),
         )
         .err()

@@ -57,14 +57,18 @@ impl OrderIds {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Durability;
+    use crate::store::disk::Reserve;
+    use crate::store::{Durability, StoreOptions};
     use std::sync::Arc;
 
     fn open(dir: &std::path::Path) -> Store {
         Store::open(
             dir,
-            Durability::Async,
-            1 << 20,
+            StoreOptions {
+                durability: Durability::Async,
+                cache_bytes: 1 << 20,
+                reserve: Reserve::Bytes(0),
+            },
             Arc::new(|_: &StoreError| {}),
         )
         .unwrap()

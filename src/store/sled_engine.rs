@@ -21,18 +21,13 @@ pub struct SledStorage {
 }
 
 impl SledStorage {
-    /// Opens (or creates) the sled store in `dir`.
-    pub fn open(dir: &Path, cache_bytes: u64) -> Result<SledStorage, StoreError> {
+    /// Opens (or creates) the sled store in `dir`; the caller explains a failure.
+    pub fn open(dir: &Path, cache_bytes: u64) -> Result<SledStorage, sled::Error> {
         let db = sled::Config::new()
             .path(dir)
             .cache_capacity(cache_bytes)
-            .open()
-            .map_err(engine(&format!("opening the store at {}", dir.display())))?;
-        let data_path = dir.join("db");
-        let data_file = File::open(&data_path).map_err(|source| StoreError::Io {
-            context: format!("opening {} for fsync", data_path.display()),
-            source,
-        })?;
+            .open()?;
+        let data_file = File::open(dir.join("db"))?;
         Ok(SledStorage {
             db,
             data_file: Mutex::new(data_file),

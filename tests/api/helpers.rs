@@ -456,6 +456,24 @@ impl DataDir {
         }
     }
 
+    /// A data directory at `data` (created if missing; a test's own filesystem, say),
+    /// with the default catalogue kept in a temp directory.
+    pub fn at(data: PathBuf) -> Self {
+        let root = tempfile::tempdir().expect("failed to create a temp dir");
+        std::fs::create_dir_all(&data).expect("failed to create the data dir");
+        let path = root.path().join("catalogue.json");
+        std::fs::write(
+            &path,
+            serde_json::to_vec_pretty(&default_catalogue()).unwrap(),
+        )
+        .expect("failed to write the catalogue");
+        Self {
+            data,
+            catalogue: path,
+            root,
+        }
+    }
+
     /// A path inside the temp root, beside the data directory (for files a
     /// test makes itself).
     pub fn sibling(&self, name: &str) -> PathBuf {

@@ -12,6 +12,7 @@ mod crash;
 mod customers;
 mod durability;
 mod helpers;
+mod host_faults;
 mod hostile;
 mod idempotency;
 mod isolation;

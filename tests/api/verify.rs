@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use boxsub::store::{keys, Durability, Store, StoreError, WriteBatch};
+use boxsub::store::disk::Reserve;
+use boxsub::store::{keys, Durability, Store, StoreError, StoreOptions, WriteBatch};
 
 use crate::helpers::*;
 
@@ -13,8 +14,11 @@ use crate::helpers::*;
 fn damage_customer_record(dir: &DataDir, id: u64) {
     let store = Store::open(
         &dir.data,
-        Durability::Sync,
-        1 << 20,
+        StoreOptions {
+            durability: Durability::Sync,
+            cache_bytes: 1 << 20,
+            reserve: Reserve::Bytes(0),
+        },
         Arc::new(|_: &StoreError| {}),
     )
     .expect("the stopped server's store opens");
