@@ -12,6 +12,7 @@ use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{Frequency, NewOrder, Order};
+use crate::domain::schedule::{Day, Schedule, WeekDays};
 use crate::store::disk::Reserve;
 use crate::store::{
     add_new_customer, add_order, Durability, Store, StoreError, StoreOptions, WriteBatch,
@@ -54,8 +55,8 @@ pub fn seed(dir: &Path, catalogue: &Catalogue, customers: u64) -> Result<Seeded,
             context: "seeding".into(),
             detail: "the catalogue has no webstore".into(),
         })?;
-    let plan = Plan::for_webstore(webstore);
     let created_at = crate::actors::customer::unix_now();
+    let plan = Plan::for_webstore(webstore, created_at);
     let mut batch = WriteBatch::default();
     for n in 1..=customers {
         plan.write(&mut batch, webstore, n, created_at);
@@ -77,18 +78,28 @@ pub fn seed(dir: &Path, catalogue: &Catalogue, customers: u64) -> Result<Seeded,
 struct Plan {
     delivery_service_id: u64,
     box_id: u64,
+    /// The service's delivery days; order `n` is delivered weekly on the `n`th of them
+    /// (cyclically), so a store's orders spread over the week.
+    delivery_days: Vec<u8>,
+    /// Every seeded order's start date: the day the store is seeded.
+    start: Day,
 }
 
 impl Plan {
-    fn for_webstore(webstore: &Webstore) -> Plan {
+    fn for_webstore(webstore: &Webstore, created_at: i64) -> Plan {
+        let service = webstore.delivery_services.values().next();
+        let delivery_days: Vec<u8> = service
+            .map(|s| s.week_days().days().collect())
+            .unwrap_or_default();
         Plan {
-            delivery_service_id: webstore
-                .delivery_services
-                .keys()
-                .next()
-                .copied()
-                .unwrap_or(1),
+            delivery_service_id: service.map_or(1, |s| s.id),
             box_id: webstore.visible_boxes().next().map_or(1, |b| b.id),
+            delivery_days: if delivery_days.is_empty() {
+                vec![1]
+            } else {
+                delivery_days
+            },
+            start: Day(created_at.div_euclid(86_400) as i32),
         }
     }
 
@@ -118,6 +129,12 @@ impl Plan {
                 extras: Vec::new(),
                 exclusions: Vec::new(),
                 substitutions: Vec::new(),
+                schedule: Schedule {
+                    start: self.start,
+                    week_days: WeekDays::only(
+                        self.delivery_days[(n % self.delivery_days.len() as u64) as usize],
+                    ),
+                },
             },
             created_at,
         };

@@ -18,12 +18,13 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Map, Value};
 
-use crate::domain::catalogue::Webstore;
+use crate::domain::catalogue::{DeliveryService, Webstore};
 use crate::domain::customer::{Customer, CustomerChanges};
 use crate::domain::fields::FieldErrors;
 use crate::domain::idempotency::Pending;
 use crate::domain::ids::OrderId;
 use crate::domain::order::{validate_order, CustomerCheck, Order};
+use crate::domain::schedule::{Day, ScheduleRules, WeekDays};
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, Store, StoreError};
 
@@ -259,8 +260,26 @@ impl CustomerState {
         })
     }
 
+    /// What an order's schedule is checked against: the customer's delivery service's days
+    /// (none if the catalogue no longer has it) and today in the webstore's time zone.
+    fn schedule_rules(&self) -> ScheduleRules {
+        let delivery_days = self
+            .webstore
+            .delivery_services
+            .get(&self.customer.delivery_service_id)
+            .map_or(WeekDays::NONE, DeliveryService::week_days);
+        let today = jiff::Timestamp::now()
+            .to_zoned_datetime(self.webstore.zone.clone())
+            .date();
+        ScheduleRules {
+            delivery_days,
+            today: Day::of(today),
+        }
+    }
+
     async fn place_order(&mut self, request: PlaceOrder) -> Result<Arc<Order>, ChangeError> {
-        let details = validate_order(&request.body, &self.webstore, CustomerCheck::Found)
+        let rules = self.schedule_rules();
+        let details = validate_order(&request.body, &self.webstore, CustomerCheck::Found(rules))
             .map_err(ChangeError::Invalid)?;
         let order = Arc::new(Order {
             id: OrderId(self.order_ids.take()?),

@@ -13,6 +13,8 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::schedule::WeekDays;
+
 /// The catalogue built into the binary, for trying boxsub out.
 pub const DEMO_CATALOGUE_JSON: &str = include_str!("demo_catalogue.json");
 
@@ -169,6 +171,18 @@ pub struct DeliveryService {
     pub days: [bool; 7],
 }
 
+impl DeliveryService {
+    /// The delivery days as a set of weekdays (Sunday = 0).
+    pub fn week_days(&self) -> WeekDays {
+        // `days` runs Monday … Sunday; weekday numbers run Sunday = 0 … Saturday = 6.
+        self.days
+            .iter()
+            .zip([1u8, 2, 3, 4, 5, 6, 0])
+            .filter(|(on, _)| **on)
+            .fold(WeekDays::NONE, |set, (_, day)| set.with(day))
+    }
+}
+
 const DAY_NAMES: [&str; 7] = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"];
 
 impl DeliveryService {
@@ -285,6 +299,8 @@ pub struct Webstore {
     pub extras: BTreeMap<u64, Extra>,
     /// Boxes by id, hidden ones included.
     pub boxes: BTreeMap<u64, BoxDef>,
+    /// The zone of `settings.time_zone`: its dates are the webstore's dates.
+    pub zone: jiff::tz::TimeZone,
 }
 
 impl Webstore {
@@ -373,7 +389,7 @@ struct WebstoreFile {
     #[serde(default = "default_locale")]
     locale: String,
     currency: String,
-    #[serde(default)]
+    #[serde(default = "utc")]
     time_zone: String,
     #[serde(default)]
     city: String,
@@ -419,6 +435,10 @@ struct WebstoreFile {
 
 fn default_locale() -> String {
     "en".to_owned()
+}
+
+fn utc() -> String {
+    "UTC".to_owned()
 }
 
 fn yes() -> bool {
@@ -539,6 +559,16 @@ fn build(file: CatalogueFile, loaded_at: i64) -> Result<Catalogue, CatalogueErro
                 return fail(key_place, "this API key is used twice in the catalogue");
             }
         }
+        let Some(zone) = super::time_zones::resolve(&raw.time_zone) else {
+            return fail(
+                place,
+                format!(
+                    "time_zone {:?} is not a time zone: give a tz database name such as \
+                     \"Europe/London\" or a Rails name such as \"London\"",
+                    raw.time_zone
+                ),
+            );
+        };
         let delivery_services = build_delivery_services(&place, raw.delivery_services)?;
         let box_items = unique_by_id(&place, "box_items", raw.box_items, |i| i.id)?;
         let extras = build_extras(&place, raw.extras)?;
@@ -573,6 +603,7 @@ fn build(file: CatalogueFile, loaded_at: i64) -> Result<Catalogue, CatalogueErro
             box_items,
             extras,
             boxes,
+            zone,
         }));
     }
     Ok(Catalogue {

@@ -11,4 +11,6 @@ pub mod ids;
 pub mod order;
 pub mod paging;
 pub mod password;
+pub mod schedule;
 pub mod throttle;
+pub mod time_zones;

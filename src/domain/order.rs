@@ -11,6 +11,7 @@ use super::fields::{
     field, integer, positive_id, Field, FieldErrors, BLANK, INVALID, NOT_AN_INTEGER, NOT_IN_LIST,
 };
 use super::ids::{CustomerId, OrderId};
+use super::schedule::{self, parse_start_date, parse_week_days, Schedule, ScheduleRules};
 
 /// Most elements accepted in any one array of an order (contract section 6).
 pub const MAX_LIST_ITEMS: usize = 100;
@@ -75,6 +76,8 @@ pub struct NewOrder {
     pub exclusions: Vec<u64>,
     /// Substitute box items in the order sent.
     pub substitutions: Vec<u64>,
+    /// When it is delivered, with `frequency`.
+    pub schedule: Schedule,
 }
 
 /// A stored order.
@@ -116,8 +119,8 @@ pub fn customer_ref(body: &Map<String, Value>) -> CustomerRef {
 /// Whether the order's customer was found in the caller's webstore.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CustomerCheck {
-    /// It was.
-    Found,
+    /// It was; its delivery service and the webstore's today decide the schedule.
+    Found(ScheduleRules),
     /// No `customer_id` was given.
     Missing,
     /// Given, but not a customer of this webstore.
@@ -132,11 +135,17 @@ pub fn validate_order(
     customer: CustomerCheck,
 ) -> Result<NewOrder, FieldErrors> {
     let mut errors = FieldErrors::new();
-    match customer {
-        CustomerCheck::Found => {}
-        CustomerCheck::Missing => errors.add("customer_id", BLANK),
-        CustomerCheck::Unknown => errors.add("customer_id", INVALID),
-    }
+    let rules = match customer {
+        CustomerCheck::Found(rules) => Some(rules),
+        CustomerCheck::Missing => {
+            errors.add("customer_id", BLANK);
+            None
+        }
+        CustomerCheck::Unknown => {
+            errors.add("customer_id", INVALID);
+            None
+        }
+    };
 
     if let Field::Present(quantity) = field(body, "quantity") {
         if integer(quantity) != Some(1) {
@@ -207,14 +216,40 @@ pub fn validate_order(
 
     let extras = extra_lines(body, webstore, order_box, &mut errors);
 
-    errors.into_result(NewOrder {
-        box_id: order_box.map_or(0, |b| b.id),
-        frequency,
-        extras_one_off,
-        extras,
-        exclusions,
-        substitutions,
-    })
+    let start = parse_start_date(field(body, "start_date")).unwrap_or_else(|()| {
+        errors.add("start_date", INVALID);
+        None
+    });
+    let week_days = parse_week_days(field(body, "week_days")).unwrap_or_else(|()| {
+        errors.add("week_days", INVALID);
+        None
+    });
+    let schedule = match rules {
+        // The delivery-day rules need a customer, a known frequency and well-formed fields.
+        Some(rules)
+            if !errors.has("frequency")
+                && !errors.has("start_date")
+                && !errors.has("week_days") =>
+        {
+            schedule::resolve(frequency, start, week_days, rules, &mut errors)
+        }
+        _ => None,
+    };
+
+    match schedule {
+        Some(schedule) => errors.into_result(NewOrder {
+            box_id: order_box.map_or(0, |b| b.id),
+            frequency,
+            extras_one_off,
+            extras,
+            exclusions,
+            substitutions,
+            schedule,
+        }),
+        // Without a schedule there is an error already (no customer, or a broken rule).
+        None if !errors.is_empty() => Err(errors),
+        None => Err(FieldErrors::single("start_date", INVALID)),
+    }
 }
 
 /// Reads an array of distinct box-item ids of the webstore; problems are named by `name`.
@@ -377,12 +412,21 @@ fn extra_lines(
 mod tests {
     use super::*;
     use crate::domain::catalogue::Catalogue;
+    use crate::domain::schedule::{Day, WeekDays};
     use proptest::prelude::*;
     use serde_json::json;
     use std::sync::Arc;
 
     fn demo() -> Vec<Arc<Webstore>> {
         Catalogue::demo(0).webstores().to_vec()
+    }
+
+    /// A customer found, whose service delivers every day; today is Monday 2026-11-23.
+    fn found() -> CustomerCheck {
+        CustomerCheck::Found(ScheduleRules {
+            delivery_days: WeekDays::from_bits(0x7f),
+            today: Day::of(jiff::civil::Date::constant(2026, 11, 23)),
+        })
     }
 
     fn object(value: Value) -> Map<String, Value> {
@@ -400,12 +444,7 @@ mod tests {
     #[test]
     fn defaults_apply_to_a_minimal_order() {
         let stores = demo();
-        let order = validate_order(
-            &object(json!({"box_id": "217"})),
-            &stores[0],
-            CustomerCheck::Found,
-        )
-        .unwrap();
+        let order = validate_order(&object(json!({"box_id": "217"})), &stores[0], found()).unwrap();
         assert_eq!(order.frequency, Frequency::Single);
         assert!(!order.extras_one_off && order.extras.is_empty());
     }
@@ -481,11 +520,7 @@ mod tests {
             (json!({"box_id": 2.5}), "box_id"),
         ];
         for (body, name) in cases {
-            assert_eq!(
-                failing_fields(body.clone(), s, CustomerCheck::Found),
-                [name],
-                "{body}"
-            );
+            assert_eq!(failing_fields(body.clone(), s, found()), [name], "{body}");
         }
         assert_eq!(
             failing_fields(
@@ -533,8 +568,15 @@ mod tests {
                     .collect::<Vec<_>>()
             })
             .collect();
-        (prop::sample::select(boxes), any::<u64>(), any::<bool>(), 0..3usize, any::<bool>())
-            .prop_map(|((store, box_id), seed, one_off, freq, as_strings)| {
+        (
+            prop::sample::select(boxes),
+            any::<u64>(),
+            any::<bool>(),
+            0..3usize,
+            any::<bool>(),
+            (19_000i32..22_000, 1u8..128),
+        )
+            .prop_map(|((store, box_id), seed, one_off, freq, as_strings, (start, days))| {
                 let stores = demo();
                 let webstore = &stores[store];
                 let b = webstore.visible_box(box_id).unwrap();
@@ -573,16 +615,24 @@ mod tests {
                 }
                 let frequency = [Frequency::Single, Frequency::Weekly, Frequency::Fortnightly][freq];
                 let id = |v: u64| if as_strings { json!(v.to_string()) } else { json!(v) };
+                let start = Day(start);
+                let week_days = match frequency {
+                    Frequency::Single => WeekDays::only(start.weekday()),
+                    _ => WeekDays::from_bits(days),
+                };
                 let body = json!({
                     "box_id": id(box_id),
                     "frequency": frequency.as_str(),
+                    "start_date": start.date().to_string(),
+                    "week_days": week_days.days().map(|d| id(u64::from(d))).collect::<Vec<_>>(),
                     "extras_one_off": one_off,
                     "exclusions": exclusions.iter().map(|v| id(*v)).collect::<Vec<_>>(),
                     "substitutions": substitutions.iter().map(|v| id(*v)).collect::<Vec<_>>(),
                     "extras": extras.iter().map(|e| json!({"id": id(e.id), "quantity": e.quantity})).collect::<Vec<_>>(),
                     "payment_method": "cash_on_delivery",
                 });
-                let order = NewOrder { box_id, frequency, extras_one_off: one_off, extras, exclusions, substitutions };
+                let schedule = Schedule { start, week_days };
+                let order = NewOrder { box_id, frequency, extras_one_off: one_off, extras, exclusions, substitutions, schedule };
                 (store, order, body)
             })
     }
@@ -642,6 +692,14 @@ mod tests {
                 }
                 _ => None,
             },
+            10 => {
+                body.insert("start_date".into(), json!("2026-02-30"));
+                Some("start_date")
+            }
+            11 => {
+                body.insert("week_days".into(), json!([7]));
+                Some("week_days")
+            }
             9 => match b.exclusions_limit {
                 Limit::AtMost(n) if b.dislikes && (n as usize) < webstore.box_items.len() => {
                     let ids: Vec<u64> = webstore
@@ -694,16 +752,16 @@ mod tests {
         #[test]
         fn an_order_within_the_box_limits_is_accepted_as_sent((store, order, body) in valid_order()) {
             let stores = demo();
-            let accepted = validate_order(&object(body), &stores[store], CustomerCheck::Found);
+            let accepted = validate_order(&object(body), &stores[store], found());
             prop_assert_eq!(accepted, Ok(order));
         }
 
         #[test]
-        fn breaking_one_rule_names_exactly_that_field((store, order, body) in valid_order(), which in 0..10usize) {
+        fn breaking_one_rule_names_exactly_that_field((store, order, body) in valid_order(), which in 0..12usize) {
             let stores = demo();
             let mut body = object(body);
             if let Some(expected) = break_one_rule(&order, &stores[store], &mut body, which) {
-                let errors = validate_order(&body, &stores[store], CustomerCheck::Found).unwrap_err();
+                let errors = validate_order(&body, &stores[store], found()).unwrap_err();
                 prop_assert_eq!(errors.fields().collect::<Vec<_>>(), vec![expected], "{}", errors);
             }
         }
@@ -719,7 +777,7 @@ mod tests {
                 arbitrary_json(),
                 0..9,
             ),
-            check in prop_oneof![Just(CustomerCheck::Found), Just(CustomerCheck::Missing), Just(CustomerCheck::Unknown)],
+            check in prop_oneof![Just(found()), Just(CustomerCheck::Missing), Just(CustomerCheck::Unknown)],
         ) {
             let body: Map<String, Value> = fields.into_iter().collect();
             for webstore in demo() {

@@ -142,6 +142,8 @@ pub struct OrderView<'a> {
     customer_id: u64,
     box_id: u64,
     frequency: &'static str,
+    start_date: String,
+    week_days: Vec<u8>,
     extras_one_off: bool,
     extras: Vec<ExtraLineView>,
     exclusions: &'a [u64],
@@ -164,6 +166,8 @@ impl<'a> OrderView<'a> {
             customer_id: order.customer_id.0,
             box_id: details.box_id,
             frequency: details.frequency.as_str(),
+            start_date: details.schedule.start.date().to_string(),
+            week_days: details.schedule.week_days.days().collect(),
             extras_one_off: details.extras_one_off,
             extras: details
                 .extras
@@ -181,13 +185,9 @@ impl<'a> OrderView<'a> {
 }
 
 fn rfc3339(unix_seconds: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(unix_seconds)
-        .ok()
-        .and_then(|at| {
-            at.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| "1970-01-01T00:00:00Z".to_owned())
+    jiff::Timestamp::from_second(unix_seconds)
+        .map(|at| at.to_string())
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
 }
 
 /// A box as returned, with the children `embed` asked for.

@@ -16,10 +16,11 @@ use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{ExtraLine, Frequency, NewOrder, Order};
+use crate::domain::schedule::{Day, Schedule, WeekDays};
 
 const MAGIC: &[u8; 3] = b"BXS";
 const HEADER_LEN: usize = 3 + 1 + 2 + 4;
-/// The format version this release writes and reads.
+/// The format version of records whose kind has not changed since the first release.
 pub const FORMAT_VERSION: u16 = 1;
 /// Largest payload accepted when decoding.
 const MAX_PAYLOAD: usize = 1 << 20;
@@ -93,7 +94,7 @@ pub struct ExtraRecord {
     pub quantity: u32,
 }
 
-/// An order as stored.
+/// An order as stored (format version 2: with its schedule).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderRecord {
     /// Order id.
@@ -114,6 +115,45 @@ pub struct OrderRecord {
     pub substitutions: Vec<u64>,
     /// Unix seconds.
     pub created_at: i64,
+    /// The schedule's start date, as days since 1970-01-01 in the webstore's calendar.
+    pub start_day: i32,
+    /// The schedule's weekdays, bit 0 being Sunday.
+    pub week_days: u8,
+}
+
+/// An order as format version 1 stored it, before orders had schedules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct OrderRecordV1 {
+    id: u64,
+    customer_id: u64,
+    box_id: u64,
+    frequency: u8,
+    extras_one_off: bool,
+    extras: Vec<ExtraRecord>,
+    exclusions: Vec<u64>,
+    substitutions: Vec<u64>,
+    created_at: i64,
+}
+
+impl OrderRecordV1 {
+    /// The order with the schedule it kept in practice: delivered from the day it was
+    /// created (UTC), on that weekday.
+    fn upgrade(self) -> OrderRecord {
+        let start = Day(self.created_at.div_euclid(86_400) as i32);
+        OrderRecord {
+            id: self.id,
+            customer_id: self.customer_id,
+            box_id: self.box_id,
+            frequency: self.frequency,
+            extras_one_off: self.extras_one_off,
+            extras: self.extras,
+            exclusions: self.exclusions,
+            substitutions: self.substitutions,
+            created_at: self.created_at,
+            start_day: start.0,
+            week_days: WeekDays::only(start.weekday()).bits(),
+        }
+    }
 }
 
 /// The first response to a request with an `Idempotency-Key`, replayed for repeats.
@@ -131,10 +171,16 @@ pub struct IdempotencyRecord {
     pub created_at: i64,
 }
 
-/// A record type and its header kind.
+/// A record type, its header kind and format version, and how it reads older versions.
 pub trait Record: Serialize + for<'de> Deserialize<'de> {
     /// The header kind.
     const KIND: Kind;
+    /// The format version this release writes.
+    const VERSION: u16 = FORMAT_VERSION;
+    /// Decodes the payload of an older format `version`.
+    fn decode_older(version: u16, _payload: &[u8]) -> Result<Self, CodecError> {
+        Err(CodecError::UnsupportedVersion(version))
+    }
 }
 
 impl Record for CustomerRecord {
@@ -142,6 +188,13 @@ impl Record for CustomerRecord {
 }
 impl Record for OrderRecord {
     const KIND: Kind = Kind::Order;
+    const VERSION: u16 = 2;
+    fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
+        match version {
+            1 => decode_payload::<OrderRecordV1>(payload).map(OrderRecordV1::upgrade),
+            other => Err(CodecError::UnsupportedVersion(other)),
+        }
+    }
 }
 impl Record for IdempotencyRecord {
     const KIND: Kind = Kind::Idempotency;
@@ -163,7 +216,7 @@ pub fn encode<R: Record>(record: &R) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
     bytes.extend_from_slice(MAGIC);
     bytes.push(R::KIND as u8);
-    bytes.extend_from_slice(&FORMAT_VERSION.to_be_bytes());
+    bytes.extend_from_slice(&R::VERSION.to_be_bytes());
     bytes.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
     bytes.extend_from_slice(&payload);
     bytes
@@ -181,7 +234,7 @@ pub fn decode<R: Record>(bytes: &[u8]) -> Result<R, CodecError> {
         });
     }
     let version = u16::from_be_bytes([bytes[4], bytes[5]]);
-    if version != FORMAT_VERSION {
+    if version == 0 || version > R::VERSION {
         return Err(CodecError::UnsupportedVersion(version));
     }
     let checksum = u32::from_be_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]);
@@ -189,7 +242,15 @@ pub fn decode<R: Record>(bytes: &[u8]) -> Result<R, CodecError> {
     if crc32fast::hash(payload) != checksum {
         return Err(CodecError::Checksum);
     }
-    let (record, used) = bincode::serde::decode_from_slice::<R, _>(payload, config())
+    if version < R::VERSION {
+        return R::decode_older(version, payload);
+    }
+    decode_payload(payload)
+}
+
+/// Decodes a whole bincode payload (trailing bytes are an error).
+fn decode_payload<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<T, CodecError> {
+    let (record, used) = bincode::serde::decode_from_slice::<T, _>(payload, config())
         .map_err(|error| CodecError::Payload(error.to_string()))?;
     if used != payload.len() {
         return Err(CodecError::Payload(format!(
@@ -261,6 +322,8 @@ impl OrderRecord {
             exclusions: details.exclusions.clone(),
             substitutions: details.substitutions.clone(),
             created_at: order.created_at,
+            start_day: details.schedule.start.0,
+            week_days: details.schedule.week_days.bits(),
         }
     }
 
@@ -293,6 +356,10 @@ impl OrderRecord {
                     .collect(),
                 exclusions: self.exclusions,
                 substitutions: self.substitutions,
+                schedule: Schedule {
+                    start: Day(self.start_day),
+                    week_days: WeekDays::from_bits(self.week_days),
+                },
             },
             created_at: self.created_at,
         })
@@ -354,6 +421,7 @@ mod tests {
             proptest::collection::vec(any::<u64>(), 0..8),
             proptest::collection::vec(any::<u64>(), 0..8),
             any::<i64>(),
+            (any::<i32>(), 0u8..128),
         )
             .prop_map(
                 |(
@@ -366,6 +434,7 @@ mod tests {
                     exclusions,
                     substitutions,
                     created_at,
+                    (start_day, week_days),
                 )| {
                     OrderRecord {
                         id,
@@ -380,6 +449,8 @@ mod tests {
                         exclusions,
                         substitutions,
                         created_at,
+                        start_day,
+                        week_days,
                     }
                 },
             )
@@ -428,6 +499,46 @@ mod tests {
             let _ = decode::<OrderRecord>(&bytes);
             let _ = decode::<IdempotencyRecord>(&bytes);
         }
+    }
+
+    #[test]
+    fn orders_of_format_1_read_with_the_schedule_they_kept() {
+        // An order stored before schedules: created on Monday 2026-11-23 at 10:00 UTC.
+        let old = OrderRecordV1 {
+            id: 7,
+            customer_id: 3,
+            box_id: 217,
+            frequency: 1,
+            extras_one_off: false,
+            extras: vec![ExtraRecord {
+                id: 28,
+                quantity: 1,
+            }],
+            exclusions: vec![240],
+            substitutions: vec![],
+            created_at: 1_795_428_000,
+        };
+        let payload = bincode::serde::encode_to_vec(&old, config()).unwrap();
+        let mut bytes = MAGIC.to_vec();
+        bytes.push(Kind::Order as u8);
+        bytes.extend_from_slice(&1u16.to_be_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+        bytes.extend_from_slice(&payload);
+
+        let order = decode::<OrderRecord>(&bytes).unwrap().into_order().unwrap();
+        assert_eq!(order.id, OrderId(7));
+        assert_eq!(
+            order.details.schedule.start.date().to_string(),
+            "2026-11-23"
+        );
+        assert_eq!(order.details.schedule.week_days, WeekDays::only(1));
+        assert_eq!(
+            decode::<OrderRecord>(&encode(&OrderRecord::from_order(&order)))
+                .unwrap()
+                .start_day,
+            order.details.schedule.start.0,
+            "written back in the current format"
+        );
     }
 
     #[test]

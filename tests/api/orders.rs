@@ -8,11 +8,13 @@ use crate::helpers::{
     NOT_IN_LIST,
 };
 
-const ORDER_KEYS: [&str; 9] = [
+const ORDER_KEYS: [&str; 11] = [
     "id",
     "customer_id",
     "box_id",
     "frequency",
+    "start_date",
+    "week_days",
     "extras_one_off",
     "extras",
     "exclusions",
@@ -124,13 +126,15 @@ async fn quantity_one_and_unknown_fields_are_accepted() {
         .create_order_ok(&json!({
             "customer_id": customer_id, "box_id": 217, "quantity": 1,
             "id": 5, "created_at": "2000-01-01T00:00:00Z", "payment_method": "paid",
-            "start_date": "2026-12-01", "week_days": [1],
+            "start_date": "2026-11-30", "week_days": [1],
         }))
         .await;
 
     // Assert
     assert_ne!(order["id"], 5);
     assert_ne!(order["created_at"], "2000-01-01T00:00:00Z");
+    assert_eq!(order["start_date"], "2026-11-30");
+    assert_eq!(order["week_days"], json!([1]));
 }
 
 #[tokio::test]
