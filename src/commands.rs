@@ -27,6 +27,8 @@ pub async fn run(command: Command) -> ExitCode {
 }
 
 async fn serve(config: &ServeConfig) -> Result<(), String> {
+    // Installed before the listening line, which tells a supervisor it may signal us.
+    let shutdown = shutdown_signal();
     let app = Application::build(config)
         .await
         .map_err(|e| e.to_string())?;
@@ -38,7 +40,7 @@ async fn serve(config: &ServeConfig) -> Result<(), String> {
         let _ = writeln!(stdout, "listening on http://{}", app.addr());
         let _ = stdout.flush();
     }
-    app.run_until_stopped(shutdown_signal()).await;
+    app.run_until_stopped(shutdown).await;
     Ok(())
 }
 

@@ -3,7 +3,8 @@
 //!
 //! # Layout
 //!
-//! Dependencies point one way: `http` → `service` → `registry` / `actors` → `domain`.
+//! Dependencies point one way: `http` → `service` → `registry` → `actors` → `index` →
+//! `store` → `domain`.
 //!
 //! - [`domain`]: the rules, as pure functions and plain data (catalogue, customers, orders,
 //!   emails, pagination, passwords, sign-in throttling). No I/O, no async.
@@ -16,6 +17,8 @@
 //!   request dropped at any await point leaves nothing behind.
 //! - [`http`]: the front end: its own accept loop with connection limits and deadlines, and
 //!   one warp filter for authentication, routing, parsing, rendering and errors.
+//! - [`index`]: in-memory indexes of the stored orders (owner by order id; orders by
+//!   webstore and weekday), published to by actors once an order is durable.
 //! - [`store`]: persistence in sled: record encoding, key layout, group commit.
 //! - [`config`], [`startup`], [`keygen`], [`seed`], [`bench`]: command line, wiring and
 //!   shutdown, key generation, large test stores, the benchmark.
@@ -26,6 +29,7 @@ pub mod commands;
 pub mod config;
 pub mod domain;
 pub mod http;
+pub mod index;
 pub mod keygen;
 pub mod registry;
 pub mod seed;

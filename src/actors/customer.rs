@@ -28,7 +28,7 @@ use crate::domain::schedule::{Day, ScheduleRules, WeekDays};
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, Store, StoreError};
 
-use super::order_owners::OrderOwners;
+use crate::index::Indexes;
 
 /// The customer as last durably stored, published by its actor so that reads need no
 /// message round trip. Only the actor writes it, after each change is on disk.
@@ -52,7 +52,7 @@ pub struct CustomerArgs {
     /// Where the current customer is published for readers.
     pub published: Published,
     /// Where durable orders are published for readers (shared by all customers).
-    pub order_owners: Arc<OrderOwners>,
+    pub indexes: Arc<Indexes>,
 }
 
 /// The customer and its orders, owned by the actor alone.
@@ -63,7 +63,7 @@ pub struct CustomerState {
     order_ids: Arc<OrderIds>,
     store: Store,
     published: Published,
-    order_owners: Arc<OrderOwners>,
+    indexes: Arc<Indexes>,
 }
 
 /// Why a change was not made.
@@ -202,7 +202,7 @@ impl Actor for CustomerActor {
             order_ids: args.order_ids,
             store: args.store,
             published: args.published,
-            order_owners: args.order_owners,
+            indexes: args.indexes,
         })
     }
 
@@ -300,7 +300,7 @@ impl CustomerState {
         // pushing keeps the list sorted by id.
         self.orders.push(order.clone());
         self.store.durable().await?;
-        self.order_owners.publish(order.id, order.customer_id);
+        self.indexes.publish(self.webstore.idx, &order);
         Ok(order)
     }
 }

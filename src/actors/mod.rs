@@ -3,4 +3,3 @@
 //! travel inside the replies; an actor only stops on a bug.
 
 pub mod customer;
-pub mod order_owners;

@@ -54,6 +54,15 @@ impl FieldErrors {
         }
     }
 
+    /// Records every error of `other`.
+    pub fn merge(&mut self, other: FieldErrors) {
+        for (field, messages) in other.0 {
+            for message in messages {
+                self.add(field.clone(), message);
+            }
+        }
+    }
+
     /// True when nothing failed.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

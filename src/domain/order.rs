@@ -216,12 +216,12 @@ pub fn validate_order(
 
     let extras = extra_lines(body, webstore, order_box, &mut errors);
 
-    let start = parse_start_date(field(body, "start_date")).unwrap_or_else(|()| {
-        errors.add("start_date", INVALID);
+    let start = parse_start_date(field(body, "start_date")).unwrap_or_else(|message| {
+        errors.add("start_date", message);
         None
     });
-    let week_days = parse_week_days(field(body, "week_days")).unwrap_or_else(|()| {
-        errors.add("week_days", INVALID);
+    let week_days = parse_week_days(field(body, "week_days")).unwrap_or_else(|message| {
+        errors.add("week_days", message);
         None
     });
     let schedule = match rules {

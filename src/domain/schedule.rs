@@ -167,35 +167,47 @@ pub struct ScheduleRules {
 }
 
 /// Reads `start_date`: absent, null or blank is `None`; a real `YYYY-MM-DD` date is its day;
-/// anything else is an error.
-pub fn parse_start_date(value: Field<'_>) -> Result<Option<Day>, ()> {
+/// anything else is an error (its message).
+pub fn parse_start_date(value: Field<'_>) -> Result<Option<Day>, &'static str> {
     match value {
         Field::Absent | Field::Null => Ok(None),
         Field::Present(serde_json::Value::String(text)) if text.trim().is_empty() => Ok(None),
         Field::Present(serde_json::Value::String(text)) => {
-            let text = text.trim();
-            let shaped = text.len() == 10
-                && text.bytes().enumerate().all(|(i, b)| {
-                    if i == 4 || i == 7 {
-                        b == b'-'
-                    } else {
-                        b.is_ascii_digit()
-                    }
-                });
-            if !shaped {
-                return Err(());
-            }
-            text.parse::<Date>()
-                .map(|date| Some(Day::of(date)))
-                .map_err(drop)
+            parse_iso_date(text).map(Some).ok_or(INVALID)
         }
-        Field::Present(_) => Err(()),
+        Field::Present(_) => Err(INVALID),
+    }
+}
+
+/// A date given as exactly `YYYY-MM-DD` (surrounding spaces aside) that exists.
+pub fn parse_iso_date(text: &str) -> Option<Day> {
+    let text = text.trim();
+    let shaped = text.len() == 10
+        && text.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    if !shaped {
+        return None;
+    }
+    text.parse::<Date>().ok().map(Day::of)
+}
+
+/// Reads a required date query parameter: `can't be blank` when missing or blank, `is
+/// invalid` when it is not a real `YYYY-MM-DD` date.
+pub fn parse_date_param(raw: Option<&str>) -> Result<Day, &'static str> {
+    match raw.map(str::trim) {
+        None | Some("") => Err(BLANK),
+        Some(text) => parse_iso_date(text).ok_or(INVALID),
     }
 }
 
 /// Reads `week_days`: absent or null is `None`; an array of distinct days 0–6 (numbers or
-/// strings of digits) is the set; anything else is an error.
-pub fn parse_week_days(value: Field<'_>) -> Result<Option<WeekDays>, ()> {
+/// strings of digits) is the set; anything else is an error (its message).
+pub fn parse_week_days(value: Field<'_>) -> Result<Option<WeekDays>, &'static str> {
     match value {
         Field::Absent | Field::Null => Ok(None),
         Field::Present(serde_json::Value::Array(items)) => {
@@ -203,12 +215,12 @@ pub fn parse_week_days(value: Field<'_>) -> Result<Option<WeekDays>, ()> {
             for item in items {
                 match integer(item) {
                     Some(day @ 0..=6) if !days.contains(day as u8) => days = days.with(day as u8),
-                    _ => return Err(()),
+                    _ => return Err(INVALID),
                 }
             }
             Ok(Some(days))
         }
-        Field::Present(_) => Err(()),
+        Field::Present(_) => Err(INVALID),
     }
 }
 
@@ -354,7 +366,7 @@ mod tests {
             json!("2026-11-23T00:00:00Z"),
             json!("20261123"),
         ] {
-            assert_eq!(present(&bad), Err(()), "{bad}");
+            assert_eq!(present(&bad), Err(INVALID), "{bad}");
         }
         let days_of = |v: &serde_json::Value| parse_week_days(Field::Present(v));
         assert_eq!(days_of(&json!([1, "4"])), Ok(Some(days(&[1, 4]))));
@@ -367,7 +379,7 @@ mod tests {
             json!(1),
             json!([1.5]),
         ] {
-            assert_eq!(days_of(&bad), Err(()), "{bad}");
+            assert_eq!(days_of(&bad), Err(INVALID), "{bad}");
         }
     }
 
@@ -433,7 +445,8 @@ mod tests {
     #[test]
     fn each_rule_names_its_field() {
         let r = rules("2026-11-23", &[1, 4]);
-        let cases: [(Frequency, Option<&str>, Option<&[u8]>, &str); 7] = [
+        type Case<'a> = (Frequency, Option<&'a str>, Option<&'a [u8]>, &'a str);
+        let cases: [Case<'_>; 7] = [
             (
                 Frequency::Single,
                 Some("2026-11-24"),

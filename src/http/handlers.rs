@@ -11,18 +11,19 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
-use crate::domain::fields::{text, FieldErrors, BLANK, INVALID};
+use crate::domain::fields::{parse_digits, text, FieldErrors, BLANK, INVALID};
 use crate::domain::idempotency::{IdempotencyKey, Pending, RecordedResponse};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::Order;
 use crate::domain::paging::Page;
+use crate::domain::schedule::parse_date_param;
 use crate::service::Created;
 
 use super::body::{json_object, Params};
 use super::error::ApiError;
 use super::views::{
-    box_json, delivery_service_json, json_response, to_json, webstore_json, CustomerView, Embed,
-    OrderView, JSON_CONTENT_TYPE,
+    box_json, csv_response, delivery_service_json, json_response, to_json, webstore_json,
+    CustomerView, DeliveryView, Embed, OrderView, JSON_CONTENT_TYPE,
 };
 use super::Call;
 
@@ -45,25 +46,44 @@ pub(super) async fn list_customers(call: &Call<'_>) -> Answer {
         .iter()
         .map(|customer| CustomerView::new(customer, call.webstore, embed))
         .collect();
-    let mut response = json_response(StatusCode::OK, &views);
+    let kept: Vec<(&str, &str)> = call
+        .params
+        .get("embed")
+        .map(|embed| ("embed", embed))
+        .into_iter()
+        .collect();
+    let response = json_response(StatusCode::OK, &views);
+    Ok(with_paging(response, "/v1/customers", page, total, &kept))
+}
+
+/// Adds `X-Total-Count` and the RFC 8288 `Link` header of a paginated list at `path`; the
+/// links keep the query parameters in `kept`.
+fn with_paging(
+    mut response: Response,
+    path: &str,
+    page: Page,
+    total: u64,
+    kept: &[(&str, &str)],
+) -> Response {
     let headers = response.headers_mut();
     headers.insert("x-total-count", HeaderValue::from(total));
-    if let Ok(link) = HeaderValue::from_str(&link_header(page, total, call.params.get("embed"))) {
+    if let Ok(link) = HeaderValue::from_str(&link_header(path, page, total, kept)) {
         headers.insert(header::LINK, link);
     }
-    Ok(response)
+    response
 }
 
 /// RFC 8288 links to the neighbouring pages that exist.
-fn link_header(page: Page, total: u64, embed: Option<&str>) -> String {
+fn link_header(path: &str, page: Page, total: u64, kept: &[(&str, &str)]) -> String {
     let last = page.last(total);
-    let embed = embed
-        .and_then(|value| serde_urlencoded::to_string([("embed", value)]).ok())
-        .map(|pair| format!("&{pair}"))
+    let kept = serde_urlencoded::to_string(kept)
+        .ok()
+        .filter(|pairs| !pairs.is_empty())
+        .map(|pairs| format!("&{pairs}"))
         .unwrap_or_default();
     let link = |number: u64, rel: &str| {
         format!(
-            "</v1/customers?page={number}&per_page={}{embed}>; rel=\"{rel}\"",
+            "<{path}?page={number}&per_page={}{kept}>; rel=\"{rel}\"",
             page.per_page
         )
     };
@@ -277,6 +297,68 @@ fn order_created(order: &Order) -> RecordedResponse {
     }
 }
 
+/// `GET /v1/deliveries?date=…[&delivery_service_id=…]`, as JSON or, asked for with `Accept:
+/// text/csv`, as CSV.
+pub(super) async fn list_deliveries(call: &Call<'_>) -> Answer {
+    let mut errors = FieldErrors::new();
+    let date = parse_date_param(call.params.get("date"));
+    if let Err(message) = date {
+        errors.add("date", message);
+    }
+    let raw_service = call.params.get("delivery_service_id");
+    let service = match raw_service.map(str::trim) {
+        None | Some("") => None,
+        Some(text) => {
+            let known =
+                parse_digits(text).filter(|id| call.webstore.delivery_services.contains_key(id));
+            if known.is_none() {
+                errors.add("delivery_service_id", INVALID);
+            }
+            known
+        }
+    };
+    let page = Page::parse(call.params.get("page"), call.params.get("per_page"));
+    if let Err(page_errors) = &page {
+        errors.merge(page_errors.clone());
+    }
+    let (Ok(date), Ok(page), true) = (date, page, errors.is_empty()) else {
+        return Err(ApiError::Invalid(errors));
+    };
+    let (deliveries, total) = call
+        .service
+        .deliveries(call.webstore, date, service, page)
+        .await?;
+    let views: Vec<_> = deliveries
+        .iter()
+        .map(|delivery| DeliveryView::new(delivery, call.webstore))
+        .collect();
+    let response = if wants_csv(call.headers) {
+        csv_response(&views)
+    } else {
+        json_response(StatusCode::OK, &views)
+    };
+    let date_text = date.date().to_string();
+    let mut kept = vec![("date", date_text.as_str())];
+    if let Some(raw) = raw_service {
+        kept.push(("delivery_service_id", raw));
+    }
+    Ok(with_paging(response, "/v1/deliveries", page, total, &kept))
+}
+
+/// Whether the client asked for CSV.
+fn wants_csv(headers: &warp::http::HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|kind| {
+            kind.split(';')
+                .next()
+                .is_some_and(|kind| kind.trim().eq_ignore_ascii_case("text/csv"))
+        })
+}
+
 pub(super) fn list_boxes(call: &Call<'_>) -> Response {
     let embed = Embed::parse(call.params.get("embed"));
     let boxes: Vec<Value> = call
@@ -339,11 +421,11 @@ mod tests {
             number,
             per_page: 10,
         };
-        let first = link_header(page(1), 25, None);
+        let first = link_header("/v1/customers", page(1), 25, &[]);
         assert!(first.contains("page=2&per_page=10>; rel=\"next\""));
         assert!(!first.contains("rel=\"prev\""));
         assert!(first.contains("page=3&per_page=10>; rel=\"last\""));
-        let last = link_header(page(3), 25, Some("address"));
+        let last = link_header("/v1/customers", page(3), 25, &[("embed", "address")]);
         assert!(!last.contains("rel=\"next\""));
         assert!(last.contains("page=2&per_page=10&embed=address>; rel=\"prev\""));
     }

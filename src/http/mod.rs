@@ -158,6 +158,7 @@ where
         ListDeliveryServices => Ok(handlers::list_delivery_services(&call)),
         GetDeliveryService(id) => handlers::get_delivery_service(&call, id),
         GetWebstore => Ok(handlers::get_webstore(&call)),
+        ListDeliveries => handlers::list_deliveries(&call).await,
     }
 }
 

@@ -38,6 +38,8 @@ pub enum Endpoint {
     GetDeliveryService(u64),
     /// `GET /v1/webstore`.
     GetWebstore,
+    /// `GET /v1/deliveries`.
+    ListDeliveries,
 }
 
 /// Why a request matched no endpoint.
@@ -102,6 +104,7 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
             only(method, &get, GetDeliveryService(id(segment)?))
         }
         ("webstore", None) => only(method, &get, GetWebstore),
+        ("deliveries", None) => only(method, &get, ListDeliveries),
         _ => Err(RouteError::NotFound),
     }
 }

@@ -9,8 +9,9 @@ use warp::http::{header, HeaderValue, StatusCode};
 use warp::reply::Response;
 
 use crate::domain::catalogue::{BoxDef, DeliveryService, Webstore};
-use crate::domain::customer::{Address, Customer};
+use crate::domain::customer::{Address, Customer, ADDRESS_FIELDS};
 use crate::domain::order::Order;
+use crate::service::Delivery;
 
 /// The content type of every JSON response.
 pub const JSON_CONTENT_TYPE: &str = "application/json; charset=utf-8";
@@ -182,6 +183,169 @@ impl<'a> OrderView<'a> {
             created_at: rfc3339(order.created_at),
         }
     }
+}
+
+/// One delivery of the delivery list.
+#[derive(Serialize)]
+pub struct DeliveryView<'a> {
+    date: String,
+    order_id: u64,
+    customer_id: u64,
+    customer_number: String,
+    customer_name: String,
+    delivery_service_id: u64,
+    box_id: u64,
+    box_name: &'a str,
+    exclusions: Vec<ItemView<'a>>,
+    substitutions: Vec<ItemView<'a>>,
+    extras: Vec<DeliveredExtra<'a>>,
+    address: AddressView<'a>,
+}
+
+/// A box item named.
+#[derive(Serialize)]
+struct ItemView<'a> {
+    id: u64,
+    name: &'a str,
+}
+
+/// An extra delivered, named.
+#[derive(Serialize)]
+struct DeliveredExtra<'a> {
+    id: u64,
+    name: &'a str,
+    unit: &'a str,
+    quantity: u32,
+}
+
+impl<'a> DeliveryView<'a> {
+    /// The view of `delivery`, naming its box, items and extras from the catalogue (an id the
+    /// catalogue no longer has is named by its id).
+    pub fn new(delivery: &'a Delivery, webstore: &'a Webstore) -> Self {
+        let details = &delivery.order.details;
+        let items = |ids: &'a [u64]| -> Vec<ItemView<'a>> {
+            ids.iter()
+                .map(|id| ItemView {
+                    id: *id,
+                    name: webstore
+                        .box_items
+                        .get(id)
+                        .map_or("", |item| item.name.as_str()),
+                })
+                .collect()
+        };
+        let extras = if delivery.with_extras {
+            details
+                .extras
+                .iter()
+                .map(|line| {
+                    let extra = webstore.extras.get(&line.id);
+                    DeliveredExtra {
+                        id: line.id,
+                        name: extra.map_or("", |e| e.name.as_str()),
+                        unit: extra.map_or("", |e| e.unit.as_str()),
+                        quantity: line.quantity,
+                    }
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        DeliveryView {
+            date: delivery.date.date().to_string(),
+            order_id: delivery.order.id.0,
+            customer_id: delivery.customer.id.0,
+            customer_number: delivery.customer.number_label(),
+            customer_name: delivery.customer.name(),
+            delivery_service_id: delivery.customer.delivery_service_id,
+            box_id: details.box_id,
+            box_name: webstore
+                .boxes
+                .get(&details.box_id)
+                .map_or("", |b| b.name.as_str()),
+            exclusions: items(&details.exclusions),
+            substitutions: items(&details.substitutions),
+            extras,
+            address: AddressView(&delivery.customer.address),
+        }
+    }
+
+    /// The CSV columns, in order: the JSON fields with the address flattened.
+    const CSV_HEADER: [&'static str; 11] = [
+        "date",
+        "order_id",
+        "customer_id",
+        "customer_number",
+        "customer_name",
+        "delivery_service_id",
+        "box_id",
+        "box_name",
+        "exclusions",
+        "substitutions",
+        "extras",
+    ];
+
+    /// The CSV row: lists as names joined by `; ` (extras as `name (unit) x quantity`), then
+    /// every address field.
+    fn csv_row(&self) -> Vec<String> {
+        let names = |items: &[ItemView<'_>]| {
+            items
+                .iter()
+                .map(|item| item.name.to_owned())
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let extras = self
+            .extras
+            .iter()
+            .map(|extra| format!("{} ({}) x {}", extra.name, extra.unit, extra.quantity))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let mut row = vec![
+            self.date.clone(),
+            self.order_id.to_string(),
+            self.customer_id.to_string(),
+            self.customer_number.clone(),
+            self.customer_name.clone(),
+            self.delivery_service_id.to_string(),
+            self.box_id.to_string(),
+            self.box_name.to_owned(),
+            names(&self.exclusions),
+            names(&self.substitutions),
+            extras,
+        ];
+        row.extend(
+            self.address
+                .0
+                .fields()
+                .map(|(_, value)| value.unwrap_or_default().to_owned()),
+        );
+        row
+    }
+}
+
+/// The content type of CSV responses.
+pub const CSV_CONTENT_TYPE: &str = "text/csv; charset=utf-8";
+
+/// The delivery list as CSV with a header row, ready to print as a packing list.
+pub fn csv_response(deliveries: &[DeliveryView<'_>]) -> Response {
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    let header = DeliveryView::CSV_HEADER
+        .iter()
+        .copied()
+        .chain(ADDRESS_FIELDS.iter().copied());
+    // Writing to a Vec cannot fail; a failure would only shorten the body.
+    let _ = writer.write_record(header);
+    for delivery in deliveries {
+        let _ = writer.write_record(delivery.csv_row());
+    }
+    let body = writer.into_inner().unwrap_or_default();
+    let mut response = Response::new(body.into());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(CSV_CONTENT_TYPE),
+    );
+    response
 }
 
 fn rfc3339(unix_seconds: i64) -> String {

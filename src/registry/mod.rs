@@ -7,9 +7,9 @@
 //!   lookups; the store's email index is the authority at rest;
 //! - [`listing`]: per webstore, the customer count and pages of ids;
 //! - the id sequences (customer ids and per-webstore customer numbers, allocated together so
-//!   that number order is id order), and the in-memory order → customer index
-//!   ([`OrderOwners`]), which actors publish each order to once durable and a background scan
-//!   of the stored order keys fills at start.
+//!   that number order is id order), and the in-memory order indexes ([`Indexes`]), which
+//!   actors publish each order to once durable and a background scan of the store fills at
+//!   start.
 //!
 //! Every acquisition it hands out (an email claim, a call permit) is a guard released on
 //! drop. No map guard is held across an `.await` or an actor call. Must not touch: HTTP,
@@ -23,11 +23,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::actors::customer::{CustomerArgs, Published};
-use crate::actors::order_owners::OrderOwners;
 use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::Customer;
 use crate::domain::ids::{CustomerId, IdSequence, OrderId};
 use crate::domain::order::Order;
+use crate::domain::schedule::Day;
+use crate::index::deliveries::Scheduled;
+use crate::index::Indexes;
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, Store, StoreError};
 
@@ -88,7 +90,7 @@ pub struct Registry {
     webstores: Vec<WebstoreState>,
     customer_ids: IdSequence,
     order_ids: Arc<OrderIds>,
-    order_owners: Arc<OrderOwners>,
+    indexes: Arc<Indexes>,
 }
 
 impl Registry {
@@ -96,23 +98,34 @@ impl Registry {
     /// the stored orders.
     pub fn open(catalogue: Arc<Catalogue>, store: Store) -> Result<Registry, StoreError> {
         let high_water = store.high_water()?;
-        let order_owners = Arc::new(OrderOwners::new(high_water.order_id));
-        if !order_owners.is_complete() {
-            let (owners, store) = (order_owners.clone(), store.clone());
+        let indexes = Arc::new(Indexes::new(
+            catalogue.webstores().len(),
+            high_water.order_id,
+        ));
+        if !indexes.is_complete() {
+            let (indexes, store, catalogue) = (indexes.clone(), store.clone(), catalogue.clone());
             std::thread::Builder::new()
                 .name("order-index".into())
                 .spawn(move || {
                     let started = Instant::now();
-                    match owners.fill_from(&store, high_water.customer_id) {
-                        Ok(()) => tracing::info!(
-                            orders = owners.len(),
+                    let webstore_of = |id: &str| {
+                        catalogue
+                            .webstores()
+                            .iter()
+                            .find(|w| w.settings.id == id)
+                            .map(|w| w.idx)
+                    };
+                    match indexes.fill_from(&store, high_water.customer_id, &webstore_of) {
+                        Ok(filled) => tracing::info!(
+                            orders = filled.orders,
+                            unreadable = filled.unreadable,
                             elapsed_ms = started.elapsed().as_millis() as u64,
                             "indexed the stored orders"
                         ),
                         Err(error) => tracing::error!(
                             %error,
                             "indexing the stored orders failed: looking up orders stored \
-                             before this start answers 503 until a restart"
+                             before this start and delivery lists answer 503 until a restart"
                         ),
                     }
                 })
@@ -139,7 +152,7 @@ impl Registry {
             webstores,
             customer_ids: IdSequence::starting_at(high_water.customer_id + 1),
             order_ids,
-            order_owners,
+            indexes,
         })
     }
 
@@ -271,7 +284,7 @@ impl Registry {
             webstore: webstore.clone(),
             order_ids: self.order_ids.clone(),
             store: self.store.clone(),
-            order_owners: self.order_owners.clone(),
+            indexes: self.indexes.clone(),
         })
     }
 
@@ -324,7 +337,16 @@ impl Registry {
 
     /// Completes once the orders stored before the start are indexed.
     pub async fn orders_indexed(&self) {
-        self.order_owners.filled().await;
+        self.indexes.filled().await;
+    }
+
+    /// The durable orders of `webstore` delivered on `date`.
+    pub async fn deliveries_on(
+        &self,
+        webstore: WebstoreIdx,
+        date: Day,
+    ) -> Result<Vec<Scheduled>, StoreError> {
+        self.indexes.deliveries_on(webstore, date).await
     }
 
     /// An order of one of the webstore's customers, once durable. Read from the store
@@ -335,7 +357,7 @@ impl Registry {
         webstore: WebstoreIdx,
         id: OrderId,
     ) -> Result<Option<Order>, StoreError> {
-        let Some(owner) = self.order_owners.owner(id).await? else {
+        let Some(owner) = self.indexes.owner(id).await? else {
             return Ok(None);
         };
         // Another webstore's order is as absent as one that never existed.

@@ -5,7 +5,7 @@
 //! - [`idempotency`]: turns per `Idempotency-Key`, so one key creates one record;
 //! - [`sign_in`]: sign-in throttling per email;
 //! - [`passwords`]: argon2 work on bounded blocking threads;
-//! - [`customers`] and [`orders`]: the use cases, written with the above.
+//! - `customers`, `orders` and `deliveries`: the use cases, written with the above.
 //!
 //! Any request may be dropped at any `.await` (its client resets, a deadline passes,
 //! shutdown's grace period ends). So everything acquired here is a guard released by its
@@ -16,6 +16,7 @@
 
 pub mod calls;
 mod customers;
+mod deliveries;
 pub mod idempotency;
 mod orders;
 pub mod passwords;
@@ -36,6 +37,7 @@ use crate::registry::{Registry, RegistryError};
 use crate::store::{Store, StoreError};
 
 pub use crate::store::disk::Refusal;
+pub use deliveries::Delivery;
 
 use calls::ActorCalls;
 use idempotency::IdempotencyGate;

@@ -32,7 +32,8 @@ pub use storage::{Entry, Storage, UniqueKey, WriteBatch};
 use crate::domain::customer::Customer;
 use crate::domain::idempotency::Pending;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::Order;
+use crate::domain::order::{Frequency, Order};
+use crate::domain::schedule::Schedule;
 
 /// Whether a write is acknowledged only once it is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -407,21 +408,48 @@ impl Store {
             .transpose()
     }
 
-    /// Calls `visit(order, customer)` for every stored order of the customers with ids in
-    /// `customers`, in key order, reading keys only (how the order → customer index is
-    /// rebuilt at start; disjoint ranges can be scanned at once).
-    pub fn for_each_order_owner(
+    /// Calls `visit` with the id, owner and schedule of every stored order of the customers
+    /// with ids in `customers`, in key order (how the in-memory order indexes are rebuilt at
+    /// start; disjoint ranges can be scanned at once). An order whose record does not decode
+    /// comes with its error instead of its schedule.
+    pub fn for_each_order_schedule(
         &self,
         customers: std::ops::Range<u64>,
-        visit: &mut dyn FnMut(OrderId, CustomerId),
+        visit: &mut dyn FnMut(OrderId, CustomerId, Result<(Frequency, Schedule), StoreError>),
     ) -> Result<(), StoreError> {
         let from = keys::orders_of(customers.start);
         let to = keys::orders_of(customers.end);
         self.inner
             .storage
-            .for_each_between(&from, Some(&to), &mut |key, _| {
+            .for_each_between(&from, Some(&to), &mut |key, value| {
                 if let Some((customer, order)) = keys::order_ids(key) {
-                    visit(OrderId(order), CustomerId(customer));
+                    let schedule = decode::<OrderRecord>(value)
+                        .and_then(OrderRecord::into_order)
+                        .map(|order| (order.details.frequency, order.details.schedule))
+                        .map_err(|source| corrupt(key, source));
+                    visit(OrderId(order), CustomerId(customer), schedule);
+                }
+                true
+            })
+    }
+
+    /// Calls `visit` with the id and webstore id of every stored customer with an id in
+    /// `customers`, in id order; a record that does not decode is skipped (the census reports
+    /// it).
+    pub fn for_each_customer_webstore(
+        &self,
+        customers: std::ops::Range<u64>,
+        visit: &mut dyn FnMut(CustomerId, &str),
+    ) -> Result<(), StoreError> {
+        let from = keys::customer(customers.start);
+        let to = keys::customer(customers.end);
+        self.inner
+            .storage
+            .for_each_between(&from, Some(&to), &mut |key, value| {
+                if let (Some(id), Ok(record)) =
+                    (keys::trailing_id(key), decode::<CustomerRecord>(value))
+                {
+                    visit(CustomerId(id), &record.webstore_id);
                 }
                 true
             })

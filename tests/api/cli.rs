@@ -208,6 +208,13 @@ fn a_broken_catalogue_stops_start_up_naming_the_place() {
             &["28", "extras"],
         ),
         (
+            "an unknown time zone",
+            broken_catalogue(|c| {
+                c["webstores"][1]["time_zone"] = json!("Atlantis/Capital");
+            }),
+            &["time_zone", "Atlantis/Capital", "store-b"],
+        ),
+        (
             "an unknown catalogue field",
             broken_catalogue(|c| {
                 c["webstores"][0]["boxes"][0]["colour"] = json!("green");

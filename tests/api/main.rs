@@ -18,5 +18,6 @@ mod idempotency;
 mod isolation;
 mod orders;
 mod robustness;
+mod schedules;
 mod sign_in;
 mod verify;

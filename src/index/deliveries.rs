@@ -1,0 +1,145 @@
+//! The delivery index: per webstore and weekday, the orders that can be delivered on that
+//! weekday, with what it takes to tell whether one is delivered on a given date (its start,
+//! frequency and weekdays: 24 bytes an order and weekday). A day's list then costs in
+//! proportion to that weekday's orders of that webstore, not to every order of every
+//! webstore.
+//!
+//! Must not touch: the store, customers, HTTP.
+
+use std::sync::RwLock;
+
+use crate::domain::catalogue::WebstoreIdx;
+use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::order::Frequency;
+use crate::domain::schedule::{Day, Schedule};
+
+/// An order as the delivery index keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scheduled {
+    /// The order.
+    pub order: OrderId,
+    /// Its customer.
+    pub customer: CustomerId,
+    /// How often.
+    pub frequency: Frequency,
+    /// When.
+    pub schedule: Schedule,
+}
+
+type Week = [RwLock<Vec<Scheduled>>; 7];
+
+/// Orders by webstore and weekday.
+pub struct DeliveryIndex {
+    webstores: Vec<Week>,
+}
+
+impl DeliveryIndex {
+    /// An empty index for `webstores` webstores.
+    pub fn new(webstores: usize) -> DeliveryIndex {
+        DeliveryIndex {
+            webstores: (0..webstores).map(|_| Default::default()).collect(),
+        }
+    }
+
+    /// Adds an order of `webstore` under each of its weekdays.
+    pub fn publish(&self, webstore: WebstoreIdx, scheduled: Scheduled) {
+        let Some(week) = self.webstores.get(webstore.0 as usize) else {
+            return;
+        };
+        for day in scheduled.schedule.week_days.days() {
+            week[usize::from(day)]
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(scheduled);
+        }
+    }
+
+    /// The orders of `webstore` delivered on `date`, in the order they were added.
+    pub fn on(&self, webstore: WebstoreIdx, date: Day) -> Vec<Scheduled> {
+        let Some(week) = self.webstores.get(webstore.0 as usize) else {
+            return Vec::new();
+        };
+        week[usize::from(date.weekday())]
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .iter()
+            .filter(|entry| entry.schedule.occurs_on(entry.frequency, date))
+            .copied()
+            .collect()
+    }
+
+    /// Entries held, over every webstore and weekday.
+    pub fn len(&self) -> usize {
+        self.webstores
+            .iter()
+            .flatten()
+            .map(|day| day.read().map_or(0, |list| list.len()))
+            .sum()
+    }
+
+    /// Whether no entry is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::schedule::WeekDays;
+
+    fn scheduled(order: u64, frequency: Frequency, start: i32, days: &[u8]) -> Scheduled {
+        Scheduled {
+            order: OrderId(order),
+            customer: CustomerId(order * 10),
+            frequency,
+            schedule: Schedule {
+                start: Day(start),
+                week_days: days.iter().fold(WeekDays::NONE, |set, d| set.with(*d)),
+            },
+        }
+    }
+
+    #[test]
+    fn a_date_finds_its_webstores_orders_of_that_weekday_only() {
+        let index = DeliveryIndex::new(2);
+        // Day 20_416 is Monday 2025-11-24.
+        let monday = Day(20_416);
+        assert_eq!(monday.weekday(), 1);
+        index.publish(
+            WebstoreIdx(0),
+            scheduled(1, Frequency::Weekly, 20_400, &[1, 4]),
+        );
+        index.publish(
+            WebstoreIdx(0),
+            scheduled(2, Frequency::Single, 20_416, &[1]),
+        );
+        index.publish(
+            WebstoreIdx(0),
+            scheduled(3, Frequency::Fortnightly, 20_409, &[1]),
+        );
+        index.publish(
+            WebstoreIdx(0),
+            scheduled(4, Frequency::Weekly, 20_417, &[1]),
+        );
+        index.publish(
+            WebstoreIdx(1),
+            scheduled(5, Frequency::Weekly, 20_400, &[1]),
+        );
+        let orders = |date| -> Vec<u64> {
+            index
+                .on(WebstoreIdx(0), date)
+                .iter()
+                .map(|entry| entry.order.0)
+                .collect()
+        };
+        assert_eq!(
+            orders(monday),
+            [1, 2],
+            "3 is in its off week, 4 starts later"
+        );
+        assert_eq!(orders(monday.plus(7)), [1, 3, 4]);
+        assert_eq!(orders(monday.plus(3)), [1], "Thursday");
+        assert_eq!(index.len(), 6);
+    }
+}

@@ -1,0 +1,363 @@
+//! In-memory indexes of the stored orders, which spare every order extra writes to the
+//! store: which customer owns an order ([`order_owners`]), and which orders are delivered
+//! on a date ([`deliveries`]).
+//!
+//! Customer actors publish each order here once it is durable, so a reader that finds an
+//! order through an index never sees one a crash could still take back. Orders stored before
+//! the start are added by one background scan of the store (one thread per core, each over a
+//! range of customers); until it ends, a question about orders from before the start waits
+//! for it rather than answer wrongly, and if it fails, such questions fail too.
+//!
+//! Must not touch: the store's writes, actor state, HTTP.
+
+pub mod deliveries;
+pub mod order_owners;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::watch;
+
+use crate::domain::catalogue::WebstoreIdx;
+use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::order::Order;
+use crate::domain::schedule::Day;
+use crate::store::{Store, StoreError};
+
+use deliveries::{DeliveryIndex, Scheduled};
+use order_owners::OrderOwners;
+
+/// Where the scan of orders stored before the start is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fill {
+    Running,
+    Done,
+    Failed(String),
+}
+
+/// What a fill of the indexes found.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Filled {
+    /// Orders indexed.
+    pub orders: u64,
+    /// Orders whose record did not decode: their owner is known, their schedule is not.
+    pub unreadable: u64,
+}
+
+/// The order indexes, as one.
+pub struct Indexes {
+    owners: OrderOwners,
+    deliveries: DeliveryIndex,
+    /// Every order stored before the start has an id up to this.
+    stored_before_start: u64,
+    fill: watch::Sender<Fill>,
+}
+
+impl Indexes {
+    /// Empty indexes for `webstores` webstores, whose orders up to `stored_before_start` are
+    /// still to be filled in by [`Indexes::fill_from`].
+    pub fn new(webstores: usize, stored_before_start: u64) -> Indexes {
+        let state = if stored_before_start == 0 {
+            Fill::Done
+        } else {
+            Fill::Running
+        };
+        Indexes {
+            owners: OrderOwners::default(),
+            deliveries: DeliveryIndex::new(webstores),
+            stored_before_start,
+            fill: watch::Sender::new(state),
+        }
+    }
+
+    /// Records a durable order of a customer of `webstore`.
+    pub fn publish(&self, webstore: WebstoreIdx, order: &Order) {
+        self.owners.publish(order.id, order.customer_id);
+        self.deliveries.publish(
+            webstore,
+            Scheduled {
+                order: order.id,
+                customer: order.customer_id,
+                frequency: order.details.frequency,
+                schedule: order.details.schedule,
+            },
+        );
+    }
+
+    /// Adds every order stored before the start: those of the customers with ids up to
+    /// `last_customer`, read from the store by one thread per core. `webstore_of` places a
+    /// customer's webstore id in the catalogue (`None`: a webstore it no longer has, whose
+    /// orders are left out of the delivery lists). Blocking: run it on a thread of its own.
+    pub fn fill_from(
+        &self,
+        store: &Store,
+        last_customer: u64,
+        webstore_of: &(dyn Fn(&str) -> Option<WebstoreIdx> + Sync),
+    ) -> Result<Filled, StoreError> {
+        let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+        let per_thread = last_customer / threads + 1;
+        let orders = AtomicU64::new(0);
+        let unreadable = AtomicU64::new(0);
+        let outcome = std::thread::scope(|scope| {
+            let scans: Vec<_> = (0..threads)
+                .map(|part| {
+                    let first = 1 + part * per_thread;
+                    let end = (first + per_thread).min(last_customer + 1).max(first);
+                    let (orders, unreadable) = (&orders, &unreadable);
+                    scope.spawn(move || {
+                        self.fill_range(store, first..end, webstore_of, orders, unreadable)
+                    })
+                })
+                .collect();
+            scans
+                .into_iter()
+                .map(|scan| {
+                    scan.join().unwrap_or_else(|_| {
+                        Err(StoreError::Engine {
+                            context: "indexing the stored orders".into(),
+                            detail: "a scan thread panicked".into(),
+                        })
+                    })
+                })
+                .collect::<Result<Vec<()>, StoreError>>()
+        });
+        self.fill.send_replace(match &outcome {
+            Ok(_) => Fill::Done,
+            Err(error) => Fill::Failed(error.to_string()),
+        });
+        outcome.map(|_| Filled {
+            orders: orders.into_inner(),
+            unreadable: unreadable.into_inner(),
+        })
+    }
+
+    /// One scan thread's share: the customers in `range` and their orders.
+    fn fill_range(
+        &self,
+        store: &Store,
+        range: std::ops::Range<u64>,
+        webstore_of: &(dyn Fn(&str) -> Option<WebstoreIdx> + Sync),
+        orders: &AtomicU64,
+        unreadable: &AtomicU64,
+    ) -> Result<(), StoreError> {
+        // The webstore of each customer in the range, by offset from its start.
+        let mut webstores: Vec<Option<WebstoreIdx>> =
+            vec![None; usize::try_from(range.end - range.start).unwrap_or(0)];
+        store.for_each_customer_webstore(range.clone(), &mut |customer, webstore_id| {
+            if let Some(slot) = webstores.get_mut((customer.0 - range.start) as usize) {
+                *slot = webstore_of(webstore_id);
+            }
+        })?;
+        store.for_each_order_schedule(range.clone(), &mut |order, customer, schedule| {
+            self.owners.publish(order, customer);
+            orders.fetch_add(1, Ordering::Relaxed);
+            let webstore = webstores
+                .get((customer.0 - range.start) as usize)
+                .copied()
+                .flatten();
+            match (schedule, webstore) {
+                (Ok((frequency, schedule)), Some(webstore)) => self.deliveries.publish(
+                    webstore,
+                    Scheduled {
+                        order,
+                        customer,
+                        frequency,
+                        schedule,
+                    },
+                ),
+                (Err(_), _) => {
+                    unreadable.fetch_add(1, Ordering::Relaxed);
+                }
+                (Ok(_), None) => {}
+            }
+        })
+    }
+
+    /// Completes once the orders stored before the start are all in (or failed to come in).
+    pub async fn filled(&self) {
+        // The sender lives in `self`, so the wait can't end in a closed channel.
+        let _ = self
+            .fill
+            .subscribe()
+            .wait_for(|state| *state != Fill::Running)
+            .await;
+    }
+
+    /// Waits for the fill and fails if it failed.
+    async fn complete(&self) -> Result<(), StoreError> {
+        self.filled().await;
+        match &*self.fill.borrow() {
+            Fill::Failed(detail) => Err(StoreError::Engine {
+                context: "indexing the stored orders".into(),
+                detail: detail.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether the orders stored before the start are all in (or failed to come in).
+    pub fn is_complete(&self) -> bool {
+        *self.fill.borrow() != Fill::Running
+    }
+
+    /// The customer owning a durable order, in any webstore.
+    pub async fn owner(&self, order: OrderId) -> Result<Option<CustomerId>, StoreError> {
+        if let Some(owner) = self.owners.get(order) {
+            return Ok(Some(owner));
+        }
+        if order.0 > self.stored_before_start {
+            return Ok(None);
+        }
+        self.complete().await?;
+        Ok(self.owners.get(order))
+    }
+
+    /// The durable orders of `webstore` delivered on `date`.
+    pub async fn deliveries_on(
+        &self,
+        webstore: WebstoreIdx,
+        date: Day,
+    ) -> Result<Vec<Scheduled>, StoreError> {
+        self.complete().await?;
+        Ok(self.deliveries.on(webstore, date))
+    }
+
+    /// How many orders the owner index holds.
+    pub fn orders(&self) -> u64 {
+        self.owners.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::order::{Frequency, NewOrder};
+    use crate::domain::schedule::{Schedule, WeekDays};
+    use crate::store::disk::Reserve;
+    use crate::store::{add_new_customer, add_order, StoreOptions, WriteBatch};
+
+    fn order(id: u64, customer: u64, start: i32, day: u8) -> Order {
+        Order {
+            id: OrderId(id),
+            customer_id: CustomerId(customer),
+            details: NewOrder {
+                box_id: 217,
+                frequency: Frequency::Weekly,
+                extras_one_off: false,
+                extras: Vec::new(),
+                exclusions: Vec::new(),
+                substitutions: Vec::new(),
+                schedule: Schedule {
+                    start: Day(start),
+                    week_days: WeekDays::only(day),
+                },
+            },
+            created_at: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn questions_about_orders_from_before_the_start_wait_for_the_fill() {
+        let indexes = std::sync::Arc::new(Indexes::new(1, 10));
+        indexes.publish(WebstoreIdx(0), &order(11, 3, 0, 1));
+        assert_eq!(
+            indexes.owner(OrderId(11)).await.unwrap(),
+            Some(CustomerId(3))
+        );
+        assert_eq!(indexes.owner(OrderId(12)).await.unwrap(), None);
+
+        let waiting = tokio::spawn({
+            let indexes = indexes.clone();
+            async move { indexes.owner(OrderId(5)).await }
+        });
+        let listing = tokio::spawn({
+            let indexes = indexes.clone();
+            async move {
+                indexes
+                    .deliveries_on(WebstoreIdx(0), Day(7 * 1000 + 4))
+                    .await
+            }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "answered before the fill ended");
+        assert!(!listing.is_finished(), "listed before the fill ended");
+        indexes.publish(WebstoreIdx(0), &order(5, 2, 0, 1));
+        indexes.fill.send_replace(Fill::Done);
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), waiting)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(answer.unwrap(), Some(CustomerId(2)));
+        let listed = listing.await.unwrap().unwrap();
+        assert_eq!(listed.len(), 2, "both Monday orders: {listed:?}");
+    }
+
+    #[tokio::test]
+    async fn a_failed_fill_is_an_error_for_old_orders_only() {
+        let indexes = Indexes::new(1, 10);
+        indexes.fill.send_replace(Fill::Failed("disk".into()));
+        assert!(indexes.owner(OrderId(5)).await.is_err());
+        assert_eq!(indexes.owner(OrderId(50)).await.unwrap(), None);
+        assert!(indexes.deliveries_on(WebstoreIdx(0), Day(1)).await.is_err());
+    }
+
+    #[test]
+    fn the_fill_finds_every_stored_order_in_every_part_and_its_webstore() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path(),
+            StoreOptions {
+                durability: crate::store::Durability::Async,
+                cache_bytes: 1 << 20,
+                reserve: Reserve::Bytes(0),
+            },
+            std::sync::Arc::new(|_: &StoreError| {}),
+        )
+        .unwrap();
+        let mut batch = WriteBatch::default();
+        for customer in 1..=9u64 {
+            let webstore = if customer % 2 == 0 { "even" } else { "odd" };
+            let record = crate::domain::customer::Customer {
+                id: CustomerId(customer),
+                webstore: WebstoreIdx(0),
+                number: customer,
+                first_name: "Ann".into(),
+                last_name: None,
+                email: crate::domain::email::Email::from_trusted(format!("{customer}@x.y")),
+                delivery_service_id: 1,
+                address: Default::default(),
+                password_hash: None,
+            };
+            add_new_customer(&mut batch, &record, webstore);
+            for n in 0..3 {
+                add_order(&mut batch, &order(customer * 100 + n, customer, 0, 1));
+            }
+        }
+        batch.put(crate::store::keys::order(9, 999), b"not a record".to_vec());
+        store.apply(batch).unwrap();
+
+        let indexes = Indexes::new(2, 999);
+        let webstore_of = |id: &str| match id {
+            "odd" => Some(WebstoreIdx(0)),
+            "even" => Some(WebstoreIdx(1)),
+            _ => None,
+        };
+        let filled = indexes.fill_from(&store, 9, &webstore_of).unwrap();
+        assert!(indexes.is_complete());
+        assert_eq!(
+            filled,
+            Filled {
+                orders: 28,
+                unreadable: 1
+            }
+        );
+        for customer in 1..=9u64 {
+            assert_eq!(
+                indexes.owners.get(OrderId(customer * 100 + 2)),
+                Some(CustomerId(customer))
+            );
+        }
+        // Day 4 is Monday 1970-01-05.
+        assert_eq!(indexes.deliveries.on(WebstoreIdx(0), Day(4)).len(), 15);
+        assert_eq!(indexes.deliveries.on(WebstoreIdx(1), Day(4)).len(), 12);
+    }
+}
