@@ -124,7 +124,9 @@ async fn connection(spec: LoadSpec, index: u64, measure_from: Instant, end: Inst
         let answer = exchange(open, &request, &mut buffer).await;
         let measured = sent >= measure_from && Instant::now() <= end;
         match answer {
-            Ok((status, keep_alive, _)) => {
+            Ok(Answer {
+                status, keep_alive, ..
+            }) => {
                 if measured {
                     result.requests += 1;
                     let micros = sent.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
@@ -149,24 +151,34 @@ async fn connection(spec: LoadSpec, index: u64, measure_from: Instant, end: Inst
 }
 
 /// Sends one request on a new connection and returns the response's status and body length.
-pub async fn one_request(addr: SocketAddr, request: &[u8]) -> std::io::Result<(u16, usize)> {
+pub async fn one_request(addr: SocketAddr, request: &[u8]) -> std::io::Result<Answer> {
     if !addr.ip().is_loopback() {
         return Err(std::io::Error::other("refusing a non-loopback address"));
     }
     let mut stream = TcpStream::connect(addr).await?;
     let mut buffer = vec![0u8; 64 * 1024];
-    exchange(&mut stream, request, &mut buffer)
-        .await
-        .map(|(status, _, body)| (status, body))
+    exchange(&mut stream, request, &mut buffer).await
 }
 
-/// Sends one request and reads its whole response: the status, whether the connection stays
-/// open, and the body's length.
+/// What a response said, as far as the benchmark cares.
+#[derive(Debug, Clone, Copy)]
+pub struct Answer {
+    /// The status code.
+    pub status: u16,
+    /// Whether the connection stays open.
+    pub keep_alive: bool,
+    /// The body's length.
+    pub body_length: usize,
+    /// `X-Total-Count`, on lists.
+    pub total_count: Option<u64>,
+}
+
+/// Sends one request and reads its whole response.
 async fn exchange(
     stream: &mut TcpStream,
     request: &[u8],
     buffer: &mut [u8],
-) -> std::io::Result<(u16, bool, usize)> {
+) -> std::io::Result<Answer> {
     stream.write_all(request).await?;
     let mut filled = 0;
     let head_end = loop {
@@ -189,6 +201,7 @@ async fn exchange(
         .ok_or_else(|| std::io::Error::other("no status line"))?;
     let mut content_length = 0usize;
     let mut keep_alive = true;
+    let mut total_count = None;
     for line in head.split("\r\n").skip(1) {
         if let Some((name, value)) = line.split_once(':') {
             let value = value.trim();
@@ -197,6 +210,8 @@ async fn exchange(
             } else if name.eq_ignore_ascii_case("connection") && value.eq_ignore_ascii_case("close")
             {
                 keep_alive = false;
+            } else if name.eq_ignore_ascii_case("x-total-count") {
+                total_count = value.parse().ok();
             }
         }
     }
@@ -209,7 +224,12 @@ async fn exchange(
         }
         body_read += read;
     }
-    Ok((status, keep_alive, content_length))
+    Ok(Answer {
+        status,
+        keep_alive,
+        body_length: content_length,
+        total_count,
+    })
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {

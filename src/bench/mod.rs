@@ -78,6 +78,26 @@ pub struct RestartReport {
     pub empty_rss_mib: f64,
     /// (rss - empty rss) / customers, bytes.
     pub bytes_per_idle_customer: f64,
+    /// The delivery list of one date over the same store.
+    pub delivery_list: DeliveryListReport,
+}
+
+/// The cost of `GET /v1/deliveries` for one date over the restart store (whose orders are
+/// weekly, spread over the delivery service's days).
+#[derive(Debug, Clone, Serialize)]
+pub struct DeliveryListReport {
+    /// The date listed.
+    pub date: String,
+    /// Deliveries on it (`X-Total-Count`).
+    pub entries: u64,
+    /// Requests measured, one after another.
+    pub requests: u32,
+    /// Median time to the whole answer (a page of 100), ms.
+    pub median_ms: f64,
+    /// Server CPU per request, ms.
+    pub cpu_ms_per_request: f64,
+    /// Server CPU per delivery on the date, µs.
+    pub cpu_us_per_entry: f64,
 }
 
 /// Everything one run measured.
@@ -150,6 +170,24 @@ impl Server {
                     .ok()
             })
             .map_or(0.0, |kib| kib / 1024.0)
+    }
+
+    /// User plus system CPU seconds the process has used (`/proc/PID/stat`, in the kernel's
+    /// USER_HZ ticks, which are 1/100 s on Linux).
+    fn cpu_seconds(&self) -> f64 {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks = |at: usize| {
+            fields
+                .get(at)
+                .and_then(|v| v.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        (ticks(11) + ticks(12)) / 100.0
     }
 
     /// SIGTERM, then wait (bounded) for a clean exit.
@@ -460,9 +498,10 @@ async fn time_to_first_answer(dir: &Path) -> Result<(f64, Server, Instant), Stri
         credentials,
         None,
     );
-    let (status, body_length) = load::one_request(server.addr, &lookup)
+    let answer = load::one_request(server.addr, &lookup)
         .await
         .map_err(|e| format!("asking the restarted server: {e}"))?;
+    let (status, body_length) = (answer.status, answer.body_length);
     // `[]` would mean the seeded customer was not found.
     if status != 200 || body_length <= 2 {
         return Err(format!(
@@ -495,9 +534,10 @@ async fn time_to_orders_ready(
 ) -> Result<f64, String> {
     let credentials = (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2);
     let lookup = request("GET", &format!("/v1/orders/{customers}"), credentials, None);
-    let (status, _) = load::one_request(server.addr, &lookup)
+    let status = load::one_request(server.addr, &lookup)
         .await
-        .map_err(|e| format!("asking the restarted server for an order: {e}"))?;
+        .map_err(|e| format!("asking the restarted server for an order: {e}"))?
+        .status;
     if status != 200 {
         return Err(format!(
             "the restarted server answered {status} for seeded order {customers}"
@@ -519,6 +559,7 @@ async fn measure_restart(scratch: &Scratch, customers: u64) -> Result<RestartRep
     let (restart, server, started) = time_to_first_answer(&dir).await?;
     let orders_ready = time_to_orders_ready(&server, customers, started).await?;
     let rss = settled_rss(&server).await;
+    let delivery_list = measure_delivery_list(&server).await?;
     server.stop();
     Ok(RestartReport {
         customers,
@@ -531,6 +572,58 @@ async fn measure_restart(scratch: &Scratch, customers: u64) -> Result<RestartRep
             (rss - empty_rss).max(0.0) * 1024.0 * 1024.0 / customers as f64,
             0,
         ),
+        delivery_list,
+    })
+}
+
+/// Lists the deliveries of the first Monday after today (seeded orders start today and come
+/// weekly on one of the service's days each), one request at a time.
+async fn measure_delivery_list(server: &Server) -> Result<DeliveryListReport, String> {
+    let mut date = jiff::Timestamp::now()
+        .to_zoned_datetime(jiff::tz::TimeZone::UTC)
+        .date();
+    loop {
+        date = date.tomorrow().map_err(|e| e.to_string())?;
+        if date.weekday() == jiff::civil::Weekday::Monday {
+            break;
+        }
+    }
+    let credentials = (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2);
+    let list = request(
+        "GET",
+        &format!("/v1/deliveries?date={date}&per_page=100"),
+        credentials,
+        None,
+    );
+    let warm = load::one_request(server.addr, &list)
+        .await
+        .map_err(|e| format!("listing deliveries: {e}"))?;
+    if warm.status != 200 {
+        return Err(format!("the delivery list answered {}", warm.status));
+    }
+    let entries = warm.total_count.unwrap_or(0);
+    let requests = 5u32;
+    let mut times = Vec::new();
+    let cpu_before = server.cpu_seconds();
+    for _ in 0..requests {
+        let started = Instant::now();
+        let answer = load::one_request(server.addr, &list)
+            .await
+            .map_err(|e| format!("listing deliveries: {e}"))?;
+        if answer.status != 200 {
+            return Err(format!("the delivery list answered {}", answer.status));
+        }
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    let cpu_ms = (server.cpu_seconds() - cpu_before) * 1000.0 / f64::from(requests);
+    times.sort_by(f64::total_cmp);
+    Ok(DeliveryListReport {
+        date: date.to_string(),
+        entries,
+        requests,
+        median_ms: round(times[times.len() / 2], 1),
+        cpu_ms_per_request: round(cpu_ms, 1),
+        cpu_us_per_entry: round(cpu_ms * 1000.0 / entries.max(1) as f64, 3),
     })
 }
 
@@ -562,12 +655,19 @@ pub fn markdown(report: &BenchReport) -> String {
             r.empty_rss_mib,
             r.bytes_per_idle_customer
         ));
+        let d = &r.delivery_list;
+        out.push_str(&format!(
+            "\nDelivery list of {} over that store: {} deliveries; a page of 100 answered in \
+             {:.1} ms (median of {}), {:.1} ms of server CPU per request, {:.3} µs per delivery \
+             on the date.\n",
+            d.date, d.entries, d.median_ms, d.requests, d.cpu_ms_per_request, d.cpu_us_per_entry
+        ));
     }
     out
 }
 
-/// The bare warp server: a fixed small JSON body for every request, on the same warp
-/// server set-up as boxsub. Prints `listening on http://ADDR` when ready.
+/// The bare warp server: a fixed small JSON body for every request, on warp's own server.
+/// Prints `listening on http://ADDR` when ready.
 pub async fn bare_server(addr: &str) -> Result<(), String> {
     use warp::Filter;
     let listener = tokio::net::TcpListener::bind(addr)
