@@ -11,9 +11,46 @@ use crate::store::disk::Reserve;
 #[derive(Debug, Parser)]
 #[command(name = "boxsub", version, about)]
 pub struct Cli {
+    /// Log lines as `text` (one readable line each) or `json` (one JSON object each); the
+    /// level comes from `RUST_LOG` (default `info`).
+    #[arg(long, env = "BOXSUB_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// The values of `--log-format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Where `GET /metrics` is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MetricsAt {
+    /// On the API's own address.
+    Main,
+    /// Nowhere.
+    Off,
+    /// On an address of its own (the API's address then answers 404 to it).
+    Address(String),
+}
+
+fn parse_metrics_at(text: &str) -> Result<MetricsAt, String> {
+    match text.trim() {
+        "main" => Ok(MetricsAt::Main),
+        "off" => Ok(MetricsAt::Off),
+        address if address.parse::<std::net::SocketAddr>().is_ok() => {
+            Ok(MetricsAt::Address(address.to_owned()))
+        }
+        other => Err(format!(
+            "{other:?}: give `main`, `off`, or an address such as 127.0.0.1:9187"
+        )),
+    }
 }
 
 /// The program's commands.
@@ -127,6 +164,10 @@ pub struct ServeConfig {
     #[arg(long = "idle-timeout-secs", env = "BOXSUB_IDLE_TIMEOUT_SECS", default_value = "30",
           value_parser = parse_seconds)]
     pub idle_timeout: Duration,
+    /// Where Prometheus metrics are served: `main` (at /metrics on --addr), `off`, or an
+    /// address of their own such as 127.0.0.1:9187.
+    #[arg(long, env = "BOXSUB_METRICS", default_value = "main", value_parser = parse_metrics_at)]
+    pub metrics: MetricsAt,
     /// Free space, in MiB, the data directory's filesystem must keep; below it writes are
     /// refused with 503 and reads go on. Overrides --min-free-percent.
     #[arg(long, env = "BOXSUB_MIN_FREE_MB")]

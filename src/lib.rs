@@ -31,6 +31,7 @@ pub mod domain;
 pub mod http;
 pub mod index;
 pub mod keygen;
+pub mod metrics;
 pub mod registry;
 pub mod seed;
 pub mod service;

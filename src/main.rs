@@ -4,8 +4,9 @@
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use boxsub::config::Cli;
+use boxsub::config::{Cli, LogFormat};
 use clap::Parser;
+use tracing_subscriber::EnvFilter;
 
 /// sled allocates and frees on every write; mimalloc keeps that off a contended lock.
 #[global_allocator]
@@ -14,13 +15,16 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    // Lines are written by a background thread; when it falls behind, lines are dropped
+    // rather than stalling requests. The guard flushes what is queued at exit.
+    let (writer, _flush_at_exit) = tracing_appender::non_blocking(std::io::stderr());
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let logs = tracing_subscriber::fmt()
+        .with_writer(writer)
+        .with_env_filter(filter);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().flatten_event(true).init(),
+    }
     boxsub::commands::run(cli.command).await
 }

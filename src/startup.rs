@@ -10,11 +10,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::net::TcpListener;
 
+use crate::config::MetricsAt;
 use crate::config::{DurabilityFlag, SeedConfig, ServeConfig};
 use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS};
 use crate::http::server::ConnectionLimits;
 use crate::http::watch::PhaseDeadlines;
-use crate::http::RequestLimits;
+use crate::http::{RequestLimits, RouteSettings};
 use crate::service::{Service, ServiceError, ServiceSettings};
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 
@@ -62,12 +63,15 @@ pub enum StartupError {
 pub struct Application {
     listener: TcpListener,
     addr: SocketAddr,
+    /// The listener of `--metrics ADDR`, when metrics have an address of their own.
+    metrics_listener: Option<TcpListener>,
     service: Arc<Service>,
     uses_demo_catalogue: bool,
     shutdown_grace: Duration,
     idle: Duration,
     connections: ConnectionLimits,
     requests: RequestLimits,
+    metrics: MetricsAt,
 }
 
 /// Connections allowed at once by default, when the open-files limit leaves room for them.
@@ -108,6 +112,17 @@ impl Application {
             addr: config.addr.clone(),
             source,
         })?;
+        let metrics_listener = match &config.metrics {
+            MetricsAt::Address(metrics_addr) => {
+                Some(TcpListener::bind(metrics_addr).await.map_err(|source| {
+                    StartupError::Bind {
+                        addr: metrics_addr.clone(),
+                        source,
+                    }
+                })?)
+            }
+            _ => None,
+        };
         let hashers = std::thread::available_parallelism().map_or(2, |n| n.get());
         let service = Service::new(
             Arc::new(catalogue),
@@ -128,6 +143,7 @@ impl Application {
         Ok(Application {
             listener,
             addr,
+            metrics_listener,
             service,
             uses_demo_catalogue: config.catalogue.is_none(),
             shutdown_grace: Duration::from_secs(config.shutdown_grace_secs),
@@ -143,6 +159,7 @@ impl Application {
                 body_timeout: config.body_timeout,
                 request_timeout: config.request_timeout,
             },
+            metrics: config.metrics.clone(),
         })
     }
 
@@ -172,29 +189,46 @@ impl Application {
     /// Serves until `shutdown` completes, then stops accepting, lets in-flight requests finish
     /// within the grace period (idle keep-alive connections are closed), stops the actors and
     /// makes the final flush.
-    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) {
+    pub async fn run_until_stopped(mut self, shutdown: impl Future<Output = ()> + Send + 'static) {
         let housekeeping = spawn_housekeeping(self.service.clone(), self.idle);
-        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        let stopped = |mut stop: tokio::sync::watch::Receiver<bool>| async move {
+            let _ = stop.wait_for(|stop| *stop).await;
+        };
+        let metrics_server = match self.metrics_listener.take() {
+            Some(listener) => Some(tokio::spawn(crate::http::server::serve(
+                listener,
+                crate::http::metrics_routes(self.service.clone()),
+                self.connections,
+                stopped(stop_rx.clone()),
+            ))),
+            None => None,
+        };
+        let settings = RouteSettings {
+            limits: self.requests,
+            metrics: self.metrics == MetricsAt::Main,
+        };
         let server = crate::http::server::serve(
             self.listener,
-            crate::http::routes(self.service.clone(), self.requests),
+            crate::http::routes(self.service.clone(), settings),
             self.connections,
-            async move {
-                let _ = stop_rx.await;
-            },
+            stopped(stop_rx),
         );
         let mut server = std::pin::pin!(server);
         tokio::select! {
             () = &mut server => {}
             () = shutdown => {
                 tracing::info!("shutting down: no new connections, finishing requests in flight");
-                let _ = stop_tx.send(());
+                let _ = stop_tx.send(true);
                 if tokio::time::timeout(self.shutdown_grace, &mut server).await.is_err() {
                     tracing::warn!("requests still in flight after the grace period; stopping anyway");
                 }
             }
         }
         housekeeping.abort();
+        if let Some(metrics_server) = metrics_server {
+            metrics_server.abort();
+        }
         let registry = self.service.registry();
         registry.stop_all();
         match registry.store().close() {

@@ -29,6 +29,7 @@ use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, Store, StoreError};
 
 use crate::index::Indexes;
+use crate::metrics::METRICS;
 
 /// The customer as last durably stored, published by its actor so that reads need no
 /// message round trip. Only the actor writes it, after each change is on disk.
@@ -301,6 +302,10 @@ impl CustomerState {
         self.orders.push(order.clone());
         self.store.durable().await?;
         self.indexes.publish(self.webstore.idx, &order);
+        METRICS
+            .orders_created
+            .with_label_values(&[self.webstore.settings.id.as_str()])
+            .inc();
         Ok(order)
     }
 }

@@ -8,6 +8,7 @@
 mod body;
 mod error;
 mod handlers;
+mod observe;
 mod router;
 pub mod server;
 mod views;
@@ -31,6 +32,7 @@ pub use error::ApiError;
 pub use router::{Endpoint, RouteError};
 
 use body::{read_limited, Params};
+use observe::RequestRecord;
 use router::needs_credentials;
 
 /// Deadlines of one request, from the moment its head has been read.
@@ -42,13 +44,22 @@ pub struct RequestLimits {
     pub request_timeout: Duration,
 }
 
+/// What the front end serves besides the API.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteSettings {
+    /// Deadlines of each request.
+    pub limits: RequestLimits,
+    /// Whether `GET /metrics` is served here (it may be on another address, or off).
+    pub metrics: bool,
+}
+
 /// Every route of the API, as one filter that never rejects.
 pub fn routes(
     service: Arc<Service>,
-    limits: RequestLimits,
+    settings: RouteSettings,
 ) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
     let service = warp::any().map(move || service.clone());
-    let limits = warp::any().map(move || limits);
+    let limits = warp::any().map(move || settings);
     let query = warp::query::raw().or(warp::any().map(String::new)).unify();
     service
         .and(limits)
@@ -70,11 +81,12 @@ pub(crate) struct Call<'a> {
     headers: &'a HeaderMap,
 }
 
-/// Handles one request within its deadline. Dropping the request's future there (or when
-/// its client goes away) is safe: everything it holds is released by guards.
+/// Handles one request within its deadline, and records it (request id, log line,
+/// metrics). Dropping the request's future there (or when its client goes away) is safe:
+/// everything it holds is released by guards.
 async fn handle<S, B>(
     service: Arc<Service>,
-    limits: RequestLimits,
+    settings: RouteSettings,
     method: Method,
     path: FullPath,
     query: String,
@@ -85,17 +97,71 @@ where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf + Send,
 {
-    let request = Request {
-        method: &method,
-        path: path.as_str(),
-        query: &query,
-        headers: &headers,
-        body_timeout: limits.body_timeout,
+    let path = path.as_str();
+    let mut record = RequestRecord::begin(&method, router::template(&method, path), &headers);
+    let mut response = if path == "/metrics" {
+        metrics(&service, &method, settings.metrics)
+    } else {
+        let request = Request {
+            method: &method,
+            path,
+            query: &query,
+            headers: &headers,
+            body_timeout: settings.limits.body_timeout,
+        };
+        let dispatched = dispatch(&service, request, body, &mut record);
+        match tokio::time::timeout(settings.limits.request_timeout, dispatched).await {
+            Ok(answer) => answer.unwrap_or_else(ApiError::into_response),
+            Err(_) => {
+                crate::metrics::refused(crate::metrics::Refusal::RequestDeadline);
+                ApiError::DeadlineExceeded.into_response()
+            }
+        }
     };
-    tokio::time::timeout(limits.request_timeout, dispatch(&service, request, body))
-        .await
-        .unwrap_or(Err(ApiError::DeadlineExceeded))
-        .unwrap_or_else(ApiError::into_response)
+    record.finish(&mut response);
+    response
+}
+
+/// The routes of a listener of its own for the metrics: `GET /metrics`, and 404 for
+/// anything else.
+pub fn metrics_routes(
+    service: Arc<Service>,
+) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
+    warp::any().and(warp::method()).and(warp::path::full()).map(
+        move |method: Method, path: FullPath| {
+            let route = router::template(&method, path.as_str());
+            let record = RequestRecord::begin(&method, route, &HeaderMap::new());
+            let mut response = if path.as_str() == "/metrics" {
+                metrics(&service, &method, true)
+            } else {
+                ApiError::NotFound.into_response()
+            };
+            record.finish(&mut response);
+            response
+        },
+    )
+}
+
+/// `GET /metrics`: the Prometheus text exposition, without credentials.
+fn metrics(service: &Service, method: &Method, served_here: bool) -> Response {
+    if !served_here {
+        return ApiError::NotFound.into_response();
+    }
+    if method != Method::GET {
+        return ApiError::MethodNotAllowed("GET").into_response();
+    }
+    service.observe();
+    metrics_response()
+}
+
+/// The current metrics as a response (also what a separate metrics listener serves).
+pub fn metrics_response() -> Response {
+    let mut response = Response::new(crate::metrics::METRICS.render().into());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        warp::http::HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
+    );
+    response
 }
 
 /// The parts of a request that dispatch reads.
@@ -111,6 +177,7 @@ async fn dispatch<S, B>(
     service: &Service,
     request: Request<'_>,
     body: S,
+    record: &mut RequestRecord,
 ) -> Result<Response, ApiError>
 where
     S: Stream<Item = Result<B, warp::Error>> + Send,
@@ -128,10 +195,12 @@ where
     if !needs_credentials(method, path) {
         return match router::resolve(method, path)? {
             Ping => Ok(no_content()),
+            OpenApi => Ok(handlers::openapi()),
             _ => Err(ApiError::NotFound),
         };
     }
     let webstore = authenticate(service, headers)?;
+    record.webstore(&webstore.settings.id);
     let endpoint = router::resolve(method, path)?;
     let call = Call {
         service,
@@ -159,6 +228,7 @@ where
         GetDeliveryService(id) => handlers::get_delivery_service(&call, id),
         GetWebstore => Ok(handlers::get_webstore(&call)),
         ListDeliveries => handlers::list_deliveries(&call).await,
+        OpenApi => Ok(handlers::openapi()),
     }
 }
 

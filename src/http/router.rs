@@ -40,6 +40,8 @@ pub enum Endpoint {
     GetWebstore,
     /// `GET /v1/deliveries`.
     ListDeliveries,
+    /// `GET /v1/openapi.json`.
+    OpenApi,
 }
 
 /// Why a request matched no endpoint.
@@ -51,10 +53,50 @@ pub enum RouteError {
     MethodNotAllowed(&'static str),
 }
 
+impl Endpoint {
+    /// The route template, as logs and metrics name it (never the raw path).
+    pub fn template(self) -> &'static str {
+        use Endpoint::*;
+        match self {
+            Ping => "/v1/ping",
+            ListCustomers | CreateCustomer => "/v1/customers",
+            SignIn => "/v1/customers/sign_in",
+            GetCustomer(_) | UpdateCustomer(_) => "/v1/customers/:id",
+            ListOrders | CreateOrder => "/v1/orders",
+            GetOrder(_) => "/v1/orders/:id",
+            ListBoxes => "/v1/boxes",
+            GetBox(_) => "/v1/boxes/:id",
+            ListDeliveryServices => "/v1/delivery_services",
+            GetDeliveryService(_) => "/v1/delivery_services/:id",
+            GetWebstore => "/v1/webstore",
+            ListDeliveries => "/v1/deliveries",
+            OpenApi => "/v1/openapi.json",
+        }
+    }
+}
+
+/// The route template of any request: its endpoint's, or `unmatched` for a path no endpoint
+/// has (so that logs and metrics never carry raw, unbounded paths).
+pub fn template(method: &Method, path: &str) -> &'static str {
+    match resolve(method, path) {
+        Ok(endpoint) => endpoint.template(),
+        // A known path with another method: name the path by any method it allows.
+        Err(RouteError::MethodNotAllowed(allow)) => {
+            let allowed = allow.split(", ").next().unwrap_or("GET");
+            Method::from_bytes(allowed.as_bytes())
+                .ok()
+                .and_then(|method| resolve(&method, path).ok())
+                .map_or("unmatched", Endpoint::template)
+        }
+        Err(RouteError::NotFound) if path == "/metrics" => "/metrics",
+        Err(RouteError::NotFound) => "unmatched",
+    }
+}
+
 /// True for requests that need credentials: everything under `/v1` except `GET /v1/ping`.
 pub fn needs_credentials(method: &Method, path: &str) -> bool {
-    let health_check = path == "/v1/ping" && method == Method::GET;
-    (path == "/v1" || path.starts_with("/v1/")) && !health_check
+    let public = method == Method::GET && (path == "/v1/ping" || path == "/v1/openapi.json");
+    (path == "/v1" || path.starts_with("/v1/")) && !public
 }
 
 /// Finds the endpoint for a request.
@@ -105,6 +147,7 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
         }
         ("webstore", None) => only(method, &get, GetWebstore),
         ("deliveries", None) => only(method, &get, ListDeliveries),
+        ("openapi.json", None) => only(method, &get, OpenApi),
         _ => Err(RouteError::NotFound),
     }
 }
@@ -169,5 +212,25 @@ mod tests {
         assert!(needs_credentials(&Method::POST, "/v1/ping"));
         assert!(!needs_credentials(&Method::GET, "/v1/ping"));
         assert!(!needs_credentials(&Method::GET, "/health"));
+        assert!(!needs_credentials(&Method::GET, "/v1/openapi.json"));
+    }
+
+    #[test]
+    fn templates_never_carry_raw_paths() {
+        assert_eq!(
+            template(&Method::GET, "/v1/customers/12"),
+            "/v1/customers/:id"
+        );
+        assert_eq!(
+            template(&Method::DELETE, "/v1/customers/12"),
+            "/v1/customers/:id"
+        );
+        assert_eq!(
+            template(&Method::POST, "/v1/customers/sign_in"),
+            "/v1/customers/sign_in"
+        );
+        assert_eq!(template(&Method::GET, "/v1/customers/abc"), "unmatched");
+        assert_eq!(template(&Method::GET, "/v1/nothing/at/all"), "unmatched");
+        assert_eq!(template(&Method::GET, "/metrics"), "/metrics");
     }
 }

@@ -122,6 +122,7 @@ pub async fn serve<F>(
         };
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             refuse(stream);
+            crate::metrics::refused(crate::metrics::Refusal::ConnectionCap);
             if let Some(suppressed) = refusals.due() {
                 tracing::warn!(
                     max_connections = limits.max_connections,
@@ -145,7 +146,7 @@ pub async fn serve<F>(
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             // The slot is the connection's for as long as this task lives.
-            let _slot = slot;
+            let _slot = (slot, OpenConnection::count());
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "connection ended with an error");
             }
@@ -153,6 +154,22 @@ pub async fn serve<F>(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// Counts a connection as open in the metrics while it lives.
+struct OpenConnection;
+
+impl OpenConnection {
+    fn count() -> OpenConnection {
+        crate::metrics::METRICS.connections_open.inc();
+        OpenConnection
+    }
+}
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        crate::metrics::METRICS.connections_open.dec();
+    }
 }
 
 /// Answers a connection past the cap with a 503 if the socket takes it at once, and closes

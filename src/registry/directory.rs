@@ -21,6 +21,7 @@ use crate::domain::customer::Customer;
 use crate::domain::ids::CustomerId;
 
 use super::RegistryError;
+use crate::metrics::METRICS;
 
 /// A live customer actor and what the registry knows about its use.
 pub struct Slot {
@@ -199,6 +200,7 @@ impl Directory {
         let (actor, _) = CustomerActor::spawn(None, CustomerActor, args)
             .await
             .map_err(|error| Activated::Failed(RegistryError::Spawn(id, error.to_string())))?;
+        METRICS.actors_activated.inc();
         let slot = Slot {
             webstore,
             actor,

@@ -20,6 +20,7 @@ use tokio::sync::Semaphore;
 use crate::actors::customer::{CustomerMsg, Handoff, Request};
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::ids::CustomerId;
+use crate::metrics::{refused, Refusal};
 use crate::registry::{Refused, Registry, Slot};
 
 use super::ServiceError;
@@ -66,11 +67,10 @@ impl ActorCalls {
         exclusive: Option<E>,
         request: impl FnOnce(RpcReplyPort<T>) -> Request,
     ) -> Result<T, ServiceError> {
-        let admitted = self
-            .admission
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| ServiceError::Busy)?;
+        let admitted = self.admission.clone().try_acquire_owned().map_err(|_| {
+            refused(Refusal::Admission);
+            ServiceError::Busy
+        })?;
         let mut unsent = Some((request, exclusive, admitted));
         // A slot retired for passivation between lookup and entry is replaced by a fresh
         // activation; two retries are more than any real interleaving needs.
@@ -81,7 +81,10 @@ impl ActorCalls {
                 .ok_or(ServiceError::NotFound)?;
             let permit = match slot.enter(self.per_customer) {
                 Ok(permit) => permit,
-                Err(Refused::Busy) => return Err(ServiceError::Busy),
+                Err(Refused::Busy) => {
+                    refused(Refusal::CustomerBusy);
+                    return Err(ServiceError::Busy);
+                }
                 Err(Refused::Retired) => {
                     registry.forget(id, &slot);
                     continue;
@@ -120,7 +123,10 @@ impl ActorCalls {
             Ok(outcome) => outcome,
             // Past the deadline: give up unless the actor has begun, in which case its
             // outcome stands and is the answer (the request's own deadline bounds the wait).
-            Err(_) if withdraw.0.withdraw() => return Err(ServiceError::Busy),
+            Err(_) if withdraw.0.withdraw() => {
+                refused(Refusal::CallDeadline);
+                return Err(ServiceError::Busy);
+            }
             Err(_) => answer.await,
         };
         outcome.map_err(|_| {

@@ -14,6 +14,7 @@ use crate::domain::email::Email;
 use crate::domain::fields::{FieldErrors, TAKEN};
 use crate::domain::idempotency::Pending;
 use crate::domain::ids::CustomerId;
+use crate::metrics::METRICS;
 use crate::registry::EmailTaken;
 use crate::store::IdempotencyWrite;
 
@@ -75,6 +76,10 @@ impl Service {
         // From here the store's email index answers for the email.
         drop(new.claim);
         self.registry.durable().await?;
+        METRICS
+            .customers_created
+            .with_label_values(&[webstore.settings.id.as_str()])
+            .inc();
         tracing::info!(customer_id = %customer.id, webstore = %webstore.settings.id, "customer created");
         Ok(Arc::new(customer))
     }

@@ -33,6 +33,7 @@ use crate::domain::fields::{FieldErrors, TAKEN};
 use crate::domain::idempotency::RecordedResponse;
 use crate::domain::ids::CustomerId;
 use crate::domain::paging::Page;
+use crate::metrics::METRICS;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{Store, StoreError};
 
@@ -237,12 +238,18 @@ impl Service {
         let attempt = self
             .throttles
             .begin(webstore.idx, fold(email))
-            .map_err(|retry_after| ServiceError::Throttled { retry_after })?;
+            .map_err(|retry_after| {
+                METRICS.sign_in_throttled.inc();
+                ServiceError::Throttled { retry_after }
+            })?;
         let customer = self.customer_by_email(webstore, email)?;
         let stored = customer.as_ref().and_then(|c| c.password_hash.clone());
         let matches = self
             .passwords
             .check(password.to_owned(), stored, move |matches| {
+                if !matches {
+                    METRICS.sign_in_failures.inc();
+                }
                 attempt.finish(matches)
             })
             .await?;
@@ -258,6 +265,28 @@ impl Service {
     /// Forgets throttling state that has expired; run now and then.
     pub fn prune_throttles(&self) {
         self.throttles.prune();
+    }
+
+    /// Sets the metrics that are read rather than counted (live actors, the store's size,
+    /// the disk's state); called when the metrics are scraped.
+    pub fn observe(&self) {
+        let store = self.registry.store();
+        METRICS
+            .actors_active
+            .set(i64::try_from(self.registry.active_count()).unwrap_or(i64::MAX));
+        if let Ok(bytes) = store.size_on_disk() {
+            METRICS
+                .store_size
+                .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+        }
+        if let Some(disk) = store.disk() {
+            METRICS
+                .disk_free
+                .set(i64::try_from(disk.free).unwrap_or(i64::MAX));
+            METRICS
+                .disk_writes_refused
+                .set(i64::from(disk.refusal.is_some()));
+        }
     }
 
     /// What is held now by requests in progress (see [`Held`]).

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio::sync::Semaphore;
 
 use crate::domain::password::{hash_password, verify_password};
+use crate::metrics::{refused, Refusal};
 
 use super::ServiceError;
 
@@ -84,11 +85,10 @@ impl PasswordWork {
         &self,
         job: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ServiceError> {
-        let queued = self
-            .queue
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| ServiceError::Busy)?;
+        let queued = self.queue.clone().try_acquire_owned().map_err(|_| {
+            refused(Refusal::PasswordQueue);
+            ServiceError::Busy
+        })?;
         let worker = self
             .workers
             .clone()

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use tokio::sync::oneshot;
 
 use super::{Storage, StoreError};
+use crate::metrics::METRICS;
 
 /// Called when the store could not be made durable. In the server it ends the process.
 pub type FatalHandler = Arc<dyn Fn(&StoreError) + Send + Sync>;
@@ -81,9 +82,13 @@ fn flush_loop(
         let started = std::time::Instant::now();
         match storage.sync() {
             Ok(()) => {
+                let took = started.elapsed();
+                METRICS.commit_batches.inc();
+                METRICS.commit_batch_size.observe(batch.len() as f64);
+                METRICS.commit_duration.observe(took.as_secs_f64());
                 tracing::trace!(
                     writers = batch.len(),
-                    micros = started.elapsed().as_micros() as u64,
+                    micros = took.as_micros() as u64,
                     "group commit"
                 );
                 for waiter in batch {

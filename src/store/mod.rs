@@ -223,6 +223,11 @@ impl Store {
         }
     }
 
+    /// Bytes the store's files take on disk.
+    pub fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.inner.storage.size_on_disk()
+    }
+
     /// The last check of the data directory's filesystem, if it is watched.
     pub fn disk(&self) -> Option<DiskState> {
         self.inner.disk.as_ref().map(DiskWatch::state)

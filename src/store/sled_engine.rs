@@ -133,6 +133,12 @@ impl Storage for SledStorage {
             .map_err(engine("reading the store"))
     }
 
+    fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.db
+            .size_on_disk()
+            .map_err(engine("measuring the store's size"))
+    }
+
     fn sync(&self) -> Result<(), StoreError> {
         self.db.flush().map_err(engine("flushing the store"))?;
         let file = self

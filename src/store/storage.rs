@@ -80,6 +80,10 @@ pub trait Storage: Send + Sync + 'static {
     fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError>;
     /// Makes every applied batch durable.
     fn sync(&self) -> Result<(), StoreError>;
+    /// Bytes the engine's files take on disk (0 where unknown).
+    fn size_on_disk(&self) -> Result<u64, StoreError> {
+        Ok(0)
+    }
 }
 
 /// The exclusive end of the keys starting with `prefix`, if any key can follow them.

@@ -498,6 +498,7 @@ pub async fn spawn_app_on_with(
         extra_args,
         env,
         ulimit: None,
+        log_file: None,
     };
     start_process(&dir.data, Some(&dir.catalogue), launch, None)
 }
@@ -514,6 +515,7 @@ pub async fn spawn_app_on_under_ulimit(
         extra_args,
         env: &[],
         ulimit: Some(ulimit_args),
+        log_file: None,
     };
     start_process(&dir.data, Some(&dir.catalogue), launch, None)
 }
@@ -524,6 +526,25 @@ struct Launch<'a> {
     env: &'a [(&'a str, &'a str)],
     /// Run it under `ulimit` with these arguments.
     ulimit: Option<&'a str>,
+    /// Write its whole stderr to this file (the tail kept for diagnostics stays empty).
+    log_file: Option<&'a Path>,
+}
+
+/// Starts the server on `dir` with extra arguments and environment, writing everything it
+/// logs to `log_file`.
+pub async fn spawn_app_logging_to(
+    dir: &DataDir,
+    log_file: &Path,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+) -> TestApp {
+    let launch = Launch {
+        extra_args,
+        env,
+        ulimit: None,
+        log_file: Some(log_file),
+    };
+    start_process(&dir.data, Some(&dir.catalogue), launch, None)
 }
 
 fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
@@ -533,6 +554,7 @@ fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
         extra_args: &[],
         env: &[],
         ulimit: None,
+        log_file: None,
     };
     start_process(&data_dir, catalogue, launch, Some(dir))
 }
@@ -549,6 +571,7 @@ fn start_process(
         extra_args,
         env,
         ulimit,
+        log_file,
     } = launch;
     let mut cmd = match ulimit {
         None => boxsub_command(),
@@ -575,10 +598,17 @@ fn start_process(
     for (name, value) in env {
         cmd.env(name, value);
     }
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdout(Stdio::piped());
+    match log_file {
+        Some(path) => cmd.stderr(std::fs::File::create(path).expect("create the log file")),
+        None => cmd.stderr(Stdio::piped()),
+    };
     let mut child = cmd.spawn().expect("failed to start the boxsub binary");
     let stdout = pipe_lines(child.stdout.take().expect("stdout is piped"));
-    let stderr_tail = keep_tail(child.stderr.take().expect("stderr is piped"));
+    let stderr_tail = match child.stderr.take() {
+        Some(stderr) => keep_tail(stderr),
+        None => Arc::new(Mutex::new(VecDeque::new())),
+    };
 
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     let mut seen = Vec::new();

@@ -16,6 +16,7 @@ mod host_faults;
 mod hostile;
 mod idempotency;
 mod isolation;
+mod operations;
 mod orders;
 mod robustness;
 mod schedules;

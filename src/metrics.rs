@@ -1,0 +1,275 @@
+//! Prometheus metrics: one process-wide set of families, registered once in their own
+//! registry and rendered in the text exposition format at `GET /metrics`. Every layer counts
+//! its own events here (it is a leaf: it depends on nothing of boxsub's), so that no layer
+//! has to carry a handle for another's sake.
+//!
+//! Label values are bounded: routes are templates (`/v1/customers/:id`, never a raw path),
+//! statuses and methods are few, webstores are the catalogue's.
+//!
+//! Must not touch: anything but counting and rendering.
+
+use std::sync::LazyLock;
+
+use prometheus::{
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
+    Registry, TextEncoder,
+};
+
+/// Every metric family of boxsub.
+pub struct Metrics {
+    registry: Registry,
+    /// `boxsub_http_requests_total{route,method,status}`.
+    pub http_requests: IntCounterVec,
+    /// `boxsub_http_request_duration_seconds{route,method}`.
+    pub http_duration: HistogramVec,
+    /// `boxsub_http_connections_open`.
+    pub connections_open: IntGauge,
+    /// `boxsub_orders_created_total{webstore}`.
+    pub orders_created: IntCounterVec,
+    /// `boxsub_customers_created_total{webstore}`.
+    pub customers_created: IntCounterVec,
+    /// `boxsub_actors_active`: customer actors live now.
+    pub actors_active: IntGauge,
+    /// `boxsub_actors_activated_total`.
+    pub actors_activated: IntCounter,
+    /// `boxsub_group_commit_batches_total`.
+    pub commit_batches: IntCounter,
+    /// `boxsub_group_commit_batch_writers`: writers answered per group commit.
+    pub commit_batch_size: Histogram,
+    /// `boxsub_group_commit_duration_seconds`: flush and fsync of one group commit.
+    pub commit_duration: Histogram,
+    /// `boxsub_sign_in_failures_total`.
+    pub sign_in_failures: IntCounter,
+    /// `boxsub_sign_in_throttled_total`.
+    pub sign_in_throttled: IntCounter,
+    /// `boxsub_requests_refused_total{reason}`: refused for overload (503, or a connection
+    /// closed at once).
+    pub refused: IntCounterVec,
+    /// `boxsub_store_size_bytes`: the store's files on disk.
+    pub store_size: IntGauge,
+    /// `boxsub_disk_free_bytes`: free space of the data directory's filesystem.
+    pub disk_free: IntGauge,
+    /// `boxsub_disk_writes_refused`: 1 while writes are refused for a full or unwritable disk.
+    pub disk_writes_refused: IntGauge,
+    /// `boxsub_catalogue_reloads_total{outcome}`.
+    pub catalogue_reloads: IntCounterVec,
+}
+
+/// The process's metrics.
+pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let family = IntCounterVec::new(Opts::new(name, help), labels)
+        .expect("metric names and labels are valid");
+    registry
+        .register(Box::new(family.clone()))
+        .expect("each family is registered once");
+    family
+}
+
+fn counter(registry: &Registry, name: &str, help: &str) -> IntCounter {
+    let family = IntCounter::new(name, help).expect("metric names are valid");
+    registry
+        .register(Box::new(family.clone()))
+        .expect("each family is registered once");
+    family
+}
+
+fn gauge(registry: &Registry, name: &str, help: &str) -> IntGauge {
+    let family = IntGauge::new(name, help).expect("metric names are valid");
+    registry
+        .register(Box::new(family.clone()))
+        .expect("each family is registered once");
+    family
+}
+
+fn histogram(registry: &Registry, name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
+    let family = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
+        .expect("metric names and buckets are valid");
+    registry
+        .register(Box::new(family.clone()))
+        .expect("each family is registered once");
+    family
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let registry = Registry::new();
+        let latency = vec![
+            0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+        ];
+        let http_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "boxsub_http_request_duration_seconds",
+                "Time from a request's head to its response, by route template and method.",
+            )
+            .buckets(latency.clone()),
+            &["route", "method"],
+        )
+        .expect("metric names and labels are valid");
+        registry
+            .register(Box::new(http_duration.clone()))
+            .expect("each family is registered once");
+        Metrics {
+            http_requests: counter_vec(
+                &registry,
+                "boxsub_http_requests_total",
+                "HTTP requests answered, by route template, method and status.",
+                &["route", "method", "status"],
+            ),
+            http_duration,
+            connections_open: gauge(
+                &registry,
+                "boxsub_http_connections_open",
+                "Client connections open now.",
+            ),
+            orders_created: counter_vec(
+                &registry,
+                "boxsub_orders_created_total",
+                "Orders created (durably), by webstore.",
+                &["webstore"],
+            ),
+            customers_created: counter_vec(
+                &registry,
+                "boxsub_customers_created_total",
+                "Customers created (durably), by webstore.",
+                &["webstore"],
+            ),
+            actors_active: gauge(
+                &registry,
+                "boxsub_actors_active",
+                "Customer actors live now.",
+            ),
+            actors_activated: counter(
+                &registry,
+                "boxsub_actors_activated_total",
+                "Customer actors activated from the store.",
+            ),
+            commit_batches: counter(
+                &registry,
+                "boxsub_group_commit_batches_total",
+                "Group commits (one flush and fsync each).",
+            ),
+            commit_batch_size: histogram(
+                &registry,
+                "boxsub_group_commit_batch_writers",
+                "Writers answered by one group commit.",
+                vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0],
+            ),
+            commit_duration: histogram(
+                &registry,
+                "boxsub_group_commit_duration_seconds",
+                "Time one group commit took to flush and fsync.",
+                latency,
+            ),
+            sign_in_failures: counter(
+                &registry,
+                "boxsub_sign_in_failures_total",
+                "Sign-in attempts whose password check failed.",
+            ),
+            sign_in_throttled: counter(
+                &registry,
+                "boxsub_sign_in_throttled_total",
+                "Sign-in attempts refused with 429 for too many failures.",
+            ),
+            refused: counter_vec(
+                &registry,
+                "boxsub_requests_refused_total",
+                "Requests refused for overload, by reason.",
+                &["reason"],
+            ),
+            store_size: gauge(
+                &registry,
+                "boxsub_store_size_bytes",
+                "Size of the store's files on disk.",
+            ),
+            disk_free: gauge(
+                &registry,
+                "boxsub_disk_free_bytes",
+                "Free space of the data directory's filesystem.",
+            ),
+            disk_writes_refused: gauge(
+                &registry,
+                "boxsub_disk_writes_refused",
+                "1 while writes are refused because the disk is nearly full or unwritable.",
+            ),
+            catalogue_reloads: counter_vec(
+                &registry,
+                "boxsub_catalogue_reloads_total",
+                "Catalogue reloads on SIGHUP, by outcome (applied or refused).",
+                &["outcome"],
+            ),
+            registry,
+        }
+    }
+
+    /// Every family in the Prometheus text exposition format.
+    pub fn render(&self) -> Vec<u8> {
+        let mut text = Vec::new();
+        // Encoding into a Vec fails only on invalid families, which registration rules out.
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut text);
+        text
+    }
+}
+
+/// The content type of the exposition format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Why a request was refused for overload.
+#[derive(Debug, Clone, Copy)]
+pub enum Refusal {
+    /// Too many actor calls in flight in all.
+    Admission,
+    /// Too many calls waiting for one customer.
+    CustomerBusy,
+    /// An actor did not begin a call within its deadline.
+    CallDeadline,
+    /// The password-work queue was full.
+    PasswordQueue,
+    /// A whole request ran past its deadline.
+    RequestDeadline,
+    /// A connection past the connection cap.
+    ConnectionCap,
+}
+
+impl Refusal {
+    fn label(self) -> &'static str {
+        match self {
+            Refusal::Admission => "admission",
+            Refusal::CustomerBusy => "customer_busy",
+            Refusal::CallDeadline => "call_deadline",
+            Refusal::PasswordQueue => "password_queue",
+            Refusal::RequestDeadline => "request_deadline",
+            Refusal::ConnectionCap => "connection_cap",
+        }
+    }
+}
+
+/// Counts one refusal.
+pub fn refused(why: Refusal) {
+    METRICS.refused.with_label_values(&[why.label()]).inc();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_renders_under_its_name() {
+        METRICS
+            .http_requests
+            .with_label_values(&["/v1/ping", "GET", "204"])
+            .inc();
+        refused(Refusal::Admission);
+        let text = String::from_utf8(METRICS.render()).unwrap();
+        for family in [
+            "boxsub_http_requests_total{method=\"GET\",route=\"/v1/ping\",status=\"204\"}",
+            "boxsub_actors_active",
+            "boxsub_group_commit_batch_writers_bucket",
+            "boxsub_requests_refused_total{reason=\"admission\"}",
+            "boxsub_disk_writes_refused",
+        ] {
+            assert!(text.contains(family), "{family} missing from:\n{text}");
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! What an operator sees: request ids, request logs (text and JSON) that never hold a
+//! secret, and Prometheus metrics that move with requests.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::helpers::{
+    customer_body, spawn_app, spawn_app_logging_to, spawn_app_on_with, store_a, DataDir, TestApp,
+};
+
+#[tokio::test]
+async fn the_request_id_round_trips_and_is_made_up_when_absent() {
+    // Arrange
+    let app = spawn_app().await;
+
+    // Act
+    let given = app
+        .send(
+            Method::GET,
+            "/v1/webstore",
+            Some(&store_a()),
+            None,
+            &[("X-Request-Id", "cart-4711-retry-2")],
+        )
+        .await;
+    let made_up: Vec<String> = [
+        app.get("/v1/webstore").await,
+        app.get_without_auth("/v1/ping").await,
+        app.get("/v1/no-such-thing").await,
+        app.post_raw("/v1/customers", "not json").await,
+    ]
+    .iter()
+    .map(|response| {
+        response
+            .header("x-request-id")
+            .expect("every answer has an id")
+    })
+    .collect();
+    let unusable = app
+        .send(
+            Method::GET,
+            "/v1/webstore",
+            Some(&store_a()),
+            None,
+            &[("X-Request-Id", &"x".repeat(200))],
+        )
+        .await;
+
+    // Assert
+    assert_eq!(
+        given.header("x-request-id").as_deref(),
+        Some("cart-4711-retry-2")
+    );
+    for id in &made_up {
+        assert!(!id.is_empty() && id.len() <= 128, "{id}");
+    }
+    let distinct: std::collections::HashSet<&String> = made_up.iter().collect();
+    assert_eq!(distinct.len(), made_up.len(), "ids repeat: {made_up:?}");
+    assert_ne!(unusable.header("x-request-id"), Some("x".repeat(200)));
+}
+
+/// Scrapes `/metrics` (no credentials) and parses it as the exposition format.
+async fn scrape(app: &TestApp) -> prometheus_parse::Scrape {
+    let response = app.get_without_auth("/metrics").await;
+    response.assert_status(200);
+    assert!(
+        response
+            .header("content-type")
+            .is_some_and(|kind| kind.starts_with("text/plain; version=0.0.4")),
+        "{:?}",
+        response.header("content-type")
+    );
+    let lines = response
+        .text()
+        .lines()
+        .map(|line| Ok(line.to_owned()))
+        .collect::<Vec<_>>();
+    prometheus_parse::Scrape::parse(lines.into_iter()).expect("the exposition format parses")
+}
+
+/// The value of a sample with these labels, 0 when absent.
+fn sample(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name)
+        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            prometheus_parse::Value::Histogram(ref buckets) => {
+                buckets.iter().map(|b| b.count).fold(0.0, f64::max)
+            }
+            _ => 0.0,
+        })
+        .sum()
+}
+
+#[tokio::test]
+async fn metrics_parse_and_move_with_requests() {
+    // Arrange
+    let app = spawn_app().await;
+    let before = scrape(&app).await;
+
+    // Act
+    for _ in 0..3 {
+        app.get("/v1/webstore").await.assert_status(200);
+    }
+    app.get("/v1/customers/424242").await.assert_status(404);
+    let customer = app
+        .create_customer_ok(&customer_body("metrics@example.com"))
+        .await;
+    app.create_order_ok(&json!({"customer_id": customer["id"], "box_id": 217}))
+        .await;
+    app.sign_in("metrics@example.com", "wrong password!").await;
+    let after = scrape(&app).await;
+
+    // Assert
+    let grew = |name: &str, labels: &[(&str, &str)]| {
+        sample(&after, name, labels) - sample(&before, name, labels)
+    };
+    let webstore_ok = [
+        ("route", "/v1/webstore"),
+        ("method", "GET"),
+        ("status", "200"),
+    ];
+    assert_eq!(grew("boxsub_http_requests_total", &webstore_ok), 3.0);
+    let by_id = [
+        ("route", "/v1/customers/:id"),
+        ("method", "GET"),
+        ("status", "404"),
+    ];
+    assert_eq!(grew("boxsub_http_requests_total", &by_id), 1.0);
+    assert!(
+        after.samples.iter().all(|s| !s
+            .labels
+            .get("route")
+            .is_some_and(|route| route.contains("424242"))),
+        "routes are templates, never raw paths"
+    );
+    assert_eq!(
+        grew("boxsub_customers_created_total", &[("webstore", "store-a")]),
+        1.0
+    );
+    assert_eq!(
+        grew("boxsub_orders_created_total", &[("webstore", "store-a")]),
+        1.0
+    );
+    assert!(grew("boxsub_group_commit_batches_total", &[]) >= 1.0);
+    assert_eq!(grew("boxsub_sign_in_failures_total", &[]), 1.0);
+    assert!(sample(&after, "boxsub_actors_active", &[]) >= 1.0);
+    assert!(sample(&after, "boxsub_store_size_bytes", &[]) > 0.0);
+    assert!(sample(&after, "boxsub_disk_free_bytes", &[]) > 0.0);
+    assert_eq!(sample(&after, "boxsub_disk_writes_refused", &[]), 0.0);
+    let durations: Vec<&str> = after
+        .samples
+        .iter()
+        .map(|s| s.metric.as_str())
+        .filter(|name| name.starts_with("boxsub_http_request_duration_seconds"))
+        .collect();
+    assert!(!durations.is_empty(), "the latency histogram is there");
+    for family in [
+        "boxsub_http_connections_open",
+        "boxsub_group_commit_duration_seconds_count",
+    ] {
+        assert!(
+            after.samples.iter().any(|s| s.metric == family),
+            "{family} is exposed"
+        );
+    }
+}
+
+#[tokio::test]
+async fn metrics_can_move_to_an_address_of_their_own_or_be_turned_off() {
+    // Arrange: a free port for the metrics listener.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let metrics_addr = free.local_addr().unwrap().to_string();
+    drop(free);
+    let dir = DataDir::new();
+    let moved = spawn_app_on_with(&dir, &["--metrics", &metrics_addr], &[]).await;
+    let off_dir = DataDir::new();
+    let off = spawn_app_on_with(&off_dir, &["--metrics", "off"], &[]).await;
+
+    // Act
+    let on_own = reqwest::get(format!("http://{metrics_addr}/metrics"))
+        .await
+        .unwrap();
+    let on_main = moved.get_without_auth("/metrics").await;
+    let when_off = off.get_without_auth("/metrics").await;
+
+    // Assert
+    assert_eq!(on_own.status(), 200);
+    assert!(on_own
+        .text()
+        .await
+        .unwrap()
+        .contains("boxsub_actors_active"));
+    on_main.assert_not_found();
+    when_off.assert_not_found();
+}
+
+#[tokio::test]
+async fn a_log_of_passwords_and_sign_ins_holds_no_secret() {
+    // Arrange: everything the server logs at the most verbose level, to a file.
+    let dir = DataDir::new();
+    let log = dir.sibling("server.log");
+    let password = "s3cret-Passw0rd-never-logged";
+    let mut app = spawn_app_logging_to(&dir, &log, &[], &[("RUST_LOG", "trace")]).await;
+    let mut body = customer_body("logged@example.com");
+    body["password"] = json!(password);
+
+    // Act
+    let customer = app.create_customer_ok(&body).await;
+    app.patch_json(
+        &format!("/v1/customers/{}", customer["id"]),
+        &json!({"password": format!("{password}-2")}),
+    )
+    .await
+    .assert_status(200);
+    app.sign_in("logged@example.com", &format!("{password}-2"))
+        .await
+        .assert_status(200);
+    app.sign_in("logged@example.com", "a wrong one").await;
+    app.terminate_ok(Duration::from_secs(20));
+
+    // Assert
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("route=/v1/customers/sign_in") || text.contains("/v1/customers/sign_in"));
+    for secret in [
+        password,
+        store_a().secret.as_str(),
+        "$argon2id$",
+        "correct horse",
+    ] {
+        assert!(!text.contains(secret), "the log holds {secret:?}");
+    }
+}
+
+#[tokio::test]
+async fn json_logs_carry_one_object_per_request() {
+    // Arrange
+    let dir = DataDir::new();
+    let log = dir.sibling("server.json.log");
+    let mut app = spawn_app_logging_to(&dir, &log, &["--log-format", "json"], &[]).await;
+
+    // Act
+    app.send(
+        Method::GET,
+        "/v1/webstore",
+        Some(&store_a()),
+        None,
+        &[("X-Request-Id", "json-log-check")],
+    )
+    .await
+    .assert_status(200);
+    app.terminate_ok(Duration::from_secs(20));
+
+    // Assert: every line is JSON, and the request's line has what an operator needs.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    let request = lines
+        .iter()
+        .find(|line| line["request_id"] == "json-log-check")
+        .unwrap_or_else(|| panic!("no line for the request in {text}"));
+    let fields: HashMap<&str, &Value> = request
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(key, value)| (key.as_str(), value))
+        .collect();
+    assert_eq!(fields["method"], "GET");
+    assert_eq!(fields["route"], "/v1/webstore");
+    assert_eq!(fields["status"], "200");
+    assert_eq!(fields["webstore"], "store-a");
+    assert!(fields["latency_ms"].is_number());
+}
