@@ -13,6 +13,7 @@ pub async fn run(command: Command) -> ExitCode {
     let outcome = match command {
         Command::Serve(config) => serve(&config).await,
         Command::Keygen => keygen(),
+        Command::CheckCatalogue { file } => check_catalogue(&file),
         Command::Seed(config) => seed(&config),
         Command::Bench(config) => bench(&config).await,
         Command::BareServer { addr } => crate::bench::bare_server(&addr).await,
@@ -42,6 +43,31 @@ async fn serve(config: &ServeConfig) -> Result<(), String> {
     }
     app.run_until_stopped(shutdown).await;
     Ok(())
+}
+
+fn check_catalogue(file: &std::path::Path) -> Result<(), String> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|error| format!("reading {}: {error}", file.display()))?;
+    match crate::domain::catalogue::Catalogue::parse(&text, 0) {
+        Ok(catalogue) => {
+            println!(
+                "{}: a valid catalogue of {} webstores",
+                file.display(),
+                catalogue.webstores().len()
+            );
+            Ok(())
+        }
+        Err(error) => {
+            for problem in &error.problems {
+                println!("{}: {problem}", file.display());
+            }
+            Err(format!(
+                "{}: {} problem(s)",
+                file.display(),
+                error.problems.len()
+            ))
+        }
+    }
 }
 
 fn keygen() -> Result<(), String> {

@@ -60,6 +60,12 @@ pub enum Command {
     Serve(ServeConfig),
     /// Print a new random API key, its secret, and the secret's SHA-256 for a catalogue.
     Keygen,
+    /// Check a catalogue file and print every problem with its place; exits non-zero if it
+    /// has any.
+    CheckCatalogue {
+        /// The catalogue file.
+        file: PathBuf,
+    },
     /// Write a store of N customers with one order each (for measurements at scale).
     Seed(SeedConfig),
     /// Benchmark a bare warp server and boxsub on this machine, in one run.

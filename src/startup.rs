@@ -72,6 +72,8 @@ pub struct Application {
     connections: ConnectionLimits,
     requests: RequestLimits,
     metrics: MetricsAt,
+    /// The catalogue file, re-read on SIGHUP (none: the demo catalogue, never reloaded).
+    catalogue_file: Option<std::path::PathBuf>,
 }
 
 /// Connections allowed at once by default, when the open-files limit leaves room for them.
@@ -125,7 +127,7 @@ impl Application {
         };
         let hashers = std::thread::available_parallelism().map_or(2, |n| n.get());
         let service = Service::new(
-            Arc::new(catalogue),
+            catalogue,
             store,
             ServiceSettings {
                 call_timeout: config.call_timeout(),
@@ -160,6 +162,7 @@ impl Application {
                 request_timeout: config.request_timeout,
             },
             metrics: config.metrics.clone(),
+            catalogue_file: config.catalogue.clone(),
         })
     }
 
@@ -191,6 +194,7 @@ impl Application {
     /// makes the final flush.
     pub async fn run_until_stopped(mut self, shutdown: impl Future<Output = ()> + Send + 'static) {
         let housekeeping = spawn_housekeeping(self.service.clone(), self.idle);
+        let reloads = spawn_reloads(self.service.clone(), self.catalogue_file.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut stop: tokio::sync::watch::Receiver<bool>| async move {
             let _ = stop.wait_for(|stop| *stop).await;
@@ -226,6 +230,7 @@ impl Application {
             }
         }
         housekeeping.abort();
+        reloads.abort();
         if let Some(metrics_server) = metrics_server {
             metrics_server.abort();
         }
@@ -394,6 +399,60 @@ fn census(store: &Store) {
              restart with --verify-store to refuse to serve a damaged store"
         ),
     }
+}
+
+/// On each SIGHUP, re-reads the catalogue file and puts it in force for new requests; a
+/// catalogue that is broken, or drops a webstore that has customers, is refused with a
+/// logged error and the one in force keeps serving.
+fn spawn_reloads(
+    service: Arc<Service>,
+    file: Option<std::path::PathBuf>,
+) -> tokio::task::JoinHandle<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let hangups = signal(SignalKind::hangup());
+    tokio::spawn(async move {
+        let Ok(mut hangups) = hangups else {
+            tracing::warn!("SIGHUP cannot be watched; the catalogue reloads only at a restart");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            let Some(file) = &file else {
+                tracing::warn!("SIGHUP: serving the built-in demo catalogue, nothing to reload");
+                continue;
+            };
+            let outcome = match std::fs::read_to_string(file) {
+                Ok(text) => service
+                    .reload_catalogue(&text, unix_now())
+                    .map_err(|error| error.to_string()),
+                Err(error) => Err(format!("reading {}: {error}", file.display())),
+            };
+            let metrics = &crate::metrics::METRICS.catalogue_reloads;
+            match outcome {
+                Ok(catalogue) => {
+                    metrics.with_label_values(&["applied"]).inc();
+                    tracing::info!(
+                        file = %file.display(),
+                        webstores = catalogue.webstores().len(),
+                        "catalogue reloaded: in force for new requests"
+                    );
+                }
+                Err(problems) => {
+                    metrics.with_label_values(&["refused"]).inc();
+                    tracing::error!(
+                        file = %file.display(),
+                        %problems,
+                        "catalogue reload refused; the catalogue in force keeps serving"
+                    );
+                }
+            }
+        }
+    })
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs() as i64)
 }
 
 /// Periodic upkeep: expire sign-in throttles, passivate idle customers.

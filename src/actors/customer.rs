@@ -18,7 +18,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use serde_json::{Map, Value};
 
-use crate::domain::catalogue::{DeliveryService, Webstore};
+use crate::domain::catalogue::{CurrentCatalogue, DeliveryService, Webstore};
 use crate::domain::customer::{Customer, CustomerChanges};
 use crate::domain::fields::FieldErrors;
 use crate::domain::idempotency::Pending;
@@ -46,6 +46,8 @@ pub struct CustomerArgs {
     pub orders: Vec<Order>,
     /// The customer's webstore, whose catalogue orders are checked against.
     pub webstore: Arc<Webstore>,
+    /// The catalogue in force, from which the webstore is refreshed after a reload.
+    pub catalogue: Arc<CurrentCatalogue>,
     /// Where order ids come from (shared by all customers).
     pub order_ids: Arc<OrderIds>,
     /// Where the snapshot is written.
@@ -61,6 +63,7 @@ pub struct CustomerState {
     customer: Arc<Customer>,
     orders: Vec<Arc<Order>>,
     webstore: Arc<Webstore>,
+    catalogue: Arc<CurrentCatalogue>,
     order_ids: Arc<OrderIds>,
     store: Store,
     published: Published,
@@ -200,6 +203,7 @@ impl Actor for CustomerActor {
             customer: Arc::new(args.customer),
             orders,
             webstore: args.webstore,
+            catalogue: args.catalogue,
             order_ids: args.order_ids,
             store: args.store,
             published: args.published,
@@ -222,6 +226,7 @@ impl Actor for CustomerActor {
             // The caller went away before this began: drop it, changing nothing.
             return Ok(());
         };
+        state.refresh_webstore();
         // A failed `send` means the caller stopped waiting after this began; the change
         // stands either way.
         match request {
@@ -259,6 +264,16 @@ impl CustomerState {
             customer: next,
             previous,
         })
+    }
+
+    /// Takes the webstore as the catalogue in force has it (the operator may have reloaded
+    /// the catalogue since the last message).
+    fn refresh_webstore(&mut self) {
+        if let Some(current) = self.catalogue.webstore(self.webstore.idx) {
+            if !Arc::ptr_eq(&current, &self.webstore) {
+                self.webstore = current;
+            }
+        }
     }
 
     /// What an order's schedule is checked against: the customer's delivery service's days

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 
+use arc_swap::ArcSwap;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -33,18 +34,69 @@ pub const DEMO_CREDENTIALS: [(&str, &str, &str); 2] = [
     ),
 ];
 
-/// Position of a webstore in the catalogue; the registry keys its per-webstore indexes by it.
+/// A webstore's number within a running process: its position in the first catalogue
+/// loaded, kept by its id through reloads (a webstore added later gets the next number, and
+/// a number is never given to another webstore). The registry keys its per-webstore state by
+/// it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct WebstoreIdx(pub u32);
 
-/// A catalogue that failed to parse or broke one of its own rules; `place` says where.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("catalogue {place}: {problem}")]
-pub struct CatalogueError {
+/// One thing wrong with a catalogue, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
     /// Where in the catalogue, e.g. `webstores[0] (fantastic-vege-people).boxes[1] (id 218)`.
     pub place: String,
     /// What is wrong there.
     pub problem: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "catalogue {}: {}", self.place, self.problem)
+    }
+}
+
+/// A catalogue that failed to parse or broke its own rules: every problem found, in order
+/// (a document that is not JSON of the right shape stops at its first).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct CatalogueError {
+    /// The problems, at least one.
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for CatalogueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let lines: Vec<String> = self.problems.iter().map(Problem::to_string).collect();
+        f.write_str(&lines.join("\n"))
+    }
+}
+
+impl CatalogueError {
+    fn one(place: impl Into<String>, problem: impl Into<String>) -> CatalogueError {
+        CatalogueError {
+            problems: vec![Problem {
+                place: place.into(),
+                problem: problem.into(),
+            }],
+        }
+    }
+}
+
+/// Collects the problems of a catalogue while it is checked.
+#[derive(Default)]
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn add(&mut self, place: impl Into<String>, problem: impl Into<String>) {
+        self.0.push(Problem {
+            place: place.into(),
+            problem: problem.into(),
+        });
+    }
+
+    fn count(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// An amount of money in hundredths, shown with two decimal places.
@@ -318,8 +370,48 @@ impl Webstore {
 /// Every webstore, and the API-key table that selects one.
 #[derive(Debug, Clone)]
 pub struct Catalogue {
+    /// In catalogue order.
     webstores: Vec<Arc<Webstore>>,
+    by_idx: HashMap<WebstoreIdx, Arc<Webstore>>,
     api_keys: HashMap<String, (WebstoreIdx, [u8; 32])>,
+    /// One past the highest index ever given in this process (so none is given twice).
+    next_idx: u32,
+}
+
+/// The catalogue in force, replaced whole when the operator reloads it. Readers take the
+/// current one without a lock; a request keeps the webstore it authenticated against.
+pub struct CurrentCatalogue(ArcSwap<Catalogue>);
+
+impl CurrentCatalogue {
+    /// The first catalogue.
+    pub fn new(catalogue: Catalogue) -> CurrentCatalogue {
+        CurrentCatalogue(ArcSwap::from_pointee(catalogue))
+    }
+
+    /// The catalogue in force now.
+    pub fn get(&self) -> Arc<Catalogue> {
+        self.0.load_full()
+    }
+
+    /// The webstore whose key pair this is, in the catalogue in force.
+    pub fn authenticate(&self, key: &str, secret: &str) -> Option<Arc<Webstore>> {
+        self.0.load().authenticate(key, secret).cloned()
+    }
+
+    /// The webstore at `idx` in the catalogue in force.
+    pub fn webstore(&self, idx: WebstoreIdx) -> Option<Arc<Webstore>> {
+        self.0.load().webstore(idx).cloned()
+    }
+
+    /// The webstore with this id in the catalogue in force.
+    pub fn webstore_by_id(&self, id: &str) -> Option<Arc<Webstore>> {
+        self.0.load().webstore_by_id(id).cloned()
+    }
+
+    /// Puts `catalogue` in force.
+    pub fn replace(&self, catalogue: Catalogue) {
+        self.0.store(Arc::new(catalogue));
+    }
 }
 
 /// Compared against when a key is unknown, so that an unknown key costs the same work as a
@@ -330,11 +422,23 @@ impl Catalogue {
     /// Parses and checks a catalogue document. `loaded_at` (Unix time) stands in for a box's
     /// `updated_at` where the catalogue gives none.
     pub fn parse(json: &str, loaded_at: i64) -> Result<Catalogue, CatalogueError> {
-        let file: CatalogueFile = serde_json::from_str(json).map_err(|e| CatalogueError {
-            place: format!("line {} column {}", e.line(), e.column()),
-            problem: e.to_string(),
+        Catalogue::parse_after(None, json, loaded_at)
+    }
+
+    /// Parses a catalogue that replaces `previous` in a running process: a webstore that
+    /// `previous` has keeps its index, a new one gets the next unused index.
+    pub fn parse_after(
+        previous: Option<&Catalogue>,
+        json: &str,
+        loaded_at: i64,
+    ) -> Result<Catalogue, CatalogueError> {
+        let file: CatalogueFile = serde_json::from_str(json).map_err(|e| {
+            CatalogueError::one(
+                format!("line {} column {}", e.line(), e.column()),
+                e.to_string(),
+            )
         })?;
-        build(file, loaded_at)
+        build(file, loaded_at, previous)
     }
 
     /// The built-in demo catalogue.
@@ -349,7 +453,12 @@ impl Catalogue {
 
     /// The webstore at `idx`.
     pub fn webstore(&self, idx: WebstoreIdx) -> Option<&Arc<Webstore>> {
-        self.webstores.get(idx.0 as usize)
+        self.by_idx.get(&idx)
+    }
+
+    /// The webstore with this id.
+    pub fn webstore_by_id(&self, id: &str) -> Option<&Arc<Webstore>> {
+        self.webstores.iter().find(|w| w.settings.id == id)
     }
 
     /// The webstore whose key pair this is, or `None`. The secret's digest is compared in
@@ -517,62 +626,69 @@ struct BoxFile {
     updated_at: Option<i64>,
 }
 
-fn fail<T>(place: String, problem: impl Into<String>) -> Result<T, CatalogueError> {
-    Err(CatalogueError {
-        place,
-        problem: problem.into(),
-    })
-}
-
-fn build(file: CatalogueFile, loaded_at: i64) -> Result<Catalogue, CatalogueError> {
+fn build(
+    file: CatalogueFile,
+    loaded_at: i64,
+    previous: Option<&Catalogue>,
+) -> Result<Catalogue, CatalogueError> {
+    let mut problems = Problems::default();
     let mut webstores = Vec::with_capacity(file.webstores.len());
     let mut api_keys = HashMap::new();
     let mut webstore_ids = HashSet::new();
+    let mut next_idx = previous.map_or(0, |p| p.next_idx);
     for (position, raw) in file.webstores.into_iter().enumerate() {
+        let before = problems.count();
         let place = format!("webstores[{position}] ({})", raw.id);
         if raw.id.trim().is_empty() {
-            return fail(format!("webstores[{position}]"), "id is blank");
-        }
-        if raw.id.chars().any(char::is_control) {
-            return fail(place, "id must not contain control characters");
-        }
-        if !webstore_ids.insert(raw.id.clone()) {
-            return fail(place, "duplicate webstore id");
+            problems.add(format!("webstores[{position}]"), "id is blank");
+        } else if raw.id.chars().any(char::is_control) {
+            problems.add(&place, "id must not contain control characters");
+        } else if !webstore_ids.insert(raw.id.clone()) {
+            problems.add(&place, "duplicate webstore id");
         }
         if raw.currency.trim().is_empty() {
-            return fail(place, "currency is blank");
+            problems.add(&place, "currency is blank");
         }
-        let idx = WebstoreIdx(u32::try_from(position).map_err(|_| CatalogueError {
-            place: place.clone(),
-            problem: "too many webstores".into(),
-        })?);
+        let idx = match previous.and_then(|p| p.webstore_by_id(&raw.id)) {
+            Some(known) => known.idx,
+            None => {
+                next_idx += 1;
+                WebstoreIdx(next_idx - 1)
+            }
+        };
         for (k, key) in raw.api_keys.iter().enumerate() {
             let key_place = format!("{place}.api_keys[{k}]");
             if key.key.trim().is_empty() {
-                return fail(key_place, "key is blank");
+                problems.add(&key_place, "key is blank");
+                continue;
             }
-            let digest = parse_sha256(&key.secret_sha256).ok_or_else(|| CatalogueError {
-                place: key_place.clone(),
-                problem: "secret_sha256 must be 64 hexadecimal digits".into(),
-            })?;
+            let Some(digest) = parse_sha256(&key.secret_sha256) else {
+                problems.add(&key_place, "secret_sha256 must be 64 hexadecimal digits");
+                continue;
+            };
             if api_keys.insert(key.key.clone(), (idx, digest)).is_some() {
-                return fail(key_place, "this API key is used twice in the catalogue");
+                problems.add(&key_place, "this API key is used twice in the catalogue");
             }
         }
-        let Some(zone) = super::time_zones::resolve(&raw.time_zone) else {
-            return fail(
-                place,
+        let zone = super::time_zones::resolve(&raw.time_zone);
+        if zone.is_none() {
+            problems.add(
+                &place,
                 format!(
                     "time_zone {:?} is not a time zone: give a tz database name such as \
                      \"Europe/London\" or a Rails name such as \"London\"",
                     raw.time_zone
                 ),
             );
+        }
+        let delivery_services =
+            build_delivery_services(&place, raw.delivery_services, &mut problems);
+        let box_items = unique_by_id(&place, "box_items", raw.box_items, |i| i.id, &mut problems);
+        let extras = build_extras(&place, raw.extras, &mut problems);
+        let boxes = build_boxes(&place, raw.boxes, &extras, loaded_at, &mut problems);
+        let Some(zone) = zone.filter(|_| problems.count() == before) else {
+            continue;
         };
-        let delivery_services = build_delivery_services(&place, raw.delivery_services)?;
-        let box_items = unique_by_id(&place, "box_items", raw.box_items, |i| i.id)?;
-        let extras = build_extras(&place, raw.extras)?;
-        let boxes = build_boxes(&place, raw.boxes, &extras, loaded_at)?;
         webstores.push(Arc::new(Webstore {
             idx,
             settings: WebstoreSettings {
@@ -606,9 +722,17 @@ fn build(file: CatalogueFile, loaded_at: i64) -> Result<Catalogue, CatalogueErro
             zone,
         }));
     }
+    if !problems.0.is_empty() {
+        return Err(CatalogueError {
+            problems: problems.0,
+        });
+    }
+    let by_idx = webstores.iter().map(|w| (w.idx, w.clone())).collect();
     Ok(Catalogue {
         webstores,
+        by_idx,
         api_keys,
+        next_idx,
     })
 }
 
@@ -618,76 +742,97 @@ fn parse_sha256(text: &str) -> Option<[u8; 32]> {
     Some(digest)
 }
 
+/// The items by id; an id of 0 or one given twice is a problem (the first keeps it).
 fn unique_by_id<T>(
     place: &str,
     list: &str,
     items: Vec<T>,
     id_of: impl Fn(&T) -> u64,
-) -> Result<BTreeMap<u64, T>, CatalogueError> {
+    problems: &mut Problems,
+) -> BTreeMap<u64, T> {
     let mut by_id = BTreeMap::new();
     for (position, item) in items.into_iter().enumerate() {
         let id = id_of(&item);
         let item_place = format!("{place}.{list}[{position}] (id {id})");
         if id == 0 {
-            return fail(item_place, "ids must be positive");
+            problems.add(item_place, "ids must be positive");
+            continue;
         }
-        if by_id.insert(id, item).is_some() {
-            return fail(item_place, format!("duplicate id {id} in {list}"));
+        match by_id.entry(id) {
+            std::collections::btree_map::Entry::Occupied(_) => {
+                problems.add(item_place, format!("duplicate id {id} in {list}"));
+            }
+            std::collections::btree_map::Entry::Vacant(vacant) => {
+                vacant.insert(item);
+            }
         }
     }
-    Ok(by_id)
+    by_id
 }
 
-fn money(place: &str, field: &str, text: &str) -> Result<Money, CatalogueError> {
-    Money::parse(text).ok_or_else(|| CatalogueError {
-        place: place.to_owned(),
-        problem: format!("{field} {text:?} is not an amount like \"5.00\""),
-    })
+fn money(place: &str, field: &str, text: &str, problems: &mut Problems) -> Option<Money> {
+    let parsed = Money::parse(text);
+    if parsed.is_none() {
+        problems.add(
+            place,
+            format!("{field} {text:?} is not an amount like \"5.00\""),
+        );
+    }
+    parsed
 }
 
 fn build_delivery_services(
     place: &str,
     raw: Vec<DeliveryServiceFile>,
-) -> Result<BTreeMap<u64, DeliveryService>, CatalogueError> {
+    problems: &mut Problems,
+) -> BTreeMap<u64, DeliveryService> {
     let mut services = Vec::with_capacity(raw.len());
     for (position, ds) in raw.into_iter().enumerate() {
         let ds_place = format!("{place}.delivery_services[{position}] (id {})", ds.id);
+        let Some(fee) = money(&ds_place, "fee", &ds.fee, problems) else {
+            continue;
+        };
         services.push(DeliveryService {
             id: ds.id,
-            fee: money(&ds_place, "fee", &ds.fee)?,
+            fee,
             name: ds.name,
             instructions: ds.instructions,
             pickup_point: ds.pickup_point,
             days: [ds.mon, ds.tue, ds.wed, ds.thu, ds.fri, ds.sat, ds.sun],
         });
     }
-    unique_by_id(place, "delivery_services", services, |d| d.id)
+    unique_by_id(place, "delivery_services", services, |d| d.id, problems)
 }
 
-fn build_extras(place: &str, raw: Vec<ExtraFile>) -> Result<BTreeMap<u64, Extra>, CatalogueError> {
+fn build_extras(place: &str, raw: Vec<ExtraFile>, problems: &mut Problems) -> BTreeMap<u64, Extra> {
     let mut extras = Vec::with_capacity(raw.len());
     for (position, extra) in raw.into_iter().enumerate() {
         let extra_place = format!("{place}.extras[{position}] (id {})", extra.id);
+        let Some(price) = money(&extra_place, "price", &extra.price, problems) else {
+            continue;
+        };
         extras.push(Extra {
             id: extra.id,
-            price: money(&extra_place, "price", &extra.price)?,
+            price,
             name: extra.name,
             unit: extra.unit,
         });
     }
-    unique_by_id(place, "extras", extras, |e| e.id)
+    unique_by_id(place, "extras", extras, |e| e.id, problems)
 }
 
-fn limit(place: &str, field: &str, value: i64) -> Result<Limit, CatalogueError> {
-    match value {
-        -1 => Ok(Limit::Unlimited),
-        n => u32::try_from(n)
-            .map(Limit::AtMost)
-            .map_err(|_| CatalogueError {
-                place: place.to_owned(),
-                problem: format!("{field} must be -1 (unlimited) or a count from 0, not {n}"),
-            }),
+fn limit(place: &str, field: &str, value: i64, problems: &mut Problems) -> Option<Limit> {
+    let parsed = match value {
+        -1 => Some(Limit::Unlimited),
+        n => u32::try_from(n).ok().map(Limit::AtMost),
+    };
+    if parsed.is_none() {
+        problems.add(
+            place,
+            format!("{field} must be -1 (unlimited) or a count from 0, not {value}"),
+        );
     }
+    parsed
 }
 
 fn build_boxes(
@@ -695,28 +840,50 @@ fn build_boxes(
     raw: Vec<BoxFile>,
     extras: &BTreeMap<u64, Extra>,
     loaded_at: i64,
-) -> Result<BTreeMap<u64, BoxDef>, CatalogueError> {
+    problems: &mut Problems,
+) -> BTreeMap<u64, BoxDef> {
     let mut boxes = Vec::with_capacity(raw.len());
     for (position, b) in raw.into_iter().enumerate() {
         let box_place = format!("{place}.boxes[{position}] (id {})", b.id);
+        let before = problems.count();
         let mut seen = HashSet::new();
         for extra_id in &b.extra_ids {
             if !extras.contains_key(extra_id) {
-                return fail(
-                    box_place,
+                problems.add(
+                    &box_place,
                     format!("extra_ids names unknown extra {extra_id}"),
                 );
             }
             if !seen.insert(*extra_id) {
-                return fail(box_place, format!("extra_ids lists extra {extra_id} twice"));
+                problems.add(
+                    &box_place,
+                    format!("extra_ids lists extra {extra_id} twice"),
+                );
             }
+        }
+        let price = money(&box_place, "price", &b.price, problems);
+        let extras_limit = limit(&box_place, "extras_limit", b.extras_limit, problems);
+        let exclusions_limit = limit(&box_place, "exclusions_limit", b.exclusions_limit, problems);
+        let substitutions_limit = limit(
+            &box_place,
+            "substitutions_limit",
+            b.substitutions_limit,
+            problems,
+        );
+        let (Some(price), Some(extras_limit), Some(exclusions_limit), Some(substitutions_limit)) =
+            (price, extras_limit, exclusions_limit, substitutions_limit)
+        else {
+            continue;
+        };
+        if problems.count() > before {
+            continue;
         }
         boxes.push(BoxDef {
             id: b.id,
-            price: money(&box_place, "price", &b.price)?,
-            extras_limit: limit(&box_place, "extras_limit", b.extras_limit)?,
-            exclusions_limit: limit(&box_place, "exclusions_limit", b.exclusions_limit)?,
-            substitutions_limit: limit(&box_place, "substitutions_limit", b.substitutions_limit)?,
+            price,
+            extras_limit,
+            exclusions_limit,
+            substitutions_limit,
             name: b.name,
             description: b.description,
             likes: b.likes,
@@ -728,7 +895,7 @@ fn build_boxes(
             updated_at: b.updated_at.unwrap_or(loaded_at),
         });
     }
-    unique_by_id(place, "boxes", boxes, |b| b.id)
+    unique_by_id(place, "boxes", boxes, |b| b.id, problems)
 }
 
 #[cfg(test)]
@@ -781,8 +948,8 @@ mod tests {
     fn broken_catalogues_name_the_place() {
         let unknown_extra = with_box(r#"{"id":7,"name":"B","price":"1.00","extra_ids":[9]}"#);
         let err = Catalogue::parse(&unknown_extra, 0).unwrap_err();
-        assert_eq!(err.place, "webstores[0] (s).boxes[0] (id 7)");
-        assert!(err.problem.contains("unknown extra 9"));
+        assert_eq!(err.problems[0].place, "webstores[0] (s).boxes[0] (id 7)");
+        assert!(err.problems[0].problem.contains("unknown extra 9"));
 
         let duplicate = format!(
             r#"{{"webstores":[{{"id":"s","name":"S","currency":"GBP",
@@ -790,12 +957,12 @@ mod tests {
             b = r#"{"id":7,"name":"B","price":"1.00"}"#
         );
         let err = Catalogue::parse(&duplicate, 0).unwrap_err();
-        assert!(err.place.contains("boxes[1] (id 7)"), "{err}");
+        assert!(err.problems[0].place.contains("boxes[1] (id 7)"), "{err}");
 
         let bad_hash = r#"{"webstores":[{"id":"s","name":"S","currency":"GBP",
             "api_keys":[{"key":"k","secret_sha256":"abc"}]}]}"#;
         let err = Catalogue::parse(bad_hash, 0).unwrap_err();
-        assert_eq!(err.place, "webstores[0] (s).api_keys[0]");
+        assert_eq!(err.problems[0].place, "webstores[0] (s).api_keys[0]");
 
         let typo = r#"{"webstores":[{"id":"s","name":"S","currency":"GBP","boxs":[]}]}"#;
         let err = Catalogue::parse(typo, 0).unwrap_err();
@@ -803,5 +970,60 @@ mod tests {
 
         let bad_limit = with_box(r#"{"id":7,"name":"B","price":"1.00","extras_limit":-2}"#);
         assert!(Catalogue::parse(&bad_limit, 0).is_err());
+    }
+
+    #[test]
+    fn every_problem_is_reported_not_only_the_first() {
+        let broken = r#"{"webstores":[
+            {"id":"a","name":"A","currency":"","time_zone":"Atlantis",
+             "api_keys":[{"key":"k","secret_sha256":"abc"}],
+             "delivery_services":[{"id":1,"name":"D","fee":"x"}],
+             "boxes":[{"id":7,"name":"B","price":"1.00","extra_ids":[9]}]},
+            {"id":"a","name":"A2","currency":"GBP"}]}"#;
+        let err = Catalogue::parse(broken, 0).unwrap_err();
+        let problems: Vec<String> = err.problems.iter().map(|p| p.problem.clone()).collect();
+        for expected in [
+            "currency is blank",
+            "secret_sha256",
+            "time_zone",
+            "fee",
+            "unknown extra 9",
+            "duplicate webstore id",
+        ] {
+            assert!(
+                problems.iter().any(|p| p.contains(expected)),
+                "{expected} missing from {problems:#?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_reloaded_catalogue_keeps_each_webstores_index_and_never_reuses_one() {
+        let store = |id: &str| format!(r#"{{"id":"{id}","name":"{id}","currency":"GBP"}}"#);
+        let first = Catalogue::parse(
+            &format!(r#"{{"webstores":[{},{}]}}"#, store("a"), store("b")),
+            0,
+        )
+        .unwrap();
+        let idx = |catalogue: &Catalogue, id: &str| catalogue.webstore_by_id(id).map(|w| w.idx);
+        assert_eq!(idx(&first, "a"), Some(WebstoreIdx(0)));
+        assert_eq!(idx(&first, "b"), Some(WebstoreIdx(1)));
+        // b removed, c added in front: a keeps 0, c gets 2 (not b's 1).
+        let second = Catalogue::parse_after(
+            Some(&first),
+            &format!(r#"{{"webstores":[{},{}]}}"#, store("c"), store("a")),
+            0,
+        )
+        .unwrap();
+        assert_eq!(idx(&second, "a"), Some(WebstoreIdx(0)));
+        assert_eq!(idx(&second, "c"), Some(WebstoreIdx(2)));
+        assert!(second.webstore(WebstoreIdx(1)).is_none());
+        let third = Catalogue::parse_after(
+            Some(&second),
+            &format!(r#"{{"webstores":[{},{}]}}"#, store("b"), store("a")),
+            0,
+        )
+        .unwrap();
+        assert_eq!(idx(&third, "b"), Some(WebstoreIdx(3)));
     }
 }

@@ -6,7 +6,9 @@
 //!
 //! Must not touch: the store, customers, HTTP.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
+
+use dashmap::DashMap;
 
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::ids::{CustomerId, OrderId};
@@ -29,23 +31,15 @@ pub struct Scheduled {
 type Week = [RwLock<Vec<Scheduled>>; 7];
 
 /// Orders by webstore and weekday.
+#[derive(Default)]
 pub struct DeliveryIndex {
-    webstores: Vec<Week>,
+    webstores: DashMap<WebstoreIdx, Arc<Week>>,
 }
 
 impl DeliveryIndex {
-    /// An empty index for `webstores` webstores.
-    pub fn new(webstores: usize) -> DeliveryIndex {
-        DeliveryIndex {
-            webstores: (0..webstores).map(|_| Default::default()).collect(),
-        }
-    }
-
     /// Adds an order of `webstore` under each of its weekdays.
     pub fn publish(&self, webstore: WebstoreIdx, scheduled: Scheduled) {
-        let Some(week) = self.webstores.get(webstore.0 as usize) else {
-            return;
-        };
+        let week = self.webstores.entry(webstore).or_default().clone();
         for day in scheduled.schedule.week_days.days() {
             week[usize::from(day)]
                 .write()
@@ -56,24 +50,28 @@ impl DeliveryIndex {
 
     /// The orders of `webstore` delivered on `date`, in the order they were added.
     pub fn on(&self, webstore: WebstoreIdx, date: Day) -> Vec<Scheduled> {
-        let Some(week) = self.webstores.get(webstore.0 as usize) else {
+        let Some(week) = self.webstores.get(&webstore).map(|week| week.clone()) else {
             return Vec::new();
         };
-        week[usize::from(date.weekday())]
+        let due = week[usize::from(date.weekday())]
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .iter()
             .filter(|entry| entry.schedule.occurs_on(entry.frequency, date))
             .copied()
-            .collect()
+            .collect();
+        due
     }
 
     /// Entries held, over every webstore and weekday.
     pub fn len(&self) -> usize {
         self.webstores
             .iter()
-            .flatten()
-            .map(|day| day.read().map_or(0, |list| list.len()))
+            .map(|week| {
+                week.iter()
+                    .map(|day| day.read().map_or(0, |list| list.len()))
+                    .sum::<usize>()
+            })
             .sum()
     }
 
@@ -102,7 +100,7 @@ mod tests {
 
     #[test]
     fn a_date_finds_its_webstores_orders_of_that_weekday_only() {
-        let index = DeliveryIndex::new(2);
+        let index = DeliveryIndex::default();
         // Day 20_416 is Monday 2025-11-24.
         let monday = Day(20_416);
         assert_eq!(monday.weekday(), 1);

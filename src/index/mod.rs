@@ -53,9 +53,9 @@ pub struct Indexes {
 }
 
 impl Indexes {
-    /// Empty indexes for `webstores` webstores, whose orders up to `stored_before_start` are
-    /// still to be filled in by [`Indexes::fill_from`].
-    pub fn new(webstores: usize, stored_before_start: u64) -> Indexes {
+    /// Empty indexes, whose orders up to `stored_before_start` are still to be filled in by
+    /// [`Indexes::fill_from`].
+    pub fn new(stored_before_start: u64) -> Indexes {
         let state = if stored_before_start == 0 {
             Fill::Done
         } else {
@@ -63,7 +63,7 @@ impl Indexes {
         };
         Indexes {
             owners: OrderOwners::default(),
-            deliveries: DeliveryIndex::new(webstores),
+            deliveries: DeliveryIndex::default(),
             stored_before_start,
             fill: watch::Sender::new(state),
         }
@@ -257,7 +257,7 @@ mod tests {
 
     #[tokio::test]
     async fn questions_about_orders_from_before_the_start_wait_for_the_fill() {
-        let indexes = std::sync::Arc::new(Indexes::new(1, 10));
+        let indexes = std::sync::Arc::new(Indexes::new(10));
         indexes.publish(WebstoreIdx(0), &order(11, 3, 0, 1));
         assert_eq!(
             indexes.owner(OrderId(11)).await.unwrap(),
@@ -293,7 +293,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_fill_is_an_error_for_old_orders_only() {
-        let indexes = Indexes::new(1, 10);
+        let indexes = Indexes::new(10);
         indexes.fill.send_replace(Fill::Failed("disk".into()));
         assert!(indexes.owner(OrderId(5)).await.is_err());
         assert_eq!(indexes.owner(OrderId(50)).await.unwrap(), None);
@@ -335,7 +335,7 @@ mod tests {
         batch.put(crate::store::keys::order(9, 999), b"not a record".to_vec());
         store.apply(batch).unwrap();
 
-        let indexes = Indexes::new(2, 999);
+        let indexes = Indexes::new(999);
         let webstore_of = |id: &str| match id {
             "odd" => Some(WebstoreIdx(0)),
             "even" => Some(WebstoreIdx(1)),

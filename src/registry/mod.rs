@@ -20,10 +20,12 @@ pub mod emails;
 pub mod listing;
 
 use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
 use std::time::{Duration, Instant};
 
 use crate::actors::customer::{CustomerArgs, Published};
-use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
+use crate::domain::catalogue::{Catalogue, CurrentCatalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::Customer;
 use crate::domain::ids::{CustomerId, IdSequence, OrderId};
 use crate::domain::order::Order;
@@ -84,10 +86,11 @@ pub struct RegistryHeld {
 
 /// The directory of customer actors and its indexes.
 pub struct Registry {
-    catalogue: Arc<Catalogue>,
+    catalogue: Arc<CurrentCatalogue>,
     store: Store,
     directory: Directory,
-    webstores: Vec<WebstoreState>,
+    /// Per webstore, by index; a webstore added by a reload gets its entry then.
+    webstores: DashMap<WebstoreIdx, Arc<WebstoreState>>,
     customer_ids: IdSequence,
     order_ids: Arc<OrderIds>,
     indexes: Arc<Indexes>,
@@ -96,25 +99,16 @@ pub struct Registry {
 impl Registry {
     /// A registry over `store`, continuing its id sequences. Starts a thread that indexes
     /// the stored orders.
-    pub fn open(catalogue: Arc<Catalogue>, store: Store) -> Result<Registry, StoreError> {
+    pub fn open(catalogue: Arc<CurrentCatalogue>, store: Store) -> Result<Registry, StoreError> {
         let high_water = store.high_water()?;
-        let indexes = Arc::new(Indexes::new(
-            catalogue.webstores().len(),
-            high_water.order_id,
-        ));
+        let indexes = Arc::new(Indexes::new(high_water.order_id));
         if !indexes.is_complete() {
-            let (indexes, store, catalogue) = (indexes.clone(), store.clone(), catalogue.clone());
+            let (indexes, store, catalogue) = (indexes.clone(), store.clone(), catalogue.get());
             std::thread::Builder::new()
                 .name("order-index".into())
                 .spawn(move || {
                     let started = Instant::now();
-                    let webstore_of = |id: &str| {
-                        catalogue
-                            .webstores()
-                            .iter()
-                            .find(|w| w.settings.id == id)
-                            .map(|w| w.idx)
-                    };
+                    let webstore_of = |id: &str| catalogue.webstore_by_id(id).map(|w| w.idx);
                     match indexes.fill_from(&store, high_water.customer_id, &webstore_of) {
                         Ok(filled) => tracing::info!(
                             orders = filled.orders,
@@ -134,26 +128,50 @@ impl Registry {
                     source,
                 })?;
         }
-        let mut webstores = Vec::with_capacity(catalogue.webstores().len());
+        let order_ids = Arc::new(OrderIds::continuing(store.clone(), high_water.order_id));
+        let registry = Registry {
+            catalogue,
+            store,
+            directory: Directory::new(),
+            webstores: DashMap::new(),
+            customer_ids: IdSequence::starting_at(high_water.customer_id + 1),
+            order_ids,
+            indexes,
+        };
+        registry.add_webstores(&registry.catalogue.get())?;
+        Ok(registry)
+    }
+
+    /// Gives every webstore of `catalogue` that has none yet its state, continuing its
+    /// customer numbers from the store (a reload calls this before putting the catalogue in
+    /// force).
+    pub fn add_webstores(&self, catalogue: &Catalogue) -> Result<(), StoreError> {
         for webstore in catalogue.webstores() {
-            let last_number = store.last_number(&webstore.settings.id)?;
-            webstores.push(WebstoreState {
+            if self.webstores.contains_key(&webstore.idx) {
+                continue;
+            }
+            let last_number = self.store.last_number(&webstore.settings.id)?;
+            let state = WebstoreState {
                 emails: WebstoreEmails::default(),
                 numbers: IdSequence::starting_at(last_number + 1),
                 allocation: Mutex::new(()),
                 totals: Totals::new(last_number),
-            });
+            };
+            self.webstores
+                .entry(webstore.idx)
+                .or_insert(Arc::new(state));
         }
-        let order_ids = Arc::new(OrderIds::continuing(store.clone(), high_water.order_id));
-        Ok(Registry {
-            catalogue,
-            store,
-            directory: Directory::new(),
-            webstores,
-            customer_ids: IdSequence::starting_at(high_water.customer_id + 1),
-            order_ids,
-            indexes,
-        })
+        Ok(())
+    }
+
+    /// Whether the store holds customers of the webstore with this id.
+    pub fn has_customers(&self, webstore_id: &str) -> Result<bool, StoreError> {
+        Ok(self.store.last_number(webstore_id)? > 0)
+    }
+
+    /// The catalogue in force.
+    pub fn catalogue(&self) -> &Arc<CurrentCatalogue> {
+        &self.catalogue
     }
 
     /// The store, for the service's reads of idempotency records.
@@ -161,8 +179,27 @@ impl Registry {
         &self.store
     }
 
-    fn state(&self, webstore: WebstoreIdx) -> &WebstoreState {
-        &self.webstores[webstore.0 as usize]
+    /// The registry's state for `webstore` (made now if a catalogue reload added the
+    /// webstore between its `add_webstores` and this request, which cannot happen, but costs
+    /// nothing to allow).
+    fn state(&self, webstore: &Webstore) -> Result<Arc<WebstoreState>, StoreError> {
+        if let Some(state) = self.webstores.get(&webstore.idx) {
+            return Ok(state.clone());
+        }
+        let last_number = self.store.last_number(&webstore.settings.id)?;
+        let state = self
+            .webstores
+            .entry(webstore.idx)
+            .or_insert_with(|| {
+                Arc::new(WebstoreState {
+                    emails: WebstoreEmails::default(),
+                    numbers: IdSequence::starting_at(last_number + 1),
+                    allocation: Mutex::new(()),
+                    totals: Totals::new(last_number),
+                })
+            })
+            .clone();
+        Ok(state)
     }
 
     /// Claims a free email for a new customer and gives it an id and a customer number.
@@ -171,7 +208,7 @@ impl Registry {
         webstore: &Webstore,
         email_key: String,
     ) -> Result<Result<NewCustomer, EmailTaken>, StoreError> {
-        let state = self.state(webstore.idx);
+        let state = self.state(webstore)?;
         let stored_owner = |key: &str| self.store.email_owner(&webstore.settings.id, key);
         let claimed = state.emails.claim_new(email_key, &stored_owner, || {
             let _allocating = state
@@ -193,7 +230,7 @@ impl Registry {
         owner: CustomerId,
     ) -> Result<Result<Option<EmailClaim>, EmailTaken>, StoreError> {
         let stored_owner = |key: &str| self.store.email_owner(&webstore.settings.id, key);
-        self.state(webstore.idx)
+        self.state(webstore)?
             .emails
             .claim_for(email_key, owner, &stored_owner)
     }
@@ -213,7 +250,8 @@ impl Registry {
         webstore: &Webstore,
         email_key: &str,
     ) -> Result<Option<Arc<Customer>>, StoreError> {
-        let emails = &self.state(webstore.idx).emails;
+        let state = self.state(webstore)?;
+        let emails = &state.emails;
         if let Some(id) = emails.hint(email_key) {
             match self.customer(webstore.idx, id)? {
                 Some(customer) if customer.email.index_key() == email_key => {
@@ -242,7 +280,7 @@ impl Registry {
     ) -> Result<(), StoreError> {
         self.store
             .create_customer(customer, &webstore.settings.id, idempotency)?;
-        self.state(webstore.idx).totals.created_one();
+        self.state(webstore)?.totals.created_one();
         Ok(())
     }
 
@@ -281,7 +319,8 @@ impl Registry {
             customer,
             published,
             orders: loaded.orders,
-            webstore: webstore.clone(),
+            webstore,
+            catalogue: self.catalogue.clone(),
             order_ids: self.order_ids.clone(),
             store: self.store.clone(),
             indexes: self.indexes.clone(),
@@ -329,7 +368,11 @@ impl Registry {
     /// What the registry has handed out and not yet had back.
     pub fn held(&self) -> RegistryHeld {
         RegistryHeld {
-            email_claims: self.webstores.iter().map(|w| w.emails.claims_held()).sum(),
+            email_claims: self
+                .webstores
+                .iter()
+                .map(|state| state.emails.claims_held())
+                .sum(),
             actor_calls: self.directory.calls_in_flight(),
             activations: self.directory.activations_pending(),
         }
@@ -367,11 +410,8 @@ impl Registry {
         self.store.load_order(owner, id)
     }
 
-    fn webstore(&self, webstore_id: &str) -> Option<&Arc<Webstore>> {
-        self.catalogue
-            .webstores()
-            .iter()
-            .find(|w| w.settings.id == webstore_id)
+    fn webstore(&self, webstore_id: &str) -> Option<Arc<Webstore>> {
+        self.catalogue.webstore_by_id(webstore_id)
     }
 
     /// Up to `limit` customer ids of a webstore from position `offset` (by id), and how many
@@ -382,7 +422,7 @@ impl Registry {
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<CustomerId>, u64), StoreError> {
-        self.state(webstore.idx)
+        self.state(webstore)?
             .totals
             .page(&self.store, &webstore.settings.id, offset, limit)
             .await

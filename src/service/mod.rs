@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::actors::customer::ChangeError;
-use crate::domain::catalogue::{Catalogue, Webstore};
+use crate::domain::catalogue::{Catalogue, CatalogueError, CurrentCatalogue, Webstore};
 use crate::domain::customer::Customer;
 use crate::domain::email::fold;
 use crate::domain::fields::{FieldErrors, TAKEN};
@@ -104,6 +104,20 @@ impl From<ChangeError> for ServiceError {
     }
 }
 
+/// Why a catalogue reload was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The new catalogue does not parse or breaks its rules.
+    #[error("{0}")]
+    Invalid(#[from] CatalogueError),
+    /// It leaves out a webstore whose customers are in the store.
+    #[error("webstore {0} still has customers: keep it in the catalogue")]
+    WebstoreInUse(String),
+    /// The store could not be asked.
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
 /// A create's outcome: a new record, or the recorded first response to the same request.
 #[derive(Debug)]
 pub enum Created<T> {
@@ -150,7 +164,7 @@ pub struct Held {
 
 /// The application service over one catalogue and one store.
 pub struct Service {
-    catalogue: Arc<Catalogue>,
+    catalogue: Arc<CurrentCatalogue>,
     registry: Registry,
     calls: ActorCalls,
     idempotency: IdempotencyGate,
@@ -161,10 +175,11 @@ pub struct Service {
 impl Service {
     /// A service over the customers and orders in `store`.
     pub fn new(
-        catalogue: Arc<Catalogue>,
+        catalogue: Catalogue,
         store: Store,
         settings: ServiceSettings,
     ) -> Result<Service, ServiceError> {
+        let catalogue = Arc::new(CurrentCatalogue::new(catalogue));
         Ok(Service {
             registry: Registry::open(catalogue.clone(), store)?,
             calls: ActorCalls::new(
@@ -186,7 +201,29 @@ impl Service {
 
     /// The webstore whose API key pair this is.
     pub fn authenticate(&self, key: &str, secret: &str) -> Option<Arc<Webstore>> {
-        self.catalogue.authenticate(key, secret).cloned()
+        self.catalogue.authenticate(key, secret)
+    }
+
+    /// The catalogue in force.
+    pub fn catalogue(&self) -> Arc<Catalogue> {
+        self.catalogue.get()
+    }
+
+    /// Puts a new catalogue in force for the requests that start from now on, parsed from
+    /// `json` against the one in force. Refused, changing nothing, when it does not parse or
+    /// breaks its rules, or when it drops a webstore that still has customers.
+    pub fn reload_catalogue(&self, json: &str, loaded_at: i64) -> Result<Catalogue, ReloadError> {
+        let current = self.catalogue.get();
+        let next = Catalogue::parse_after(Some(&current), json, loaded_at)?;
+        for webstore in current.webstores() {
+            let id = &webstore.settings.id;
+            if next.webstore_by_id(id).is_none() && self.registry.has_customers(id)? {
+                return Err(ReloadError::WebstoreInUse(id.clone()));
+            }
+        }
+        self.registry.add_webstores(&next)?;
+        self.catalogue.replace(next.clone());
+        Ok(next)
     }
 
     /// A customer of the webstore as it is now; reads need no message to its actor.

@@ -138,7 +138,7 @@ fn harness(dir: &Path, call_timeout: Duration) -> Harness {
         max_calls_in_flight: 64,
     };
     let catalogue = Arc::new(Catalogue::demo(0));
-    let service = Service::new(catalogue.clone(), store.clone(), settings).unwrap();
+    let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();
     Harness {
         service,
         disk,
@@ -372,7 +372,10 @@ async fn an_email_change_past_its_deadline_keeps_its_claim_until_written() {
     assert_settles(&h.service, "the race").await;
 
     // What a restart finds: one holder per email, as answered.
-    let reopened = Registry::open(Arc::new(Catalogue::demo(0)), h.store.clone()).unwrap();
+    let current = Arc::new(crate::domain::catalogue::CurrentCatalogue::new(
+        Catalogue::demo(0),
+    ));
+    let reopened = Registry::open(current, h.store.clone()).unwrap();
     let holder = |email: &str| {
         reopened
             .customer_by_email(&h.webstore, email)
@@ -451,7 +454,7 @@ async fn below_the_free_space_reserve_writes_are_refused_and_reads_go_on() {
         max_calls_in_flight: 64,
     };
     let catalogue = Arc::new(Catalogue::demo(0));
-    let service = Service::new(catalogue.clone(), store.clone(), settings).unwrap();
+    let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();
     let webstore = catalogue.webstores()[0].clone();
 
     let refused = [

@@ -950,14 +950,12 @@ impl TestApp {
     /// Sends a signal (`"TERM"`, `"KILL"`, ...) to the server with `kill(1)`.
     /// The child is not reaped here, so its pid cannot have been reused.
     pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .arg(format!("-{signal}"))
-            .arg(self.pid().to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .expect("failed to run kill");
-        assert!(status.success(), "kill -{signal} {} failed", self.pid());
+        use std::str::FromStr;
+        let signal = nix::sys::signal::Signal::from_str(&format!("SIG{signal}"))
+            .unwrap_or_else(|_| panic!("no signal SIG{signal}"));
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        nix::sys::signal::kill(pid, signal)
+            .unwrap_or_else(|error| panic!("sending {signal} to {pid}: {error}"));
     }
 
     /// Graceful stop: SIGTERM, then waits up to `timeout` for the exit. If the

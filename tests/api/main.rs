@@ -6,6 +6,7 @@
 
 mod auth_and_errors;
 mod catalogue_reads;
+mod catalogue_reload;
 mod cli;
 mod concurrency;
 mod crash;
