@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::domain::ids::IdRange;
 use crate::store::disk::Reserve;
 
 /// boxsub: box-subscription ordering service.
@@ -170,6 +171,13 @@ pub struct ServeConfig {
     #[arg(long = "idle-timeout-secs", env = "BOXSUB_IDLE_TIMEOUT_SECS", default_value = "30",
           value_parser = parse_seconds)]
     pub idle_timeout: Duration,
+    /// This host's id range, 0 to 8191: the customer and order ids it gives out are
+    /// k·2^40 + 1 up to (k+1)·2^40, so that ids of different hosts never collide and a
+    /// webstore can move between hosts (export/import) keeping its ids. Keep it for the life
+    /// of a data directory; give each host its own.
+    #[arg(long, env = "BOXSUB_ID_RANGE", default_value_t = 0,
+          value_parser = clap::value_parser!(u16).range(0..=8191))]
+    pub id_range: u16,
     /// Where Prometheus metrics are served: `main` (at /metrics on --addr), `off`, or an
     /// address of their own such as 127.0.0.1:9187.
     #[arg(long, env = "BOXSUB_METRICS", default_value = "main", value_parser = parse_metrics_at)]
@@ -199,6 +207,11 @@ pub enum DurabilityFlag {
 }
 
 impl ServeConfig {
+    /// The id range of `--id-range` (checked by the parser).
+    pub fn id_range(&self) -> IdRange {
+        IdRange::new(self.id_range).unwrap_or_default()
+    }
+
     /// The free-space reserve of the data directory's filesystem.
     pub fn reserve(&self) -> Reserve {
         match self.min_free_mb {

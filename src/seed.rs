@@ -10,7 +10,7 @@ use std::time::Instant;
 use crate::domain::catalogue::{Catalogue, Webstore};
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
-use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::ids::{CustomerId, IdRange, OrderId};
 use crate::domain::order::{Frequency, NewOrder, Order};
 use crate::domain::schedule::{Day, Schedule, WeekDays};
 use crate::store::disk::Reserve;
@@ -42,7 +42,7 @@ pub fn seed(dir: &Path, catalogue: &Catalogue, customers: u64) -> Result<Seeded,
         },
         Arc::new(|error: &StoreError| eprintln!("boxsub seed: {error}")),
     )?;
-    if store.high_water()?.customer_id > 0 {
+    if store.high_water(IdRange::default())?.any_customer_id > 0 {
         return Err(StoreError::Engine {
             context: format!("seeding {}", dir.display()),
             detail: "the store already holds customers; seed an empty directory".into(),

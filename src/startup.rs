@@ -136,6 +136,7 @@ impl Application {
                 password_queue: hashers * 32,
                 max_calls_per_customer: 256,
                 max_calls_in_flight: 16_384,
+                id_range: config.id_range(),
             },
         )?;
         let service = Arc::new(service);
@@ -361,7 +362,7 @@ fn open_store(config: &ServeConfig) -> Result<Store, StartupError> {
             "store verified: every record readable"
         );
     }
-    let high_water = store.high_water().map_err(store_error)?;
+    let high_water = store.high_water(config.id_range()).map_err(store_error)?;
     tracing::info!(
         data_dir = %config.data_dir.display(),
         ?durability,

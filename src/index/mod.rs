@@ -47,24 +47,22 @@ pub struct Filled {
 pub struct Indexes {
     owners: OrderOwners,
     deliveries: DeliveryIndex,
-    /// Every order stored before the start has an id up to this.
-    stored_before_start: u64,
     fill: watch::Sender<Fill>,
 }
 
 impl Indexes {
-    /// Empty indexes, whose orders up to `stored_before_start` are still to be filled in by
-    /// [`Indexes::fill_from`].
-    pub fn new(stored_before_start: u64) -> Indexes {
-        let state = if stored_before_start == 0 {
-            Fill::Done
-        } else {
+    /// Empty indexes for a store that holds orders already (`stored_orders`: they are still
+    /// to be filled in by [`Indexes::fill_from`]) or none. Order ids this host gives out
+    /// start above `base`, which keeps them in the dense part of the owner index.
+    pub fn new(stored_orders: bool, base: u64) -> Indexes {
+        let state = if stored_orders {
             Fill::Running
+        } else {
+            Fill::Done
         };
         Indexes {
-            owners: OrderOwners::default(),
+            owners: OrderOwners::with_base(base),
             deliveries: DeliveryIndex::default(),
-            stored_before_start,
             fill: watch::Sender::new(state),
         }
     }
@@ -139,21 +137,23 @@ impl Indexes {
         orders: &AtomicU64,
         unreadable: &AtomicU64,
     ) -> Result<(), StoreError> {
-        // The webstore of each customer in the range, by offset from its start.
-        let mut webstores: Vec<Option<WebstoreIdx>> =
-            vec![None; usize::try_from(range.end - range.start).unwrap_or(0)];
+        // The webstore of each customer in the range, in id order (ids may be sparse: other
+        // hosts' ranges). Orders come in customer id order too, so one cursor walks both.
+        let mut webstores: Vec<(CustomerId, Option<WebstoreIdx>)> = Vec::new();
         store.for_each_customer_webstore(range.clone(), &mut |customer, webstore_id| {
-            if let Some(slot) = webstores.get_mut((customer.0 - range.start) as usize) {
-                *slot = webstore_of(webstore_id);
-            }
+            webstores.push((customer, webstore_of(webstore_id)));
         })?;
-        store.for_each_order_schedule(range.clone(), &mut |order, customer, schedule| {
+        let mut cursor = 0;
+        store.for_each_order_schedule(range, &mut |order, customer, schedule| {
             self.owners.publish(order, customer);
             orders.fetch_add(1, Ordering::Relaxed);
+            while webstores.get(cursor).is_some_and(|(id, _)| *id < customer) {
+                cursor += 1;
+            }
             let webstore = webstores
-                .get((customer.0 - range.start) as usize)
-                .copied()
-                .flatten();
+                .get(cursor)
+                .filter(|(id, _)| *id == customer)
+                .and_then(|(_, webstore)| *webstore);
             match (schedule, webstore) {
                 (Ok((frequency, schedule)), Some(webstore)) => self.deliveries.publish(
                     webstore,
@@ -199,13 +199,12 @@ impl Indexes {
         *self.fill.borrow() != Fill::Running
     }
 
-    /// The customer owning a durable order, in any webstore.
+    /// The customer owning a durable order, in any webstore. An order not indexed yet may
+    /// be one stored before the start (any id: imported orders have ids of other ranges),
+    /// so the answer waits for the fill then.
     pub async fn owner(&self, order: OrderId) -> Result<Option<CustomerId>, StoreError> {
         if let Some(owner) = self.owners.get(order) {
             return Ok(Some(owner));
-        }
-        if order.0 > self.stored_before_start {
-            return Ok(None);
         }
         self.complete().await?;
         Ok(self.owners.get(order))
@@ -257,14 +256,12 @@ mod tests {
 
     #[tokio::test]
     async fn questions_about_orders_from_before_the_start_wait_for_the_fill() {
-        let indexes = std::sync::Arc::new(Indexes::new(10));
+        let indexes = std::sync::Arc::new(Indexes::new(true, 0));
         indexes.publish(WebstoreIdx(0), &order(11, 3, 0, 1));
         assert_eq!(
             indexes.owner(OrderId(11)).await.unwrap(),
             Some(CustomerId(3))
         );
-        assert_eq!(indexes.owner(OrderId(12)).await.unwrap(), None);
-
         let waiting = tokio::spawn({
             let indexes = indexes.clone();
             async move { indexes.owner(OrderId(5)).await }
@@ -287,16 +284,21 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(answer.unwrap(), Some(CustomerId(2)));
+        assert_eq!(indexes.owner(OrderId(12)).await.unwrap(), None);
         let listed = listing.await.unwrap().unwrap();
         assert_eq!(listed.len(), 2, "both Monday orders: {listed:?}");
     }
 
     #[tokio::test]
-    async fn a_failed_fill_is_an_error_for_old_orders_only() {
-        let indexes = Indexes::new(10);
+    async fn a_failed_fill_is_an_error_for_orders_not_published_since() {
+        let indexes = Indexes::new(true, 0);
+        indexes.publish(WebstoreIdx(0), &order(50, 2, 0, 1));
         indexes.fill.send_replace(Fill::Failed("disk".into()));
         assert!(indexes.owner(OrderId(5)).await.is_err());
-        assert_eq!(indexes.owner(OrderId(50)).await.unwrap(), None);
+        assert_eq!(
+            indexes.owner(OrderId(50)).await.unwrap(),
+            Some(CustomerId(2))
+        );
         assert!(indexes.deliveries_on(WebstoreIdx(0), Day(1)).await.is_err());
     }
 
@@ -335,7 +337,7 @@ mod tests {
         batch.put(crate::store::keys::order(9, 999), b"not a record".to_vec());
         store.apply(batch).unwrap();
 
-        let indexes = Indexes::new(999);
+        let indexes = Indexes::new(true, 0);
         let webstore_of = |id: &str| match id {
             "odd" => Some(WebstoreIdx(0)),
             "even" => Some(WebstoreIdx(1)),

@@ -61,8 +61,10 @@ impl Dense {
 /// Order id → owning customer, for every durable order.
 #[derive(Default)]
 pub struct OrderOwners {
+    /// Order id `base + n` is at position `n` of the dense array.
+    base: u64,
     dense: Dense,
-    /// Orders whose ids are past the dense array.
+    /// Orders whose ids are outside the dense array (imported from another id range).
     beyond: DashMap<OrderId, CustomerId>,
 }
 
@@ -73,21 +75,38 @@ impl Default for Dense {
 }
 
 impl OrderOwners {
+    /// An empty index whose dense array starts above `base` (the ids of this host's range).
+    pub fn with_base(base: u64) -> OrderOwners {
+        OrderOwners {
+            base,
+            ..OrderOwners::default()
+        }
+    }
+
+    /// The position of `order` in the dense array, if it has one.
+    fn dense_position(&self, order: OrderId) -> Option<OrderId> {
+        order
+            .0
+            .checked_sub(self.base)
+            .map(OrderId)
+            .filter(|position| Dense::holds(*position))
+    }
+
     /// Records an order's owner.
     pub fn publish(&self, order: OrderId, customer: CustomerId) {
-        if Dense::holds(order) {
-            self.dense.set(order, customer);
-        } else {
-            self.beyond.insert(order, customer);
+        match self.dense_position(order) {
+            Some(position) => self.dense.set(position, customer),
+            None => {
+                self.beyond.insert(order, customer);
+            }
         }
     }
 
     /// The owner of `order`, if the index holds it.
     pub fn get(&self, order: OrderId) -> Option<CustomerId> {
-        if Dense::holds(order) {
-            self.dense.get(order)
-        } else {
-            self.beyond.get(&order).map(|owner| *owner)
+        match self.dense_position(order) {
+            Some(position) => self.dense.get(position),
+            None => self.beyond.get(&order).map(|owner| *owner),
         }
     }
 
@@ -118,5 +137,20 @@ mod tests {
         assert_eq!(owners.get(OrderId(far.0 + 1)), None);
         owners.publish(OrderId(1), CustomerId(7));
         assert_eq!(owners.len(), 4);
+    }
+
+    #[test]
+    fn a_base_keeps_a_higher_id_range_dense() {
+        let base = 5 << 40;
+        let owners = OrderOwners::with_base(base);
+        owners.publish(OrderId(base + 1), CustomerId(1));
+        owners.publish(OrderId(3), CustomerId(2));
+        assert_eq!(owners.get(OrderId(base + 1)), Some(CustomerId(1)));
+        assert_eq!(owners.get(OrderId(3)), Some(CustomerId(2)));
+        assert_eq!(
+            owners.beyond.len(),
+            1,
+            "only the other range's order is in the map"
+        );
     }
 }

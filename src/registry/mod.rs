@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use crate::actors::customer::{CustomerArgs, Published};
 use crate::domain::catalogue::{Catalogue, CurrentCatalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::Customer;
-use crate::domain::ids::{CustomerId, IdSequence, OrderId};
+use crate::domain::ids::{CustomerId, IdRange, IdSequence, OrderId};
 use crate::domain::order::Order;
 use crate::domain::schedule::Day;
 use crate::index::deliveries::Scheduled;
@@ -99,9 +99,13 @@ pub struct Registry {
 impl Registry {
     /// A registry over `store`, continuing its id sequences. Starts a thread that indexes
     /// the stored orders.
-    pub fn open(catalogue: Arc<CurrentCatalogue>, store: Store) -> Result<Registry, StoreError> {
-        let high_water = store.high_water()?;
-        let indexes = Arc::new(Indexes::new(high_water.order_id));
+    pub fn open(
+        catalogue: Arc<CurrentCatalogue>,
+        store: Store,
+        range: IdRange,
+    ) -> Result<Registry, StoreError> {
+        let high_water = store.high_water(range)?;
+        let indexes = Arc::new(Indexes::new(high_water.has_orders, range.first() - 1));
         if !indexes.is_complete() {
             let (indexes, store, catalogue) = (indexes.clone(), store.clone(), catalogue.get());
             std::thread::Builder::new()
@@ -109,7 +113,7 @@ impl Registry {
                 .spawn(move || {
                     let started = Instant::now();
                     let webstore_of = |id: &str| catalogue.webstore_by_id(id).map(|w| w.idx);
-                    match indexes.fill_from(&store, high_water.customer_id, &webstore_of) {
+                    match indexes.fill_from(&store, high_water.any_customer_id, &webstore_of) {
                         Ok(filled) => tracing::info!(
                             orders = filled.orders,
                             unreadable = filled.unreadable,

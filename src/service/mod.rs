@@ -31,7 +31,7 @@ use crate::domain::customer::Customer;
 use crate::domain::email::fold;
 use crate::domain::fields::{FieldErrors, TAKEN};
 use crate::domain::idempotency::RecordedResponse;
-use crate::domain::ids::CustomerId;
+use crate::domain::ids::{CustomerId, IdRange};
 use crate::domain::paging::Page;
 use crate::metrics::METRICS;
 use crate::registry::{Registry, RegistryError};
@@ -140,6 +140,8 @@ pub struct ServiceSettings {
     pub max_calls_per_customer: u32,
     /// Actor calls that may be in flight in all before more are refused.
     pub max_calls_in_flight: usize,
+    /// The ids this host gives out.
+    pub id_range: IdRange,
 }
 
 /// How many guards the service has handed out and not yet had back. All zero when no request
@@ -181,7 +183,7 @@ impl Service {
     ) -> Result<Service, ServiceError> {
         let catalogue = Arc::new(CurrentCatalogue::new(catalogue));
         Ok(Service {
-            registry: Registry::open(catalogue.clone(), store)?,
+            registry: Registry::open(catalogue.clone(), store, settings.id_range)?,
             calls: ActorCalls::new(
                 settings.max_calls_in_flight,
                 settings.max_calls_per_customer,

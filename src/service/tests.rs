@@ -100,8 +100,8 @@ impl Storage for TestDisk {
     ) -> Result<(), StoreError> {
         self.inner.for_each_between(from, to, visit)
     }
-    fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError> {
-        self.inner.last(prefix)
+    fn last_between(&self, from: &[u8], to: Option<&[u8]>) -> Result<Option<Entry>, StoreError> {
+        self.inner.last_between(from, to)
     }
     fn sync(&self) -> Result<(), StoreError> {
         self.inner.sync()
@@ -136,6 +136,7 @@ fn harness(dir: &Path, call_timeout: Duration) -> Harness {
         password_queue: 4,
         max_calls_per_customer: 8,
         max_calls_in_flight: 64,
+        id_range: Default::default(),
     };
     let catalogue = Arc::new(Catalogue::demo(0));
     let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();
@@ -375,7 +376,7 @@ async fn an_email_change_past_its_deadline_keeps_its_claim_until_written() {
     let current = Arc::new(crate::domain::catalogue::CurrentCatalogue::new(
         Catalogue::demo(0),
     ));
-    let reopened = Registry::open(current, h.store.clone()).unwrap();
+    let reopened = Registry::open(current, h.store.clone(), Default::default()).unwrap();
     let holder = |email: &str| {
         reopened
             .customer_by_email(&h.webstore, email)
@@ -452,6 +453,7 @@ async fn below_the_free_space_reserve_writes_are_refused_and_reads_go_on() {
         password_queue: 4,
         max_calls_per_customer: 8,
         max_calls_in_flight: 64,
+        id_range: Default::default(),
     };
     let catalogue = Arc::new(Catalogue::demo(0));
     let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();

@@ -146,7 +146,7 @@ mod tests {
         ) -> Result<(), StoreError> {
             Ok(())
         }
-        fn last(&self, _: &[u8]) -> Result<Option<Entry>, StoreError> {
+        fn last_between(&self, _: &[u8], _: Option<&[u8]>) -> Result<Option<Entry>, StoreError> {
             Ok(None)
         }
         fn sync(&self) -> Result<(), StoreError> {

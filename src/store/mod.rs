@@ -31,7 +31,7 @@ pub use storage::{Entry, Storage, UniqueKey, WriteBatch};
 
 use crate::domain::customer::Customer;
 use crate::domain::idempotency::Pending;
-use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::ids::{CustomerId, IdRange, OrderId};
 use crate::domain::order::{Frequency, Order};
 use crate::domain::schedule::Schedule;
 
@@ -66,10 +66,15 @@ pub struct Census {
 /// What `open` found.
 #[derive(Debug, Clone, Copy)]
 pub struct HighWater {
-    /// Highest customer id stored, or 0.
+    /// Highest customer id stored in this host's id range, or one below the range's first.
     pub customer_id: u64,
-    /// Highest order id reserved (every order id in use is at most this), or 0.
+    /// Highest order id reserved in this host's id range (every order id this host gave out
+    /// is at most this), or one below the range's first.
     pub order_id: u64,
+    /// Highest customer id stored, from any range (imported customers included), or 0.
+    pub any_customer_id: u64,
+    /// Whether the store holds any order.
+    pub has_orders: bool,
 }
 
 /// An idempotency record to write in the same batch as the record it answers for.
@@ -268,26 +273,51 @@ impl Store {
         self.inner.storage.sync()
     }
 
-    /// The highest ids in use, so that sequences continue without reuse.
-    pub fn high_water(&self) -> Result<HighWater, StoreError> {
+    /// The highest ids in use, so that the sequences of this host's id `range` continue
+    /// without reuse. Refused when the store has given out ids above the range (it ran with a
+    /// higher `--id-range`): ids must keep increasing.
+    pub fn high_water(&self, range: IdRange) -> Result<HighWater, StoreError> {
+        let storage = &self.inner.storage;
         let last_id = |prefix: u8| -> Result<u64, StoreError> {
-            Ok(self
-                .inner
-                .storage
+            Ok(storage
                 .last(&[prefix])?
                 .and_then(|(key, _)| keys::trailing_id(&key))
                 .unwrap_or(0))
         };
-        let reserved = self
-            .inner
-            .storage
+        let last_customer_in_range = storage
+            .last_between(
+                &keys::customer(range.first()),
+                Some(&keys::customer(range.end())),
+            )?
+            .and_then(|(key, _)| keys::trailing_id(&key))
+            .unwrap_or(range.first() - 1);
+        // Stores written before reservations kept an order → customer index instead.
+        let reserved = storage
             .get(keys::ORDER_IDS_RESERVED)?
             .and_then(|value| keys::trailing_id(&value))
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .max(last_id(keys::LEGACY_ORDER_OWNER)?);
+        if reserved >= range.end() {
+            return Err(StoreError::CannotOpen {
+                path: String::new(),
+                reason: format!(
+                    "this store has given out order ids up to {reserved}, above id range {} \
+                     (ids {} to {})",
+                    range.number(),
+                    range.first(),
+                    range.end() - 1
+                ),
+                remedy: format!(
+                    "start it with the --id-range it ran with before (at least {})",
+                    reserved / IdRange::SPAN
+                ),
+            });
+        }
         Ok(HighWater {
-            customer_id: last_id(keys::CUSTOMER)?,
-            // Stores written before reservations kept an order → customer index instead.
-            order_id: reserved.max(last_id(keys::LEGACY_ORDER_OWNER)?),
+            customer_id: last_customer_in_range,
+            order_id: reserved.max(range.first() - 1),
+            any_customer_id: last_id(keys::CUSTOMER)?,
+            has_orders: storage.last(&[keys::ORDER])?.is_some(),
         })
     }
 
@@ -668,7 +698,7 @@ mod tests {
             Some(CustomerId(7))
         );
         assert_eq!(store.email_owner("other", "a@b.c").unwrap(), None);
-        assert_eq!(store.high_water().unwrap().customer_id, 7);
+        assert_eq!(store.high_water(IdRange::default()).unwrap().customer_id, 7);
         assert_eq!(store.last_number("shop").unwrap(), 7);
         let loaded = store.load_customer(CustomerId(7)).unwrap().unwrap();
         assert_eq!(loaded.record.webstore_id, "shop");

@@ -78,7 +78,10 @@ mod tests {
     fn ids_continue_above_every_reservation_after_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        let ids = OrderIds::continuing(store.clone(), store.high_water().unwrap().order_id);
+        let ids = OrderIds::continuing(
+            store.clone(),
+            store.high_water(Default::default()).unwrap().order_id,
+        );
         let taken: Vec<u64> = (0..BLOCK + 10).map(|_| ids.take().unwrap()).collect();
         assert_eq!(taken[0], 1);
         assert!(taken.windows(2).all(|pair| pair[1] == pair[0] + 1));
@@ -86,7 +89,7 @@ mod tests {
         drop((ids, store));
 
         let store = open(dir.path());
-        let reserved = store.high_water().unwrap().order_id;
+        let reserved = store.high_water(Default::default()).unwrap().order_id;
         assert!(reserved >= BLOCK + 10, "reserved {reserved}");
         let ids = OrderIds::continuing(store.clone(), reserved);
         assert!(ids.take().unwrap() > *taken.last().unwrap());

@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use sled::transaction::{ConflictableTransactionError, TransactionError};
 
 use super::error::engine;
-use super::storage::{prefix_end, Entry, Storage, UniqueKey, WriteBatch};
+use super::storage::{Entry, Storage, UniqueKey, WriteBatch};
 use super::StoreError;
 
 /// sled 0.34.7 as a [`Storage`].
@@ -123,10 +123,10 @@ impl Storage for SledStorage {
         Ok(())
     }
 
-    fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError> {
-        let last = match prefix_end(prefix) {
-            Some(end) => self.db.range(prefix.to_vec()..end).next_back(),
-            None => self.db.range(prefix.to_vec()..).next_back(),
+    fn last_between(&self, from: &[u8], to: Option<&[u8]>) -> Result<Option<Entry>, StoreError> {
+        let last = match to {
+            Some(to) => self.db.range(from..to).next_back(),
+            None => self.db.range(from..).next_back(),
         };
         last.transpose()
             .map(|entry| entry.map(|(key, value)| (key.to_vec(), value.to_vec())))

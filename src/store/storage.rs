@@ -77,7 +77,12 @@ pub trait Storage: Send + Sync + 'static {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StoreError>;
     /// The last entry whose key starts with `prefix`.
-    fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError>;
+    fn last(&self, prefix: &[u8]) -> Result<Option<Entry>, StoreError> {
+        self.last_between(prefix, prefix_end(prefix).as_deref())
+    }
+    /// The last entry from key `from` up to, not including, key `to` (to the end without
+    /// one).
+    fn last_between(&self, from: &[u8], to: Option<&[u8]>) -> Result<Option<Entry>, StoreError>;
     /// Makes every applied batch durable.
     fn sync(&self) -> Result<(), StoreError>;
     /// Bytes the engine's files take on disk (0 where unknown).
