@@ -5,8 +5,14 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use crate::config::{BenchConfig, Command, SeedConfig, ServeConfig};
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::config::{BenchConfig, Command, ExportConfig, ImportConfig, SeedConfig, ServeConfig};
 use crate::startup::{shutdown_signal, Application};
+use crate::store::disk::Reserve;
+use crate::store::{Durability, Store, StoreError, StoreOptions};
+use crate::transfer::Progress;
 
 /// Runs one command to completion.
 pub async fn run(command: Command) -> ExitCode {
@@ -15,6 +21,8 @@ pub async fn run(command: Command) -> ExitCode {
         Command::Keygen => keygen(),
         Command::CheckCatalogue { file } => check_catalogue(&file),
         Command::Seed(config) => seed(&config),
+        Command::Export(config) => export(&config),
+        Command::Import(config) => import(&config),
         Command::Bench(config) => bench(&config).await,
         Command::BareServer { addr } => crate::bench::bare_server(&addr).await,
     };
@@ -76,6 +84,118 @@ fn keygen() -> Result<(), String> {
     println!("secret: {}", pair.secret);
     println!("secret_sha256: {}", pair.secret_sha256);
     Ok(())
+}
+
+/// Opens a stopped server's store for a tool: it never waits for durability per write (the
+/// tool flushes once at its end) and a failed flush is reported, not fatal to a process
+/// that serves no one.
+fn open_for_tool(data_dir: &Path, reserve: Reserve) -> Result<Store, String> {
+    let options = StoreOptions {
+        durability: Durability::Async,
+        cache_bytes: 64 << 20,
+        reserve,
+    };
+    let report = Arc::new(|error: &StoreError| eprintln!("boxsub: {error}"));
+    Store::open(data_dir, options, report)
+        .map_err(|error| format!("data directory {}: {error}", data_dir.display()))
+}
+
+fn export(config: &ExportConfig) -> Result<(), String> {
+    if !config.data_dir.join("db").exists() {
+        return Err(format!(
+            "{} holds no boxsub store (no `db` file)",
+            config.data_dir.display()
+        ));
+    }
+    // Reading writes nothing, so no free-space reserve applies.
+    let store = open_for_tool(&config.data_dir, Reserve::Bytes(0))?;
+    let mut progress = Progress::on_stderr("export");
+    let written = match &config.output {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .map_err(|error| format!("creating {}: {error}", path.display()))?;
+            let mut out = std::io::BufWriter::new(file);
+            let written = crate::transfer::export::export(
+                &store,
+                config.webstore.as_deref(),
+                &mut out,
+                &mut progress,
+            );
+            out.into_inner()
+                .map_err(|error| error.to_string())
+                .and_then(|file| file.sync_all().map_err(|error| error.to_string()))
+                .map_err(|error| format!("writing {}: {error}", path.display()))?;
+            written
+        }
+        None => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            crate::transfer::export::export(
+                &store,
+                config.webstore.as_deref(),
+                &mut out,
+                &mut progress,
+            )
+        }
+    }
+    .map_err(|error| error.to_string())?;
+    if config.webstore.is_some() && written.customers == 0 {
+        eprintln!(
+            "boxsub: webstore {} has no customers in this store",
+            config.webstore.as_deref().unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+fn import(config: &ImportConfig) -> Result<(), String> {
+    // An export comes from a file, or from standard input spooled to one: an import reads
+    // its input twice (once to check it, once to write it).
+    let spooled;
+    let input = match &config.input {
+        Some(path) => path.clone(),
+        None => {
+            spooled = Spool::from_stdin()?;
+            spooled.0.clone()
+        }
+    };
+    let store = open_for_tool(&config.data_dir, crate::store::disk::DEFAULT_RESERVE)?;
+    let mut progress = Progress::on_stderr("import");
+    let imported = crate::transfer::import::import(&store, &input, &mut progress)
+        .map_err(|error| format!("import refused: {error}"))?;
+    println!(
+        "imported {} customers, {} orders and {} idempotency records of {}",
+        imported.customers,
+        imported.orders,
+        imported.idempotency_records,
+        if imported.webstores.is_empty() {
+            "no webstore".to_owned()
+        } else {
+            imported.webstores.join(", ")
+        }
+    );
+    Ok(())
+}
+
+/// Standard input copied to a temporary file, removed when dropped.
+struct Spool(std::path::PathBuf);
+
+impl Spool {
+    fn from_stdin() -> Result<Spool, String> {
+        let path = std::env::temp_dir().join(format!("boxsub-import-{}.jsonl", std::process::id()));
+        let spool = Spool(path);
+        let mut file = std::fs::File::create(&spool.0).map_err(|error| {
+            format!("spooling standard input to {}: {error}", spool.0.display())
+        })?;
+        std::io::copy(&mut std::io::stdin().lock(), &mut file)
+            .map_err(|error| format!("reading standard input: {error}"))?;
+        Ok(spool)
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 fn seed(config: &SeedConfig) -> Result<(), String> {

@@ -69,6 +69,12 @@ pub enum Command {
     },
     /// Write a store of N customers with one order each (for measurements at scale).
     Seed(SeedConfig),
+    /// Write a stopped server's store, or one webstore of it, as JSON lines (customers with
+    /// their password hashes, orders, idempotency records).
+    Export(ExportConfig),
+    /// Read an export into a stopped server's store: refused, writing nothing, if anything in
+    /// it would collide with what the store holds.
+    Import(ImportConfig),
     /// Benchmark a bare warp server and boxsub on this machine, in one run.
     Bench(BenchConfig),
     /// The benchmark's bare warp server (started by `bench`).
@@ -104,6 +110,31 @@ pub struct BenchConfig {
     /// Run only the scenarios whose names contain this text.
     #[arg(long)]
     pub only: Option<String>,
+}
+
+/// Settings of `boxsub export`.
+#[derive(Debug, Clone, Args)]
+pub struct ExportConfig {
+    /// The data directory of a stopped server.
+    #[arg(long, env = "BOXSUB_DATA_DIR", default_value = "snapshots")]
+    pub data_dir: PathBuf,
+    /// Export only this webstore (by its catalogue id).
+    #[arg(long)]
+    pub webstore: Option<String>,
+    /// The file to write (default: standard output).
+    #[arg(long)]
+    pub output: Option<PathBuf>,
+}
+
+/// Settings of `boxsub import`.
+#[derive(Debug, Clone, Args)]
+pub struct ImportConfig {
+    /// The data directory of a stopped server (created when missing).
+    #[arg(long, env = "BOXSUB_DATA_DIR", default_value = "snapshots")]
+    pub data_dir: PathBuf,
+    /// The export to read (default: standard input).
+    #[arg(long)]
+    pub input: Option<PathBuf>,
 }
 
 /// Settings of `boxsub seed`.
@@ -171,6 +202,10 @@ pub struct ServeConfig {
     #[arg(long = "idle-timeout-secs", env = "BOXSUB_IDLE_TIMEOUT_SECS", default_value = "30",
           value_parser = parse_seconds)]
     pub idle_timeout: Duration,
+    /// Where SIGUSR1 writes an online backup (an export of the live store, restored with
+    /// `boxsub import`); default: `backups` in the data directory.
+    #[arg(long, env = "BOXSUB_BACKUP_DIR")]
+    pub backup_dir: Option<PathBuf>,
     /// This host's id range, 0 to 8191: the customer and order ids it gives out are
     /// k·2^40 + 1 up to (k+1)·2^40, so that ids of different hosts never collide and a
     /// webstore can move between hosts (export/import) keeping its ids. Keep it for the life

@@ -20,6 +20,8 @@
 //! - [`index`]: in-memory indexes of the stored orders (owner by order id; orders by
 //!   webstore and weekday), published to by actors once an order is durable.
 //! - [`store`]: persistence in sled: record encoding, key layout, group commit.
+//! - [`transfer`]: export, import and online backups of a store.
+//! - [`metrics`]: the Prometheus metric families every layer counts into.
 //! - [`config`], [`startup`], [`keygen`], [`seed`], [`bench`]: command line, wiring and
 //!   shutdown, key generation, large test stores, the benchmark.
 
@@ -37,3 +39,4 @@ pub mod seed;
 pub mod service;
 pub mod startup;
 pub mod store;
+pub mod transfer;

@@ -74,6 +74,8 @@ pub struct Application {
     metrics: MetricsAt,
     /// The catalogue file, re-read on SIGHUP (none: the demo catalogue, never reloaded).
     catalogue_file: Option<std::path::PathBuf>,
+    /// Where SIGUSR1 writes online backups.
+    backup_dir: std::path::PathBuf,
 }
 
 /// Connections allowed at once by default, when the open-files limit leaves room for them.
@@ -164,6 +166,10 @@ impl Application {
             },
             metrics: config.metrics.clone(),
             catalogue_file: config.catalogue.clone(),
+            backup_dir: config
+                .backup_dir
+                .clone()
+                .unwrap_or_else(|| config.data_dir.join("backups")),
         })
     }
 
@@ -196,6 +202,7 @@ impl Application {
     pub async fn run_until_stopped(mut self, shutdown: impl Future<Output = ()> + Send + 'static) {
         let housekeeping = spawn_housekeeping(self.service.clone(), self.idle);
         let reloads = spawn_reloads(self.service.clone(), self.catalogue_file.clone());
+        let backups = spawn_backups(self.service.clone(), self.backup_dir.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut stop: tokio::sync::watch::Receiver<bool>| async move {
             let _ = stop.wait_for(|stop| *stop).await;
@@ -232,6 +239,7 @@ impl Application {
         }
         housekeeping.abort();
         reloads.abort();
+        backups.abort();
         if let Some(metrics_server) = metrics_server {
             metrics_server.abort();
         }
@@ -448,6 +456,72 @@ fn spawn_reloads(
             }
         }
     })
+}
+
+/// On each SIGUSR1, writes an online backup: an export of the live store (every write
+/// acknowledged before the signal is in it, and nothing half-written), first as a `.partial`
+/// file, fsynced, then renamed to `boxsub-backup-<UTC time>.jsonl` in `dir`. Restore it with
+/// `boxsub import` into an empty data directory. One backup at a time.
+fn spawn_backups(service: Arc<Service>, dir: std::path::PathBuf) -> tokio::task::JoinHandle<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let signals = signal(SignalKind::user_defined1());
+    tokio::spawn(async move {
+        let Ok(mut signals) = signals else {
+            tracing::warn!("SIGUSR1 cannot be watched; online backups are not available");
+            return;
+        };
+        while signals.recv().await.is_some() {
+            let store = service.registry().store().clone();
+            let dir = dir.clone();
+            let started = std::time::Instant::now();
+            match tokio::task::spawn_blocking(move || write_backup(&store, &dir)).await {
+                Ok(Ok((path, exported))) => tracing::info!(
+                    file = %path.display(),
+                    customers = exported.customers,
+                    orders = exported.orders,
+                    idempotency_records = exported.idempotency_records,
+                    elapsed_ms = started.elapsed().as_millis() as u64,
+                    "backup written"
+                ),
+                Ok(Err(error)) => tracing::error!(%error, "backup failed"),
+                Err(error) => tracing::error!(%error, "backup failed"),
+            }
+        }
+    })
+}
+
+fn write_backup(
+    store: &Store,
+    dir: &std::path::Path,
+) -> Result<(std::path::PathBuf, crate::transfer::export::Exported), String> {
+    std::fs::create_dir_all(dir).map_err(|error| format!("creating {}: {error}", dir.display()))?;
+    let stamp = jiff::Timestamp::now()
+        .strftime("%Y%m%dT%H%M%S%.3fZ")
+        .to_string();
+    let path = dir.join(format!("boxsub-backup-{stamp}.jsonl"));
+    let partial = path.with_extension("jsonl.partial");
+    let file = std::fs::File::create(&partial)
+        .map_err(|error| format!("creating {}: {error}", partial.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let mut progress = crate::transfer::Progress::logged();
+    let exported = crate::transfer::export::export(store, None, &mut out, &mut progress)
+        .map_err(|error| error.to_string());
+    let finished = exported.and_then(|exported| {
+        let file = out.into_inner().map_err(|error| error.to_string())?;
+        file.sync_all().map_err(|error| error.to_string())?;
+        std::fs::rename(&partial, &path).map_err(|error| error.to_string())?;
+        if let Ok(handle) = std::fs::File::open(dir) {
+            let _ = handle.sync_all();
+        }
+        Ok(exported)
+    });
+    match finished {
+        Ok(exported) => Ok((path, exported)),
+        Err(error) => {
+            let _ = std::fs::remove_file(&partial);
+            Err(format!("{}: {error}", path.display()))
+        }
+    }
 }
 
 fn unix_now() -> i64 {

@@ -101,6 +101,15 @@ pub fn idempotency(webstore: &str, idempotency_key: &str) -> Vec<u8> {
     key
 }
 
+/// The webstore id and client key of an `i` key.
+pub fn idempotency_parts(key: &[u8]) -> Option<(&str, &str)> {
+    let rest = key.strip_prefix(&[IDEMPOTENCY])?;
+    let split = rest.iter().position(|b| *b == 0)?;
+    let webstore = std::str::from_utf8(&rest[..split]).ok()?;
+    let client_key = std::str::from_utf8(&rest[split + 1..]).ok()?;
+    Some((webstore, client_key))
+}
+
 /// The big-endian id at the end of a key or in a value.
 pub fn trailing_id(bytes: &[u8]) -> Option<u64> {
     let tail: [u8; 8] = bytes.get(bytes.len().checked_sub(8)?..)?.try_into().ok()?;
@@ -121,5 +130,9 @@ mod tests {
         assert_eq!(trailing_id(b"short"), None);
         assert_eq!(order_ids(&order(7, 42)), Some((7, 42)));
         assert_eq!(order_ids(&customer(7)), None);
+        assert_eq!(
+            idempotency_parts(&idempotency("shop", "key-1")),
+            Some(("shop", "key-1"))
+        );
     }
 }

@@ -490,6 +490,85 @@ impl Store {
             })
     }
 
+    /// Calls `visit` with every stored customer, in id order, until it returns false; the
+    /// first record that does not decode is an error naming its key.
+    pub fn for_each_customer(
+        &self,
+        visit: &mut dyn FnMut(CustomerRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        self.for_each_record(keys::CUSTOMER, &mut |_, bytes: &[u8]| {
+            decode::<CustomerRecord>(bytes).map(|record| visit(record))
+        })
+    }
+
+    /// Calls `visit` with every stored order, by customer id then order id, until it returns
+    /// false; the first record that does not decode is an error naming its key.
+    pub fn for_each_order(
+        &self,
+        visit: &mut dyn FnMut(OrderRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        self.for_each_record(keys::ORDER, &mut |_, bytes: &[u8]| {
+            decode::<OrderRecord>(bytes).map(|record| visit(record))
+        })
+    }
+
+    /// Calls `visit` with the webstore id, client key and record of every stored
+    /// idempotency record, in key order, until it returns false.
+    pub fn for_each_idempotency(
+        &self,
+        visit: &mut dyn FnMut(&str, &str, IdempotencyRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        self.for_each_record(keys::IDEMPOTENCY, &mut |key, bytes: &[u8]| {
+            let record = decode::<IdempotencyRecord>(bytes)?;
+            match keys::idempotency_parts(key) {
+                Some((webstore_id, client_key)) => Ok(visit(webstore_id, client_key, record)),
+                None => Err(CodecError::NotARecord),
+            }
+        })
+    }
+
+    fn for_each_record(
+        &self,
+        prefix: u8,
+        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, CodecError>,
+    ) -> Result<(), StoreError> {
+        let mut failure = None;
+        self.inner
+            .storage
+            .for_each(&[prefix], &mut |key, value| match visit(key, value) {
+                Ok(more) => more,
+                Err(source) => {
+                    failure = Some(corrupt(key, source));
+                    false
+                }
+            })?;
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Calls `visit` with the id of every stored order (imports check theirs against these).
+    pub fn for_each_order_id(&self, visit: &mut dyn FnMut(OrderId)) -> Result<(), StoreError> {
+        self.inner.storage.for_each(&[keys::ORDER], &mut |key, _| {
+            if let Some((_, order)) = keys::order_ids(key) {
+                visit(OrderId(order));
+            }
+            true
+        })
+    }
+
+    /// Whether a customer with this id is stored.
+    pub fn has_customer(&self, id: CustomerId) -> Result<bool, StoreError> {
+        Ok(self.inner.storage.get(&keys::customer(id.0))?.is_some())
+    }
+
+    /// Whether an idempotency record is stored under this webstore and key.
+    pub fn has_idempotency(&self, webstore_id: &str, key: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .inner
+            .storage
+            .get(&keys::idempotency(webstore_id, key))?
+            .is_some())
+    }
+
     /// A stored idempotency record.
     pub fn idempotency(
         &self,
@@ -602,6 +681,18 @@ impl Store {
         self.written(self.inner.storage.apply(batch))
     }
 
+    /// Writes a batch of removals, even while writes are refused: removing gives space back
+    /// (an import that stopped part-way takes back what it wrote).
+    pub fn remove(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        if batch.ops().any(|(_, value)| value.is_some()) {
+            return Err(StoreError::Engine {
+                context: "removing records".into(),
+                detail: "a batch of removals holds a write".into(),
+            });
+        }
+        self.written(self.inner.storage.apply(batch))
+    }
+
     /// Writes raw entries in one batch (test generators and tools).
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
         self.writable()?;
@@ -637,6 +728,30 @@ pub fn add_order(batch: &mut WriteBatch, order: &Order) {
         keys::order(order.customer_id.0, order.id.0),
         encode(&OrderRecord::from_order(order)),
     );
+}
+
+/// Adds an imported customer record to `batch`, with its email's index entry and number.
+pub fn add_customer_record(batch: &mut WriteBatch, record: &CustomerRecord) {
+    let id = record.id.to_be_bytes().to_vec();
+    batch.put(keys::customer(record.id), encode(record));
+    let email_key = crate::domain::email::fold(&record.email);
+    batch.put(keys::email(&record.webstore_id, &email_key), id.clone());
+    batch.put(keys::number(&record.webstore_id, record.number), id);
+}
+
+/// Adds an imported order record to `batch`.
+pub fn add_order_record(batch: &mut WriteBatch, record: &OrderRecord) {
+    batch.put(keys::order(record.customer_id, record.id), encode(record));
+}
+
+/// Adds an imported idempotency record to `batch`.
+pub fn add_idempotency_record(
+    batch: &mut WriteBatch,
+    webstore_id: &str,
+    key: &str,
+    record: &IdempotencyRecord,
+) {
+    batch.put(keys::idempotency(webstore_id, key), encode(record));
 }
 
 fn add_idempotency(batch: &mut WriteBatch, idempotency: Option<IdempotencyWrite>) {

@@ -79,8 +79,8 @@ pub fn explain(dir: &Path, error: sled::Error, disk: DiskState) -> StoreError {
         ),
         sled::Error::Io(io) if io.to_string().contains("could not acquire lock") => (
             "another process has it open".to_owned(),
-            "stop the other boxsub (or sled program) using it, or give a different \
-             --data-dir"
+            "it is a running server's data directory: stop that server (or, for a backup, send \
+             it SIGUSR1: it writes one without stopping), or give a different --data-dir"
                 .to_owned(),
         ),
         sled::Error::Corruption { .. } => (

@@ -22,4 +22,5 @@ mod orders;
 mod robustness;
 mod schedules;
 mod sign_in;
+mod transfer;
 mod verify;

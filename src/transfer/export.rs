@@ -1,0 +1,131 @@
+//! Writing a store (or one webstore of it) as the export format. It reads a live store as
+//! well as a stopped one: it goes through customers, then orders, then idempotency records,
+//! and leaves out what was written meanwhile and would stand without its parent (an order
+//! whose customer came after the customers were read, an idempotency record whose record
+//! did), so an export is always whole. Every record stored before it began is in it.
+//! Must not touch: anything but reading the store.
+
+use std::io::Write;
+
+use super::format::{
+    to_text, Created, CustomerLine, IdempotencyLine, Line, OrderLine, FORMAT, VERSION,
+};
+use super::{Progress, TransferError};
+use crate::store::Store;
+
+/// What an export wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Exported {
+    /// Customers.
+    pub customers: u64,
+    /// Orders.
+    pub orders: u64,
+    /// Idempotency records.
+    pub idempotency_records: u64,
+    /// Orders and idempotency records written while the export ran, left out because what
+    /// they belong to was read before they were.
+    pub left_out: u64,
+}
+
+/// Writes the export of `store` (only `webstore`'s records, if given) to `out`.
+pub fn export(
+    store: &Store,
+    webstore: Option<&str>,
+    out: &mut dyn Write,
+    progress: &mut Progress,
+) -> Result<Exported, TransferError> {
+    let mut exported = Exported::default();
+    let mut failed = None;
+    let write = |line: &Line, out: &mut dyn Write| {
+        let mut text = to_text(line);
+        text.push(b'\n');
+        out.write_all(&text)
+    };
+    write(
+        &Line::Header {
+            format: FORMAT.to_owned(),
+            version: VERSION,
+            webstore: webstore.map(str::to_owned),
+        },
+        out,
+    )
+    .map_err(TransferError::write)?;
+
+    // Customers come in id order, so the ids kept are sorted.
+    let mut customers: Vec<u64> = Vec::new();
+    store.for_each_customer(&mut |record| {
+        if webstore.is_some_and(|only| only != record.webstore_id) {
+            return true;
+        }
+        customers.push(record.id);
+        let line = Line::Customer(CustomerLine::from_record(record));
+        if let Err(error) = write(&line, out) {
+            failed = Some(error);
+            return false;
+        }
+        exported.customers += 1;
+        progress.step("customers", exported.customers);
+        true
+    })?;
+    if let Some(error) = failed.take() {
+        return Err(TransferError::write(error));
+    }
+
+    let mut orders: Vec<u64> = Vec::new();
+    store.for_each_order(&mut |record| {
+        if customers.binary_search(&record.customer_id).is_err() {
+            // Another webstore's, or written after its customer was read.
+            if webstore.is_none() {
+                exported.left_out += 1;
+            }
+            return true;
+        }
+        orders.push(record.id);
+        let line = Line::Order(OrderLine::from_record(record));
+        if let Err(error) = write(&line, out) {
+            failed = Some(error);
+            return false;
+        }
+        exported.orders += 1;
+        progress.step("orders", exported.orders);
+        true
+    })?;
+    if let Some(error) = failed.take() {
+        return Err(TransferError::write(error));
+    }
+    orders.sort_unstable();
+
+    store.for_each_idempotency(&mut |webstore_id, key, record| {
+        if webstore.is_some_and(|only| only != webstore_id) {
+            return true;
+        }
+        let Some(line) = IdempotencyLine::from_record(webstore_id, key, record) else {
+            return true;
+        };
+        let whole = match line.created() {
+            Some(Created::Customer(id)) => customers.binary_search(&id).is_ok(),
+            Some(Created::Order(id)) => orders.binary_search(&id).is_ok(),
+            None => false,
+        };
+        if !whole {
+            exported.left_out += 1;
+            return true;
+        }
+        if let Err(error) = write(&Line::Idempotency(line), out) {
+            failed = Some(error);
+            return false;
+        }
+        exported.idempotency_records += 1;
+        progress.step("idempotency records", exported.idempotency_records);
+        true
+    })?;
+    if let Some(error) = failed.take() {
+        return Err(TransferError::write(error));
+    }
+    out.flush().map_err(TransferError::write)?;
+    progress.finish(&format!(
+        "exported {} customers, {} orders, {} idempotency records",
+        exported.customers, exported.orders, exported.idempotency_records
+    ));
+    Ok(exported)
+}

@@ -1,0 +1,431 @@
+//! The export format: JSON lines, one record per line, in a fixed order (a header, then
+//! customers by id, orders by customer and id, idempotency records by webstore and key) and
+//! with a fixed field order, so that exporting what was imported gives the same bytes.
+//!
+//! ```text
+//! {"type":"header","format":"boxsub-export","version":1,"webstore":null}
+//! {"type":"customer","id":1,"webstore_id":"shop","number":1,"first_name":"Joe",…}
+//! {"type":"order","id":7,"customer_id":1,"box_id":217,"frequency":"weekly",…}
+//! {"type":"idempotency","webstore_id":"shop","key":"k-1","body_sha256":"…","status":201,…}
+//! ```
+//!
+//! Customers carry their password hashes (a moved webstore's customers keep signing in).
+//! Must not touch: the store, files.
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::customer::ADDRESS_FIELDS;
+use crate::domain::order::Frequency;
+use crate::domain::schedule::{parse_iso_date, Day, WeekDays};
+use crate::store::codec::{CustomerRecord, ExtraRecord, IdempotencyRecord, OrderRecord};
+
+/// The name in every export's header.
+pub const FORMAT: &str = "boxsub-export";
+/// The version this release writes and reads.
+pub const VERSION: u32 = 1;
+
+/// One line of an export.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Line {
+    /// The first line.
+    Header {
+        /// Always [`FORMAT`].
+        format: String,
+        /// [`VERSION`].
+        version: u32,
+        /// The one webstore exported, or `null` for the whole store.
+        webstore: Option<String>,
+    },
+    /// A customer.
+    Customer(CustomerLine),
+    /// An order.
+    Order(OrderLine),
+    /// An idempotency record.
+    Idempotency(IdempotencyLine),
+}
+
+/// A customer as exported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CustomerLine {
+    /// Id.
+    pub id: u64,
+    /// Its webstore's id.
+    pub webstore_id: String,
+    /// Number within the webstore.
+    pub number: u64,
+    /// First name.
+    pub first_name: String,
+    /// Last name.
+    pub last_name: Option<String>,
+    /// Email as given.
+    pub email: String,
+    /// Delivery service.
+    pub delivery_service_id: u64,
+    /// The address fields.
+    pub address: AddressLine,
+    /// Argon2id PHC string.
+    pub password_hash: Option<String>,
+}
+
+/// An address as exported: every field, `null` where absent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddressLine {
+    address_1: Option<String>,
+    address_2: Option<String>,
+    suburb: Option<String>,
+    city: Option<String>,
+    postcode: Option<String>,
+    delivery_note: Option<String>,
+    home_phone: Option<String>,
+    mobile_phone: Option<String>,
+    work_phone: Option<String>,
+}
+
+/// An order as exported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderLine {
+    /// Id.
+    pub id: u64,
+    /// Its customer.
+    pub customer_id: u64,
+    /// Box.
+    pub box_id: u64,
+    /// `single`, `weekly` or `fortnightly`.
+    pub frequency: String,
+    /// `YYYY-MM-DD`.
+    pub start_date: String,
+    /// Weekdays, Sunday = 0.
+    pub week_days: Vec<u8>,
+    /// Extras once only.
+    pub extras_one_off: bool,
+    /// Extras.
+    pub extras: Vec<ExtraQuantity>,
+    /// Excluded box items.
+    pub exclusions: Vec<u64>,
+    /// Substitute box items.
+    pub substitutions: Vec<u64>,
+    /// Unix seconds.
+    pub created_at: i64,
+}
+
+/// An extra and its quantity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraQuantity {
+    /// Extra id.
+    pub id: u64,
+    /// Quantity.
+    pub quantity: u32,
+}
+
+/// An idempotency record as exported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdempotencyLine {
+    /// Its webstore.
+    pub webstore_id: String,
+    /// The client's key.
+    pub key: String,
+    /// SHA-256 of the first request's body, hex.
+    pub body_sha256: String,
+    /// The first response's status.
+    pub status: u16,
+    /// Its `Location`.
+    pub location: Option<String>,
+    /// Its body (JSON text).
+    pub body: String,
+    /// Unix seconds when it was stored.
+    pub created_at: i64,
+}
+
+/// A line that does not make a record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadLine(pub String);
+
+impl CustomerLine {
+    /// The line of a stored customer.
+    pub fn from_record(record: CustomerRecord) -> CustomerLine {
+        let field = |i: usize| record.address.get(i).cloned().flatten();
+        let address = AddressLine {
+            address_1: field(0),
+            address_2: field(1),
+            suburb: field(2),
+            city: field(3),
+            postcode: field(4),
+            delivery_note: field(5),
+            home_phone: field(6),
+            mobile_phone: field(7),
+            work_phone: field(8),
+        };
+        CustomerLine {
+            id: record.id,
+            webstore_id: record.webstore_id,
+            number: record.number,
+            first_name: record.first_name,
+            last_name: record.last_name,
+            email: record.email,
+            delivery_service_id: record.delivery_service_id,
+            address,
+            password_hash: record.password_hash,
+        }
+    }
+
+    /// The record to store.
+    pub fn into_record(self) -> Result<CustomerRecord, BadLine> {
+        if self.id == 0 || self.number == 0 || self.webstore_id.is_empty() {
+            return Err(BadLine(format!(
+                "customer {}: the id, number and webstore_id must be set",
+                self.id
+            )));
+        }
+        let a = self.address;
+        let address = vec![
+            a.address_1,
+            a.address_2,
+            a.suburb,
+            a.city,
+            a.postcode,
+            a.delivery_note,
+            a.home_phone,
+            a.mobile_phone,
+            a.work_phone,
+        ];
+        debug_assert_eq!(address.len(), ADDRESS_FIELDS.len());
+        Ok(CustomerRecord {
+            id: self.id,
+            webstore_id: self.webstore_id,
+            number: self.number,
+            first_name: self.first_name,
+            last_name: self.last_name,
+            email: self.email,
+            delivery_service_id: self.delivery_service_id,
+            address,
+            password_hash: self.password_hash,
+        })
+    }
+}
+
+fn frequency_code(name: &str) -> Option<u8> {
+    match name {
+        "single" => Some(0),
+        "weekly" => Some(1),
+        "fortnightly" => Some(2),
+        _ => None,
+    }
+}
+
+fn frequency_name(code: u8) -> &'static str {
+    match code {
+        1 => Frequency::Weekly.as_str(),
+        2 => Frequency::Fortnightly.as_str(),
+        _ => Frequency::Single.as_str(),
+    }
+}
+
+impl OrderLine {
+    /// The line of a stored order.
+    pub fn from_record(record: OrderRecord) -> OrderLine {
+        OrderLine {
+            id: record.id,
+            customer_id: record.customer_id,
+            box_id: record.box_id,
+            frequency: frequency_name(record.frequency).to_owned(),
+            start_date: Day(record.start_day).date().to_string(),
+            week_days: WeekDays::from_bits(record.week_days).days().collect(),
+            extras_one_off: record.extras_one_off,
+            extras: record
+                .extras
+                .into_iter()
+                .map(|line| ExtraQuantity {
+                    id: line.id,
+                    quantity: line.quantity,
+                })
+                .collect(),
+            exclusions: record.exclusions,
+            substitutions: record.substitutions,
+            created_at: record.created_at,
+        }
+    }
+
+    /// The record to store.
+    pub fn into_record(self) -> Result<OrderRecord, BadLine> {
+        let bad = |what: &str| BadLine(format!("order {}: {what}", self.id));
+        let frequency = frequency_code(&self.frequency).ok_or_else(|| bad("unknown frequency"))?;
+        let start =
+            parse_iso_date(&self.start_date).ok_or_else(|| bad("start_date is not a date"))?;
+        let mut week_days = WeekDays::NONE;
+        for day in &self.week_days {
+            if *day > 6 {
+                return Err(bad("week_days must be 0 to 6"));
+            }
+            week_days = week_days.with(*day);
+        }
+        if self.id == 0 || self.customer_id == 0 {
+            return Err(bad("the id and customer_id must be set"));
+        }
+        Ok(OrderRecord {
+            id: self.id,
+            customer_id: self.customer_id,
+            box_id: self.box_id,
+            frequency,
+            extras_one_off: self.extras_one_off,
+            extras: self
+                .extras
+                .into_iter()
+                .map(|line| ExtraRecord {
+                    id: line.id,
+                    quantity: line.quantity,
+                })
+                .collect(),
+            exclusions: self.exclusions,
+            substitutions: self.substitutions,
+            created_at: self.created_at,
+            start_day: start.0,
+            week_days: week_days.bits(),
+        })
+    }
+}
+
+impl IdempotencyLine {
+    /// The line of a stored idempotency record; `None` for a body that is not text (boxsub
+    /// only ever stores JSON it rendered).
+    pub fn from_record(webstore_id: &str, key: &str, record: IdempotencyRecord) -> Option<Self> {
+        Some(IdempotencyLine {
+            webstore_id: webstore_id.to_owned(),
+            key: key.to_owned(),
+            body_sha256: hex::encode(&record.body_sha256),
+            status: record.status,
+            location: record.location,
+            body: String::from_utf8(record.body).ok()?,
+            created_at: record.created_at,
+        })
+    }
+
+    /// The record to store.
+    pub fn into_record(self) -> Result<IdempotencyRecord, BadLine> {
+        let body_sha256 = hex::decode(&self.body_sha256)
+            .ok()
+            .filter(|digest| digest.len() == 32)
+            .ok_or_else(|| BadLine(format!("idempotency key {:?}: body_sha256", self.key)))?;
+        Ok(IdempotencyRecord {
+            body_sha256,
+            status: self.status,
+            location: self.location,
+            body: self.body.into_bytes(),
+            created_at: self.created_at,
+        })
+    }
+
+    /// The customer or order the recorded response created, from its `Location`.
+    pub fn created(&self) -> Option<Created> {
+        let location = self.location.as_deref()?;
+        if let Some(id) = location.strip_prefix("/v1/customers/") {
+            return id.parse().ok().map(Created::Customer);
+        }
+        location
+            .strip_prefix("/v1/orders/")
+            .and_then(|id| id.parse().ok())
+            .map(Created::Order)
+    }
+}
+
+/// What an idempotency record's response created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Created {
+    /// A customer, by id.
+    Customer(u64),
+    /// An order, by id.
+    Order(u64),
+}
+
+/// One line's text (no newline).
+pub fn to_text(line: &Line) -> Vec<u8> {
+    // Plain structs of strings and numbers serialise without fail.
+    serde_json::to_vec(line).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_round_trip_through_records() {
+        let customer = CustomerRecord {
+            id: 3,
+            webstore_id: "shop".into(),
+            number: 1,
+            first_name: "Ann".into(),
+            last_name: None,
+            email: "Ann@Example.com".into(),
+            delivery_service_id: 91,
+            address: vec![
+                Some("1 Road".into()),
+                None,
+                None,
+                Some("York".into()),
+                None,
+                None,
+                None,
+                None,
+                None,
+            ],
+            password_hash: Some("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into()),
+        };
+        let line = CustomerLine::from_record(customer.clone());
+        assert_eq!(line.clone().into_record().unwrap(), customer);
+        let text = to_text(&Line::Customer(line));
+        let back: Line = serde_json::from_slice(&text).unwrap();
+        assert_eq!(to_text(&back), text);
+
+        let order = OrderRecord {
+            id: 9,
+            customer_id: 3,
+            box_id: 217,
+            frequency: 2,
+            extras_one_off: true,
+            extras: vec![ExtraRecord {
+                id: 28,
+                quantity: 2,
+            }],
+            exclusions: vec![240],
+            substitutions: vec![],
+            created_at: 1_795_428_000,
+            start_day: Day::of("2027-01-04".parse().unwrap()).0,
+            week_days: WeekDays::only(1).with(4).bits(),
+        };
+        let line = OrderLine::from_record(order.clone());
+        assert_eq!(line.start_date, "2027-01-04");
+        assert_eq!(line.week_days, [1, 4]);
+        assert_eq!(line.into_record().unwrap(), order);
+    }
+
+    #[test]
+    fn broken_lines_are_refused() {
+        for bad in [
+            r#"{"type":"order","id":1}"#,
+            r#"{"type":"customer","id":1,"extra":true}"#,
+            r#"{"type":"nonsense"}"#,
+        ] {
+            assert!(serde_json::from_str::<Line>(bad).is_err(), "{bad}");
+        }
+        let order = OrderLine {
+            id: 1,
+            customer_id: 1,
+            box_id: 1,
+            frequency: "daily".into(),
+            start_date: "2027-01-04".into(),
+            week_days: vec![1],
+            extras_one_off: false,
+            extras: vec![],
+            exclusions: vec![],
+            substitutions: vec![],
+            created_at: 0,
+        };
+        assert!(order.into_record().is_err());
+    }
+}

@@ -1,0 +1,262 @@
+//! Reading an export into a store: the whole of it, or nothing. A first pass checks every
+//! line and every way the import could collide with what the store holds (a customer id, an
+//! order id, an idempotency key, or a webstore that already has customers), and refuses the
+//! import, writing nothing, if any does. A second pass writes it in batches; should a write
+//! fail part-way (a full disk), what was written is removed again.
+//! Must not touch: anything but the store's writes of imported records.
+
+use std::collections::BTreeSet;
+use std::io::BufRead;
+use std::path::Path;
+
+use super::format::{Line, FORMAT, VERSION};
+use super::{Progress, TransferError};
+use crate::domain::ids::{CustomerId, OrderId};
+use crate::store::codec::{CustomerRecord, IdempotencyRecord, OrderRecord};
+use crate::store::{
+    add_customer_record, add_idempotency_record, add_order_record, keys, Store, WriteBatch,
+};
+
+/// What an import wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// The webstores whose customers came in.
+    pub webstores: Vec<String>,
+    /// Customers.
+    pub customers: u64,
+    /// Orders.
+    pub orders: u64,
+    /// Idempotency records.
+    pub idempotency_records: u64,
+}
+
+/// Records written per store batch.
+const BATCH: usize = 1_000;
+
+enum Record {
+    Customer(CustomerRecord),
+    Order(OrderRecord),
+    Idempotency(String, String, IdempotencyRecord),
+}
+
+/// Reads the export at `input` line by line, as records; `visit` returns false to stop.
+fn read_records(
+    input: &Path,
+    visit: &mut dyn FnMut(u64, Record) -> Result<bool, TransferError>,
+) -> Result<(), TransferError> {
+    let file = std::fs::File::open(input).map_err(|source| TransferError::Read {
+        context: format!("opening {}", input.display()),
+        source,
+    })?;
+    let mut lines = std::io::BufReader::new(file).lines();
+    let mut number = 0u64;
+    let mut next_line = |number: &mut u64| -> Result<Option<Line>, TransferError> {
+        let Some(text) = lines.next() else {
+            return Ok(None);
+        };
+        *number += 1;
+        let text = text.map_err(|source| TransferError::Read {
+            context: format!("reading {}", input.display()),
+            source,
+        })?;
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|error| TransferError::line(*number, error.to_string()))
+    };
+    match next_line(&mut number)? {
+        Some(Line::Header {
+            format, version, ..
+        }) if format == FORMAT && version == VERSION => {}
+        Some(Line::Header { format, version, .. }) => {
+            return Err(TransferError::line(
+                1,
+                format!("a {format} export of version {version}; this release reads {FORMAT} version {VERSION}"),
+            ))
+        }
+        _ => {
+            return Err(TransferError::line(
+                1,
+                "the first line must be the export's header",
+            ))
+        }
+    }
+    while let Some(line) = next_line(&mut number)? {
+        let record = match line {
+            Line::Header { .. } => return Err(TransferError::line(number, "a second header")),
+            Line::Customer(line) => line.into_record().map(Record::Customer),
+            Line::Order(line) => line.into_record().map(Record::Order),
+            Line::Idempotency(line) => {
+                let (webstore, key) = (line.webstore_id.clone(), line.key.clone());
+                line.into_record()
+                    .map(|record| Record::Idempotency(webstore, key, record))
+            }
+        }
+        .map_err(|bad| TransferError::line(number, bad.0))?;
+        if !visit(number, record)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Checks that the export at `input` can come into `store` whole.
+fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Imported, TransferError> {
+    let mut imported = Imported::default();
+    let mut webstores = BTreeSet::new();
+    let mut customers: Vec<u64> = Vec::new();
+    let mut orders: Vec<u64> = Vec::new();
+    read_records(input, &mut |number, record| {
+        match record {
+            Record::Customer(customer) => {
+                if customers.last().is_some_and(|last| *last >= customer.id) {
+                    return Err(TransferError::line(
+                        number,
+                        format!("customer {} is out of id order (or repeated)", customer.id),
+                    ));
+                }
+                if store.has_customer(CustomerId(customer.id))? {
+                    return Err(TransferError::Refused(format!(
+                        "customer {} is already in this store: the two stores gave out ids \
+                         from the same id range (give each host its own --id-range)",
+                        customer.id
+                    )));
+                }
+                webstores.insert(customer.webstore_id);
+                customers.push(customer.id);
+                imported.customers += 1;
+            }
+            Record::Order(order) => {
+                if customers.binary_search(&order.customer_id).is_err() {
+                    return Err(TransferError::line(
+                        number,
+                        format!(
+                            "order {} belongs to customer {}, who is not in the export",
+                            order.id, order.customer_id
+                        ),
+                    ));
+                }
+                orders.push(order.id);
+                imported.orders += 1;
+            }
+            Record::Idempotency(webstore, key, _) => {
+                if store.has_idempotency(&webstore, &key)? {
+                    return Err(TransferError::Refused(format!(
+                        "idempotency key {key:?} of webstore {webstore} is already in this store"
+                    )));
+                }
+                imported.idempotency_records += 1;
+            }
+        }
+        progress.step("lines checked", number);
+        Ok(true)
+    })?;
+    for webstore in &webstores {
+        if store.last_number(webstore)? > 0 {
+            return Err(TransferError::Refused(format!(
+                "webstore {webstore} already has customers in this store: an import adds \
+                 webstores, it never merges into one"
+            )));
+        }
+    }
+    orders.sort_unstable();
+    if let Some(pair) = orders.windows(2).find(|pair| pair[0] == pair[1]) {
+        return Err(TransferError::Refused(format!(
+            "order {} appears twice in the export",
+            pair[0]
+        )));
+    }
+    let mut collision = None;
+    store.for_each_order_id(&mut |OrderId(id)| {
+        if collision.is_none() && orders.binary_search(&id).is_ok() {
+            collision = Some(id);
+        }
+    })?;
+    if let Some(id) = collision {
+        return Err(TransferError::Refused(format!(
+            "order {id} is already in this store: the two stores gave out ids from the same \
+             id range (give each host its own --id-range)"
+        )));
+    }
+    imported.webstores = webstores.into_iter().collect();
+    Ok(imported)
+}
+
+/// Imports the export at `input` into `store`, all or nothing.
+pub fn import(
+    store: &Store,
+    input: &Path,
+    progress: &mut Progress,
+) -> Result<Imported, TransferError> {
+    let imported = check(store, input, progress)?;
+    let mut batch = WriteBatch::default();
+    let mut in_batch = 0;
+    let mut written_through = 0u64;
+    let outcome = read_records(input, &mut |number, record| {
+        match &record {
+            Record::Customer(customer) => add_customer_record(&mut batch, customer),
+            Record::Order(order) => add_order_record(&mut batch, order),
+            Record::Idempotency(webstore, key, record) => {
+                add_idempotency_record(&mut batch, webstore, key, record)
+            }
+        }
+        in_batch += 1;
+        if in_batch == BATCH {
+            store.apply(std::mem::take(&mut batch))?;
+            written_through = number;
+            in_batch = 0;
+        }
+        progress.step("lines written", number);
+        Ok(true)
+    })
+    .and_then(|()| {
+        store.apply(std::mem::take(&mut batch))?;
+        store.close()?;
+        Ok(())
+    });
+    if let Err(error) = outcome {
+        let undone = undo(store, input, written_through);
+        return Err(TransferError::Refused(format!(
+            "the import stopped part-way ({error}); {}",
+            match undone {
+                Ok(()) => "what it had written was removed again".to_owned(),
+                Err(undo_error) => format!(
+                    "removing what it had written failed too ({undo_error}): restore the data \
+                     directory from its backup"
+                ),
+            }
+        )));
+    }
+    progress.finish(&format!(
+        "imported {} customers, {} orders, {} idempotency records of {}",
+        imported.customers,
+        imported.orders,
+        imported.idempotency_records,
+        imported.webstores.join(", ")
+    ));
+    Ok(imported)
+}
+
+/// Removes what the lines up to `through` wrote.
+fn undo(store: &Store, input: &Path, through: u64) -> Result<(), TransferError> {
+    let mut batch = WriteBatch::default();
+    read_records(input, &mut |number, record| {
+        if number > through {
+            return Ok(false);
+        }
+        match record {
+            Record::Customer(customer) => {
+                batch.delete(keys::customer(customer.id));
+                let email_key = crate::domain::email::fold(&customer.email);
+                batch.delete(keys::email(&customer.webstore_id, &email_key));
+                batch.delete(keys::number(&customer.webstore_id, customer.number));
+            }
+            Record::Order(order) => batch.delete(keys::order(order.customer_id, order.id)),
+            Record::Idempotency(webstore, key, _) => {
+                batch.delete(keys::idempotency(&webstore, &key))
+            }
+        }
+        Ok(true)
+    })?;
+    store.remove(batch)?;
+    Ok(store.close()?)
+}
