@@ -44,6 +44,9 @@ pub enum Durability {
     Async,
 }
 
+/// Visits one stored record (key, value): whether to go on, or why it does not decode.
+type RecordVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, CodecError> + 'a;
+
 /// A customer as loaded: its record and its orders by id.
 pub struct LoadedCustomer {
     /// The customer record (the caller places it in a webstore by the record's id).
@@ -497,7 +500,7 @@ impl Store {
         visit: &mut dyn FnMut(CustomerRecord) -> bool,
     ) -> Result<(), StoreError> {
         self.for_each_record(keys::CUSTOMER, &mut |_, bytes: &[u8]| {
-            decode::<CustomerRecord>(bytes).map(|record| visit(record))
+            decode::<CustomerRecord>(bytes).map(&mut *visit)
         })
     }
 
@@ -508,7 +511,7 @@ impl Store {
         visit: &mut dyn FnMut(OrderRecord) -> bool,
     ) -> Result<(), StoreError> {
         self.for_each_record(keys::ORDER, &mut |_, bytes: &[u8]| {
-            decode::<OrderRecord>(bytes).map(|record| visit(record))
+            decode::<OrderRecord>(bytes).map(&mut *visit)
         })
     }
 
@@ -527,11 +530,7 @@ impl Store {
         })
     }
 
-    fn for_each_record(
-        &self,
-        prefix: u8,
-        visit: &mut dyn FnMut(&[u8], &[u8]) -> Result<bool, CodecError>,
-    ) -> Result<(), StoreError> {
+    fn for_each_record(&self, prefix: u8, visit: &mut RecordVisitor<'_>) -> Result<(), StoreError> {
         let mut failure = None;
         self.inner
             .storage

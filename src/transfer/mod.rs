@@ -100,7 +100,7 @@ impl Progress {
     /// `count` of `what` done so far.
     pub fn step(&mut self, what: &str, count: u64) {
         if let Some(bar) = &self.bar {
-            if count % 1024 == 0 {
+            if count.is_multiple_of(1024) {
                 bar.set_message(format!("{count} {what}"));
             }
         } else if self.lines && self.last_line.elapsed() >= LINE_EVERY {

@@ -338,12 +338,15 @@ async fn export_and_import_refuse_a_running_servers_data_directory() {
     }
 }
 
+/// When a customer (and, if it got one, its order) was acknowledged.
+type Acknowledged = (Instant, i64, Option<i64>);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_online_backup_under_writes_holds_every_write_acknowledged_before_it() {
     // Arrange: a server taking customers and orders from four writers.
     let dir = DataDir::new();
     let app = Arc::new(spawn_app_on(&dir).await);
-    let acknowledged: Arc<Mutex<Vec<(Instant, i64, Option<i64>)>>> = Arc::default();
+    let acknowledged: Arc<Mutex<Vec<Acknowledged>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..4)
         .map(|w| {
