@@ -28,12 +28,13 @@ use warp::Filter;
 use crate::domain::catalogue::Webstore;
 use crate::service::Service;
 
+pub use body::{json_object, Params, MAX_BODY_BYTES};
 pub use error::ApiError;
-pub use router::{Endpoint, RouteError};
+pub use handlers::{sign_in_params, SignInParams};
+pub use router::{needs_credentials, resolve, template, Endpoint, RouteError};
 
-use body::{read_limited, Params};
+use body::read_limited;
 use observe::RequestRecord;
-use router::needs_credentials;
 
 /// Deadlines of one request, from the moment its head has been read.
 #[derive(Debug, Clone, Copy)]

@@ -140,6 +140,7 @@ pub async fn serve<F>(
         );
         let connection = http1::Builder::new()
             .max_buf_size(MAX_HEAD_BYTES)
+            .max_header_size(MAX_HEAD_BYTES)
             // Heads are watched by `super::watch`, which tells them apart from idle time.
             .header_read_timeout(None)
             .serve_connection(TokioIo::new(stream), handler);

@@ -1032,6 +1032,7 @@ impl TestApp {
         headers: &[(&str, &str)],
     ) -> Result<TestResponse, String> {
         let request = format!("{method} {path}");
+        let method_name = method.as_str().to_owned();
         let mut builder = self.client.request(method, self.url(path));
         if let Some(creds) = creds {
             builder = builder
@@ -1055,6 +1056,9 @@ impl TestApp {
             .await
             .map_err(|e| format!("{request}: reading the body failed: {e:?}"))?
             .to_vec();
+        if let Err(mismatch) = crate::contract::check(&method_name, path, status, &headers, &body) {
+            panic!("{request}: the answer does not match docs/openapi.json: {mismatch}");
+        }
         Ok(TestResponse {
             request,
             status,
@@ -1073,6 +1077,7 @@ impl TestApp {
         headers: &[(&str, &str)],
     ) -> TestResponse {
         let request = format!("{method} {path}");
+        let method_name = method.as_str().to_owned();
         let mut builder = self.client.request(method, self.url(path));
         if let Some(creds) = creds {
             builder = builder
@@ -1098,6 +1103,10 @@ impl TestApp {
             .await
             .unwrap_or_else(|e| panic!("{request}: reading the body failed: {e:?}"))
             .to_vec();
+        // Every answer any test gets is held to the OpenAPI document.
+        if let Err(mismatch) = crate::contract::check(&method_name, path, status, &headers, &body) {
+            panic!("{request}: the answer does not match docs/openapi.json: {mismatch}");
+        }
         TestResponse {
             request,
             status,

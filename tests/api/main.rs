@@ -9,6 +9,7 @@ mod catalogue_reads;
 mod catalogue_reload;
 mod cli;
 mod concurrency;
+mod contract;
 mod crash;
 mod customers;
 mod durability;

@@ -1,0 +1,1357 @@
+#!/usr/bin/env python3
+"""Writes docs/openapi.json, the OpenAPI 3.1 document of boxsub's v1 API.
+
+Edit this file, not the JSON, then run from the repository root:
+
+    python3 docs/openapi.py docs/openapi.json
+
+The server serves the JSON at GET /v1/openapi.json (it is built into the binary), `cargo test`
+checks real responses against it, and CI checks that the JSON is what this script writes.
+"""
+import json
+import sys
+
+OUT = sys.argv[1]
+
+
+def ref(kind, name):
+    return {"$ref": f"#/components/{kind}/{name}"}
+
+
+def sref(name):
+    return ref("schemas", name)
+
+
+REQ_ID_HEADER = ref("headers", "X-Request-Id")
+AUTH = [{"ApiKey": [], "ApiSecret": []}]
+
+# ---------------------------------------------------------------------------
+# Examples (captured from the demo server)
+# ---------------------------------------------------------------------------
+
+ADDRESS_EX = {
+    "address_1": "1 My Street", "address_2": None, "suburb": None, "city": "London",
+    "postcode": None, "delivery_note": None, "home_phone": None, "mobile_phone": None,
+    "work_phone": None,
+}
+CUSTOMER_EX = {
+    "id": 1, "first_name": "Joe", "last_name": "Dalton", "name": "Joe Dalton",
+    "email": "joe@example.com", "delivery_service_id": 91, "halted?": False,
+    "discount?": False, "discount": 0.0, "number": "0001", "account_balance": "0.00",
+    "webstore_id": "fantastic-vege-people", "webstore_name": "Fantastic Organic Demo",
+}
+CUSTOMER_ADDR_EX = dict(CUSTOMER_EX, address=ADDRESS_EX)
+ORDER_EX = {
+    "id": 1, "customer_id": 1, "box_id": 217, "frequency": "weekly",
+    "start_date": "2026-11-24", "week_days": [2], "extras_one_off": False,
+    "extras": [{"id": 28, "quantity": 1}], "exclusions": [243], "substitutions": [],
+    "created_at": "2026-11-23T14:52:42Z",
+}
+BOX_EX = {
+    "id": 217, "name": "5kg Box", "description": "A family box of seasonal vegetables.",
+    "price": "30.00", "likes": True, "dislikes": True, "customizable": True,
+    "extras_allowed": True, "extras_limit": -1, "extras_unlimited": True,
+    "exclusions_limit": 3, "exclusions_unlimited": False, "substitutions_limit": 2,
+    "substitutions_unlimited": False, "updated_at": 1795445543,
+}
+BOX_EMBED_EX = dict(
+    BOX_EX,
+    extras=[
+        {"id": 28, "name": "Apple Juice", "unit": "4 litres", "price": "7.50"},
+        {"id": 29, "name": "Free Range Eggs", "unit": "dozen", "price": "4.20"},
+        {"id": 30, "name": "Sourdough Loaf", "unit": "800g", "price": "3.80"},
+    ],
+    box_items=[
+        {"id": 240, "name": "Apple (Red)"}, {"id": 241, "name": "Beetroot"},
+        {"id": 242, "name": "Carrots"}, {"id": 243, "name": "Kale"},
+        {"id": 244, "name": "Leeks"}, {"id": 245, "name": "Potatoes"},
+    ],
+    images={"thumb": "https://example.com/images/217-thumb.jpg"},
+)
+DS_EX = {
+    "id": 91, "name": "Courier (All Regions)", "instructions": "Left at the door before 8am.",
+    "fee": "5.00", "pickup_point": False, "mon": True, "tue": True, "wed": True, "thu": True,
+    "fri": True, "sat": False, "sun": False,
+    "name_days_and_fee": "Courier (All Regions) - Mon, Tue, Wed, Thu, Fri - £5.00",
+}
+DS2_EX = {
+    "id": 92, "name": "Market Pickup", "instructions": "Collect from our stall, 9am to 1pm.",
+    "fee": "0.00", "pickup_point": True, "mon": False, "tue": False, "wed": False,
+    "thu": False, "fri": False, "sat": True, "sun": False,
+    "name_days_and_fee": "Market Pickup - Sat - £0.00",
+}
+WEBSTORE_EX = {
+    "id": "fantastic-vege-people", "name": "Fantastic Organic Demo", "locale": "en",
+    "currency": "GBP", "time_zone": "London", "city": "London", "email": "demo@example.com",
+    "phone": "020 7946 0000",
+    "sidebar_description": "Organic vegetable boxes delivered across London.",
+    "active": True, "payment_options": ["cash_on_delivery", "bank_deposit"],
+    "require_phone": False, "require_address_1": True, "require_address_2": False,
+    "require_suburb": False, "require_city": True, "require_postcode": False,
+    "require_delivery_note": False, "collect_phone": True, "collect_delivery_note": True,
+}
+DELIVERY_EX = {
+    "date": "2026-11-24", "order_id": 1, "customer_id": 1, "customer_number": "0001",
+    "customer_name": "Joe Dalton", "delivery_service_id": 91, "box_id": 217,
+    "box_name": "5kg Box", "exclusions": [{"id": 243, "name": "Kale"}], "substitutions": [],
+    "extras": [{"id": 28, "name": "Apple Juice", "unit": "4 litres", "quantity": 1}],
+    "address": ADDRESS_EX,
+}
+CSV_EX = (
+    "date,order_id,customer_id,customer_number,customer_name,delivery_service_id,box_id,"
+    "box_name,exclusions,substitutions,extras,address_1,address_2,suburb,city,postcode,"
+    "delivery_note,home_phone,mobile_phone,work_phone\n"
+    "2026-11-24,1,1,0001,Joe Dalton,91,217,5kg Box,Kale,,Apple Juice (4 litres) x 1,"
+    "1 My Street,,,London,,,,,\n"
+    "2026-11-24,2,2,0002,Ann Lee,91,217,5kg Box,,Leeks,Free Range Eggs (dozen) x 2,"
+    "2 Road,,,London,12345,Back door,,,\n"
+)
+CUSTOMER_CREATE_EX = {
+    "customer": {
+        "first_name": "Joe", "last_name": "Dalton", "email": "joe@example.com",
+        "delivery_service_id": 91, "password": "correct horse",
+        "address": {"address_1": "1 My Street", "city": "London"},
+    }
+}
+ORDER_CREATE_EX = {
+    "order": {
+        "customer_id": 1, "box_id": 217, "frequency": "weekly",
+        "exclusions": [243], "extras": [{"id": 28, "quantity": 1}],
+    }
+}
+
+
+def ex(summary, value):
+    return {"summary": summary, "value": value}
+
+
+# ---------------------------------------------------------------------------
+# Schemas
+# ---------------------------------------------------------------------------
+
+MONEY = {
+    "type": "string", "pattern": "^[0-9]+\\.[0-9]{2}$",
+    "description": "An amount of money as a decimal string with two places, e.g. `\"30.00\"`.",
+    "examples": ["30.00"],
+}
+ID = {"type": "integer", "minimum": 1}
+DATE = {"type": "string", "format": "date", "description": "A civil date, `YYYY-MM-DD`."}
+
+
+def closed(props, required=None, description=None, **extra):
+    s = {"type": "object"}
+    if description:
+        s["description"] = description
+    s["properties"] = props
+    s["required"] = list(props) if required is None else required
+    s["additionalProperties"] = False
+    s.update(extra)
+    return s
+
+
+ADDRESS_FIELDS = ["address_1", "address_2", "suburb", "city", "postcode", "delivery_note",
+                  "home_phone", "mobile_phone", "work_phone"]
+
+schemas = {}
+
+schemas["Message"] = closed(
+    {"message": {"type": "string", "description": "A human-readable sentence."}},
+    description="The body of every error except validation failures (`{\"message\": ...}`).",
+    examples=[{"message": "Resource not found"}],
+)
+schemas["ValidationErrors"] = closed(
+    {"errors": {
+        "type": "object",
+        "description": (
+            "Every failing field at once, by field path: a top-level field (`email`), a "
+            "nested one (`address.city`, `address.phone`), an array element "
+            "(`extras[1]`, `extras[1].quantity`), a query parameter (`page`, `per_page`, "
+            "`date`, `customer_id`, `delivery_service_id`) or the `Idempotency-Key` header "
+            "(`idempotency_key`). Each holds one or more messages such as `can't be blank`, "
+            "`is invalid`, `has already been taken`, `is not included in the list`, "
+            "`is too long (maximum is 255 characters)`."),
+        "minProperties": 1,
+        "additionalProperties": {
+            "type": "array", "minItems": 1, "items": {"type": "string"},
+        },
+    }},
+    description="The body of a 422 validation failure.",
+    examples=[{"errors": {"first_name": ["can't be blank"],
+                          "email": ["has already been taken"]}}],
+)
+
+schemas["Address"] = closed(
+    {name: {"type": ["string", "null"]} for name in ADDRESS_FIELDS},
+    description=(
+        "A customer's address. Every field is always present; a field never set (or "
+        "cleared) is `null`."),
+    examples=[ADDRESS_EX],
+)
+
+schemas["Customer"] = closed(
+    {
+        "id": dict(ID, description="Server-assigned id, unique across webstores."),
+        "first_name": {"type": "string", "minLength": 1},
+        "last_name": {"type": ["string", "null"]},
+        "name": {"type": "string",
+                 "description": "`first_name` and `last_name` joined by one space, or just "
+                                "`first_name`."},
+        "email": {"type": "string",
+                  "description": "As the customer gave it (trimmed); unique in the webstore "
+                                 "ignoring case."},
+        "delivery_service_id": ID,
+        "halted?": {"type": "boolean", "description": "Always `false`."},
+        "discount?": {"type": "boolean", "description": "Always `false`."},
+        "discount": {"type": "number", "description": "Always `0.0`."},
+        "number": {"type": "string", "pattern": "^[0-9]{4,}$",
+                   "description": "The customer's number in its webstore, from 1, zero-padded "
+                                  "to at least four digits."},
+        "account_balance": dict(MONEY, description="Always `\"0.00\"`."),
+        "webstore_id": {"type": "string"},
+        "webstore_name": {"type": "string"},
+        "address": dict(sref("Address"),
+                        description="Only with `embed=address`."),
+    },
+    required=["id", "first_name", "last_name", "name", "email", "delivery_service_id",
+              "halted?", "discount?", "discount", "number", "account_balance",
+              "webstore_id", "webstore_name"],
+    description="A customer as served. The password is never returned.",
+    examples=[CUSTOMER_ADDR_EX],
+)
+
+schemas["ExtraLine"] = closed(
+    {"id": ID, "quantity": {"type": "integer", "minimum": 1, "maximum": 1000}},
+    description="A quantity of one extra on an order.",
+)
+
+schemas["Order"] = closed(
+    {
+        "id": dict(ID, description="Server-assigned; unique and increasing, not dense."),
+        "customer_id": ID,
+        "box_id": ID,
+        "frequency": {"type": "string", "enum": ["single", "weekly", "fortnightly"]},
+        "start_date": dict(DATE, description="The first date a delivery may happen on."),
+        "week_days": {
+            "type": "array", "uniqueItems": True, "minItems": 1, "maxItems": 7,
+            "items": {"type": "integer", "minimum": 0, "maximum": 6},
+            "description": "Days of delivery, Sunday = 0 … Saturday = 6, in ascending order.",
+        },
+        "extras_one_off": {"type": "boolean",
+                           "description": "`true`: the extras come with the first delivery "
+                                          "only."},
+        "extras": {"type": "array", "items": sref("ExtraLine")},
+        "exclusions": {"type": "array", "items": ID,
+                       "description": "Excluded box-item ids."},
+        "substitutions": {"type": "array", "items": ID,
+                          "description": "Substitute box-item ids."},
+        "created_at": {"type": "string", "format": "date-time",
+                       "description": "RFC 3339, UTC, whole seconds."},
+    },
+    description="An order as served: one box (quantity 1) for one customer, with its schedule.",
+    examples=[ORDER_EX],
+)
+
+schemas["BoxExtra"] = closed(
+    {"id": ID, "name": {"type": "string"}, "unit": {"type": "string"}, "price": MONEY},
+    description="An extra a box offers.",
+)
+schemas["BoxItem"] = closed(
+    {"id": ID, "name": {"type": "string"}},
+    description="A box item (for exclusions and substitutions).",
+)
+LIMIT = {"type": "integer", "minimum": -1}
+schemas["Box"] = closed(
+    {
+        "id": ID,
+        "name": {"type": "string"},
+        "description": {"type": "string"},
+        "price": MONEY,
+        "likes": {"type": "boolean", "description": "Whether substitutions may be given."},
+        "dislikes": {"type": "boolean", "description": "Whether exclusions may be given."},
+        "customizable": {"type": "boolean",
+                         "description": "`likes || dislikes || extras_allowed`."},
+        "extras_allowed": {"type": "boolean"},
+        "extras_limit": dict(LIMIT, description="Most total quantity of extras; -1 = "
+                                                "unlimited."),
+        "extras_unlimited": {"type": "boolean"},
+        "exclusions_limit": dict(LIMIT, description="Most exclusions; -1 = unlimited."),
+        "exclusions_unlimited": {"type": "boolean"},
+        "substitutions_limit": dict(LIMIT, description="Most substitutions; -1 = unlimited."),
+        "substitutions_unlimited": {"type": "boolean"},
+        "updated_at": {"type": "integer",
+                       "description": "Unix time (seconds) of the box's last change."},
+        "extras": {"type": "array", "items": sref("BoxExtra"),
+                   "description": "Only with `embed=extras`: the extras this box offers."},
+        "box_items": {"type": "array", "items": sref("BoxItem"),
+                      "description": "Only with `embed=box_items`: every box item of the "
+                                     "webstore."},
+        "images": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Only with `embed=images`: image URLs by size name."},
+    },
+    required=["id", "name", "description", "price", "likes", "dislikes", "customizable",
+              "extras_allowed", "extras_limit", "extras_unlimited", "exclusions_limit",
+              "exclusions_unlimited", "substitutions_limit", "substitutions_unlimited",
+              "updated_at"],
+    description="A box on offer (hidden boxes are never served).",
+    examples=[BOX_EMBED_EX],
+)
+
+DAY = {"type": "boolean"}
+schemas["DeliveryService"] = closed(
+    {
+        "id": ID,
+        "name": {"type": "string"},
+        "instructions": {"type": "string"},
+        "fee": MONEY,
+        "pickup_point": {"type": "boolean"},
+        "mon": DAY, "tue": DAY, "wed": DAY, "thu": DAY, "fri": DAY, "sat": DAY, "sun": DAY,
+        "name_days_and_fee": {"type": "string",
+                              "description": "Name, delivery days and fee with the "
+                                             "currency symbol, for display."},
+    },
+    description="A delivery service and the weekdays it delivers on.",
+    examples=[DS_EX],
+)
+
+schemas["Webstore"] = closed(
+    {
+        "id": {"type": "string"}, "name": {"type": "string"}, "locale": {"type": "string"},
+        "currency": {"type": "string"},
+        "time_zone": {"type": "string",
+                      "description": "A Rails zone name (`London`) or a tz database name "
+                                     "(`Europe/London`)."},
+        "city": {"type": "string"}, "email": {"type": "string"}, "phone": {"type": "string"},
+        "sidebar_description": {"type": "string"}, "active": {"type": "boolean"},
+        "payment_options": {"type": "array", "items": {"type": "string"}},
+        "require_phone": {"type": "boolean",
+                          "description": "New customers must give at least one phone number."},
+        "require_address_1": {"type": "boolean"}, "require_address_2": {"type": "boolean"},
+        "require_suburb": {"type": "boolean"}, "require_city": {"type": "boolean"},
+        "require_postcode": {"type": "boolean"},
+        "require_delivery_note": {"type": "boolean"},
+        "collect_phone": {"type": "boolean"}, "collect_delivery_note": {"type": "boolean"},
+    },
+    description="The caller's webstore settings. API keys are never part of them.",
+    examples=[WEBSTORE_EX],
+)
+
+schemas["NamedItem"] = closed({"id": ID, "name": {"type": "string"}},
+                              description="A box item by id and name.")
+schemas["DeliveredExtra"] = closed(
+    {"id": ID, "name": {"type": "string"}, "unit": {"type": "string"},
+     "quantity": {"type": "integer", "minimum": 1}},
+    description="An extra delivered, named.",
+)
+schemas["Delivery"] = closed(
+    {
+        "date": DATE,
+        "order_id": ID,
+        "customer_id": ID,
+        "customer_number": {"type": "string", "pattern": "^[0-9]{4,}$"},
+        "customer_name": {"type": "string"},
+        "delivery_service_id": ID,
+        "box_id": ID,
+        "box_name": {"type": "string"},
+        "exclusions": {"type": "array", "items": sref("NamedItem")},
+        "substitutions": {"type": "array", "items": sref("NamedItem")},
+        "extras": {"type": "array", "items": sref("DeliveredExtra"),
+                   "description": "Every delivery's extras, or, when the order's "
+                                  "`extras_one_off` is true, only the first delivery's "
+                                  "(empty on later ones)."},
+        "address": sref("Address"),
+    },
+    description="One delivery of the delivery list: an order delivered on `date`.",
+    examples=[DELIVERY_EX],
+)
+
+# --- request bodies --------------------------------------------------------
+
+schemas["IdInput"] = {
+    "description": "A positive integer id, as a JSON number or a string of decimal digits.",
+    "anyOf": [
+        {"type": "integer", "minimum": 1},
+        {"type": "string", "pattern": "^0*[1-9][0-9]*$"},
+    ],
+}
+
+
+def text_input(max_len, nullable=False, description=None):
+    types = ["string", "number"] + (["null"] if nullable else [])
+    s = {"type": types, "maxLength": max_len}
+    if description:
+        s["description"] = description
+    return s
+
+
+schemas["AddressInput"] = {
+    "type": ["object", "null"],
+    "description": (
+        "Address fields to set. Each is a string (a number is kept as its JSON text), "
+        "trimmed, at most 255 characters (`delivery_note`: 1000). An empty string or "
+        "`null` clears the field. Absent fields are kept on update. Which fields are "
+        "required depends on the webstore's `require_*` settings (`GET /v1/webstore`): "
+        "a required field must be non-blank on create, and must not be cleared on update. "
+        "`require_phone` means at least one of `home_phone`, `mobile_phone`, "
+        "`work_phone` (error field `address.phone`). `null` for the whole address is "
+        "ignored. Unknown fields are ignored."),
+    "properties": {
+        name: text_input(1000 if name == "delivery_note" else 255, nullable=True)
+        for name in ADDRESS_FIELDS
+    },
+}
+
+NAME_TEXT = {
+    "type": ["string", "number"], "minLength": 1, "maxLength": 255, "pattern": "\\S",
+    "description": "Trimmed; must not be blank; at most 255 characters. A number is kept "
+                   "as its JSON text.",
+}
+EMAIL_TEXT = {
+    "type": "string", "maxLength": 255, "pattern": "^\\s*[^@\\s]+@[^@\\s]+\\s*$",
+    "description": "Trimmed; one `@` with text on both sides, no white space or control "
+                   "characters, at most 255 characters. Unique in the webstore ignoring "
+                   "case (`has already been taken`).",
+    "examples": ["joe@example.com"],
+}
+PASSWORD = {
+    "type": ["string", "null"], "minLength": 8, "maxLength": 128, "writeOnly": True,
+    "description": "8 to 128 characters; stored as an argon2id hash, never returned. "
+                   "Without one the customer cannot sign in. `null` is ignored.",
+}
+
+customer_props = {
+    "first_name": NAME_TEXT,
+    "last_name": text_input(255, nullable=True,
+                            description="Trimmed; at most 255 characters. An empty string "
+                                        "or `null` clears it."),
+    "email": EMAIL_TEXT,
+    "delivery_service_id": dict(
+        sref("IdInput"),
+        description="A delivery service of the caller's webstore (`is invalid` otherwise)."),
+    "address": sref("AddressInput"),
+    "password": PASSWORD,
+}
+
+schemas["CustomerCreate"] = {
+    "type": "object",
+    "description": (
+        "A new customer. Unknown fields, and fields the server owns (`id`, `number`, "
+        "`name`, ...), are ignored."),
+    "required": ["first_name", "email", "delivery_service_id"],
+    "properties": customer_props,
+    "examples": [CUSTOMER_CREATE_EX["customer"]],
+}
+schemas["CustomerUpdate"] = {
+    "type": "object",
+    "description": (
+        "The fields to change; absent fields keep their value (PATCH and PUT alike). "
+        "`first_name`, `email` and `delivery_service_id` may not be `null` or blank. "
+        "Unknown fields are ignored."),
+    "properties": customer_props,
+    "examples": [{"last_name": "Lee", "address": {"delivery_note": "Back door"}}],
+}
+
+
+def wrapped(name, envelope):
+    return {
+        "description": (
+            f"The body may be bare or wrapped as `{{\"{envelope}\": {{...}}}}`; both mean the "
+            "same. It must be a JSON object (422 `Invalid JSON` otherwise) of at most "
+            "64 KiB (413 past it)."),
+        "anyOf": [
+            sref(name),
+            {"type": "object", "required": [envelope],
+             "properties": {envelope: sref(name)}},
+        ],
+    }
+
+
+schemas["CustomerCreateBody"] = wrapped("CustomerCreate", "customer")
+schemas["CustomerUpdateBody"] = wrapped("CustomerUpdate", "customer")
+
+schemas["ExtraLineInput"] = {
+    "type": "object",
+    "required": ["id", "quantity"],
+    "description": "An extra the box offers, listed once in the order.",
+    "properties": {
+        "id": dict(sref("IdInput"),
+                   description="An extra the box offers (`is not an extra offered by this "
+                               "box`), listed once (`is listed more than once`)."),
+        "quantity": {
+            "description": "1 to 1000, as a number or a string of digits.",
+            "anyOf": [
+                {"type": "integer", "minimum": 1, "maximum": 1000},
+                {"type": "string", "pattern": "^0*([1-9][0-9]{0,2}|1000)$"},
+            ],
+        },
+    },
+}
+
+ITEM_LIST = {
+    "type": ["array", "null"], "maxItems": 100, "uniqueItems": True,
+    "items": sref("IdInput"),
+}
+schemas["OrderCreate"] = {
+    "type": "object",
+    "description": (
+        "A new order: one box for one customer. Unknown fields (e.g. `payment_method`) "
+        "are ignored. `null` means the same as an absent field, except for `customer_id` "
+        "and `box_id`."),
+    "required": ["customer_id", "box_id"],
+    "properties": {
+        "customer_id": dict(sref("IdInput"),
+                            description="A customer of the caller's webstore (`is invalid` "
+                                        "otherwise)."),
+        "box_id": dict(sref("IdInput"),
+                       description="A visible box of the caller's webstore."),
+        "frequency": {"type": ["string", "null"], "enum": ["single", "weekly", "fortnightly",
+                                                          None],
+                      "default": "single"},
+        "start_date": {
+            "type": ["string", "null"], "format": "date",
+            "description": (
+                "`YYYY-MM-DD`. Default: the first date after today (in the webstore's time "
+                "zone) that is a delivery day of the customer's delivery service and, if "
+                "`week_days` was sent, one of them. A past date is accepted. `single`: must "
+                "be a delivery day. An empty string means absent."),
+        },
+        "week_days": {
+            "type": ["array", "null"], "uniqueItems": True, "maxItems": 7,
+            "description": (
+                "Distinct days, Sunday = 0 … Saturday = 6, as numbers or digit strings. "
+                "Default: `start_date`'s weekday. `weekly`/`fortnightly`: must not be empty "
+                "and must all be delivery days of the customer's delivery service. "
+                "`single`: if sent, must be exactly `start_date`'s weekday."),
+            "items": {"anyOf": [
+                {"type": "integer", "minimum": 0, "maximum": 6},
+                {"type": "string", "pattern": "^0*[0-6]$"},
+            ]},
+        },
+        "extras_one_off": {
+            "description": "`true`: extras come with the first delivery only. Default `false`. "
+                           "Also `\"true\"`/`\"false\"`.",
+            "anyOf": [{"type": ["boolean", "null"]},
+                      {"type": "string", "enum": ["true", "false"]}],
+            "default": False,
+        },
+        "exclusions": dict(ITEM_LIST, description=(
+            "Box items left out: distinct box-item ids of the webstore, at most 100, and "
+            "within the box's `dislikes` and `exclusions_limit`.")),
+        "substitutions": dict(ITEM_LIST, description=(
+            "Box items wanted instead: distinct box-item ids, at most 100, within the box's "
+            "`likes` and `substitutions_limit`, none of them excluded.")),
+        "extras": {
+            "type": ["array", "null"], "maxItems": 100, "items": sref("ExtraLineInput"),
+            "description": "At most 100 lines; the box must allow extras and its "
+                           "`extras_limit` caps the total quantity.",
+        },
+        "quantity": {
+            "description": "Must be 1 if sent: an order is for one box. Post one order per "
+                           "box and per unit.",
+            "anyOf": [{"type": "integer", "const": 1}, {"type": "string", "pattern": "^0*1$"},
+                      {"type": "null"}],
+        },
+    },
+    "examples": [ORDER_CREATE_EX["order"]],
+}
+schemas["OrderCreateBody"] = wrapped("OrderCreate", "order")
+
+schemas["SignIn"] = {
+    "type": "object",
+    "description": "Sign-in parameters. Numbers are read as their JSON text; other "
+                   "fields are ignored.",
+    "properties": {
+        "email": {"type": ["string", "number"], "minLength": 1,
+                  "description": "Trimmed and matched ignoring case. Empty means missing."},
+        "password": {"type": ["string", "number"], "minLength": 1, "writeOnly": True,
+                     "description": "Empty means missing."},
+        "embed": {"type": ["string", "number"],
+                  "description": "`address` to embed the address."},
+    },
+    "examples": [{"email": "joe@example.com", "password": "correct horse"}],
+}
+schemas["SignInBody"] = {
+    "description": "Bare, or wrapped as `{\"customer\": {...}}`.",
+    "anyOf": [sref("SignIn"),
+              {"type": "object", "required": ["customer"],
+               "properties": {"customer": sref("SignIn")}}],
+}
+schemas["SignInForm"] = {
+    "type": "object",
+    "description": "Form fields `email`, `password`, `embed`; Rails-style "
+                   "`customer[email]`, `customer[password]`, `customer[embed]` also work.",
+    "properties": {
+        "email": {"type": "string"},
+        "password": {"type": "string", "writeOnly": True},
+        "embed": {"type": "string"},
+        "customer[email]": {"type": "string"},
+        "customer[password]": {"type": "string", "writeOnly": True},
+        "customer[embed]": {"type": "string"},
+    },
+}
+
+# ---------------------------------------------------------------------------
+# Headers, parameters, responses
+# ---------------------------------------------------------------------------
+
+headers = {
+    "X-Request-Id": {
+        "description": "Identifies this request in the server's log: the request's "
+                       "`X-Request-Id` if it sent a usable one (1 to 128 visible ASCII "
+                       "characters), otherwise one the server generated (24 hexadecimal "
+                       "digits). Sent on every response of the API; answers the HTTP layer "
+                       "writes on its own (a 503 at the connection cap, a 431, a 400 for a "
+                       "request that is not HTTP) carry none.",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 128},
+    },
+    "Location": {
+        "description": "The path of the created or updated record, e.g. `/v1/customers/1`.",
+        "schema": {"type": "string", "format": "uri-reference"},
+    },
+    "Idempotent-Replayed": {
+        "description": "`true` when this is the recorded response of an earlier request with "
+                       "the same `Idempotency-Key` and body; absent otherwise.",
+        "schema": {"type": "string", "enum": ["true"]},
+    },
+    "X-Total-Count": {
+        "description": "How many elements the whole list has (all pages).",
+        "schema": {"type": "integer", "minimum": 0},
+    },
+    "Link": {
+        "description": (
+            "RFC 8288 links to pages of the list, relative to the server: `next` (when "
+            "there is a later page), `prev` (when `page` > 1), `first` and `last`. Each "
+            "carries `page`, `per_page` and the list's other query parameters, e.g. "
+            "`</v1/customers?page=2&per_page=1>; rel=\"next\", "
+            "</v1/customers?page=1&per_page=1>; rel=\"first\", "
+            "</v1/customers?page=2&per_page=1>; rel=\"last\"`."),
+        "schema": {"type": "string"},
+    },
+    "Retry-After": {
+        "description": "Seconds to wait before trying again.",
+        "required": True,
+        "schema": {"type": "integer", "minimum": 1},
+    },
+    "Allow": {
+        "description": "The methods the path supports, e.g. `GET, PATCH, PUT`.",
+        "required": True,
+        "schema": {"type": "string"},
+    },
+    "Connection": {
+        "description": "`close`: the rest of the body was not read, so the connection is "
+                       "closed after this response.",
+        "schema": {"type": "string", "enum": ["close"]},
+    },
+}
+
+
+def hdrs(*names):
+    out = {"X-Request-Id": REQ_ID_HEADER}
+    for n in names:
+        out[n] = ref("headers", n)
+    return out
+
+
+JSON = "application/json"
+
+
+def json_content(schema, examples=None):
+    c = {"schema": schema}
+    if examples:
+        c["examples"] = examples
+    return {JSON: c}
+
+
+def msg_ex(*pairs):
+    return {k: ex(k.replace("_", " "), {"message": m}) for k, m in pairs}
+
+
+responses = {
+    "BadRequest": {
+        "description": (
+            "The request body could not be read off the connection (for example broken "
+            "chunked encoding). The connection is closed. A request the HTTP layer cannot "
+            "parse at all gets a 400 with an empty body."),
+        "headers": hdrs("Connection"),
+        "content": json_content(sref("Message"), msg_ex(
+            ("unreadable_body", "Could not read the request body"))),
+    },
+    "Unauthorized": {
+        "description": (
+            "`API-Key` or `API-Secret` missing, empty or wrong. Checked before anything "
+            "else, so an unknown path or a bad body is also a 401 without credentials."),
+        "headers": hdrs(),
+        "content": json_content(sref("Message"), msg_ex(
+            ("missing", "Could not authenticate. You must set the API-Key and API-Secret "
+                        "headers."),
+            ("invalid", "Could not authenticate. Invalid API-Key or API-Secret headers."))),
+    },
+    "NotFound": {
+        "description": (
+            "No such record in the caller's webstore (another webstore's record is "
+            "also a 404), or an id segment that is not a positive integer."),
+        "headers": hdrs(),
+        "content": json_content(sref("Message"), msg_ex(("not_found", "Resource not found"))),
+    },
+    "MethodNotAllowed": {
+        "description": (
+            "The path exists but not with this method. `Allow` lists the methods it "
+            "supports."),
+        "headers": hdrs("Allow"),
+        "content": json_content(sref("Message"), msg_ex(
+            ("method_not_allowed", "Method not allowed"))),
+    },
+    "RequestTimeout": {
+        "description": (
+            "The request body did not arrive within the body deadline (20 s by default). "
+            "The connection is closed."),
+        "headers": hdrs("Connection"),
+        "content": json_content(sref("Message"), msg_ex(
+            ("body_timeout", "The request body did not arrive in time"))),
+    },
+    "PayloadTooLarge": {
+        "description": (
+            "The body is over 64 KiB (65,536 bytes), whether announced by `Content-Length` "
+            "or sent chunked. The connection is closed."),
+        "headers": hdrs("Connection"),
+        "content": json_content(sref("Message"), msg_ex(
+            ("too_large", "Request body too large"))),
+    },
+    "Unprocessable": {
+        "description": (
+            "Validation failed: every failing field is named at once "
+            "(`ValidationErrors`); or the body is not a JSON object "
+            "(`{\"message\": \"Invalid JSON\"}`). Nothing was changed."),
+        "headers": hdrs(),
+        "content": json_content(
+            {"oneOf": [sref("ValidationErrors"), sref("Message")]},
+            {
+                "validation": ex("Validation failed",
+                                 {"errors": {"email": ["has already been taken"],
+                                             "address.city": ["can't be blank"]}}),
+                "invalid_json": ex("Body is not a JSON object", {"message": "Invalid JSON"}),
+            }),
+    },
+    "QueryUnprocessable": {
+        "description": "A query parameter is missing or invalid; each is named.",
+        "headers": hdrs(),
+        "content": json_content(
+            sref("ValidationErrors"),
+            {"page": ex("Bad page parameters",
+                        {"errors": {"page": ["must be a positive integer"],
+                                    "per_page": ["must be less than or equal to 1000"]}})}),
+    },
+    "TooManyRequests": {
+        "description": (
+            "10 failed sign-ins for this email (in this webstore) within 15 minutes; "
+            "`Retry-After` says when the oldest of them expires."),
+        "headers": hdrs("Retry-After"),
+        "content": json_content(sref("Message"), msg_ex(
+            ("throttled", "Too many failed sign-in attempts for this email. Try again "
+                          "later."))),
+    },
+    "HeadTooLarge": {
+        "description": (
+            "The request head (request line and headers) is too large; keep it under "
+            "64 KiB. Written by the HTTP layer with an empty body; the connection is "
+            "closed."),
+        "headers": {"Connection": ref("headers", "Connection")},
+    },
+    "InternalError": {
+        "description": "A bug. Never carries any detail.",
+        "headers": hdrs(),
+        "content": json_content(sref("Message"), msg_ex(
+            ("internal", "Internal server error"))),
+    },
+    "Unavailable": {
+        "description": (
+            "Nothing was changed; try again after `Retry-After` seconds. Overloaded "
+            "(too many requests in flight or queued for one customer, too many connections, "
+            "too many password checks queued; `Retry-After: 1`), the request ran past its "
+            "deadline (30 s by default; `Retry-After: 1`), the store failed "
+            "(`Retry-After: 5`), or, for writes, the disk is nearly full or read-only "
+            "(`Retry-After: 30`; reads still work)."),
+        "headers": hdrs("Retry-After"),
+        "content": json_content(sref("Message"), msg_ex(
+            ("overloaded", "Service temporarily unavailable. Try again shortly."),
+            ("deadline", "The request took too long and was cut off. A create may have been "
+                         "stored: repeat it with the same Idempotency-Key to find out."),
+            ("disk_full", "The disk of the service is nearly full, so writes are refused "
+                          "until space is freed. Nothing was changed; reads still work."),
+            ("read_only", "The storage of the service is read-only, so writes are refused. "
+                          "Nothing was changed; reads still work."),
+            ("storage", "The storage of the service failed. Nothing was changed; try again "
+                        "later."))),
+    },
+}
+
+parameters = {
+    "XRequestId": {
+        "name": "X-Request-Id", "in": "header", "required": False,
+        "description": "Optional id for this request. Kept when it is 1 to 128 visible "
+                       "ASCII characters without spaces, and returned in the response's "
+                       "`X-Request-Id`; anything else is replaced by a new id (no error).",
+        "schema": {"type": "string", "minLength": 1, "maxLength": 128,
+                   "pattern": "^[\\x21-\\x7e]+$"},
+        "example": "7f3c9a52-checkout",
+    },
+    "IdempotencyKey": {
+        "name": "Idempotency-Key", "in": "header", "required": False,
+        "description": (
+            "1 to 255 visible ASCII characters (another header value is `is invalid`), "
+            "chosen by the client, scoped to the webstore and shared "
+            "by `POST /v1/customers` and `POST /v1/orders`. The same key with the same body "
+            "bytes replays the first 201 (with `Idempotent-Replayed: true`) and creates "
+            "nothing; the same key with another body is a 422 naming `idempotency_key`. A "
+            "request that fails (4xx) leaves the key unused. Concurrent requests with one "
+            "key wait for the first and get the same answer. Keys are kept at least "
+            "24 hours."),
+        "schema": {"type": "string", "minLength": 1, "maxLength": 255,
+                   "pattern": "^[\\x20-\\x7e]+$"},
+        "example": "cart-7f3c9a-checkout-1",
+    },
+    "Page": {
+        "name": "page", "in": "query", "required": False,
+        "description": "Page number, from 1 (`must be a positive integer` otherwise). A page "
+                       "past the last is an empty list.",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 18446744073709551,
+                   "default": 1},
+    },
+    "PerPage": {
+        "name": "per_page", "in": "query", "required": False,
+        "description": "Elements per page, 1 to 1000.",
+        "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+    },
+    "CustomerEmbed": {
+        "name": "embed", "in": "query", "required": False,
+        "description": "Comma-separated children to embed: `address`. Unknown names are "
+                       "ignored.",
+        "style": "form", "explode": False,
+        "schema": {"type": "array", "items": {"type": "string"}},
+        "example": ["address"],
+    },
+    "BoxEmbed": {
+        "name": "embed", "in": "query", "required": False,
+        "description": "Comma-separated children to embed: `extras`, `box_items`, "
+                       "`images`. Unknown names are ignored.",
+        "style": "form", "explode": False,
+        "schema": {"type": "array", "items": {"type": "string"}},
+        "example": ["extras", "box_items", "images"],
+    },
+}
+
+
+def path_id(what):
+    return {
+        "name": "id", "in": "path", "required": True,
+        "description": f"The {what} id. Anything but a positive integer is a 404.",
+        "schema": {"type": "integer", "minimum": 1},
+    }
+
+
+parameters["CustomerIdPath"] = path_id("customer")
+parameters["OrderIdPath"] = path_id("order")
+parameters["BoxIdPath"] = path_id("box")
+parameters["DeliveryServiceIdPath"] = path_id("delivery service")
+
+
+def p(name):
+    return ref("parameters", name)
+
+
+def r(name):
+    return ref("responses", name)
+
+
+def common(body=False, auth=True, unprocessable=None, not_found=False, throttled=False):
+    out = {}
+    if body:
+        out["400"] = r("BadRequest")
+    if auth:
+        out["401"] = r("Unauthorized")
+    if not_found:
+        out["404"] = r("NotFound")
+    out["405"] = r("MethodNotAllowed")
+    if body:
+        out["408"] = r("RequestTimeout")
+        out["413"] = r("PayloadTooLarge")
+    if unprocessable:
+        out["422"] = r(unprocessable)
+    if throttled:
+        out["429"] = r("TooManyRequests")
+    out["431"] = r("HeadTooLarge")
+    out["500"] = r("InternalError")
+    out["503"] = r("Unavailable")
+    return out
+
+
+def op(op_id, summary, description, tag, ok, params=(), auth=True, body=None, **kw):
+    o = {"operationId": op_id, "summary": summary, "description": description, "tags": [tag]}
+    o["security"] = AUTH if auth else []
+    o["parameters"] = [p("XRequestId")] + list(params)
+    if body:
+        o["requestBody"] = body
+    resp = dict(ok)
+    resp.update(common(auth=auth, body=body is not None, **kw))
+    o["responses"] = dict(sorted(resp.items()))
+    return o
+
+
+CUSTOMER_LIST = {"type": "array", "items": sref("Customer")}
+
+customer_created = {
+    "description": (
+        "Created. `Location` names the customer. With an `Idempotency-Key` already used "
+        "with the same body, this is the first response again, with "
+        "`Idempotent-Replayed: true`."),
+    "headers": hdrs("Location", "Idempotent-Replayed"),
+    "content": json_content(sref("Customer"), {
+        "created": ex("Created", CUSTOMER_EX),
+        "with_address": ex("Created with ?embed=address", CUSTOMER_ADDR_EX),
+    }),
+    "links": {
+        "GetCustomer": {"operationId": "getCustomer",
+                        "parameters": {"id": "$response.body#/id"},
+                        "description": "Read the new customer."},
+        "UpdateCustomer": {"operationId": "updateCustomer",
+                           "parameters": {"id": "$response.body#/id"},
+                           "description": "Change the new customer."},
+        "ReplaceCustomer": {"operationId": "replaceCustomer",
+                            "parameters": {"id": "$response.body#/id"},
+                            "description": "Change the new customer with PUT."},
+        "ListOrders": {"operationId": "listOrders",
+                       "parameters": {"customer_id": "$response.body#/id"},
+                       "description": "The new customer's orders (none yet)."},
+        "CreateOrder": {"operationId": "createOrder",
+                        "requestBody": {"customer_id": "$response.body#/id", "box_id": 217},
+                        "description": "Order box 217 (demo catalogue) for the new "
+                                       "customer."},
+    },
+}
+
+customer_updated = {
+    "description": "Updated; the customer as it is now. `Location` names it.",
+    "headers": hdrs("Location"),
+    "content": json_content(sref("Customer"), {
+        "updated": ex("Updated", dict(CUSTOMER_EX, id=2, first_name="Ann", last_name="Lee",
+                                      name="Ann Lee", email="ann@example.com",
+                                      number="0002")),
+    }),
+}
+
+update_desc = (
+    "Changes the fields present in the body and keeps the rest; PATCH and PUT behave "
+    "the same (PUT does not clear absent fields). Each field present is checked as on "
+    "create; an email held by another customer is `has already been taken` (the "
+    "customer's own email in another case is fine). Address fields present replace only "
+    "those fields; an update that would leave no phone where the webstore requires one "
+    "is a 422 on `address.phone`. An unknown id is a 404 whatever the body says. A "
+    "failed update changes nothing. Writes are refused with 503 while the disk is "
+    "nearly full.")
+
+update_body = {
+    "required": True,
+    "description": (
+        "The fields to change, bare or wrapped as `{\"customer\": {...}}`. Unknown fields "
+        "are ignored. At most 64 KiB."),
+    "content": json_content(sref("CustomerUpdateBody"), {
+        "bare": ex("Bare", {"last_name": "Lee", "address": {"delivery_note": "Back door"}}),
+        "wrapped": ex("Wrapped", {"customer": {"email": "ann.lee@example.com"}}),
+    }),
+}
+
+order_ok = {
+    "description": "The order.",
+    "headers": hdrs(),
+    "content": json_content(sref("Order"), {"order": ex("An order", ORDER_EX)}),
+}
+
+paths = {}
+
+paths["/v1/ping"] = {
+    "get": op(
+        "ping", "Health check",
+        "Answers 204 with no body. Needs no credentials (any that are sent are not "
+        "checked). Only GET: other methods need credentials and then get a 405.",
+        "Service",
+        {"204": {"description": "The service is up.", "headers": hdrs()}},
+        auth=False),
+}
+
+paths["/v1/openapi.json"] = {
+    "get": op(
+        "getOpenApi", "This OpenAPI document",
+        "The OpenAPI 3.1 description of the v1 API (this document). Needs no credentials.",
+        "Service",
+        {"200": {"description": "The OpenAPI document.", "headers": hdrs(),
+                 "content": json_content({"type": "object", "required": ["openapi"],
+                                          "properties": {"openapi": {"type": "string"}}})}},
+        auth=False),
+}
+
+paths["/v1/customers"] = {
+    "get": op(
+        "listCustomers", "List customers, or find one by email",
+        "Without `email`: one page of the webstore's customers in id order, with "
+        "`X-Total-Count` and `Link` (`page`, `per_page`). With `email`: the customer with "
+        "that email (trimmed, any case) as an array of zero or one, without pagination "
+        "headers; `page` and `per_page` are then ignored.",
+        "Customers",
+        {"200": {
+            "description": "Customers. `X-Total-Count` and `Link` are sent unless `email` "
+                           "was given.",
+            "headers": hdrs("X-Total-Count", "Link"),
+            "content": json_content(CUSTOMER_LIST, {
+                "page": ex("A page", [CUSTOMER_EX]),
+                "by_email": ex("Found by email, with ?embed=address", [CUSTOMER_ADDR_EX]),
+                "none": ex("No such email", []),
+            }),
+        }},
+        params=[
+            {"name": "email", "in": "query", "required": False,
+             "description": "Find the customer with this email (trimmed, case ignored).",
+             "schema": {"type": "string"}, "example": "JOE@example.com"},
+            p("Page"), p("PerPage"), p("CustomerEmbed"),
+        ],
+        unprocessable="QueryUnprocessable"),
+    "post": op(
+        "createCustomer", "Create a customer",
+        "Creates a customer in the caller's webstore. `first_name`, `email` and "
+        "`delivery_service_id` are required, as are the address fields the webstore "
+        "requires (`require_*` in `GET /v1/webstore`; in the demo webstore "
+        "`address_1` and `city`). Emails are unique per webstore ignoring case. Every "
+        "failing field is reported at once. With `Idempotency-Key`, a repeat replays the "
+        "first response. Writes are refused with 503 while the disk is nearly full.",
+        "Customers",
+        {"201": customer_created},
+        params=[p("IdempotencyKey"), p("CustomerEmbed")],
+        body={
+            "required": True,
+            "description": (
+                "The customer, bare or wrapped as `{\"customer\": {...}}`. Unknown fields "
+                "are ignored. At most 64 KiB."),
+            "content": json_content(sref("CustomerCreateBody"), {
+                "wrapped": ex("Wrapped, with address and password", CUSTOMER_CREATE_EX),
+                "bare": ex("Bare, ids as strings", {
+                    "first_name": "Ann", "email": "ann@example.com",
+                    "delivery_service_id": "91",
+                    "address": {"address_1": "2 Road", "city": "London",
+                                "postcode": 12345}}),
+            }),
+        },
+        unprocessable="Unprocessable"),
+}
+
+paths["/v1/customers/sign_in"] = {
+    "post": op(
+        "signIn", "Sign a customer in",
+        "Checks a customer's email and password. The parameters come from a JSON body "
+        "(bare or under `customer`), a form body (`application/x-www-form-urlencoded`; "
+        "`customer[email]` style names also work) or the query string; a body value wins "
+        "over the query string. The answer is an array: the customer for the right "
+        "password, and an empty array for every failure (unknown email, wrong password, "
+        "customer without a password), so it does not tell which. A missing or empty "
+        "`email` or `password` is a 422 `can't be blank`. Throttled: after 10 failures "
+        "for one email (any case) within 15 minutes, attempts are refused with 429 and "
+        "`Retry-After` until the oldest failure is 15 minutes old; a success clears the "
+        "count. Attempts still being checked count against the limit. Note: a JSON body "
+        "must not be sent as `Content-Type: application/x-www-form-urlencoded` (curl's "
+        "default for `-d`): it is then read as a form and yields `can't be blank`.",
+        "Customers",
+        {"200": {
+            "description": "`[customer]` for the right password, `[]` otherwise.",
+            "headers": hdrs(),
+            "content": json_content(
+                {"type": "array", "maxItems": 1, "items": sref("Customer")},
+                {"signed_in": ex("Signed in", [CUSTOMER_EX]),
+                 "rejected": ex("Wrong password or unknown email", [])}),
+        }},
+        params=[
+            {"name": "email", "in": "query", "required": False,
+             "description": "Used when the body does not give it. Empty means missing.",
+             "schema": {"type": "string", "minLength": 1}},
+            {"name": "password", "in": "query", "required": False,
+             "description": "Used when the body does not give it. Empty means missing.",
+             "schema": {"type": "string", "minLength": 1}},
+            {"name": "embed", "in": "query", "required": False,
+             "description": "`address` to embed the address; used when the body does not "
+                            "give it. Unknown names are ignored.",
+             "style": "form", "explode": False,
+             "schema": {"type": "array", "items": {"type": "string"}}},
+        ],
+        body={
+            "required": False,
+            "description": "Optional when the query string carries the parameters. At "
+                           "most 64 KiB.",
+            "content": {
+                JSON: {"schema": sref("SignInBody"), "examples": {
+                    "bare": ex("Bare", {"email": "joe@example.com",
+                                        "password": "correct horse"}),
+                    "wrapped": ex("Wrapped", {"customer": {"email": "JOE@example.com",
+                                                           "password": "correct horse",
+                                                           "embed": "address"}}),
+                }},
+                "application/x-www-form-urlencoded": {
+                    "schema": sref("SignInForm"),
+                    "examples": {"form": ex("Form", {"email": "joe@example.com",
+                                                     "password": "correct horse"})},
+                },
+            },
+        },
+        unprocessable="Unprocessable", throttled=True),
+}
+
+paths["/v1/customers/{id}"] = {
+    "parameters": [p("CustomerIdPath")],
+    "get": op(
+        "getCustomer", "Get a customer",
+        "The customer with this id in the caller's webstore.",
+        "Customers",
+        {"200": {"description": "The customer.", "headers": hdrs(),
+                 "content": json_content(sref("Customer"), {
+                     "plain": ex("Without embed", CUSTOMER_EX),
+                     "with_address": ex("With ?embed=address", CUSTOMER_ADDR_EX)})}},
+        params=[p("CustomerEmbed")], not_found=True),
+    "patch": op(
+        "updateCustomer", "Update a customer", update_desc, "Customers",
+        {"200": customer_updated}, params=[p("CustomerEmbed")], body=update_body,
+        not_found=True, unprocessable="Unprocessable"),
+    "put": op(
+        "replaceCustomer", "Update a customer (PUT, same as PATCH)", update_desc,
+        "Customers", {"200": customer_updated}, params=[p("CustomerEmbed")],
+        body=update_body, not_found=True, unprocessable="Unprocessable"),
+}
+
+order_created = {
+    "description": (
+        "Created. `Location` names the order. With an `Idempotency-Key` already used with "
+        "the same body, this is the first response again, with "
+        "`Idempotent-Replayed: true`."),
+    "headers": hdrs("Location", "Idempotent-Replayed"),
+    "content": json_content(sref("Order"), {
+        "weekly": ex("Weekly", ORDER_EX),
+        "defaults": ex("Defaults (single, next delivery day)", {
+            "id": 3, "customer_id": 1, "box_id": 217, "frequency": "single",
+            "start_date": "2026-11-24", "week_days": [2], "extras_one_off": False,
+            "extras": [], "exclusions": [], "substitutions": [],
+            "created_at": "2026-11-23T14:52:42Z"}),
+    }),
+    "links": {
+        "GetOrder": {"operationId": "getOrder", "parameters": {"id": "$response.body#/id"},
+                     "description": "Read the new order."},
+        "ListOrders": {"operationId": "listOrders",
+                       "parameters": {"customer_id": "$response.body#/customer_id"},
+                       "description": "The customer's orders, this one included."},
+    },
+}
+
+paths["/v1/orders"] = {
+    "get": op(
+        "listOrders", "List a customer's orders",
+        "Every order of one customer of the caller's webstore, in id order (not "
+        "paginated). `customer_id` is required: missing or blank is `can't be blank`, "
+        "anything else that is not a customer of the webstore is `is invalid` (422).",
+        "Orders",
+        {"200": {"description": "The customer's orders.", "headers": hdrs(),
+                 "content": json_content({"type": "array", "items": sref("Order")},
+                                         {"orders": ex("Orders", [ORDER_EX])})}},
+        params=[{"name": "customer_id", "in": "query", "required": True,
+                 "description": "A customer of the caller's webstore.",
+                 "schema": {"type": "integer", "minimum": 1}, "example": 1}],
+        unprocessable="QueryUnprocessable"),
+    "post": op(
+        "createOrder", "Create an order",
+        "Orders one box (quantity 1) for a customer of the caller's webstore. Only "
+        "`customer_id` and `box_id` are required; `frequency` defaults to `single`, "
+        "`extras_one_off` to false, lists to empty, and the schedule (`start_date`, "
+        "`week_days`) to the next delivery day of the customer's delivery service. "
+        "Exclusions, substitutions and extras must fit the box's rules. Every failing "
+        "field is reported at once. With `Idempotency-Key`, a repeat replays the first "
+        "response. Writes are refused with 503 while the disk is nearly full.",
+        "Orders",
+        {"201": order_created},
+        params=[p("IdempotencyKey")],
+        body={
+            "required": True,
+            "description": "The order, bare or wrapped as `{\"order\": {...}}`. Unknown "
+                           "fields are ignored. At most 64 KiB.",
+            "content": json_content(sref("OrderCreateBody"), {
+                "wrapped": ex("Weekly, without kale, with a juice", ORDER_CREATE_EX),
+                "schedule": ex("Fortnightly on Tuesdays and Thursdays, ids as strings", {
+                    "customer_id": "1", "box_id": "217", "frequency": "fortnightly",
+                    "start_date": "2026-11-24", "week_days": [2, 4],
+                    "extras_one_off": True, "substitutions": [244],
+                    "extras": [{"id": 29, "quantity": 2}]}),
+                "minimal": ex("Minimal", {"customer_id": 1, "box_id": 217}),
+            }),
+        },
+        unprocessable="Unprocessable"),
+}
+
+paths["/v1/orders/{id}"] = {
+    "parameters": [p("OrderIdPath")],
+    "get": op(
+        "getOrder", "Get an order",
+        "The order with this id, if its customer belongs to the caller's webstore.",
+        "Orders", {"200": order_ok}, not_found=True),
+}
+
+paths["/v1/deliveries"] = {
+    "get": op(
+        "listDeliveries", "The delivery list of a date",
+        "What the webstore packs on `date`: one entry per order delivered that day. "
+        "Entries come by delivery service id, then customer number, then order id, "
+        "paginated (`page`, `per_page`, `X-Total-Count`, `Link`). With `Accept: text/csv` "
+        "the same page comes as CSV: a header row, then one row per entry with the lists "
+        "as names joined by `; ` (extras as `name (unit) x quantity`) and the address "
+        "in columns `address_1` … `work_phone`. `date` is required (`can't be blank`, "
+        "`is invalid`); an unknown `delivery_service_id` is `is invalid`; all as 422.",
+        "Deliveries",
+        {"200": {
+            "description": "One page of the delivery list, as JSON or (with "
+                           "`Accept: text/csv`) CSV.",
+            "headers": hdrs("X-Total-Count", "Link"),
+            "content": {
+                JSON: {"schema": {"type": "array", "items": sref("Delivery")},
+                       "examples": {"list": ex("Deliveries", [DELIVERY_EX])}},
+                "text/csv": {"schema": {"type": "string"},
+                             "examples": {"csv": ex("Packing list", CSV_EX)}},
+            },
+        }},
+        params=[
+            {"name": "date", "in": "query", "required": True,
+             "description": "The delivery date, `YYYY-MM-DD`.",
+             "schema": {"type": "string", "format": "date"}, "example": "2026-11-24"},
+            {"name": "delivery_service_id", "in": "query", "required": False,
+             "description": "Only this delivery service's deliveries.",
+             "schema": {"type": "integer", "minimum": 1}, "example": 91},
+            p("Page"), p("PerPage"),
+        ],
+        unprocessable="QueryUnprocessable"),
+}
+
+paths["/v1/boxes"] = {
+    "get": op(
+        "listBoxes", "List boxes",
+        "The caller's webstore's boxes, hidden ones left out, in id order.",
+        "Catalogue",
+        {"200": {"description": "The boxes.", "headers": hdrs(),
+                 "content": json_content({"type": "array", "items": sref("Box")}, {
+                     "plain": ex("Without embed", [BOX_EX]),
+                     "embedded": ex("With ?embed=extras,box_items,images",
+                                    [BOX_EMBED_EX])})}},
+        params=[p("BoxEmbed")]),
+}
+paths["/v1/boxes/{id}"] = {
+    "parameters": [p("BoxIdPath")],
+    "get": op(
+        "getBox", "Get a box",
+        "A visible box of the caller's webstore (hidden, unknown or another webstore's: "
+        "404).",
+        "Catalogue",
+        {"200": {"description": "The box.", "headers": hdrs(),
+                 "content": json_content(sref("Box"), {"box": ex("Box 217", BOX_EX)})}},
+        params=[p("BoxEmbed")], not_found=True),
+}
+paths["/v1/delivery_services"] = {
+    "get": op(
+        "listDeliveryServices", "List delivery services",
+        "The caller's webstore's delivery services, in id order.",
+        "Catalogue",
+        {"200": {"description": "The delivery services.", "headers": hdrs(),
+                 "content": json_content({"type": "array", "items": sref("DeliveryService")},
+                                         {"list": ex("Delivery services", [DS_EX, DS2_EX])})}}),
+}
+paths["/v1/delivery_services/{id}"] = {
+    "parameters": [p("DeliveryServiceIdPath")],
+    "get": op(
+        "getDeliveryService", "Get a delivery service",
+        "A delivery service of the caller's webstore.",
+        "Catalogue",
+        {"200": {"description": "The delivery service.", "headers": hdrs(),
+                 "content": json_content(sref("DeliveryService"),
+                                         {"courier": ex("Service 91", DS_EX)})}},
+        not_found=True),
+}
+paths["/v1/webstore"] = {
+    "get": op(
+        "getWebstore", "The caller's webstore",
+        "The public settings of the webstore the credentials belong to, including which "
+        "address fields customers must give.",
+        "Catalogue",
+        {"200": {"description": "The webstore.", "headers": hdrs(),
+                 "content": json_content(sref("Webstore"),
+                                         {"demo": ex("Demo webstore", WEBSTORE_EX)})}}),
+}
+
+DESCRIPTION = """\
+boxsub is a box-subscription ordering service. Shopping carts push customers and orders into \
+it; producers (webstores) run their box deliveries from it. Each webstore is a tenant: its \
+API key pair selects it, and no webstore ever sees another's data.
+
+**Authentication.** Every request under `/v1` except `GET /v1/ping` and \
+`GET /v1/openapi.json` needs both headers `API-Key` and `API-Secret`. They are checked \
+before anything else: a request without valid ones is a 401 whatever its path, method or body.
+
+**Conventions.** Bodies and answers are JSON (`application/json; charset=utf-8`). A request \
+body must be a JSON object (422 `{"message":"Invalid JSON"}` otherwise), bare or wrapped \
+as `{"customer": {...}}` / `{"order": {...}}`; unknown fields are ignored. Ids and other \
+integers in bodies may be JSON numbers or strings of digits. Request bodies are limited to \
+64 KiB (413 past it, announced or chunked). A body that does not arrive within 20 s is a \
+408. Paths are matched before methods: an unknown path (or an id that is not a positive \
+integer) is a 404, a known path with another method a 405 with `Allow`. A trailing slash \
+is accepted. Every response carries `X-Request-Id`.
+
+**Errors.** `{"message": "..."}`, or for validation failures (422) \
+`{"errors": {"field": ["message", ...]}}` naming every failing field at once. A request \
+that fails changes nothing. 503 (with `Retry-After`) means overloaded, past its deadline, \
+a failed store, or a nearly full disk (writes only); nothing was changed.
+
+**Pagination.** `GET /v1/customers` (without `email`) and `GET /v1/deliveries` take \
+`page` (from 1, default 1) and `per_page` (1 to 1000, default 100) and answer with \
+`X-Total-Count` (all elements) and an RFC 8288 `Link` header (`next`, `prev`, `first`, \
+`last`). A page past the last is an empty array.
+
+**Idempotency.** `POST /v1/customers` and `POST /v1/orders` take an `Idempotency-Key` \
+(1 to 255 characters): the same key with the same body bytes replays the first 201 with \
+`Idempotent-Replayed: true`.
+
+**Sign-in throttle.** 10 failed sign-ins for one email within 15 minutes make further \
+attempts a 429 with `Retry-After`.
+
+A human reference is `docs/api.md` in the repository."""
+
+doc = {
+    "openapi": "3.1.0",
+    "info": {
+        "title": "boxsub",
+        "version": "1",
+        "description": DESCRIPTION,
+    },
+    "servers": [{"url": "http://127.0.0.1:3000"}],
+    "tags": [
+        {"name": "Service", "description": "Health check and this document."},
+        {"name": "Customers", "description": "Customers, their addresses and sign-in."},
+        {"name": "Orders", "description": "Box orders and their schedules."},
+        {"name": "Deliveries", "description": "The delivery list of a date."},
+        {"name": "Catalogue", "description": "Boxes, delivery services and the webstore."},
+    ],
+    "security": AUTH,
+    "paths": paths,
+    "components": {
+        "securitySchemes": {
+            "ApiKey": {"type": "apiKey", "in": "header", "name": "API-Key",
+                       "description": "The webstore's API key. Always sent together with "
+                                      "`API-Secret`."},
+            "ApiSecret": {"type": "apiKey", "in": "header", "name": "API-Secret",
+                          "description": "The secret of the API key."},
+        },
+        "schemas": schemas,
+        "parameters": parameters,
+        "headers": headers,
+        "responses": responses,
+    },
+}
+
+with open(OUT, "w", encoding="utf-8") as f:
+    json.dump(doc, f, indent=2, ensure_ascii=False)
+    f.write("\n")
