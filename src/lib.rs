@@ -22,6 +22,7 @@
 //! - [`store`]: persistence in sled: record encoding, key layout, group commit.
 //! - [`transfer`]: export, import and online backups of a store.
 //! - [`metrics`]: the Prometheus metric families every layer counts into.
+//! - [`fuzzing`]: the entry points of the fuzz targets in `fuzz/` and of their seed replay.
 //! - [`config`], [`startup`], [`keygen`], [`seed`], [`bench`]: command line, wiring and
 //!   shutdown, key generation, large test stores, the benchmark.
 
@@ -30,6 +31,7 @@ pub mod bench;
 pub mod commands;
 pub mod config;
 pub mod domain;
+pub mod fuzzing;
 pub mod http;
 pub mod index;
 pub mod keygen;

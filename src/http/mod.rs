@@ -32,6 +32,7 @@ pub use body::{json_object, Params, MAX_BODY_BYTES};
 pub use error::ApiError;
 pub use handlers::{sign_in_params, SignInParams};
 pub use router::{needs_credentials, resolve, template, Endpoint, RouteError};
+pub use views::{CustomerView, Embed, OrderView};
 
 use body::read_limited;
 use observe::RequestRecord;
