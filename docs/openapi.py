@@ -452,16 +452,19 @@ schemas["CustomerUpdate"] = {
 
 
 def wrapped(name, envelope):
+    """A body that is `name`, bare or under `envelope`: when `envelope` holds an object, that
+    object is the body and every other top-level field is ignored (as Rails' parameter
+    wrapping sends both); otherwise the whole object is the body."""
     return {
         "description": (
             f"The body may be bare or wrapped as `{{\"{envelope}\": {{...}}}}`; both mean the "
-            "same. It must be a JSON object (422 `Invalid JSON` otherwise) of at most "
-            "64 KiB (413 past it)."),
-        "anyOf": [
-            sref(name),
-            {"type": "object", "required": [envelope],
-             "properties": {envelope: sref(name)}},
-        ],
+            f"same. When `{envelope}` holds an object, that object is the body and other "
+            "top-level fields are ignored. It must be a JSON object (422 `Invalid JSON` "
+            "otherwise) of at most 64 KiB (413 past it)."),
+        "type": "object",
+        "if": {"required": [envelope], "properties": {envelope: {"type": "object"}}},
+        "then": {"properties": {envelope: sref(name)}},
+        "else": sref(name),
     }
 
 
@@ -507,7 +510,9 @@ schemas["OrderCreate"] = {
                                                           None],
                       "default": "single"},
         "start_date": {
-            "type": ["string", "null"], "format": "date",
+            # Blank means absent, and the server trims spaces around a date.
+            "anyOf": [{"type": "null"}, {"type": "string", "format": "date"},
+                      {"type": "string", "pattern": "^\\s*(\\d{4}-\\d{2}-\\d{2})?\\s*$"}],
             "description": (
                 "`YYYY-MM-DD`. Default: the first date after today (in the webstore's time "
                 "zone) that is a delivery day of the customer's delivery service and, if "
@@ -557,24 +562,24 @@ schemas["OrderCreateBody"] = wrapped("OrderCreate", "order")
 
 schemas["SignIn"] = {
     "type": "object",
-    "description": "Sign-in parameters. Numbers are read as their JSON text; other "
+    "description": "Sign-in parameters. Numbers are read as their JSON text and null as "
+                   "missing; any other type is a 422 `is invalid` naming the field. Other "
                    "fields are ignored.",
     "properties": {
-        "email": {"type": ["string", "number"], "minLength": 1,
-                  "description": "Trimmed and matched ignoring case. Empty means missing."},
-        "password": {"type": ["string", "number"], "minLength": 1, "writeOnly": True,
-                     "description": "Empty means missing."},
-        "embed": {"type": ["string", "number"],
+        "email": {"type": ["string", "number", "null"],
+                  "description": "Trimmed and matched ignoring case. Empty or null means "
+                                 "missing."},
+        "password": {"type": ["string", "number", "null"], "writeOnly": True,
+                     "description": "Empty or null means missing."},
+        "embed": {"type": ["string", "number", "null"],
                   "description": "`address` to embed the address."},
     },
     "examples": [{"email": "joe@example.com", "password": "correct horse"}],
 }
-schemas["SignInBody"] = {
-    "description": "Bare, or wrapped as `{\"customer\": {...}}`.",
-    "anyOf": [sref("SignIn"),
-              {"type": "object", "required": ["customer"],
-               "properties": {"customer": sref("SignIn")}}],
-}
+schemas["SignInBody"] = dict(
+    wrapped("SignIn", "customer"),
+    description="Bare, or wrapped as `{\"customer\": {...}}` (then other top-level "
+                "fields are ignored).")
 schemas["SignInForm"] = {
     "type": "object",
     "description": "Form fields `email`, `password`, `embed`; Rails-style "
@@ -788,16 +793,16 @@ parameters = {
     "XRequestId": {
         "name": "X-Request-Id", "in": "header", "required": False,
         "description": "Optional id for this request. Kept when it is 1 to 128 visible "
-                       "ASCII characters without spaces, and returned in the response's "
-                       "`X-Request-Id`; anything else is replaced by a new id (no error).",
-        "schema": {"type": "string", "minLength": 1, "maxLength": 128,
-                   "pattern": "^[\\x21-\\x7e]+$"},
+                       "ASCII characters without spaces (`^[\\x21-\\x7e]{1,128}$`), and "
+                       "returned in the response's `X-Request-Id`; any other value is "
+                       "accepted too and replaced by a new id, so no value is an error.",
+        "schema": {"type": "string"},
         "example": "7f3c9a52-checkout",
     },
     "IdempotencyKey": {
         "name": "Idempotency-Key", "in": "header", "required": False,
         "description": (
-            "1 to 255 visible ASCII characters (another header value is `is invalid`), "
+            "1 to 255 printable ASCII characters, spaces included (an empty key is `can't be blank`; a longer one, a tab or any other character is a 422 naming `idempotency_key`), "
             "chosen by the client, scoped to the webstore and shared "
             "by `POST /v1/customers` and `POST /v1/orders`. The same key with the same body "
             "bytes replays the first 201 (with `Idempotent-Replayed: true`) and creates "
@@ -994,7 +999,7 @@ paths["/v1/customers"] = {
         "Without `email`: one page of the webstore's customers in id order, with "
         "`X-Total-Count` and `Link` (`page`, `per_page`). With `email`: the customer with "
         "that email (trimmed, any case) as an array of zero or one, without pagination "
-        "headers; `page` and `per_page` are then ignored.",
+        "headers; `page` and `per_page` do not apply then, but a bad one is still a 422.",
         "Customers",
         {"200": {
             "description": "Customers. `X-Total-Count` and `Link` are sent unless `email` "
@@ -1053,9 +1058,9 @@ paths["/v1/customers/sign_in"] = {
         "`email` or `password` is a 422 `can't be blank`. Throttled: after 10 failures "
         "for one email (any case) within 15 minutes, attempts are refused with 429 and "
         "`Retry-After` until the oldest failure is 15 minutes old; a success clears the "
-        "count. Attempts still being checked count against the limit. Note: a JSON body "
-        "must not be sent as `Content-Type: application/x-www-form-urlencoded` (curl's "
-        "default for `-d`): it is then read as a form and yields `can't be blank`.",
+        "count. Attempts still being checked count against the limit. A body that starts "
+        "with `{` is read as JSON whatever its content type says (curl's `-d` sends "
+        "`application/x-www-form-urlencoded`).",
         "Customers",
         {"200": {
             "description": "`[customer]` for the right password, `[]` otherwise.",
@@ -1067,11 +1072,13 @@ paths["/v1/customers/sign_in"] = {
         }},
         params=[
             {"name": "email", "in": "query", "required": False,
-             "description": "Used when the body does not give it. Empty means missing.",
-             "schema": {"type": "string", "minLength": 1}},
+             "description": "Used when the body does not give it. Empty means missing "
+                            "(a 422 only if the body does not give it either).",
+             "schema": {"type": "string"}},
             {"name": "password", "in": "query", "required": False,
-             "description": "Used when the body does not give it. Empty means missing.",
-             "schema": {"type": "string", "minLength": 1}},
+             "description": "Used when the body does not give it. Empty means missing "
+                            "(a 422 only if the body does not give it either).",
+             "schema": {"type": "string"}},
             {"name": "embed", "in": "query", "required": False,
              "description": "`address` to embed the address; used when the body does not "
                             "give it. Unknown names are ignored.",

@@ -2,7 +2,7 @@
 //! that repeats of the same request get back. The bookkeeping of which requests are in
 //! progress and where records are kept belongs to the service and the store.
 
-use super::fields::{too_long, FieldErrors, BLANK};
+use super::fields::{too_long, FieldErrors, BLANK, INVALID};
 
 /// Longest accepted key, in characters.
 pub const MAX_KEY_CHARS: usize = 255;
@@ -22,6 +22,9 @@ impl IdempotencyKey {
                 "idempotency_key",
                 too_long(MAX_KEY_CHARS),
             ))
+        } else if !raw.chars().all(|c| (' '..='~').contains(&c)) {
+            // A tab passes as a header value; a key is printable ASCII only.
+            Err(FieldErrors::single("idempotency_key", INVALID))
         } else {
             Ok(IdempotencyKey(raw.to_owned()))
         }
@@ -64,10 +67,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_are_one_to_255_characters() {
+    fn keys_are_one_to_255_printable_ascii_characters() {
         assert!(IdempotencyKey::parse("k").is_ok());
-        assert!(IdempotencyKey::parse(&"é".repeat(255)).is_ok());
-        for bad in [String::new(), "x".repeat(256)] {
+        assert!(IdempotencyKey::parse("order 42 / cart ~7").is_ok());
+        assert!(IdempotencyKey::parse(&"~".repeat(255)).is_ok());
+        for bad in [
+            String::new(),
+            "x".repeat(256),
+            "a\tb".into(),
+            "é".into(),
+            "a\u{7f}".into(),
+        ] {
             let errors = IdempotencyKey::parse(&bad).unwrap_err();
             assert_eq!(errors.fields().collect::<Vec<_>>(), ["idempotency_key"]);
         }

@@ -31,6 +31,9 @@ type Answer = Result<Response, ApiError>;
 
 pub(super) async fn list_customers(call: &Call<'_>) -> Answer {
     let embed = Embed::parse(call.params.get("embed"));
+    // Checked even for an email lookup, which does not page: a bad value is still an error.
+    let page = Page::parse(call.params.get("page"), call.params.get("per_page"))
+        .map_err(ApiError::Invalid)?;
     if let Some(email) = call.params.get("email") {
         let found = call.service.customer_by_email(call.webstore, email)?;
         let views: Vec<_> = found
@@ -39,8 +42,6 @@ pub(super) async fn list_customers(call: &Call<'_>) -> Answer {
             .collect();
         return Ok(json_response(StatusCode::OK, &views));
     }
-    let page = Page::parse(call.params.get("page"), call.params.get("per_page"))
-        .map_err(ApiError::Invalid)?;
     let (customers, total) = call.service.customers_page(call.webstore, page).await?;
     let views: Vec<_> = customers
         .iter()
@@ -277,10 +278,24 @@ fn sign_in_body(body: &[u8], form_body: bool) -> Result<HashMap<String, String>,
         return Ok(from_form(body));
     }
     match json_object(body, "customer") {
-        Ok(object) => Ok(object
-            .iter()
-            .filter_map(|(name, value)| text(value).map(|value| (name.clone(), value)))
-            .collect()),
+        Ok(object) => {
+            // Strings and numbers are read as text, null as missing; anything else is an
+            // error rather than a silent fall-back to the query string.
+            let mut errors = FieldErrors::new();
+            let mut params = HashMap::new();
+            for name in ["email", "password", "embed"] {
+                match object.get(name) {
+                    None | Some(Value::Null) => {}
+                    Some(value) => match text(value) {
+                        Some(value) => {
+                            params.insert(name.to_owned(), value);
+                        }
+                        None => errors.add(name, INVALID),
+                    },
+                }
+            }
+            errors.into_result(params).map_err(ApiError::Invalid)
+        }
         Err(error) if body.contains(&b'=') && !body.starts_with(b"{") => {
             let params = from_form(body);
             if params.is_empty() {
@@ -491,5 +506,25 @@ mod tests {
         let curl = sign_in_body(br#" {"email":"a@b.c","password":"p"}"#, true).unwrap();
         assert_eq!(curl.get("email").map(String::as_str), Some("a@b.c"));
         assert!(sign_in_body(b"{oops", false).is_err());
+    }
+
+    #[test]
+    fn sign_in_refuses_body_values_that_are_not_text() {
+        let query = Params::parse(b"email=a%40b.c&password=p");
+        let body = br#"{"email":{},"password":[1],"embed":true}"#;
+        let Err(ApiError::Invalid(errors)) = sign_in_params(body, false, &query) else {
+            panic!("a non-text body value is an error, not a fall-back to the query");
+        };
+        assert_eq!(
+            errors.fields().collect::<Vec<_>>(),
+            ["email", "password", "embed"]
+        );
+        // null is missing, so the query string answers.
+        let body = br#"{"email":null,"password":7}"#;
+        let params = sign_in_params(body, false, &query).unwrap();
+        assert_eq!(
+            (params.email.as_str(), params.password.as_str()),
+            ("a@b.c", "7")
+        );
     }
 }

@@ -472,10 +472,18 @@ async fn invalid_page_parameters_are_422_naming_them() {
     for (query, keys) in cases {
         // Act
         let response = app.get(&format!("/v1/customers?{query}")).await;
+        // An email lookup does not page, but bad paging is still bad input.
+        let lookup = app
+            .get(&format!("/v1/customers?email=pager%40example.com&{query}"))
+            .await;
 
         // Assert
         response.assert_error_keys(keys);
+        lookup.assert_error_keys(keys);
     }
+    app.get("/v1/customers?email=pager%40example.com&page=7")
+        .await
+        .assert_status(200);
     app.get("/v1/customers?per_page=1000")
         .await
         .assert_status(200);

@@ -231,6 +231,9 @@ async fn idempotency_keys_have_1_to_255_characters() {
     long.assert_has_error("idempotency_key");
     let empty = post_keyed(&app, "/v1/orders", &order, "", &a).await;
     empty.assert_has_error("idempotency_key");
+    // A tab passes as a header value but is no printable character.
+    let tabbed = post_keyed(&app, "/v1/orders", &order, "o\to", &a).await;
+    tabbed.assert_has_error("idempotency_key");
     let first = post_keyed(&app, "/v1/orders", &order, &longest, &a).await;
     assert_fresh_create(&first);
     let again = post_keyed(&app, "/v1/orders", &order, &longest, &a).await;

@@ -4,7 +4,9 @@
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{customer_body, enc, spawn_app, store_a, TestApp, TestResponse, BLANK};
+use crate::helpers::{
+    customer_body, enc, spawn_app, store_a, TestApp, TestResponse, BLANK, INVALID,
+};
 
 const PASSWORD: &str = "s3cret-Passw0rd";
 
@@ -167,6 +169,26 @@ async fn missing_or_empty_parameters_are_422_blank() {
 
     // Assert
     bare.assert_status(422);
+}
+
+#[tokio::test]
+async fn body_values_that_are_not_text_are_422_invalid() {
+    // Arrange: the query string carries good parameters, which must not stand in for them.
+    let app = spawn_app().await;
+    customer_with_password(&app, "typed@example.com").await;
+    let path = format!("/v1/customers/sign_in?email=typed%40example.com&password={PASSWORD}");
+
+    // Act
+    let response = app
+        .post_json(
+            &path,
+            &json!({"email": {}, "password": ["x"], "embed": true}),
+        )
+        .await;
+
+    // Assert
+    response.assert_error_keys(&["email", "password", "embed"]);
+    response.assert_field_error("email", INVALID);
 }
 
 #[tokio::test]
