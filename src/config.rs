@@ -179,7 +179,7 @@ pub struct ServeConfig {
     /// Read and decode every stored record before serving, and refuse to start if any is
     /// unreadable. Without it the same check runs in the background after start-up (so that
     /// a large store is ready at once) and logs every unreadable record.
-    #[arg(long, env = "BOXSUB_VERIFY_STORE")]
+    #[arg(long, env = "BOXSUB_VERIFY_STORE", value_parser = clap::builder::BoolishValueParser::new())]
     pub verify_store: bool,
     /// Seconds to let in-flight requests finish after SIGTERM or Ctrl-C.
     #[arg(long, env = "BOXSUB_SHUTDOWN_GRACE_SECS", default_value_t = 5)]
