@@ -808,8 +808,8 @@ parameters = {
             "bytes replays the first 201 (with `Idempotent-Replayed: true`) and creates "
             "nothing; the same key with another body is a 422 naming `idempotency_key`. A "
             "request that fails (4xx) leaves the key unused. Concurrent requests with one "
-            "key wait for the first and get the same answer. Keys are kept at least "
-            "24 hours."),
+            "key wait for the first and get the same answer. Keys are kept 24 hours "
+            "(longer if the operator says so), then are free again."),
         "schema": {"type": "string", "minLength": 1, "maxLength": 255,
                    "pattern": "^[\\x20-\\x7e]+$"},
         "example": "cart-7f3c9a-checkout-1",

@@ -173,6 +173,12 @@ pub struct ServeConfig {
     /// Seconds a customer's actor may stay idle before it is passivated to the store.
     #[arg(long, env = "BOXSUB_IDLE_SECS", default_value_t = 300)]
     pub idle_secs: u64,
+    /// Seconds an idempotency record is kept: a repeat within it replays the first answer,
+    /// after it the key is free again. The contract promises at least a day (86400); expired
+    /// records are removed in the background.
+    #[arg(long = "idempotency-ttl", env = "BOXSUB_IDEMPOTENCY_TTL", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub idempotency_ttl_secs: u64,
     /// Memory for the store's page cache, in MiB.
     #[arg(long, env = "BOXSUB_CACHE_MB", default_value_t = 64)]
     pub cache_mb: u64,

@@ -53,6 +53,8 @@ pub struct Metrics {
     pub disk_writes_refused: IntGauge,
     /// `boxsub_catalogue_reloads_total{outcome}`.
     pub catalogue_reloads: IntCounterVec,
+    /// `boxsub_idempotency_records_expired_total`.
+    pub idempotency_expired: IntCounter,
 }
 
 /// The process's metrics.
@@ -198,6 +200,11 @@ impl Metrics {
                 "boxsub_catalogue_reloads_total",
                 "Catalogue reloads on SIGHUP, by outcome (applied or refused).",
                 &["outcome"],
+            ),
+            idempotency_expired: counter(
+                &registry,
+                "boxsub_idempotency_records_expired_total",
+                "Idempotency records removed after their time to live.",
             ),
             registry,
         }

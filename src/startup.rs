@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
+use crate::actors::customer::unix_now;
 use crate::config::MetricsAt;
 use crate::config::{DurabilityFlag, SeedConfig, ServeConfig};
 use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS};
@@ -76,6 +78,10 @@ pub struct Application {
     catalogue_file: Option<std::path::PathBuf>,
     /// Where SIGUSR1 writes online backups.
     backup_dir: std::path::PathBuf,
+    /// SIGHUP and SIGUSR1, watched from `build` on: a signal that arrives while the server
+    /// starts waits for it instead of ending the process (their default action).
+    hangups: std::io::Result<Signal>,
+    backup_requests: std::io::Result<Signal>,
 }
 
 /// Connections allowed at once by default, when the open-files limit leaves room for them.
@@ -91,6 +97,8 @@ impl Application {
     /// Raises the open-files limit, loads the catalogue, opens the store and binds the
     /// listener.
     pub async fn build(config: &ServeConfig) -> Result<Application, StartupError> {
+        let hangups = signal(SignalKind::hangup());
+        let backup_requests = signal(SignalKind::user_defined1());
         let open_files = raise_open_files_limit();
         let max_connections = config
             .max_connections
@@ -139,6 +147,7 @@ impl Application {
                 max_calls_per_customer: 256,
                 max_calls_in_flight: 16_384,
                 id_range: config.id_range(),
+                idempotency_ttl_secs: config.idempotency_ttl_secs,
             },
         )?;
         let service = Arc::new(service);
@@ -170,6 +179,8 @@ impl Application {
                 .backup_dir
                 .clone()
                 .unwrap_or_else(|| config.data_dir.join("backups")),
+            hangups,
+            backup_requests,
         })
     }
 
@@ -201,8 +212,20 @@ impl Application {
     /// makes the final flush.
     pub async fn run_until_stopped(mut self, shutdown: impl Future<Output = ()> + Send + 'static) {
         let housekeeping = spawn_housekeeping(self.service.clone(), self.idle);
-        let reloads = spawn_reloads(self.service.clone(), self.catalogue_file.clone());
-        let backups = spawn_backups(self.service.clone(), self.backup_dir.clone());
+        let reloads = spawn_reloads(
+            self.service.clone(),
+            self.catalogue_file.clone(),
+            std::mem::replace(&mut self.hangups, Err(std::io::ErrorKind::Other.into())),
+        );
+        let backups = spawn_backups(
+            self.service.clone(),
+            self.backup_dir.clone(),
+            std::mem::replace(
+                &mut self.backup_requests,
+                Err(std::io::ErrorKind::Other.into()),
+            ),
+        );
+        let expiry = spawn_idempotency_expiry(self.service.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut stop: tokio::sync::watch::Receiver<bool>| async move {
             let _ = stop.wait_for(|stop| *stop).await;
@@ -240,6 +263,7 @@ impl Application {
         housekeeping.abort();
         reloads.abort();
         backups.abort();
+        expiry.abort();
         if let Some(metrics_server) = metrics_server {
             metrics_server.abort();
         }
@@ -416,9 +440,8 @@ fn census(store: &Store) {
 fn spawn_reloads(
     service: Arc<Service>,
     file: Option<std::path::PathBuf>,
+    hangups: std::io::Result<Signal>,
 ) -> tokio::task::JoinHandle<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let hangups = signal(SignalKind::hangup());
     tokio::spawn(async move {
         let Ok(mut hangups) = hangups else {
             tracing::warn!("SIGHUP cannot be watched; the catalogue reloads only at a restart");
@@ -462,9 +485,11 @@ fn spawn_reloads(
 /// acknowledged before the signal is in it, and nothing half-written), first as a `.partial`
 /// file, fsynced, then renamed to `boxsub-backup-<UTC time>.jsonl` in `dir`. Restore it with
 /// `boxsub import` into an empty data directory. One backup at a time.
-fn spawn_backups(service: Arc<Service>, dir: std::path::PathBuf) -> tokio::task::JoinHandle<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let signals = signal(SignalKind::user_defined1());
+fn spawn_backups(
+    service: Arc<Service>,
+    dir: std::path::PathBuf,
+    signals: std::io::Result<Signal>,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let Ok(mut signals) = signals else {
             tracing::warn!("SIGUSR1 cannot be watched; online backups are not available");
@@ -524,12 +549,6 @@ fn write_backup(
     }
 }
 
-fn unix_now() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs() as i64)
-}
-
 /// Periodic upkeep: expire sign-in throttles, passivate idle customers.
 fn spawn_housekeeping(service: Arc<Service>, idle: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
@@ -549,6 +568,55 @@ fn spawn_housekeeping(service: Arc<Service>, idle: Duration) -> tokio::task::Joi
             if last_prune.elapsed() >= Duration::from_secs(60) {
                 service.prune_throttles();
                 last_prune = Instant::now();
+            }
+        }
+    })
+}
+
+/// Removes expired idempotency records: every quarter of their time to live (at least every
+/// second, at most every five minutes) a pass goes through them in batches of 256, resting
+/// a few milliseconds between batches so that the sweep never crowds out requests.
+fn spawn_idempotency_expiry(service: Arc<Service>) -> tokio::task::JoinHandle<()> {
+    const BATCH: usize = 256;
+    tokio::spawn(async move {
+        let ttl = service.idempotency_ttl_secs();
+        let period =
+            Duration::from_secs(ttl / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
+        let mut ticks = tokio::time::interval(period);
+        loop {
+            ticks.tick().await;
+            let mut cursor: Option<Vec<u8>> = None;
+            let mut removed = 0;
+            loop {
+                let store = service.registry().store().clone();
+                let from = cursor.take();
+                let now = unix_now();
+                let step = tokio::task::spawn_blocking(move || {
+                    store.sweep_idempotency(from.as_deref(), BATCH, ttl, now)
+                })
+                .await;
+                match step {
+                    Ok(Ok(step)) => {
+                        removed += step.removed;
+                        crate::metrics::METRICS
+                            .idempotency_expired
+                            .inc_by(step.removed as u64);
+                        match step.next {
+                            Some(next) => cursor = Some(next),
+                            None => break,
+                        }
+                    }
+                    // A full disk or a failing store: try again next period.
+                    Ok(Err(error)) => {
+                        tracing::debug!(%error, "idempotency expiry paused");
+                        break;
+                    }
+                    Err(_) => break,
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            if removed > 0 {
+                tracing::debug!(removed, "expired idempotency records removed");
             }
         }
     })

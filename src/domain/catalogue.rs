@@ -683,7 +683,13 @@ fn build(
         }
         let delivery_services =
             build_delivery_services(&place, raw.delivery_services, &mut problems);
-        let box_items = unique_by_id(&place, "box_items", raw.box_items, |i| i.id, &mut problems);
+        let box_items = unique_by_id(
+            &place,
+            "box_items",
+            raw.box_items.into_iter().enumerate().collect(),
+            |i| i.id,
+            &mut problems,
+        );
         let extras = build_extras(&place, raw.extras, &mut problems);
         let boxes = build_boxes(&place, raw.boxes, &extras, loaded_at, &mut problems);
         let Some(zone) = zone.filter(|_| problems.count() == before) else {
@@ -742,16 +748,17 @@ fn parse_sha256(text: &str) -> Option<[u8; 32]> {
     Some(digest)
 }
 
-/// The items by id; an id of 0 or one given twice is a problem (the first keeps it).
+/// The items (with their positions in the file) by id; an id of 0 or one given twice is a
+/// problem (the first keeps it).
 fn unique_by_id<T>(
     place: &str,
     list: &str,
-    items: Vec<T>,
+    items: Vec<(usize, T)>,
     id_of: impl Fn(&T) -> u64,
     problems: &mut Problems,
 ) -> BTreeMap<u64, T> {
     let mut by_id = BTreeMap::new();
-    for (position, item) in items.into_iter().enumerate() {
+    for (position, item) in items {
         let id = id_of(&item);
         let item_place = format!("{place}.{list}[{position}] (id {id})");
         if id == 0 {
@@ -789,17 +796,20 @@ fn build_delivery_services(
     let mut services = Vec::with_capacity(raw.len());
     for (position, ds) in raw.into_iter().enumerate() {
         let ds_place = format!("{place}.delivery_services[{position}] (id {})", ds.id);
-        let Some(fee) = money(&ds_place, "fee", &ds.fee, problems) else {
-            continue;
-        };
-        services.push(DeliveryService {
-            id: ds.id,
-            fee,
-            name: ds.name,
-            instructions: ds.instructions,
-            pickup_point: ds.pickup_point,
-            days: [ds.mon, ds.tue, ds.wed, ds.thu, ds.fri, ds.sat, ds.sun],
-        });
+        // A bad fee is reported, and the service kept (at no fee) so that what refers to it
+        // is not reported as well; the catalogue is refused either way.
+        let fee = money(&ds_place, "fee", &ds.fee, problems).unwrap_or(Money(0));
+        services.push((
+            position,
+            DeliveryService {
+                id: ds.id,
+                fee,
+                name: ds.name,
+                instructions: ds.instructions,
+                pickup_point: ds.pickup_point,
+                days: [ds.mon, ds.tue, ds.wed, ds.thu, ds.fri, ds.sat, ds.sun],
+            },
+        ));
     }
     unique_by_id(place, "delivery_services", services, |d| d.id, problems)
 }
@@ -808,15 +818,17 @@ fn build_extras(place: &str, raw: Vec<ExtraFile>, problems: &mut Problems) -> BT
     let mut extras = Vec::with_capacity(raw.len());
     for (position, extra) in raw.into_iter().enumerate() {
         let extra_place = format!("{place}.extras[{position}] (id {})", extra.id);
-        let Some(price) = money(&extra_place, "price", &extra.price, problems) else {
-            continue;
-        };
-        extras.push(Extra {
-            id: extra.id,
-            price,
-            name: extra.name,
-            unit: extra.unit,
-        });
+        // As for fees: reported, and kept so that boxes offering it are not reported too.
+        let price = money(&extra_place, "price", &extra.price, problems).unwrap_or(Money(0));
+        extras.push((
+            position,
+            Extra {
+                id: extra.id,
+                price,
+                name: extra.name,
+                unit: extra.unit,
+            },
+        ));
     }
     unique_by_id(place, "extras", extras, |e| e.id, problems)
 }
@@ -878,22 +890,25 @@ fn build_boxes(
         if problems.count() > before {
             continue;
         }
-        boxes.push(BoxDef {
-            id: b.id,
-            price,
-            extras_limit,
-            exclusions_limit,
-            substitutions_limit,
-            name: b.name,
-            description: b.description,
-            likes: b.likes,
-            dislikes: b.dislikes,
-            extras_allowed: b.extras_allowed,
-            hidden: b.hidden,
-            extra_ids: b.extra_ids,
-            images: b.images,
-            updated_at: b.updated_at.unwrap_or(loaded_at),
-        });
+        boxes.push((
+            position,
+            BoxDef {
+                id: b.id,
+                price,
+                extras_limit,
+                exclusions_limit,
+                substitutions_limit,
+                name: b.name,
+                description: b.description,
+                likes: b.likes,
+                dislikes: b.dislikes,
+                extras_allowed: b.extras_allowed,
+                hidden: b.hidden,
+                extra_ids: b.extra_ids,
+                images: b.images,
+                updated_at: b.updated_at.unwrap_or(loaded_at),
+            },
+        ));
     }
     unique_by_id(place, "boxes", boxes, |b| b.id, problems)
 }
@@ -942,6 +957,26 @@ mod tests {
             r#"{{"webstores":[{{"id":"s","name":"S","currency":"GBP","api_keys":[],
                "extras":[{{"id":1,"name":"E","price":"1.00"}}],"boxes":[{box_json}]}}]}}"#
         )
+    }
+
+    #[test]
+    fn a_bad_entry_neither_moves_later_places_nor_cascades() {
+        let text = r#"{"webstores":[{"id":"s","name":"S","currency":"GBP",
+            "delivery_services":[{"id":1,"name":"A","fee":"five"},{"id":2,"name":"B","fee":"1.00"},
+                                 {"id":2,"name":"C","fee":"1.00"}],
+            "extras":[{"id":5,"name":"E","price":"lots"}],
+            "boxes":[{"id":7,"name":"B","price":"1.00","extra_ids":[5]}]}]}"#;
+        let err = Catalogue::parse(text, 0).unwrap_err();
+        let places: Vec<_> = err.problems.iter().map(|p| p.place.as_str()).collect();
+        assert_eq!(
+            places,
+            [
+                "webstores[0] (s).delivery_services[0] (id 1)",
+                "webstores[0] (s).delivery_services[2] (id 2)",
+                "webstores[0] (s).extras[0] (id 5)",
+            ],
+            "{err}"
+        );
     }
 
     #[test]

@@ -43,6 +43,9 @@ impl Drop for EmailClaim {
     }
 }
 
+/// Remembered lookups kept per webstore (about 6 MiB of them at most).
+pub const MAX_HINTS: usize = 100_000;
+
 /// The email claims and remembered lookups of one webstore.
 #[derive(Default)]
 pub struct WebstoreEmails {
@@ -122,8 +125,12 @@ impl WebstoreEmails {
         self.hints.get(email_key).map(|hint| *hint)
     }
 
-    /// Remembers that `email_key` led to `id`.
+    /// Remembers that `email_key` led to `id`. Past [`MAX_HINTS`] the hints start over:
+    /// they only spare a store read, so forgetting them all is the cheapest bound.
     pub fn remember(&self, email_key: &str, id: CustomerId) {
+        if self.hints.len() >= MAX_HINTS {
+            self.hints.clear();
+        }
         self.hints.insert(email_key.to_owned(), id);
     }
 

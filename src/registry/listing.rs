@@ -1,71 +1,262 @@
-//! Listing a webstore's customers: how many it has, and a page of their ids in id order.
-//! Must not touch: actors, emails, HTTP.
+//! Listing a webstore's customers: its customer ids in id order, in memory (8 bytes a
+//! customer), so that any page costs the same: a page is a slice of the list and the
+//! records it names, never a walk of the store from its start.
+//!
+//! An id joins the list when it is allocated (under the webstore's allocation lock, so the
+//! list grows at its end in id order and a page never shifts under a client paging
+//! through it), and leaves it only if its create fails ([`Listed`] is the guard that takes
+//! it back). Customers stored before the start are added by a scan of the store's customer
+//! number index on a thread of its own; until that ends, a page waits for it.
+//!
+//! Must not touch: actors, emails, HTTP, the store's writes.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use tokio::sync::OnceCell;
+use tokio::sync::watch;
 
 use crate::domain::ids::CustomerId;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 
-/// How many customers a webstore has: those found in the store at start (counted on first
-/// need, since counting a large store takes a while) plus those created since.
-pub struct Totals {
-    at_start: OnceCell<u64>,
-    last_number_at_start: u64,
-    created: AtomicU64,
+/// Where the scan of the customers stored before the start is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fill {
+    Running,
+    Done,
+    Failed(String),
 }
 
-impl Totals {
-    /// Totals of a webstore whose highest stored customer number is `last_number_at_start`.
-    pub fn new(last_number_at_start: u64) -> Totals {
-        Totals {
-            at_start: OnceCell::new(),
-            last_number_at_start,
-            created: AtomicU64::new(0),
+/// A webstore's customer ids in id order.
+pub struct CustomerList {
+    /// Sorted once the fill is done; until then, ids allocated since the start (in order).
+    ids: RwLock<Vec<CustomerId>>,
+    fill: watch::Sender<Fill>,
+}
+
+impl CustomerList {
+    /// An empty list whose stored customers are still to be added by [`CustomerList::fill`].
+    pub fn filling() -> Arc<CustomerList> {
+        Arc::new(CustomerList {
+            ids: RwLock::new(Vec::new()),
+            fill: watch::Sender::new(Fill::Running),
+        })
+    }
+
+    /// Adds the customers found in the store (any order, duplicates of ids allocated
+    /// meanwhile allowed) and opens the list to readers; or, on `Err`, makes every page
+    /// fail with the reason.
+    pub fn fill(&self, stored: Result<Vec<CustomerId>, StoreError>) {
+        match stored {
+            Ok(stored) => {
+                let mut ids = self.write();
+                ids.extend(stored);
+                ids.sort_unstable();
+                ids.dedup();
+                drop(ids);
+                self.fill.send_replace(Fill::Done);
+            }
+            Err(error) => {
+                tracing::error!(%error, "listing the stored customers failed");
+                self.fill.send_replace(Fill::Failed(error.to_string()));
+            }
         }
     }
 
-    /// Counts one customer created since the start.
-    pub fn created_one(&self) {
-        self.created.fetch_add(1, Ordering::Relaxed);
+    /// Lists a newly allocated id; call under the allocation lock, so ids arrive in order.
+    /// The id leaves the list again when the returned guard is dropped unkept.
+    pub fn allocated(self: &Arc<Self>, id: CustomerId) -> Listed {
+        {
+            let mut ids = self.write();
+            match ids.last() {
+                Some(last) if *last > id => {
+                    // Only an id from before an import could be lower; keep the order.
+                    let at = ids.partition_point(|listed| *listed < id);
+                    ids.insert(at, id);
+                }
+                _ => ids.push(id),
+            }
+        }
+        Listed {
+            list: Some(self.clone()),
+            id,
+        }
     }
 
-    /// Up to `limit` customer ids of the webstore from position `offset` (by id), and how
-    /// many it has in all.
+    fn withdraw(&self, id: CustomerId) {
+        let mut ids = self.write();
+        // A failed create is recent: look from the end.
+        if let Some(at) = ids.iter().rposition(|listed| *listed == id) {
+            ids.remove(at);
+        }
+    }
+
+    /// Up to `limit` ids from position `offset`, and how many there are in all. Waits for
+    /// the fill.
     pub async fn page(
         &self,
-        store: &Store,
-        webstore_id: &str,
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<CustomerId>, u64), StoreError> {
-        let at_start = *self
-            .at_start
-            .get_or_try_init(|| {
-                let store = store.clone();
-                let webstore_id = webstore_id.to_owned();
-                let up_to = self.last_number_at_start;
-                off_workers(move || store.count_customers(&webstore_id, up_to))
-            })
-            .await?;
-        let total = at_start + self.created.load(Ordering::Relaxed);
-        let store = store.clone();
-        let webstore_id = webstore_id.to_owned();
-        // Deep pages walk the index from its start; keep that off the async workers.
-        let ids = off_workers(move || store.customer_ids_page(&webstore_id, offset, limit)).await?;
-        Ok((ids, total))
+        let mut fill = self.fill.subscribe();
+        let filled = fill
+            .wait_for(|state| *state != Fill::Running)
+            .await
+            .map(|state| state.clone())
+            .unwrap_or(Fill::Failed("the customer list was dropped".into()));
+        if let Fill::Failed(detail) = filled {
+            return Err(StoreError::Engine {
+                context: "listing the stored customers".into(),
+                detail,
+            });
+        }
+        let ids = self.read();
+        let total = ids.len() as u64;
+        let start = usize::try_from(offset).unwrap_or(usize::MAX).min(ids.len());
+        let end = start
+            .saturating_add(usize::try_from(limit).unwrap_or(usize::MAX))
+            .min(ids.len());
+        Ok((ids[start..end].to_vec(), total))
+    }
+
+    /// How many ids are listed now (the fill included once it is done).
+    pub fn len(&self) -> usize {
+        self.read().len()
+    }
+
+    /// Whether no id is listed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Vec<CustomerId>> {
+        self.ids
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Vec<CustomerId>> {
+        self.ids
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-/// Runs a store scan on a blocking thread.
-pub(super) async fn off_workers<T: Send + 'static>(
-    scan: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
-) -> Result<T, StoreError> {
-    tokio::task::spawn_blocking(scan)
-        .await
-        .map_err(|error| StoreError::Engine {
-            context: "scanning the store".into(),
-            detail: error.to_string(),
-        })?
+/// A newly allocated id's place in its webstore's list: taken back when dropped, unless
+/// [`Listed::keep`] says the customer was stored.
+pub struct Listed {
+    list: Option<Arc<CustomerList>>,
+    id: CustomerId,
+}
+
+impl Listed {
+    /// The customer is stored: its id stays listed.
+    pub fn keep(mut self) {
+        self.list = None;
+    }
+}
+
+impl Drop for Listed {
+    fn drop(&mut self) {
+        if let Some(list) = self.list.take() {
+            list.withdraw(self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn ids(list: &[u64]) -> Vec<CustomerId> {
+        list.iter().copied().map(CustomerId).collect()
+    }
+
+    fn page(list: &CustomerList, offset: u64, limit: u64) -> (Vec<CustomerId>, u64) {
+        futures_util::FutureExt::now_or_never(list.page(offset, limit))
+            .expect("a filled list answers at once")
+            .unwrap()
+    }
+
+    #[test]
+    fn pages_are_slices_and_past_the_end_is_empty() {
+        let list = CustomerList::filling();
+        list.fill(Ok(ids(&[5, 1, 3])));
+        assert_eq!(page(&list, 0, 2), (ids(&[1, 3]), 3));
+        assert_eq!(page(&list, 2, 2), (ids(&[5]), 3));
+        assert_eq!(page(&list, 3, 2), (vec![], 3));
+        assert_eq!(page(&list, u64::MAX, u64::MAX), (vec![], 3));
+    }
+
+    #[test]
+    fn ids_allocated_during_the_fill_are_listed_once() {
+        let list = CustomerList::filling();
+        assert!(
+            futures_util::FutureExt::now_or_never(list.page(0, 10)).is_none(),
+            "a page waits for the fill"
+        );
+        list.allocated(CustomerId(7)).keep();
+        list.allocated(CustomerId(8)).keep();
+        // The scan saw 7 already; 8 came after it.
+        list.fill(Ok(ids(&[2, 7, 4])));
+        assert_eq!(page(&list, 0, 10), (ids(&[2, 4, 7, 8]), 4));
+    }
+
+    #[test]
+    fn a_failed_create_takes_its_id_back() {
+        let list = CustomerList::filling();
+        list.fill(Ok(ids(&[1])));
+        let failed = list.allocated(CustomerId(2));
+        list.allocated(CustomerId(3)).keep();
+        drop(failed);
+        assert_eq!(page(&list, 0, 10), (ids(&[1, 3]), 2));
+    }
+
+    #[test]
+    fn a_failed_fill_fails_every_page() {
+        let list = CustomerList::filling();
+        list.fill(Err(StoreError::Engine {
+            context: "test".into(),
+            detail: "disk on fire".into(),
+        }));
+        let outcome = futures_util::FutureExt::now_or_never(list.page(0, 10)).unwrap();
+        assert!(outcome.is_err());
+    }
+
+    proptest! {
+        /// A client paging through a webstore while customers are created (and some creates
+        /// fail) sees every customer that existed when it began exactly once, in id order,
+        /// and never a customer twice.
+        #[test]
+        fn paging_sees_everyone_once_in_order(
+            stored in 0usize..300,
+            per_page in 1u64..40,
+            creates in proptest::collection::vec(any::<bool>(), 0..200),
+        ) {
+            let list = CustomerList::filling();
+            list.fill(Ok((1..=stored as u64).rev().map(CustomerId).collect()));
+            let mut next_id = stored as u64 + 1;
+            let mut creates = creates.into_iter();
+            let mut seen = Vec::new();
+            let mut number = 0;
+            loop {
+                let (got, _) = page(&list, number * per_page, per_page);
+                // Between two pages, a create lands (kept) or fails (taken back).
+                if let Some(kept) = creates.next() {
+                    let listed = list.allocated(CustomerId(next_id));
+                    next_id += 1;
+                    if kept { listed.keep() }
+                }
+                if got.is_empty() { break; }
+                seen.extend(got);
+                number += 1;
+                prop_assert!(number < 10_000);
+            }
+            let mut sorted = seen.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            prop_assert_eq!(&sorted, &seen, "in order, and nobody twice");
+            let first: Vec<_> = (1..=stored as u64).map(CustomerId).collect();
+            prop_assert!(seen.starts_with(&first), "everyone stored before is seen");
+        }
+    }
 }

@@ -40,7 +40,7 @@ pub use emails::{EmailClaim, EmailTaken};
 
 use directory::{Activated, Directory};
 use emails::WebstoreEmails;
-use listing::Totals;
+use listing::{CustomerList, Listed};
 
 /// Why the registry could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -59,7 +59,7 @@ struct WebstoreState {
     /// Customer numbers; allocated together with ids under `allocation`.
     numbers: IdSequence,
     allocation: Mutex<()>,
-    totals: Totals,
+    customers: Arc<CustomerList>,
 }
 
 /// A new customer's id and number, with the claim on its email: the claim is released when
@@ -71,6 +71,8 @@ pub struct NewCustomer {
     pub number: u64,
     /// The claim on its email.
     pub claim: EmailClaim,
+    /// Its place in the webstore's customer list, given back unless it is stored.
+    pub listed: Listed,
 }
 
 /// How many guards the registry has handed out and not yet had back (for tests).
@@ -154,16 +156,8 @@ impl Registry {
             if self.webstores.contains_key(&webstore.idx) {
                 continue;
             }
-            let last_number = self.store.last_number(&webstore.settings.id)?;
-            let state = WebstoreState {
-                emails: WebstoreEmails::default(),
-                numbers: IdSequence::starting_at(last_number + 1),
-                allocation: Mutex::new(()),
-                totals: Totals::new(last_number),
-            };
-            self.webstores
-                .entry(webstore.idx)
-                .or_insert(Arc::new(state));
+            let state = self.new_state(&webstore.settings.id)?;
+            self.webstores.entry(webstore.idx).or_insert(state);
         }
         Ok(())
     }
@@ -190,20 +184,33 @@ impl Registry {
         if let Some(state) = self.webstores.get(&webstore.idx) {
             return Ok(state.clone());
         }
-        let last_number = self.store.last_number(&webstore.settings.id)?;
-        let state = self
-            .webstores
-            .entry(webstore.idx)
-            .or_insert_with(|| {
-                Arc::new(WebstoreState {
-                    emails: WebstoreEmails::default(),
-                    numbers: IdSequence::starting_at(last_number + 1),
-                    allocation: Mutex::new(()),
-                    totals: Totals::new(last_number),
-                })
-            })
-            .clone();
-        Ok(state)
+        let state = self.new_state(&webstore.settings.id)?;
+        Ok(self.webstores.entry(webstore.idx).or_insert(state).clone())
+    }
+
+    /// A webstore's state, continuing its customer numbers from the store; a thread lists
+    /// its stored customers.
+    fn new_state(&self, webstore_id: &str) -> Result<Arc<WebstoreState>, StoreError> {
+        let last_number = self.store.last_number(webstore_id)?;
+        let customers = CustomerList::filling();
+        let (list, store, id) = (
+            customers.clone(),
+            self.store.clone(),
+            webstore_id.to_owned(),
+        );
+        std::thread::Builder::new()
+            .name("boxsub-list".into())
+            .spawn(move || list.fill(store.customer_ids(&id)))
+            .map_err(|error| StoreError::Engine {
+                context: "starting the customer listing".into(),
+                detail: error.to_string(),
+            })?;
+        Ok(Arc::new(WebstoreState {
+            emails: WebstoreEmails::default(),
+            numbers: IdSequence::starting_at(last_number + 1),
+            allocation: Mutex::new(()),
+            customers,
+        }))
     }
 
     /// Claims a free email for a new customer and gives it an id and a customer number.
@@ -219,9 +226,15 @@ impl Registry {
                 .allocation
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            (CustomerId(self.customer_ids.take()), state.numbers.take())
+            let id = CustomerId(self.customer_ids.take());
+            (id, (state.numbers.take(), state.customers.allocated(id)))
         })?;
-        Ok(claimed.map(|(claim, id, number)| NewCustomer { id, number, claim }))
+        Ok(claimed.map(|(claim, id, (number, listed))| NewCustomer {
+            id,
+            number,
+            claim,
+            listed,
+        }))
     }
 
     /// Claims an email for an existing customer while its change is applied: `Some(claim)`
@@ -281,10 +294,11 @@ impl Registry {
         webstore: &Webstore,
         customer: &Customer,
         idempotency: Option<IdempotencyWrite>,
+        listed: Listed,
     ) -> Result<(), StoreError> {
         self.store
             .create_customer(customer, &webstore.settings.id, idempotency)?;
-        self.state(webstore)?.totals.created_one();
+        listed.keep();
         Ok(())
     }
 
@@ -426,9 +440,7 @@ impl Registry {
         offset: u64,
         limit: u64,
     ) -> Result<(Vec<CustomerId>, u64), StoreError> {
-        self.state(webstore)?
-            .totals
-            .page(&self.store, &webstore.settings.id, offset, limit)
-            .await
+        let list = self.state(webstore)?.customers.clone();
+        list.page(offset, limit).await
     }
 }

@@ -72,7 +72,8 @@ impl Service {
             }
             None => (None, None),
         };
-        self.registry.create_customer(webstore, &customer, record)?;
+        self.registry
+            .create_customer(webstore, &customer, record, new.listed)?;
         // From here the store's email index answers for the email.
         drop(new.claim);
         self.registry.durable().await?;

@@ -10,10 +10,12 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
+use crate::actors::customer::unix_now;
 use crate::domain::catalogue::Webstore;
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::fields::FieldErrors;
 use crate::domain::idempotency::{Pending, RecordedResponse, KEY_REUSED};
+use crate::store::expiry::expired;
 use crate::store::Store;
 
 use super::{Created, ServiceError};
@@ -28,10 +30,10 @@ struct KeyLock {
     users: usize,
 }
 
-/// The keys with a request in progress.
-#[derive(Default)]
+/// The keys with a request in progress, and how long a record counts.
 pub struct IdempotencyGate {
     keys: Arc<DashMap<Key, KeyLock>>,
+    ttl_secs: u64,
 }
 
 /// One request's use of a key; the entry is removed when its last user goes.
@@ -58,6 +60,19 @@ pub struct Turn {
 }
 
 impl IdempotencyGate {
+    /// A gate under which records count for `ttl_secs` after they were written.
+    pub fn new(ttl_secs: u64) -> IdempotencyGate {
+        IdempotencyGate {
+            keys: Arc::default(),
+            ttl_secs,
+        }
+    }
+
+    /// How long records count, in seconds.
+    pub fn ttl_secs(&self) -> u64 {
+        self.ttl_secs
+    }
+
     /// Waits for the turn of `key` in `webstore`.
     pub async fn turn(&self, webstore: WebstoreIdx, key: &str) -> Turn {
         let key = (webstore, key.to_owned());
@@ -98,7 +113,11 @@ impl IdempotencyGate {
             return create(None).await.map(Created::Fresh);
         };
         let turn = self.turn(webstore.idx, pending.key.as_str()).await;
-        match store.idempotency(&webstore.settings.id, pending.key.as_str())? {
+        // A record past its time to live is gone, whether or not it has been swept yet.
+        let record = store
+            .idempotency(&webstore.settings.id, pending.key.as_str())?
+            .filter(|record| !expired(record.created_at, self.ttl_secs, unix_now()));
+        match record {
             Some(record) if record.body_sha256 == pending.body_sha256 => {
                 // The first request may have been cut off after its write and before its
                 // durability; never acknowledge what a crash could still take back.
@@ -130,7 +149,7 @@ mod tests {
 
     #[tokio::test]
     async fn turns_come_in_order_and_leave_nothing_behind() {
-        let gate = IdempotencyGate::default();
+        let gate = IdempotencyGate::new(86_400);
         let first = gate.turn(WebstoreIdx(0), "k").await;
         // A second request waits; dropped while waiting, it leaves the first alone.
         let mut waiting = Box::pin(gate.turn(WebstoreIdx(0), "k"));

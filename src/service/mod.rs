@@ -142,6 +142,8 @@ pub struct ServiceSettings {
     pub max_calls_in_flight: usize,
     /// The ids this host gives out.
     pub id_range: IdRange,
+    /// How long idempotency records count, in seconds.
+    pub idempotency_ttl_secs: u64,
 }
 
 /// How many guards the service has handed out and not yet had back. All zero when no request
@@ -189,11 +191,16 @@ impl Service {
                 settings.max_calls_per_customer,
                 settings.call_timeout,
             ),
-            idempotency: IdempotencyGate::default(),
+            idempotency: IdempotencyGate::new(settings.idempotency_ttl_secs),
             throttles: SignInThrottles::default(),
             passwords: PasswordWork::new(settings.password_hashers, settings.password_queue)?,
             catalogue,
         })
+    }
+
+    /// How long idempotency records count, in seconds.
+    pub fn idempotency_ttl_secs(&self) -> u64 {
+        self.idempotency.ttl_secs()
     }
 
     /// The registry (start-up and shutdown use it).
@@ -258,10 +265,12 @@ impl Service {
             .registry
             .page_of_customers(webstore, page.offset(), page.per_page)
             .await?;
-        let customers = ids
-            .into_iter()
-            .map(|id| self.customer(webstore, id))
-            .collect::<Result<_, _>>()?;
+        // An id is listed from its allocation; one whose create is still being written (or
+        // has just failed) has no record yet and is left out of this answer.
+        let mut customers = Vec::with_capacity(ids.len());
+        for id in ids {
+            customers.extend(self.registry.customer(webstore.idx, id)?);
+        }
         Ok((customers, total))
     }
 

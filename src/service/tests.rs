@@ -89,6 +89,10 @@ impl Storage for TestDisk {
         self.before_write()?;
         self.inner.put(key, value)
     }
+    fn remove_if(&self, key: &[u8], expected: &[u8]) -> Result<bool, StoreError> {
+        self.before_write()?;
+        self.inner.remove_if(key, expected)
+    }
     fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError> {
         self.inner.scan(prefix, skip, limit)
     }
@@ -137,6 +141,7 @@ fn harness(dir: &Path, call_timeout: Duration) -> Harness {
         max_calls_per_customer: 8,
         max_calls_in_flight: 64,
         id_range: Default::default(),
+        idempotency_ttl_secs: 86_400,
     };
     let catalogue = Arc::new(Catalogue::demo(0));
     let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();
@@ -454,6 +459,7 @@ async fn below_the_free_space_reserve_writes_are_refused_and_reads_go_on() {
         max_calls_per_customer: 8,
         max_calls_in_flight: 64,
         id_range: Default::default(),
+        idempotency_ttl_secs: 86_400,
     };
     let catalogue = Arc::new(Catalogue::demo(0));
     let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();

@@ -135,6 +135,9 @@ mod tests {
         fn put(&self, _: &[u8], _: Vec<u8>) -> Result<(), StoreError> {
             Ok(())
         }
+        fn remove_if(&self, _: &[u8], _: &[u8]) -> Result<bool, StoreError> {
+            Ok(false)
+        }
         fn scan(&self, _: &[u8], _: usize, _: usize) -> Result<Vec<Entry>, StoreError> {
             Ok(Vec::new())
         }

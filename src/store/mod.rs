@@ -11,6 +11,7 @@ pub mod codec;
 pub mod commit;
 pub mod disk;
 mod error;
+pub mod expiry;
 pub mod keys;
 mod opening;
 pub mod order_ids;
@@ -345,18 +346,6 @@ impl Store {
             .unwrap_or(0))
     }
 
-    /// How many customers of a webstore have a number up to `up_to`.
-    pub fn count_customers(&self, webstore_id: &str, up_to: u64) -> Result<u64, StoreError> {
-        let prefix = keys::webstore_prefix(keys::NUMBER, webstore_id);
-        let mut count = 0;
-        self.inner.storage.for_each(&prefix, &mut |key, _| {
-            let within = keys::trailing_id(key).is_some_and(|number| number <= up_to);
-            count += u64::from(within);
-            within
-        })?;
-        Ok(count)
-    }
-
     /// Reads and decodes every customer, order and idempotency record, counting them; the
     /// first record that does not decode is an error naming its key.
     pub fn verify(&self) -> Result<Census, StoreError> {
@@ -394,24 +383,16 @@ impl Store {
         }
     }
 
-    /// Up to `limit` customer ids of a webstore in number order (which is id order), after
-    /// the first `offset`.
-    pub fn customer_ids_page(
-        &self,
-        webstore_id: &str,
-        offset: u64,
-        limit: u64,
-    ) -> Result<Vec<CustomerId>, StoreError> {
+    /// The ids of every customer of a webstore, in number order (id order for the
+    /// customers of one host), read from the customer number index.
+    pub fn customer_ids(&self, webstore_id: &str) -> Result<Vec<CustomerId>, StoreError> {
         let prefix = keys::webstore_prefix(keys::NUMBER, webstore_id);
-        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
-        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-        Ok(self
-            .inner
-            .storage
-            .scan(&prefix, offset, limit)?
-            .into_iter()
-            .filter_map(|(_, value)| keys::trailing_id(&value).map(CustomerId))
-            .collect())
+        let mut ids = Vec::new();
+        self.inner.storage.for_each(&prefix, &mut |_, value| {
+            ids.extend(keys::trailing_id(value).map(CustomerId));
+            true
+        })?;
+        Ok(ids)
     }
 
     /// The customer holding a folded email in a webstore.

@@ -91,6 +91,13 @@ impl Storage for SledStorage {
             .map_err(engine("writing to the store"))
     }
 
+    fn remove_if(&self, key: &[u8], expected: &[u8]) -> Result<bool, StoreError> {
+        self.db
+            .compare_and_swap(key, Some(expected), None::<&[u8]>)
+            .map(|swapped| swapped.is_ok())
+            .map_err(engine("removing from the store"))
+    }
+
     fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError> {
         self.db
             .scan_prefix(prefix)

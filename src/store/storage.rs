@@ -57,6 +57,8 @@ pub trait Storage: Send + Sync + 'static {
     /// Sets one key. Cheaper than a batch: sled 0.34 applies batches under a process-wide
     /// write lock that also stops every reader, while single writes share it.
     fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError>;
+    /// Removes `key` if it still holds `expected`, atomically; whether it did.
+    fn remove_if(&self, key: &[u8], expected: &[u8]) -> Result<bool, StoreError>;
     /// Up to `limit` entries whose key starts with `prefix`, after skipping `skip` of them.
     fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError>;
     /// Calls `visit` with every entry whose key starts with `prefix`, in order, until it

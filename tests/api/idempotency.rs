@@ -11,8 +11,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    customer_body, customer_body_b, id_of, spawn_app, spawn_app_on, store_a, store_b, Creds,
-    DataDir, TestApp, TestResponse,
+    customer_body, customer_body_b, id_of, spawn_app, spawn_app_on, spawn_app_on_with, store_a,
+    store_b, Creds, DataDir, TestApp, TestResponse,
 };
 
 /// The header naming a replay.
@@ -439,4 +439,70 @@ async fn idempotency_keys_survive_a_restart_and_a_crash() {
     assert_replay_of(&first_order, &again);
     let orders = orders_of_as(&app, customer_id, &a).await;
     assert_eq!(orders.len(), 2, "{orders:?}");
+}
+
+/// `boxsub_idempotency_records_expired_total`, from `/metrics`.
+async fn expired_records(app: &TestApp) -> f64 {
+    let metrics = app.get_without_auth("/metrics").await;
+    metrics
+        .text()
+        .lines()
+        .find_map(|line| line.strip_prefix("boxsub_idempotency_records_expired_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn records_expire_after_their_time_to_live_and_free_their_key() {
+    // Arrange: records count for 2 s; the sweeper runs every second.
+    let dir = DataDir::new();
+    let app = spawn_app_on_with(&dir, &["--idempotency-ttl", "2"], &[]).await;
+    let a = store_a();
+    let first_body = bytes(&customer_body("ttl-first@example.com"));
+    let first = post_keyed(&app, "/v1/customers", &first_body, "ttl-key", &a).await;
+    assert_fresh_create(&first);
+
+    // Act + Assert: inside the time to live, a repeat replays.
+    let again = post_keyed(&app, "/v1/customers", &first_body, "ttl-key", &a).await;
+    assert_replay_of(&first, &again);
+
+    // Act: wait (bounded) until the sweeper has removed the record.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while expired_records(&app).await < 1.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the record was not swept within 15 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Assert: the key is free again: another body is a new create, not a 422, and that
+    // create is replayed in its turn.
+    let second_body = bytes(&customer_body("ttl-second@example.com"));
+    let second = post_keyed(&app, "/v1/customers", &second_body, "ttl-key", &a).await;
+    assert_fresh_create(&second);
+    assert_ne!(id_of(&second.json()), id_of(&first.json()));
+    let replay = post_keyed(&app, "/v1/customers", &second_body, "ttl-key", &a).await;
+    assert_replay_of(&second, &replay);
+    assert_eq!(customer_count(&app, &a).await, 2);
+}
+
+#[tokio::test]
+async fn the_same_key_and_body_past_the_time_to_live_is_a_new_request() {
+    // Arrange: a time to live of 1 s (swept or not by the time of the repeat, the record no
+    // longer counts).
+    let dir = DataDir::new();
+    let app = spawn_app_on_with(&dir, &["--idempotency-ttl", "1"], &[]).await;
+    let a = store_a();
+    let body = bytes(&customer_body("unswept@example.com"));
+    let first = post_keyed(&app, "/v1/customers", &body, "unswept", &a).await;
+    assert_fresh_create(&first);
+
+    // Act: past the time to live, the same key and body again.
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let again = post_keyed(&app, "/v1/customers", &body, "unswept", &a).await;
+
+    // Assert: not a replay: a new create, refused because the email is taken.
+    assert_eq!(again.header(REPLAYED), None);
+    again.assert_has_error("email");
 }
