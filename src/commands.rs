@@ -199,7 +199,7 @@ impl Drop for Spool {
 }
 
 fn seed(config: &SeedConfig) -> Result<(), String> {
-    let done = crate::startup::seed(config).map_err(|e| e.to_string())?;
+    let done = crate::seed::run(config)?;
     println!(
         "seeded {} customers and {} orders in {:.1} s",
         done.customers, done.orders, done.seconds

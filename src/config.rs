@@ -101,9 +101,14 @@ pub struct BenchConfig {
     /// Runs of each scenario, each beside a bare-server run.
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
-    /// Customers in the store whose restart time and memory are measured (0 skips it).
+    /// Customers in the large store whose restart time, memory and per-request cost at scale
+    /// are measured (0 skips it).
     #[arg(long, default_value_t = 1_000_000)]
     pub restart_customers: u64,
+    /// Orders of each customer in that store. Above 1, a store with one order per customer
+    /// is seeded too, so that memory per order can be told from memory per customer.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub restart_orders_per_customer: u64,
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -140,9 +145,13 @@ pub struct ImportConfig {
 /// Settings of `boxsub seed`.
 #[derive(Debug, Clone, Args)]
 pub struct SeedConfig {
-    /// How many customers (each with one order).
+    /// How many customers.
     #[arg(long, default_value_t = 1_000_000)]
     pub customers: u64,
+    /// Orders of each customer: weekly, on the delivery service's days in turn. Customer n's
+    /// orders get ids (n-1)*K+1 to n*K.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub orders_per_customer: u64,
     /// An empty data directory to fill.
     #[arg(long)]
     pub data_dir: PathBuf,

@@ -1,12 +1,13 @@
-//! `boxsub seed`: writes a store of N customers with one order each straight into a data
-//! directory, for measuring restart time and memory at scale (and for benchmarks). It goes
-//! through the same record encoding and key layout as the server, in large batches, and
-//! refuses a directory that already holds customers.
+//! `boxsub seed`: writes a store of N customers with K orders each (one by default) straight
+//! into a data directory, for measuring restart time and memory at scale (and for
+//! benchmarks). It goes through the same record encoding and key layout as the server, in
+//! large batches, and refuses a directory that already holds customers.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::config::SeedConfig;
 use crate::domain::catalogue::{Catalogue, Webstore};
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
@@ -17,6 +18,9 @@ use crate::store::disk::Reserve;
 use crate::store::{
     add_new_customer, add_order, Durability, Store, StoreError, StoreOptions, WriteBatch,
 };
+
+/// Records (customers and orders) written per batch.
+const BATCH_RECORDS: u64 = 20_000;
 
 /// What a seeding run wrote.
 #[derive(Debug, Clone, Copy)]
@@ -29,9 +33,48 @@ pub struct Seeded {
     pub seconds: f64,
 }
 
+/// The id of the last order [`seed_orders`] writes: customer `n`'s orders are numbered
+/// `(n - 1) * K + 1` to `n * K`, so the last customer holds the last order.
+pub fn last_order_id(customers: u64, orders_per_customer: u64) -> u64 {
+    customers * orders_per_customer
+}
+
+/// `boxsub seed` as the command line asks: the catalogue file (or the demo catalogue), then
+/// [`seed_orders`].
+pub fn run(config: &SeedConfig) -> Result<Seeded, String> {
+    let loaded_at = crate::actors::customer::unix_now();
+    let catalogue = match &config.catalogue {
+        None => Catalogue::demo(loaded_at),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            Catalogue::parse(&text, loaded_at).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+    };
+    seed_orders(
+        &config.data_dir,
+        &catalogue,
+        config.customers,
+        config.orders_per_customer,
+    )
+    .map_err(|e| format!("data directory {}: {e}", config.data_dir.display()))
+}
+
 /// Writes `customers` customers of the catalogue's first webstore, one order each, with ids
 /// from 1, into an empty store in `dir`.
 pub fn seed(dir: &Path, catalogue: &Catalogue, customers: u64) -> Result<Seeded, StoreError> {
+    seed_orders(dir, catalogue, customers, 1)
+}
+
+/// Writes `customers` customers of the catalogue's first webstore with `orders_per_customer`
+/// orders each, customer ids from 1 and order ids from 1 (see [`last_order_id`]), into an
+/// empty store in `dir`.
+pub fn seed_orders(
+    dir: &Path,
+    catalogue: &Catalogue,
+    customers: u64,
+    orders_per_customer: u64,
+) -> Result<Seeded, StoreError> {
     let started = Instant::now();
     let store = Store::open(
         dir,
@@ -58,18 +101,22 @@ pub fn seed(dir: &Path, catalogue: &Catalogue, customers: u64) -> Result<Seeded,
     let created_at = crate::actors::customer::unix_now();
     let plan = Plan::for_webstore(webstore, created_at);
     let mut batch = WriteBatch::default();
+    let mut in_batch = 0;
     for n in 1..=customers {
-        plan.write(&mut batch, webstore, n, created_at);
-        if n % 2_000 == 0 {
+        plan.write(&mut batch, webstore, n, orders_per_customer, created_at);
+        in_batch += 1 + orders_per_customer;
+        if in_batch >= BATCH_RECORDS {
             store.apply(std::mem::take(&mut batch))?;
+            in_batch = 0;
         }
     }
     store.apply(batch)?;
-    store.reserve_order_ids(customers)?;
+    let orders = last_order_id(customers, orders_per_customer);
+    store.reserve_order_ids(orders)?;
     store.close()?;
     Ok(Seeded {
         customers,
-        orders: customers,
+        orders,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -78,8 +125,8 @@ pub fn seed(dir: &Path, catalogue: &Catalogue, customers: u64) -> Result<Seeded,
 struct Plan {
     delivery_service_id: u64,
     box_id: u64,
-    /// The service's delivery days; order `n` is delivered weekly on the `n`th of them
-    /// (cyclically), so a store's orders spread over the week.
+    /// The service's delivery days; order id `n` is delivered weekly on the `n`th of them
+    /// (cyclically), so a store's orders, and one customer's, spread over the week.
     delivery_days: Vec<u8>,
     /// Every seeded order's start date: the day the store is seeded.
     start: Day,
@@ -103,7 +150,15 @@ impl Plan {
         }
     }
 
-    fn write(&self, batch: &mut WriteBatch, webstore: &Webstore, n: u64, created_at: i64) {
+    /// Customer `n` and its `orders` orders.
+    fn write(
+        &self,
+        batch: &mut WriteBatch,
+        webstore: &Webstore,
+        n: u64,
+        orders: u64,
+        created_at: i64,
+    ) {
         let webstore_id = &webstore.settings.id;
         let mut address = Address::default();
         address.0[0] = Some(format!("{n} Seed Street"));
@@ -119,28 +174,80 @@ impl Plan {
             address,
             password_hash: None,
         };
-        let order = Order {
-            id: OrderId(n),
-            customer_id: CustomerId(n),
-            details: NewOrder {
-                box_id: self.box_id,
-                frequency: Frequency::Weekly,
-                extras_one_off: false,
-                extras: Vec::new(),
-                exclusions: Vec::new(),
-                substitutions: Vec::new(),
-                schedule: Schedule {
-                    start: self.start,
-                    week_days: WeekDays::only(
-                        self.delivery_days[(n % self.delivery_days.len() as u64) as usize],
-                    ),
-                },
-            },
-            created_at,
-        };
         // Seeded emails are distinct by construction and the store is empty, so the email's
         // uniqueness needs no check here.
         let _email = add_new_customer(batch, &customer, webstore_id);
-        add_order(batch, &order);
+        for id in (n - 1) * orders + 1..=n * orders {
+            let order = Order {
+                id: OrderId(id),
+                customer_id: CustomerId(n),
+                details: NewOrder {
+                    box_id: self.box_id,
+                    frequency: Frequency::Weekly,
+                    extras_one_off: false,
+                    extras: Vec::new(),
+                    exclusions: Vec::new(),
+                    substitutions: Vec::new(),
+                    schedule: Schedule {
+                        start: self.start,
+                        week_days: WeekDays::only(
+                            self.delivery_days[(id % self.delivery_days.len() as u64) as usize],
+                        ),
+                    },
+                },
+                created_at,
+            };
+            add_order(batch, &order);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &Path) -> Store {
+        let options = StoreOptions {
+            durability: Durability::Async,
+            cache_bytes: 1 << 20,
+            reserve: Reserve::Bytes(0),
+        };
+        Store::open(dir, options, Arc::new(|_: &StoreError| {})).unwrap()
+    }
+
+    #[test]
+    fn customers_get_consecutive_orders_on_the_service_days_in_turn() {
+        let dir = tempfile::tempdir().unwrap();
+        let catalogue = Catalogue::demo(0);
+        let seeded = seed_orders(dir.path(), &catalogue, 4, 3).unwrap();
+        assert_eq!((seeded.customers, seeded.orders), (4, 12));
+        assert_eq!(last_order_id(4, 3), 12);
+        let webstore = &catalogue.webstores()[0];
+        let service = webstore.delivery_services.values().next().unwrap();
+        let service_days = service.week_days();
+        let store = open(dir.path());
+        let census = store.verify().unwrap();
+        assert_eq!((census.customers, census.orders), (4, 12));
+        assert_eq!(store.high_water(IdRange::default()).unwrap().order_id, 12);
+        for n in 1..=4 {
+            let loaded = store.load_customer(CustomerId(n)).unwrap().unwrap();
+            assert_eq!(loaded.record.delivery_service_id, service.id);
+            let ids: Vec<u64> = loaded.orders.iter().map(|order| order.id.0).collect();
+            assert_eq!(ids, vec![3 * n - 2, 3 * n - 1, 3 * n]);
+            let mut days = Vec::new();
+            for order in &loaded.orders {
+                let week_days = order.details.schedule.week_days;
+                let day: Vec<u8> = week_days.days().collect();
+                assert_eq!(day.len(), 1, "one delivery day per order");
+                assert!(service_days.contains(day[0]), "a day the service delivers");
+                days.push(day[0]);
+            }
+            days.dedup();
+            assert_eq!(days.len(), 3.min(service_days.days().count()));
+        }
+        // A second run into the same directory is refused.
+        store.close().unwrap();
+        drop(store);
+        assert!(seed_orders(dir.path(), &catalogue, 1, 1).is_err());
     }
 }

@@ -1,19 +1,31 @@
 //! A closed-loop HTTP/1.1 keep-alive load generator: N connections, each sending its next
 //! request as soon as the previous answer is read, for a warm-up and then a measured period.
-//! Written against raw sockets so that its own cost per request is a write, a read and a
-//! few comparisons; only loopback addresses are ever a target.
+//! Each connection is hyper's own client connection (no pool, no retries: one request in
+//! flight per connection) and records its latencies into an HdrHistogram of its own; the
+//! histograms are merged at the end. Only loopback addresses are ever a target.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use bytes::Bytes;
+use hdrhistogram::Histogram;
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
+use hyper::{Method, Request};
+use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
-/// Builds the request bytes for sequence number `n` (unique across connections).
-pub type RequestFn = Arc<dyn Fn(u64) -> Vec<u8> + Send + Sync>;
+/// A request as the load generator sends it.
+pub type Req = Request<Full<Bytes>>;
+/// Builds the request for sequence number `n` (unique across connections).
+pub type RequestFn = Arc<dyn Fn(u64) -> Req + Send + Sync>;
 /// The status that request `n` must get.
 pub type ExpectFn = Arc<dyn Fn(u64) -> u16 + Send + Sync>;
+
+/// Latencies above this (one minute, in µs) are recorded as this.
+const HIGHEST_US: u64 = 60_000_000;
 
 /// One load run.
 #[derive(Clone)]
@@ -33,7 +45,7 @@ pub struct LoadSpec {
 }
 
 /// What a run measured (warm-up excluded).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct LoadResult {
     /// Requests answered in the measured period.
     pub requests: u64,
@@ -42,7 +54,23 @@ pub struct LoadResult {
     /// Length of the measured period.
     pub seconds: f64,
     /// Latency of each measured request, microseconds.
-    pub latencies_us: Vec<u32>,
+    pub latencies_us: Histogram<u64>,
+}
+
+impl Default for LoadResult {
+    fn default() -> LoadResult {
+        LoadResult {
+            requests: 0,
+            errors: 0,
+            seconds: 0.0,
+            latencies_us: latency_histogram(),
+        }
+    }
+}
+
+/// An empty histogram of latencies in µs, from 1 µs to a minute, 3 significant digits.
+pub fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, HIGHEST_US, 3).expect("constant histogram bounds are valid")
 }
 
 impl LoadResult {
@@ -55,24 +83,26 @@ impl LoadResult {
         }
     }
 
-    /// The `q` quantile of latency in milliseconds (latencies must be sorted).
+    /// The `q` quantile of latency in milliseconds.
     pub fn quantile_ms(&self, q: f64) -> f64 {
         if self.latencies_us.is_empty() {
             return 0.0;
         }
-        let rank = ((self.latencies_us.len() as f64 - 1.0) * q).round() as usize;
-        f64::from(self.latencies_us[rank.min(self.latencies_us.len() - 1)]) / 1000.0
+        self.latencies_us.value_at_quantile(q) as f64 / 1000.0
+    }
+
+    /// Adds another run's (or connection's) figures to these; the seconds are not added.
+    pub fn merge(&mut self, other: &LoadResult) {
+        self.requests += other.requests;
+        self.errors += other.errors;
+        // Same bounds on both sides, so this cannot fail.
+        let _ = self.latencies_us.add(&other.latencies_us);
     }
 }
 
 /// Runs the load and gathers the results of every connection.
 pub async fn run(spec: LoadSpec) -> Result<LoadResult, String> {
-    if !spec.addr.ip().is_loopback() {
-        return Err(format!(
-            "refusing to load a non-loopback address {}",
-            spec.addr
-        ));
-    }
+    refuse_non_loopback(spec.addr)?;
     let started = Instant::now();
     let measure_from = started + spec.warmup;
     let end = measure_from + spec.duration;
@@ -86,78 +116,141 @@ pub async fn run(spec: LoadSpec) -> Result<LoadResult, String> {
     let mut total = LoadResult::default();
     for task in tasks {
         let part = task.await.map_err(|e| e.to_string())?;
-        total.requests += part.requests;
-        total.errors += part.errors;
-        total.latencies_us.extend(part.latencies_us);
+        total.merge(&part);
     }
     total.seconds = spec.duration.as_secs_f64();
-    total.latencies_us.sort_unstable();
     Ok(total)
 }
 
 async fn connection(spec: LoadSpec, index: u64, measure_from: Instant, end: Instant) -> LoadResult {
     let mut result = LoadResult::default();
     let mut sequence = index;
-    let mut buffer = vec![0u8; 64 * 1024];
-    let mut stream: Option<TcpStream> = None;
+    let mut client = Client {
+        addr: spec.addr,
+        sender: None,
+    };
     while Instant::now() < end {
-        if stream.is_none() {
-            match TcpStream::connect(spec.addr).await {
-                Ok(connected) => {
-                    let _ = connected.set_nodelay(true);
-                    stream = Some(connected);
-                }
-                Err(_) => {
-                    result.errors += 1;
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            }
-        }
-        let Some(open) = stream.as_mut() else {
+        if let Err(error) = client.connected().await {
+            result.errors += 1;
+            tracing::debug!(%error, "bench connection failed");
+            tokio::time::sleep(Duration::from_millis(10)).await;
             continue;
-        };
+        }
         let request = (spec.request)(sequence);
         let expected = (spec.expect)(sequence);
         sequence += spec.connections as u64;
         let sent = Instant::now();
-        let answer = exchange(open, &request, &mut buffer).await;
+        let answer = client.send(request).await;
         let measured = sent >= measure_from && Instant::now() <= end;
+        if !measured {
+            continue;
+        }
         match answer {
-            Ok(Answer {
-                status, keep_alive, ..
-            }) => {
-                if measured {
-                    result.requests += 1;
-                    let micros = sent.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
-                    result.latencies_us.push(micros);
-                    if status != expected {
-                        result.errors += 1;
-                    }
-                }
-                if !keep_alive {
-                    stream = None;
-                }
-            }
-            Err(_) => {
-                if measured {
+            Ok(answer) => {
+                result.requests += 1;
+                let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+                result
+                    .latencies_us
+                    .saturating_record(micros.clamp(1, HIGHEST_US));
+                if answer.status != expected {
                     result.errors += 1;
                 }
-                stream = None;
             }
+            Err(_) => result.errors += 1,
         }
     }
     result
 }
 
-/// Sends one request on a new connection and returns the response's status and body length.
-pub async fn one_request(addr: SocketAddr, request: &[u8]) -> std::io::Result<Answer> {
-    if !addr.ip().is_loopback() {
-        return Err(std::io::Error::other("refusing a non-loopback address"));
+fn refuse_non_loopback(addr: SocketAddr) -> Result<(), String> {
+    if addr.ip().is_loopback() {
+        Ok(())
+    } else {
+        Err(format!("refusing to load a non-loopback address {addr}"))
     }
-    let mut stream = TcpStream::connect(addr).await?;
-    let mut buffer = vec![0u8; 64 * 1024];
-    exchange(&mut stream, request, &mut buffer).await
+}
+
+/// A keep-alive HTTP/1.1 connection to a loopback server, opened on first use and opened
+/// again after a failure or an answer saying `Connection: close`.
+pub struct Client {
+    addr: SocketAddr,
+    sender: Option<SendRequest<Full<Bytes>>>,
+}
+
+impl Client {
+    /// A client of `addr`, which must be a loopback address; it connects on first use.
+    pub fn new(addr: SocketAddr) -> Result<Client, String> {
+        refuse_non_loopback(addr)?;
+        Ok(Client { addr, sender: None })
+    }
+
+    /// Opens the connection unless one is open.
+    async fn connected(&mut self) -> Result<(), String> {
+        if self.sender.as_ref().is_some_and(|s| !s.is_closed()) {
+            return Ok(());
+        }
+        self.sender = None;
+        let stream = TcpStream::connect(self.addr)
+            .await
+            .map_err(|e| format!("connecting to {}: {e}", self.addr))?;
+        let _ = stream.set_nodelay(true);
+        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(|e| format!("HTTP/1.1 handshake with {}: {e}", self.addr))?;
+        // The connection's own task reads and writes the socket; it ends when the server
+        // closes the connection or the sender is dropped.
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        self.sender = Some(sender);
+        Ok(())
+    }
+
+    /// Sends one request and reads its whole answer, (re)connecting first if needed. After
+    /// an error the connection is dropped, so the next request opens a new one.
+    pub async fn send(&mut self, request: Req) -> Result<Answer, String> {
+        self.connected().await?;
+        let sender = self.sender.as_mut().ok_or("not connected")?;
+        let answer = exchange(sender, request).await;
+        if !answer.as_ref().is_ok_and(|answer| answer.keep_alive) {
+            self.sender = None;
+        }
+        answer
+    }
+}
+
+async fn exchange(sender: &mut SendRequest<Full<Bytes>>, request: Req) -> Result<Answer, String> {
+    sender.ready().await.map_err(|e| e.to_string())?;
+    let response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| e.to_string())?;
+    let headers = response.headers();
+    let status = response.status().as_u16();
+    let keep_alive = !headers
+        .get(CONNECTION)
+        .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"close"));
+    let total_count = headers
+        .get("x-total-count")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse().ok());
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("reading the body: {e}"))?
+        .to_bytes();
+    Ok(Answer {
+        status,
+        keep_alive,
+        body_length: body.len(),
+        total_count,
+    })
+}
+
+/// Sends one request on a new connection and returns the response's status and body length.
+pub async fn one_request(addr: SocketAddr, request: Req) -> Result<Answer, String> {
+    Client::new(addr)?.send(request).await
 }
 
 /// What a response said, as far as the benchmark cares.
@@ -173,85 +266,31 @@ pub struct Answer {
     pub total_count: Option<u64>,
 }
 
-/// Sends one request and reads its whole response.
-async fn exchange(
-    stream: &mut TcpStream,
-    request: &[u8],
-    buffer: &mut [u8],
-) -> std::io::Result<Answer> {
-    stream.write_all(request).await?;
-    let mut filled = 0;
-    let head_end = loop {
-        if filled == buffer.len() {
-            return Err(std::io::Error::other("response head too large"));
-        }
-        let read = stream.read(&mut buffer[filled..]).await?;
-        if read == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        filled += read;
-        if let Some(at) = find(&buffer[..filled], b"\r\n\r\n") {
-            break at + 4;
-        }
-    };
-    let head = std::str::from_utf8(&buffer[..head_end]).map_err(std::io::Error::other)?;
-    let status: u16 = head
-        .get(9..12)
-        .and_then(|code| code.parse().ok())
-        .ok_or_else(|| std::io::Error::other("no status line"))?;
-    let mut content_length = 0usize;
-    let mut keep_alive = true;
-    let mut total_count = None;
-    for line in head.split("\r\n").skip(1) {
-        if let Some((name, value)) = line.split_once(':') {
-            let value = value.trim();
-            if name.eq_ignore_ascii_case("content-length") {
-                content_length = value.parse().map_err(std::io::Error::other)?;
-            } else if name.eq_ignore_ascii_case("connection") && value.eq_ignore_ascii_case("close")
-            {
-                keep_alive = false;
-            } else if name.eq_ignore_ascii_case("x-total-count") {
-                total_count = value.parse().ok();
-            }
-        }
-    }
-    let mut body_read = filled - head_end;
-    while body_read < content_length {
-        let want = (content_length - body_read).min(buffer.len());
-        let read = stream.read(&mut buffer[..want]).await?;
-        if read == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        body_read += read;
-    }
-    Ok(Answer {
-        status,
-        keep_alive,
-        body_length: content_length,
-        total_count,
-    })
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack
-        .windows(needle.len())
-        .position(|window| window == needle)
-}
-
 /// An HTTP/1.1 request with the demo credentials and an optional JSON body.
-pub fn request(method: &str, path: &str, credentials: (&str, &str), body: Option<&str>) -> Vec<u8> {
-    let mut text = format!(
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {}\r\nAPI-Secret: {}\r\n",
-        credentials.0, credentials.1
-    );
-    match body {
-        Some(body) => {
-            text.push_str("Content-Type: application/json\r\n");
-            text.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
-        }
-        None => text.push_str("\r\n"),
+pub fn request(method: &str, path: &str, credentials: (&str, &str), body: Option<&str>) -> Req {
+    let method = Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET);
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(path)
+        .header(HOST, HeaderValue::from_static("127.0.0.1"))
+        .header("api-key", credentials.0)
+        .header("api-secret", credentials.1);
+    if body.is_some() {
+        builder = builder.header(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     }
-    text.into_bytes()
+    let body = Full::new(body.map_or_else(Bytes::new, |b| Bytes::copy_from_slice(b.as_bytes())));
+    builder
+        .body(body)
+        .expect("the benchmark's own paths and headers are valid")
+}
+
+/// `GET /` with no credentials (the bare server's request).
+pub fn bare_request() -> Req {
+    Request::builder()
+        .uri("/")
+        .header(HOST, HeaderValue::from_static("127.0.0.1"))
+        .body(Full::new(Bytes::new()))
+        .expect("a constant request is valid")
 }
 
 #[cfg(test)]
@@ -259,22 +298,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quantiles_pick_ranks() {
-        let result = LoadResult {
-            requests: 5,
-            errors: 0,
-            seconds: 1.0,
-            latencies_us: vec![1000, 2000, 3000, 4000, 5000],
-        };
-        assert_eq!(result.quantile_ms(0.5), 3.0);
-        assert_eq!(result.quantile_ms(1.0), 5.0);
-        assert_eq!(result.rps(), 5.0);
+    fn quantiles_come_from_the_merged_histograms() {
+        let mut total = LoadResult::default();
+        for part in [[1000u64, 2000], [3000, 4000]] {
+            let mut result = LoadResult {
+                requests: 2,
+                ..LoadResult::default()
+            };
+            for micros in part {
+                result.latencies_us.record(micros).unwrap();
+            }
+            total.merge(&result);
+        }
+        total.seconds = 2.0;
+        assert_eq!(total.requests, 4);
+        assert_eq!(total.rps(), 2.0);
+        // Three significant digits: within 0.1%.
+        assert!((total.quantile_ms(0.5) - 2.0).abs() < 0.01);
+        assert!((total.quantile_ms(1.0) - 4.0).abs() < 0.01);
     }
 
     #[test]
-    fn requests_carry_a_length() {
-        let bytes = request("POST", "/v1/orders", ("k", "s"), Some("{}"));
-        let text = String::from_utf8(bytes).unwrap();
-        assert!(text.ends_with("Content-Length: 2\r\n\r\n{}"));
+    fn requests_carry_credentials_and_body() {
+        let request = request("POST", "/v1/orders?x=1", ("k", "s"), Some("{}"));
+        assert_eq!(request.method(), Method::POST);
+        assert_eq!(request.uri().path_and_query().unwrap(), "/v1/orders?x=1");
+        assert_eq!(request.headers()["api-key"], "k");
+        assert_eq!(request.headers()[CONTENT_TYPE], "application/json");
+        assert_eq!(
+            hyper::body::Body::size_hint(request.body()).exact(),
+            Some(2)
+        );
+    }
+
+    #[tokio::test]
+    async fn only_loopback_is_a_target() {
+        let error = one_request("192.0.2.1:80".parse().unwrap(), bare_request())
+            .await
+            .unwrap_err();
+        assert!(error.contains("non-loopback"), "{error}");
     }
 }

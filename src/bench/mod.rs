@@ -2,10 +2,14 @@
 //! starts, on 127.0.0.1, a bare warp server answering a fixed small JSON body and boxsub
 //! itself (durable, and once more with durability off), drives each with the same closed-loop
 //! load generator, alternating bare and boxsub runs so that a noisy machine's drift hits both,
-//! and reports requests/s, latency quantiles and the ratio to the bare server. It also
-//! measures restart time and resident memory of a large seeded store.
+//! and reports requests/s, latency quantiles and the ratio to the bare server. It then
+//! seeds a large store (N customers with K orders each) and measures restart time, resident
+//! memory per customer and per order, and the cost of single requests at that scale (first
+//! and deep page of customers, a customer by email, an order create, a date's delivery
+//! list), one at a time, in latency and in server CPU.
 //!
-//! Servers run as child processes of the current executable, so each has its own runtime.
+//! Servers run as child processes of the current executable, so each has its own runtime
+//! and the binary measured is the one that runs the benchmark.
 
 pub mod load;
 
@@ -58,28 +62,65 @@ pub struct Machine {
     pub cpu: String,
 }
 
-/// Restart and memory figures for a seeded store.
+/// Restart, memory and per-request cost at scale, over a large seeded store.
 #[derive(Debug, Clone, Serialize)]
 pub struct RestartReport {
-    /// Customers (each with one order) in the store.
+    /// Customers in the store.
     pub customers: u64,
+    /// Orders of each customer (weekly, on the delivery service's days in turn).
+    pub orders_per_customer: u64,
+    /// Orders in the store.
+    pub orders: u64,
     /// Seconds from starting the process to the first answered request, on a store a
     /// previous process had closed cleanly.
     pub restart_seconds: f64,
     /// The same on the first start after seeding (sled replays its whole log then).
     pub first_start_seconds: f64,
-    /// Seconds from start until the last seeded order is found by id (order lookups wait
-    /// for the background scan that indexes the stored orders).
+    /// Seconds from start until the last seeded order (`last_order_id`) is found by id
+    /// (order lookups wait for the background scan that indexes the stored orders).
     pub orders_ready_seconds: f64,
+    /// The id of the last seeded order.
+    pub last_order_id: u64,
     /// Resident memory once the stored orders are indexed and the background census of the
     /// store is over (memory stopped changing), MiB.
     pub rss_mib: f64,
     /// Resident memory of a server on an empty store, MiB.
     pub empty_rss_mib: f64,
-    /// (rss - empty rss) / customers, bytes.
-    pub bytes_per_idle_customer: f64,
+    /// Resident memory, measured the same way, of a store of as many customers with one
+    /// order each, MiB (the store above when it has one order per customer).
+    pub one_order_rss_mib: f64,
+    /// (one-order rss - empty rss) / customers: a customer with its one order, bytes.
+    pub bytes_per_customer: f64,
+    /// (rss - one-order rss) / (orders - customers): each further order, bytes; only
+    /// measured when customers have more than one order.
+    pub bytes_per_order: Option<f64>,
+    /// Which stores the memory figures come from.
+    pub memory_measured_on: String,
+    /// One request at a time over the same store.
+    pub scale: Vec<SequentialReport>,
+    /// Deep page over first page: median latency.
+    pub deep_over_first_page_latency: f64,
+    /// Deep page over first page: server CPU per request.
+    pub deep_over_first_page_cpu: f64,
     /// The delivery list of one date over the same store.
     pub delivery_list: DeliveryListReport,
+}
+
+/// One kind of request sent one at a time (each after the previous answer) over one
+/// keep-alive connection, after one unmeasured warm-up request.
+#[derive(Debug, Clone, Serialize)]
+pub struct SequentialReport {
+    /// Scenario name.
+    pub name: String,
+    /// The request (a representative one where they vary).
+    pub request: String,
+    /// Requests measured.
+    pub requests: u64,
+    /// Median time to the whole answer, ms.
+    pub median_ms: f64,
+    /// Server CPU (user + system, `/proc/PID/stat`) over the measured requests divided by
+    /// their number, µs.
+    pub cpu_us_per_request: f64,
 }
 
 /// The cost of `GET /v1/deliveries` for one date over the restart store (whose orders are
@@ -91,7 +132,7 @@ pub struct DeliveryListReport {
     /// Deliveries on it (`X-Total-Count`).
     pub entries: u64,
     /// Requests measured, one after another.
-    pub requests: u32,
+    pub requests: u64,
     /// Median time to the whole answer (a page of 100), ms.
     pub median_ms: f64,
     /// Server CPU per request, ms.
@@ -235,10 +276,12 @@ impl Drop for Scratch {
     }
 }
 
-fn seed(dir: &Path, customers: u64) -> Result<(), String> {
+fn seed(dir: &Path, customers: u64, orders_per_customer: u64) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding boxsub: {e}"))?;
     let status = Command::new(exe)
-        .args(["seed", "--customers", &customers.to_string(), "--data-dir"])
+        .args(["seed", "--customers", &customers.to_string()])
+        .args(["--orders-per-customer", &orders_per_customer.to_string()])
+        .arg("--data-dir")
         .arg(dir)
         .stdout(Stdio::null())
         .status()
@@ -265,7 +308,7 @@ struct Scenario {
 }
 
 fn scenarios() -> Vec<Scenario> {
-    let credentials = (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2);
+    let credentials = credentials();
     let customer = |n: u64| n % SEEDED + 1;
     let order_body = move |n: u64| {
         format!(
@@ -374,8 +417,8 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
     let scratch = Scratch::new()?;
     let durable_dir = scratch.path("durable");
     let relaxed_dir = scratch.path("durability-off");
-    seed(&durable_dir, SEEDED)?;
-    seed(&relaxed_dir, SEEDED)?;
+    seed(&durable_dir, SEEDED, 1)?;
+    seed(&relaxed_dir, SEEDED, 1)?;
     let bare = Server::start(&["bare-server", "--addr", "127.0.0.1:0"].map(str::to_owned))?;
     let durable = Server::start(&serve_args(&durable_dir, "on"))?;
     let relaxed = Server::start(&serve_args(&relaxed_dir, "off"))?;
@@ -386,7 +429,7 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         connections: config.connections,
         warmup,
         duration,
-        request: Arc::new(|_| b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".to_vec()),
+        request: Arc::new(|_| load::bare_request()),
         expect: Arc::new(|_| 200),
     };
     let mut reports = Vec::new();
@@ -442,7 +485,14 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
     relaxed.stop();
     bare.stop();
     let restart = if config.restart_customers > 0 {
-        Some(measure_restart(&scratch, config.restart_customers).await?)
+        Some(
+            measure_restart(
+                &scratch,
+                config.restart_customers,
+                config.restart_orders_per_customer,
+            )
+            .await?,
+        )
     } else {
         None
     };
@@ -473,12 +523,9 @@ fn serve_args(dir: &Path, durability: &str) -> Vec<String> {
 fn combine(runs: Vec<LoadResult>) -> LoadResult {
     let mut total = LoadResult::default();
     for run in runs {
-        total.requests += run.requests;
-        total.errors += run.errors;
+        total.merge(&run);
         total.seconds += run.seconds;
-        total.latencies_us.extend(run.latencies_us);
     }
-    total.latencies_us.sort_unstable();
     total
 }
 
@@ -487,18 +534,21 @@ fn round(value: f64, places: i32) -> f64 {
     (value * scale).round() / scale
 }
 
+fn credentials() -> (&'static str, &'static str) {
+    (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2)
+}
+
 /// Seconds from process start until the first answered request, and the server.
 async fn time_to_first_answer(dir: &Path) -> Result<(f64, Server, Instant), String> {
     let started = Instant::now();
     let server = Server::start(&serve_args(dir, "on"))?;
-    let credentials = (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2);
     let lookup = request(
         "GET",
         "/v1/customers?email=seed1@example.com",
-        credentials,
+        credentials(),
         None,
     );
-    let answer = load::one_request(server.addr, &lookup)
+    let answer = load::one_request(server.addr, lookup)
         .await
         .map_err(|e| format!("asking the restarted server: {e}"))?;
     let (status, body_length) = (answer.status, answer.body_length);
@@ -526,54 +576,316 @@ async fn settled_rss(server: &Server) -> f64 {
     previous
 }
 
-/// Seconds from `started` until the seeded store's last order is found by id.
-async fn time_to_orders_ready(
-    server: &Server,
-    customers: u64,
-    started: Instant,
-) -> Result<f64, String> {
-    let credentials = (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2);
-    let lookup = request("GET", &format!("/v1/orders/{customers}"), credentials, None);
-    let status = load::one_request(server.addr, &lookup)
-        .await
-        .map_err(|e| format!("asking the restarted server for an order: {e}"))?
-        .status;
-    if status != 200 {
-        return Err(format!(
-            "the restarted server answered {status} for seeded order {customers}"
-        ));
+/// Seconds from `started` until order `id` is found by id. The lookup waits for the
+/// background scan that indexes the stored orders; should that outlast the server's request
+/// deadline, it is asked again.
+async fn time_to_order(server: &Server, id: u64, started: Instant) -> Result<f64, String> {
+    loop {
+        let lookup = request("GET", &format!("/v1/orders/{id}"), credentials(), None);
+        let status = load::one_request(server.addr, lookup)
+            .await
+            .map_err(|e| format!("asking the restarted server for an order: {e}"))?
+            .status;
+        match status {
+            200 => return Ok(started.elapsed().as_secs_f64()),
+            408 | 503 | 504 if started.elapsed() < Duration::from_secs(900) => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            _ => {
+                return Err(format!(
+                    "the restarted server answered {status} for seeded order {id}"
+                ))
+            }
+        }
     }
-    Ok(started.elapsed().as_secs_f64())
 }
 
-async fn measure_restart(scratch: &Scratch, customers: u64) -> Result<RestartReport, String> {
+/// A seeded store started twice (the first start after seeding, stopped, then a restart),
+/// left running with its orders indexed and its memory settled.
+struct Started {
+    server: Server,
+    first_start: f64,
+    restart: f64,
+    orders_ready: f64,
+    rss_mib: f64,
+}
+
+async fn start_twice(dir: &Path, last_order_id: u64) -> Result<Started, String> {
+    let (first_start, server, _) = time_to_first_answer(dir).await?;
+    server.stop();
+    let (restart, server, started) = time_to_first_answer(dir).await?;
+    let orders_ready = time_to_order(&server, last_order_id, started).await?;
+    let rss_mib = settled_rss(&server).await;
+    Ok(Started {
+        server,
+        first_start,
+        restart,
+        orders_ready,
+        rss_mib,
+    })
+}
+
+async fn measure_restart(
+    scratch: &Scratch,
+    customers: u64,
+    orders_per_customer: u64,
+) -> Result<RestartReport, String> {
     let empty = Server::start(&serve_args(&scratch.path("empty"), "on"))?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let empty_rss = empty.rss_mib();
     empty.stop();
+    // With more than one order per customer, a store of one order per customer tells memory
+    // per customer from memory per order; it is removed before the large one is seeded.
+    let one_order_rss = if orders_per_customer > 1 {
+        let dir = scratch.path("one-order");
+        eprintln!("seeding {customers} customers with one order each for the memory baseline...");
+        seed(&dir, customers, 1)?;
+        let baseline = start_twice(&dir, crate::seed::last_order_id(customers, 1)).await?;
+        baseline.server.stop();
+        let _ = std::fs::remove_dir_all(&dir);
+        Some(baseline.rss_mib)
+    } else {
+        None
+    };
     let dir = scratch.path("large");
-    eprintln!("seeding {customers} customers for the restart measurement...");
-    seed(&dir, customers)?;
-    let (first_start, server, _) = time_to_first_answer(&dir).await?;
-    server.stop();
-    let (restart, server, started) = time_to_first_answer(&dir).await?;
-    let orders_ready = time_to_orders_ready(&server, customers, started).await?;
-    let rss = settled_rss(&server).await;
+    let orders = crate::seed::last_order_id(customers, orders_per_customer);
+    eprintln!("seeding {customers} customers with {orders} orders for the restart measurement...");
+    let seeding = Instant::now();
+    seed(&dir, customers, orders_per_customer)?;
+    eprintln!(
+        "seeded in {:.1} s; restarting",
+        seeding.elapsed().as_secs_f64()
+    );
+    let large = start_twice(&dir, orders).await?;
+    let server = large.server;
+    let mib = 1024.0 * 1024.0;
+    let one_order = one_order_rss.unwrap_or(large.rss_mib);
+    let bytes_per_customer = (one_order - empty_rss).max(0.0) * mib / customers.max(1) as f64;
+    let bytes_per_order = one_order_rss.map(|one_order| {
+        (large.rss_mib - one_order).max(0.0) * mib / (orders - customers).max(1) as f64
+    });
+    let memory_measured_on = match one_order_rss {
+        Some(_) => format!(
+            "an empty store, a store of {customers} customers with one order each (per \
+             customer) and the store of {orders} orders (per further order)"
+        ),
+        None => format!(
+            "an empty store and the store of {customers} customers with one order each (per \
+             customer, its order included); per order not measured (one order per customer)"
+        ),
+    };
+    eprintln!("measuring requests over the large store, one at a time...");
+    let mut rng = SplitMix(now_nanos());
+    let scale = measure_at_scale(&server, customers, &mut rng).await?;
+    let (first, deep) = (&scale[0], &scale[1]);
+    let deep_over_first_page_latency = round(deep.median_ms / first.median_ms.max(1e-9), 2);
+    let deep_over_first_page_cpu = round(
+        deep.cpu_us_per_request / first.cpu_us_per_request.max(1e-9),
+        2,
+    );
     let delivery_list = measure_delivery_list(&server).await?;
+    // Order creates last: they add to the store the other figures were taken on.
+    let mut scale = scale;
+    scale.push(measure_order_create(&server, customers, &mut rng).await?);
     server.stop();
     Ok(RestartReport {
         customers,
-        restart_seconds: round(restart, 3),
-        first_start_seconds: round(first_start, 3),
-        orders_ready_seconds: round(orders_ready, 3),
-        rss_mib: round(rss, 1),
+        orders_per_customer,
+        orders,
+        restart_seconds: round(large.restart, 3),
+        first_start_seconds: round(large.first_start, 3),
+        orders_ready_seconds: round(large.orders_ready, 3),
+        last_order_id: orders,
+        rss_mib: round(large.rss_mib, 1),
         empty_rss_mib: round(empty_rss, 1),
-        bytes_per_idle_customer: round(
-            (rss - empty_rss).max(0.0) * 1024.0 * 1024.0 / customers as f64,
-            0,
-        ),
+        one_order_rss_mib: round(one_order, 1),
+        bytes_per_customer: round(bytes_per_customer, 0),
+        bytes_per_order: bytes_per_order.map(|bytes| round(bytes, 1)),
+        memory_measured_on,
+        scale,
+        deep_over_first_page_latency,
+        deep_over_first_page_cpu,
         delivery_list,
     })
+}
+
+/// SplitMix64: which seeded customers the scale scenarios ask for (no need for a crate).
+struct SplitMix(u64);
+
+impl SplitMix {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A seeded customer number, 1 to `customers`.
+    fn customer(&mut self, customers: u64) -> u64 {
+        self.next() % customers.max(1) + 1
+    }
+}
+
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// At least this many requests per sequential measurement...
+const SEQUENTIAL_REQUESTS: u64 = 50;
+/// ... and at least this long: the kernel counts a process's CPU in 10 ms ticks, so a
+/// second of requests keeps the rounding of CPU per request within 1% of the time measured.
+const SEQUENTIAL_SECONDS: f64 = 1.0;
+
+/// What [`sequential`] measured.
+struct Measured {
+    requests: u64,
+    median_ms: f64,
+    cpu_us_per_request: f64,
+    /// `X-Total-Count` of the warm-up answer.
+    total_count: Option<u64>,
+}
+
+/// Sends `make(0)` unmeasured, then `make(1)`, `make(2)`, ... one at a time over one
+/// keep-alive connection, at least `min_requests` of them and for at least
+/// [`SEQUENTIAL_SECONDS`]; every answer must have status `expect` and pass `check` (given
+/// the answer, an error message if it does not).
+async fn sequential(
+    server: &Server,
+    what: &str,
+    min_requests: u64,
+    mut make: impl FnMut(u64) -> load::Req,
+    expect: u16,
+    check: impl Fn(&load::Answer) -> Option<String>,
+) -> Result<Measured, String> {
+    let mut client = load::Client::new(server.addr)?;
+    let verify = |answer: Result<load::Answer, String>| {
+        let answer = answer.map_err(|e| format!("{what}: {e}"))?;
+        if answer.status != expect {
+            return Err(format!(
+                "{what} answered {} instead of {expect}",
+                answer.status
+            ));
+        }
+        match check(&answer) {
+            Some(problem) => Err(format!("{what}: {problem}")),
+            None => Ok(answer),
+        }
+    };
+    let warm = verify(client.send(make(0)).await)?;
+    let mut latencies = load::latency_histogram();
+    let cpu_before = server.cpu_seconds();
+    let started = Instant::now();
+    let mut requests = 0;
+    while requests < min_requests || started.elapsed().as_secs_f64() < SEQUENTIAL_SECONDS {
+        requests += 1;
+        let sent = Instant::now();
+        verify(client.send(make(requests)).await)?;
+        let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+        latencies.saturating_record(micros.max(1));
+    }
+    let cpu = server.cpu_seconds() - cpu_before;
+    Ok(Measured {
+        requests,
+        median_ms: latencies.value_at_quantile(0.5) as f64 / 1000.0,
+        cpu_us_per_request: cpu * 1e6 / requests as f64,
+        total_count: warm.total_count,
+    })
+}
+
+fn report(name: &str, request: String, measured: &Measured) -> SequentialReport {
+    SequentialReport {
+        name: name.to_owned(),
+        request,
+        requests: measured.requests,
+        median_ms: round(measured.median_ms, 3),
+        cpu_us_per_request: round(measured.cpu_us_per_request, 1),
+    }
+}
+
+/// The first and a deep page of customers, and customers by email, over the large store.
+async fn measure_at_scale(
+    server: &Server,
+    customers: u64,
+    rng: &mut SplitMix,
+) -> Result<Vec<SequentialReport>, String> {
+    let mut reports = Vec::new();
+    let last_full_page = (customers / 100).max(1);
+    for (name, page) in [
+        ("customers_first_page", 1),
+        ("customers_deep_page", last_full_page),
+    ] {
+        let path = format!("/v1/customers?page={page}&per_page=100");
+        let measured = sequential(
+            server,
+            name,
+            SEQUENTIAL_REQUESTS,
+            |_| request("GET", &path, credentials(), None),
+            200,
+            |answer| {
+                (answer.total_count != Some(customers) || answer.body_length <= 2).then(|| {
+                    format!(
+                        "X-Total-Count {:?} and {} bytes, not a page of {customers} customers",
+                        answer.total_count, answer.body_length
+                    )
+                })
+            },
+        )
+        .await?;
+        reports.push(report(name, format!("GET {path}"), &measured));
+    }
+    let measured = sequential(
+        server,
+        "customers_by_email",
+        SEQUENTIAL_REQUESTS,
+        |_| {
+            let path = format!(
+                "/v1/customers?email=seed{}@example.com",
+                rng.customer(customers)
+            );
+            request("GET", &path, credentials(), None)
+        },
+        200,
+        |answer| (answer.body_length <= 2).then(|| "a seeded customer was not found".into()),
+    )
+    .await?;
+    reports.push(report(
+        "customers_by_email",
+        "GET /v1/customers?email=seedN@example.com (random seeded N)".into(),
+        &measured,
+    ));
+    Ok(reports)
+}
+
+/// Orders created for random seeded customers, one at a time (durable: each answer waits
+/// for its commit).
+async fn measure_order_create(
+    server: &Server,
+    customers: u64,
+    rng: &mut SplitMix,
+) -> Result<SequentialReport, String> {
+    let measured = sequential(
+        server,
+        "orders_create",
+        SEQUENTIAL_REQUESTS,
+        |_| {
+            let body = format!(
+                r#"{{"customer_id":{},"box_id":217,"frequency":"weekly","exclusions":[241],"extras":[{{"id":28,"quantity":1}}]}}"#,
+                rng.customer(customers)
+            );
+            request("POST", "/v1/orders", credentials(), Some(&body))
+        },
+        201,
+        |_| None,
+    )
+    .await?;
+    Ok(report(
+        "orders_create",
+        "POST /v1/orders (random seeded customer)".into(),
+        &measured,
+    ))
 }
 
 /// Lists the deliveries of the first Monday after today (seeded orders start today and come
@@ -588,40 +900,23 @@ async fn measure_delivery_list(server: &Server) -> Result<DeliveryListReport, St
             break;
         }
     }
-    let credentials = (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2);
-    let list = request(
-        "GET",
-        &format!("/v1/deliveries?date={date}&per_page=100"),
-        credentials,
-        None,
-    );
-    let warm = load::one_request(server.addr, &list)
-        .await
-        .map_err(|e| format!("listing deliveries: {e}"))?;
-    if warm.status != 200 {
-        return Err(format!("the delivery list answered {}", warm.status));
-    }
-    let entries = warm.total_count.unwrap_or(0);
-    let requests = 5u32;
-    let mut times = Vec::new();
-    let cpu_before = server.cpu_seconds();
-    for _ in 0..requests {
-        let started = Instant::now();
-        let answer = load::one_request(server.addr, &list)
-            .await
-            .map_err(|e| format!("listing deliveries: {e}"))?;
-        if answer.status != 200 {
-            return Err(format!("the delivery list answered {}", answer.status));
-        }
-        times.push(started.elapsed().as_secs_f64() * 1000.0);
-    }
-    let cpu_ms = (server.cpu_seconds() - cpu_before) * 1000.0 / f64::from(requests);
-    times.sort_by(f64::total_cmp);
+    let path = format!("/v1/deliveries?date={date}&per_page=100");
+    let measured = sequential(
+        server,
+        "the delivery list",
+        5,
+        |_| request("GET", &path, credentials(), None),
+        200,
+        |_| None,
+    )
+    .await?;
+    let entries = measured.total_count.unwrap_or(0);
+    let cpu_ms = measured.cpu_us_per_request / 1000.0;
     Ok(DeliveryListReport {
         date: date.to_string(),
         entries,
-        requests,
-        median_ms: round(times[times.len() / 2], 1),
+        requests: measured.requests,
+        median_ms: round(measured.median_ms, 1),
         cpu_ms_per_request: round(cpu_ms, 1),
         cpu_us_per_entry: round(cpu_ms * 1000.0 / entries.max(1) as f64, 3),
     })
@@ -644,16 +939,41 @@ pub fn markdown(report: &BenchReport) -> String {
     }
     if let Some(r) = &report.restart {
         out.push_str(&format!(
-            "\nRestart with {} customers (one order each): first answer {:.3} s after start \
-             (first start after seeding: {:.3} s); orders found by id {:.3} s after start; \
-             resident memory {:.1} MiB (empty store {:.1} MiB), {:.0} bytes per idle customer.\n",
+            "\nRestart with {} customers and {} orders ({} per customer): first answer {:.3} s \
+             after start (first start after seeding: {:.3} s); the last seeded order (id {}) \
+             found by id {:.3} s after start; resident memory {:.1} MiB (empty store {:.1} \
+             MiB, one order per customer {:.1} MiB): {:.0} bytes per customer with its first \
+             order, {}.\n",
             r.customers,
+            r.orders,
+            r.orders_per_customer,
             r.restart_seconds,
             r.first_start_seconds,
+            r.last_order_id,
             r.orders_ready_seconds,
             r.rss_mib,
             r.empty_rss_mib,
-            r.bytes_per_idle_customer
+            r.one_order_rss_mib,
+            r.bytes_per_customer,
+            r.bytes_per_order.map_or_else(
+                || "per further order not measured (one order per customer)".to_owned(),
+                |bytes| format!("{bytes:.1} bytes per further order")
+            ),
+        ));
+        out.push_str(
+            "\nOne request at a time over that store (after one warm-up request):\n\n\
+             | scenario | request | requests | median ms | server CPU µs/request |\n\
+             |---|---|---:|---:|---:|\n",
+        );
+        for s in &r.scale {
+            out.push_str(&format!(
+                "| {} | `{}` | {} | {:.3} | {:.1} |\n",
+                s.name, s.request, s.requests, s.median_ms, s.cpu_us_per_request
+            ));
+        }
+        out.push_str(&format!(
+            "\nDeep page over first page: {:.2}× the median latency, {:.2}× the server CPU.\n",
+            r.deep_over_first_page_latency, r.deep_over_first_page_cpu
         ));
         let d = &r.delivery_list;
         out.push_str(&format!(
