@@ -1,17 +1,18 @@
 //! A closed-loop HTTP/1.1 keep-alive load generator: N connections, each sending its next
 //! request as soon as the previous answer is read, for a warm-up and then a measured period.
 //! Each connection is hyper's own client connection (no pool, no retries: one request in
-//! flight per connection) and records its latencies into an HdrHistogram of its own; the
+//! flight per connection, driven by the task that sends on it) and records its latencies into an HdrHistogram of its own; the
 //! histograms are merged at the end. Only loopback addresses are ever a target.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1::SendRequest;
+use hyper::client::conn::http1::{Connection, SendRequest};
 use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
@@ -127,7 +128,7 @@ async fn connection(spec: LoadSpec, index: u64, measure_from: Instant, end: Inst
     let mut sequence = index;
     let mut client = Client {
         addr: spec.addr,
-        sender: None,
+        open: None,
     };
     while Instant::now() < end {
         if let Err(error) = client.connected().await {
@@ -174,22 +175,35 @@ fn refuse_non_loopback(addr: SocketAddr) -> Result<(), String> {
 /// again after a failure or an answer saying `Connection: close`.
 pub struct Client {
     addr: SocketAddr,
-    sender: Option<SendRequest<Full<Bytes>>>,
+    open: Option<Open>,
+}
+
+/// hyper's two halves of one connection: the handle requests are sent through, and the
+/// connection future that reads and writes the socket. The future is polled by the task
+/// sending the request rather than spawned, so that a request and its answer cost no wake-up
+/// of another task (possibly on the other core).
+struct Open {
+    sender: SendRequest<Full<Bytes>>,
+    connection: Pin<Box<Connection<TokioIo<TcpStream>, Full<Bytes>>>>,
 }
 
 impl Client {
     /// A client of `addr`, which must be a loopback address; it connects on first use.
     pub fn new(addr: SocketAddr) -> Result<Client, String> {
         refuse_non_loopback(addr)?;
-        Ok(Client { addr, sender: None })
+        Ok(Client { addr, open: None })
     }
 
     /// Opens the connection unless one is open.
     async fn connected(&mut self) -> Result<(), String> {
-        if self.sender.as_ref().is_some_and(|s| !s.is_closed()) {
+        if self
+            .open
+            .as_ref()
+            .is_some_and(|open| !open.sender.is_closed())
+        {
             return Ok(());
         }
-        self.sender = None;
+        self.open = None;
         let stream = TcpStream::connect(self.addr)
             .await
             .map_err(|e| format!("connecting to {}: {e}", self.addr))?;
@@ -197,12 +211,10 @@ impl Client {
         let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| format!("HTTP/1.1 handshake with {}: {e}", self.addr))?;
-        // The connection's own task reads and writes the socket; it ends when the server
-        // closes the connection or the sender is dropped.
-        tokio::spawn(async move {
-            let _ = connection.await;
+        self.open = Some(Open {
+            sender,
+            connection: Box::pin(connection),
         });
-        self.sender = Some(sender);
         Ok(())
     }
 
@@ -210,10 +222,23 @@ impl Client {
     /// an error the connection is dropped, so the next request opens a new one.
     pub async fn send(&mut self, request: Req) -> Result<Answer, String> {
         self.connected().await?;
-        let sender = self.sender.as_mut().ok_or("not connected")?;
-        let answer = exchange(sender, request).await;
-        if !answer.as_ref().is_ok_and(|answer| answer.keep_alive) {
-            self.sender = None;
+        let open = self.open.as_mut().ok_or("not connected")?;
+        let mut closed = false;
+        let answer = {
+            let exchange = exchange(&mut open.sender, request);
+            tokio::pin!(exchange);
+            loop {
+                tokio::select! {
+                    biased;
+                    answer = &mut exchange => break answer,
+                    // The connection ended (the server closed it, or it failed): the
+                    // exchange now ends too, with its answer or with the failure.
+                    _ = open.connection.as_mut(), if !closed => closed = true,
+                }
+            }
+        };
+        if closed || !answer.as_ref().is_ok_and(|answer| answer.keep_alive) {
+            self.open = None;
         }
         answer
     }
