@@ -55,6 +55,8 @@ pub struct Metrics {
     pub catalogue_reloads: IntCounterVec,
     /// `boxsub_idempotency_records_expired_total`.
     pub idempotency_expired: IntCounter,
+    /// `boxsub_idempotency_records`: records kept after the last complete expiry pass.
+    pub idempotency_records: IntGauge,
 }
 
 /// The process's metrics.
@@ -205,6 +207,11 @@ impl Metrics {
                 &registry,
                 "boxsub_idempotency_records_expired_total",
                 "Idempotency records removed after their time to live.",
+            ),
+            idempotency_records: gauge(
+                &registry,
+                "boxsub_idempotency_records",
+                "Idempotency records in the store after the last complete expiry pass.",
             ),
             registry,
         }

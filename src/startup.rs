@@ -587,6 +587,7 @@ fn spawn_idempotency_expiry(service: Arc<Service>) -> tokio::task::JoinHandle<()
             ticks.tick().await;
             let mut cursor: Option<Vec<u8>> = None;
             let mut removed = 0;
+            let mut kept = 0;
             loop {
                 let store = service.registry().store().clone();
                 let from = cursor.take();
@@ -598,12 +599,18 @@ fn spawn_idempotency_expiry(service: Arc<Service>) -> tokio::task::JoinHandle<()
                 match step {
                     Ok(Ok(step)) => {
                         removed += step.removed;
+                        kept += step.examined - step.removed;
                         crate::metrics::METRICS
                             .idempotency_expired
                             .inc_by(step.removed as u64);
                         match step.next {
                             Some(next) => cursor = Some(next),
-                            None => break,
+                            None => {
+                                crate::metrics::METRICS
+                                    .idempotency_records
+                                    .set(i64::try_from(kept).unwrap_or(i64::MAX));
+                                break;
+                            }
                         }
                     }
                     // A full disk or a failing store: try again next period.

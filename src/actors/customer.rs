@@ -260,6 +260,10 @@ impl CustomerState {
             .published
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = next.clone();
+        if next.delivery_service_id != previous.delivery_service_id {
+            // The delivery lists order and filter by delivery service.
+            self.indexes.customer_moved(self.webstore.idx);
+        }
         Ok(Updated {
             customer: next,
             previous,

@@ -270,6 +270,7 @@ async fn exchange(sender: &mut SendRequest<Full<Bytes>>, request: Req) -> Result
         keep_alive,
         body_length: body.len(),
         total_count,
+        body,
     })
 }
 
@@ -279,7 +280,7 @@ pub async fn one_request(addr: SocketAddr, request: Req) -> Result<Answer, Strin
 }
 
 /// What a response said, as far as the benchmark cares.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Answer {
     /// The status code.
     pub status: u16,
@@ -289,6 +290,8 @@ pub struct Answer {
     pub body_length: usize,
     /// `X-Total-Count`, on lists.
     pub total_count: Option<u64>,
+    /// The body (already read whole, so keeping it costs nothing more).
+    pub body: Bytes,
 }
 
 /// An HTTP/1.1 request with the demo credentials and an optional JSON body.

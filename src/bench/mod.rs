@@ -49,6 +49,41 @@ pub struct ScenarioReport {
     pub errors: u64,
     /// The bare server's rps in the runs beside this one.
     pub bare_rps: f64,
+    /// boxsub's CPU (user + system, `/proc/PID/stat`) over its measured periods divided by
+    /// the requests answered in them, µs.
+    pub cpu_us_per_request: f64,
+    /// The same for the bare server in the runs beside it, µs.
+    pub bare_cpu_us_per_request: f64,
+}
+
+/// Keyed creates against a short idempotency time to live: the records kept stay bounded
+/// while the creates go on.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExpiryReport {
+    /// `--idempotency-ttl` of the server, seconds.
+    pub ttl_seconds: u64,
+    /// Connections sending keyed `POST /v1/orders`, each with a key of its own.
+    pub connections: usize,
+    /// Once a second: seconds since the start, keyed creates acknowledged so far, records
+    /// expired so far and records kept after the last expiry pass.
+    pub samples: Vec<ExpirySample>,
+    /// Requests that did not get a 201.
+    pub errors: u64,
+}
+
+/// One reading of [`ExpiryReport`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ExpirySample {
+    /// Seconds since the keyed creates started.
+    pub seconds: f64,
+    /// `boxsub_orders_created_total` (every order of the run is a keyed create).
+    pub created: u64,
+    /// `boxsub_idempotency_records_expired_total`.
+    pub expired: u64,
+    /// `boxsub_idempotency_records`.
+    pub kept: u64,
+    /// `boxsub_store_size_bytes`, MiB.
+    pub store_mib: f64,
 }
 
 /// The machine the figures were taken on.
@@ -124,21 +159,26 @@ pub struct SequentialReport {
 }
 
 /// The cost of `GET /v1/deliveries` for one date over the restart store (whose orders are
-/// weekly, spread over the delivery service's days).
+/// weekly, spread over the delivery service's days): the first page, which sorts the date's
+/// list, and the later pages, served from the list kept sorted.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeliveryListReport {
     /// The date listed.
     pub date: String,
     /// Deliveries on it (`X-Total-Count`).
     pub entries: u64,
-    /// Requests measured, one after another.
-    pub requests: u64,
-    /// Median time to the whole answer (a page of 100), ms.
-    pub median_ms: f64,
-    /// Server CPU per request, ms.
-    pub cpu_ms_per_request: f64,
-    /// Server CPU per delivery on the date, µs.
-    pub cpu_us_per_entry: f64,
+    /// Time to the whole answer of the first page of 100, ms.
+    pub first_page_ms: f64,
+    /// Server CPU of the first page, ms.
+    pub first_page_cpu_ms: f64,
+    /// Server CPU of the first page per delivery on the date, µs.
+    pub first_page_cpu_us_per_entry: f64,
+    /// Later pages of 100 measured, one after another, through the list.
+    pub later_pages: u64,
+    /// Their median time to the whole answer, ms.
+    pub later_page_median_ms: f64,
+    /// Their server CPU per request, µs.
+    pub later_page_cpu_us: f64,
 }
 
 /// Everything one run measured.
@@ -148,6 +188,8 @@ pub struct BenchReport {
     pub machine: Machine,
     /// Request scenarios, the headline (`orders_create`) first.
     pub scenarios: Vec<ScenarioReport>,
+    /// Keyed creates with expiry.
+    pub expiry: Option<ExpiryReport>,
     /// Restart and memory.
     pub restart: Option<RestartReport>,
     /// Settings of the run.
@@ -451,15 +493,26 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
             ..bare_spec.clone()
         };
         // Alternate bare and boxsub runs so that drift of a shared machine hits both.
+        let server = match scenario.target {
+            Target::Durable => &durable,
+            Target::NotDurable => &relaxed,
+        };
         let mut bare_runs = Vec::new();
         let mut runs = Vec::new();
         for _ in 0..config.rounds.max(1) {
-            bare_runs.push(load::run(bare_spec.clone()).await?);
-            runs.push(load::run(spec.clone()).await?);
+            bare_runs.push(run_with_cpu(bare_spec.clone(), &bare).await?);
+            runs.push(run_with_cpu(spec.clone(), server).await?);
         }
-        bare_runs.push(load::run(bare_spec.clone()).await?);
+        bare_runs.push(run_with_cpu(bare_spec.clone(), &bare).await?);
+        let cpu_us = |runs: &[(LoadResult, f64)]| {
+            let cpu: f64 = runs.iter().map(|(_, cpu)| cpu).sum();
+            let requests: u64 = runs.iter().map(|(run, _)| run.requests).sum();
+            round(cpu * 1e6 / requests.max(1) as f64, 1)
+        };
+        let (cpu_us_per_request, bare_cpu_us_per_request) = (cpu_us(&runs), cpu_us(&bare_runs));
+        let bare_runs: Vec<LoadResult> = bare_runs.into_iter().map(|(run, _)| run).collect();
         let bare_rps = bare_runs.iter().map(LoadResult::rps).sum::<f64>() / bare_runs.len() as f64;
-        let combined = combine(runs);
+        let combined = combine(runs.into_iter().map(|(run, _)| run).collect());
         let report = ScenarioReport {
             name: scenario.name.to_owned(),
             rps: round(combined.rps(), 0),
@@ -469,14 +522,18 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
             ratio_to_bare: round(combined.rps() / bare_rps.max(1.0), 3),
             errors: combined.errors + bare_runs.iter().map(|r| r.errors).sum::<u64>(),
             bare_rps: round(bare_rps, 0),
+            cpu_us_per_request,
+            bare_cpu_us_per_request,
         };
         eprintln!(
-            "{}: {} rps (bare {} rps), ratio {:.3}, p99 {} ms, errors {}",
+            "{}: {} rps (bare {} rps), ratio {:.3}, p99 {} ms, CPU {} µs/request (bare {}), errors {}",
             report.name,
             report.rps,
             report.bare_rps,
             report.ratio_to_bare,
             report.p99_ms,
+            report.cpu_us_per_request,
+            report.bare_cpu_us_per_request,
             report.errors
         );
         reports.push(report);
@@ -484,6 +541,11 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
     durable.stop();
     relaxed.stop();
     bare.stop();
+    let expiry = if config.only.is_none() {
+        Some(measure_expiry(&scratch, config).await?)
+    } else {
+        None
+    };
     let restart = if config.restart_customers > 0 {
         Some(
             measure_restart(
@@ -499,6 +561,7 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
     Ok(BenchReport {
         machine: machine(),
         scenarios: reports,
+        expiry,
         restart,
         connections: config.connections,
         duration_seconds: config.duration,
@@ -527,6 +590,101 @@ fn combine(runs: Vec<LoadResult>) -> LoadResult {
         total.seconds += run.seconds;
     }
     total
+}
+
+/// One load run, and the server's CPU seconds over its measured period (read when the
+/// warm-up ends and when the measured period ends).
+async fn run_with_cpu(spec: LoadSpec, server: &Server) -> Result<(LoadResult, f64), String> {
+    let (warmup, duration) = (spec.warmup, spec.duration);
+    let cpu = async {
+        tokio::time::sleep(warmup).await;
+        let before = server.cpu_seconds();
+        tokio::time::sleep(duration).await;
+        server.cpu_seconds() - before
+    };
+    let (run, cpu) = tokio::join!(load::run(spec), cpu);
+    Ok((run?, cpu))
+}
+
+/// Time to live of the records in [`measure_expiry`], seconds (the sweep runs every second).
+const EXPIRY_TTL: u64 = 2;
+/// How long [`measure_expiry`] sends keyed creates: five times the time to live.
+const EXPIRY_SECONDS: u64 = 5 * EXPIRY_TTL;
+
+/// Keyed creates (a fresh key each) for [`EXPIRY_SECONDS`] against a server whose records
+/// live [`EXPIRY_TTL`] seconds, reading its metrics once a second.
+async fn measure_expiry(scratch: &Scratch, config: &BenchConfig) -> Result<ExpiryReport, String> {
+    let dir = scratch.path("expiry");
+    seed(&dir, SEEDED, 1)?;
+    let mut args = serve_args(&dir, "on");
+    args.extend(["--idempotency-ttl".to_owned(), EXPIRY_TTL.to_string()]);
+    let server = Server::start(&args)?;
+    let run = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let spec = LoadSpec {
+        addr: server.addr,
+        connections: config.connections,
+        warmup: Duration::ZERO,
+        duration: Duration::from_secs(EXPIRY_SECONDS),
+        request: Arc::new(move |n| {
+            let body = format!(
+                r#"{{"customer_id":{},"box_id":217,"frequency":"weekly"}}"#,
+                n % SEEDED + 1
+            );
+            let mut keyed = request("POST", "/v1/orders", credentials(), Some(&body));
+            if let Ok(key) = format!("bench-{run}-{n}").parse() {
+                keyed.headers_mut().insert("idempotency-key", key);
+            }
+            keyed
+        }),
+        expect: Arc::new(|_| 201),
+    };
+    eprintln!("keyed creates for {EXPIRY_SECONDS} s with --idempotency-ttl {EXPIRY_TTL}...");
+    let started = Instant::now();
+    let load = tokio::spawn(load::run(spec));
+    let mut samples = Vec::new();
+    // Samples while the creates go on, then two more as the last records expire.
+    for second in 1..=EXPIRY_SECONDS + 2 * EXPIRY_TTL {
+        tokio::time::sleep_until((started + Duration::from_secs(second)).into()).await;
+        let text = load::one_request(server.addr, request("GET", "/metrics", credentials(), None))
+            .await
+            .map(|answer| String::from_utf8_lossy(&answer.body).into_owned())?;
+        let value = |name: &str| metric_value(&text, name).unwrap_or(0.0);
+        samples.push(ExpirySample {
+            seconds: round(started.elapsed().as_secs_f64(), 1),
+            created: value("boxsub_orders_created_total") as u64,
+            expired: value("boxsub_idempotency_records_expired_total") as u64,
+            kept: value("boxsub_idempotency_records") as u64,
+            store_mib: round(value("boxsub_store_size_bytes") / (1 << 20) as f64, 1),
+        });
+    }
+    let result = load.await.map_err(|e| e.to_string())??;
+    server.stop();
+    Ok(ExpiryReport {
+        ttl_seconds: EXPIRY_TTL,
+        connections: config.connections,
+        samples,
+        errors: result.errors,
+    })
+}
+
+/// The sum of the samples of metric `name` (over its labels) in Prometheus text.
+fn metric_value(text: &str, name: &str) -> Option<f64> {
+    let mut found = None;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        // The name itself, not a longer one it begins.
+        if !(rest.starts_with(' ') || rest.starts_with('{')) {
+            continue;
+        }
+        if let Some(value) = rest.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()) {
+            *found.get_or_insert(0.0) += value;
+        }
+    }
+    found
 }
 
 fn round(value: f64, places: i32) -> f64 {
@@ -744,8 +902,6 @@ struct Measured {
     requests: u64,
     median_ms: f64,
     cpu_us_per_request: f64,
-    /// `X-Total-Count` of the warm-up answer.
-    total_count: Option<u64>,
 }
 
 /// Sends `make(0)` unmeasured, then `make(1)`, `make(2)`, ... one at a time over one
@@ -774,7 +930,7 @@ async fn sequential(
             None => Ok(answer),
         }
     };
-    let warm = verify(client.send(make(0)).await)?;
+    verify(client.send(make(0)).await)?;
     let mut latencies = load::latency_histogram();
     let cpu_before = server.cpu_seconds();
     let started = Instant::now();
@@ -791,7 +947,6 @@ async fn sequential(
         requests,
         median_ms: latencies.value_at_quantile(0.5) as f64 / 1000.0,
         cpu_us_per_request: cpu * 1e6 / requests as f64,
-        total_count: warm.total_count,
     })
 }
 
@@ -889,7 +1044,8 @@ async fn measure_order_create(
 }
 
 /// Lists the deliveries of the first Monday after today (seeded orders start today and come
-/// weekly on one of the service's days each), one request at a time.
+/// weekly on one of the service's days each): the first page alone, then later pages one at
+/// a time.
 async fn measure_delivery_list(server: &Server) -> Result<DeliveryListReport, String> {
     let mut date = jiff::Timestamp::now()
         .to_zoned_datetime(jiff::tz::TimeZone::UTC)
@@ -900,25 +1056,42 @@ async fn measure_delivery_list(server: &Server) -> Result<DeliveryListReport, St
             break;
         }
     }
-    let path = format!("/v1/deliveries?date={date}&per_page=100");
-    let measured = sequential(
+    let page = |n: u64| {
+        let path = format!("/v1/deliveries?date={date}&per_page=100&page={n}");
+        request("GET", &path, credentials(), None)
+    };
+    let cpu_before = server.cpu_seconds();
+    let sent = Instant::now();
+    let first = load::one_request(server.addr, page(1)).await?;
+    let first_page_ms = sent.elapsed().as_secs_f64() * 1000.0;
+    let first_page_cpu_ms = (server.cpu_seconds() - cpu_before) * 1000.0;
+    if first.status != 200 {
+        return Err(format!("the delivery list answered {}", first.status));
+    }
+    let entries = first.total_count.unwrap_or(0);
+    let pages = entries.div_ceil(100).max(2);
+    let later = sequential(
         server,
-        "the delivery list",
-        5,
-        |_| request("GET", &path, credentials(), None),
+        "later pages of the delivery list",
+        SEQUENTIAL_REQUESTS,
+        // Pages 2, 3, ... and round again.
+        |n| page(2 + n % (pages - 1)),
         200,
-        |_| None,
+        |answer| {
+            (answer.total_count != Some(entries))
+                .then(|| format!("X-Total-Count {:?}, not {entries}", answer.total_count))
+        },
     )
     .await?;
-    let entries = measured.total_count.unwrap_or(0);
-    let cpu_ms = measured.cpu_us_per_request / 1000.0;
     Ok(DeliveryListReport {
         date: date.to_string(),
         entries,
-        requests: measured.requests,
-        median_ms: round(measured.median_ms, 1),
-        cpu_ms_per_request: round(cpu_ms, 1),
-        cpu_us_per_entry: round(cpu_ms * 1000.0 / entries.max(1) as f64, 3),
+        first_page_ms: round(first_page_ms, 1),
+        first_page_cpu_ms: round(first_page_cpu_ms, 1),
+        first_page_cpu_us_per_entry: round(first_page_cpu_ms * 1000.0 / entries.max(1) as f64, 3),
+        later_pages: later.requests,
+        later_page_median_ms: round(later.median_ms, 3),
+        later_page_cpu_us: round(later.cpu_us_per_request, 1),
     })
 }
 
@@ -929,13 +1102,41 @@ pub fn markdown(report: &BenchReport) -> String {
         "Machine: {} cores, {} GiB, {}; {} connections, {} s measured per run.\n\n",
         m.cores, m.memory_gib, m.cpu, report.connections, report.duration_seconds
     );
-    out.push_str("| scenario | requests/s | p50 ms | p99 ms | p99.9 ms | ratio to bare | bare requests/s | errors |\n");
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    out.push_str(
+        "| scenario | requests/s | p50 ms | p99 ms | p99.9 ms | ratio to bare | bare requests/s \
+         | server CPU µs/request | bare CPU µs/request | CPU over bare | errors |\n",
+    );
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for s in &report.scenarios {
         out.push_str(&format!(
-            "| {} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {} |\n",
-            s.name, s.rps, s.p50_ms, s.p99_ms, s.p999_ms, s.ratio_to_bare, s.bare_rps, s.errors
+            "| {} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {:.1} | {:.1} | {:.2}× | {} |\n",
+            s.name,
+            s.rps,
+            s.p50_ms,
+            s.p99_ms,
+            s.p999_ms,
+            s.ratio_to_bare,
+            s.bare_rps,
+            s.cpu_us_per_request,
+            s.bare_cpu_us_per_request,
+            s.cpu_us_per_request / s.bare_cpu_us_per_request.max(0.1),
+            s.errors
         ));
+    }
+    if let Some(e) = &report.expiry {
+        out.push_str(&format!(
+            "\nKeyed `POST /v1/orders` (a new key each) on {} connections with \
+             `--idempotency-ttl {}`, read from `/metrics` once a second ({} errors):\n\n\
+             | s | keyed creates | records expired | records kept | store MiB |\n\
+             |---:|---:|---:|---:|---:|\n",
+            e.connections, e.ttl_seconds, e.errors
+        ));
+        for sample in &e.samples {
+            out.push_str(&format!(
+                "| {:.1} | {} | {} | {} | {:.1} |\n",
+                sample.seconds, sample.created, sample.expired, sample.kept, sample.store_mib
+            ));
+        }
     }
     if let Some(r) = &report.restart {
         out.push_str(&format!(
@@ -977,10 +1178,18 @@ pub fn markdown(report: &BenchReport) -> String {
         ));
         let d = &r.delivery_list;
         out.push_str(&format!(
-            "\nDelivery list of {} over that store: {} deliveries; a page of 100 answered in \
-             {:.1} ms (median of {}), {:.1} ms of server CPU per request, {:.3} µs per delivery \
-             on the date.\n",
-            d.date, d.entries, d.median_ms, d.requests, d.cpu_ms_per_request, d.cpu_us_per_entry
+            "\nDelivery list of {} over that store: {} deliveries. The first page of 100, \
+             which sorts the list, answered in {:.1} ms with {:.1} ms of server CPU ({:.3} µs \
+             per delivery on the date); later pages, from the list kept sorted: median \
+             {:.3} ms and {:.1} µs of server CPU per page ({} pages).\n",
+            d.date,
+            d.entries,
+            d.first_page_ms,
+            d.first_page_cpu_ms,
+            d.first_page_cpu_us_per_entry,
+            d.later_page_median_ms,
+            d.later_page_cpu_us,
+            d.later_pages
         ));
     }
     out

@@ -2,10 +2,14 @@
 //! weekday, with what it takes to tell whether one is delivered on a given date (its start,
 //! frequency and weekdays: 24 bytes an order and weekday). A day's list then costs in
 //! proportion to that weekday's orders of that webstore, not to every order of every
-//! webstore.
+//! webstore. Each webstore's lists also carry a generation, bumped after every change that
+//! can move an entry of a day's list (a new order, a customer moving to another delivery
+//! service), so that a list computed at one generation is known to be current while the
+//! generation has not moved.
 //!
 //! Must not touch: the store, customers, HTTP.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use dashmap::DashMap;
@@ -28,7 +32,12 @@ pub struct Scheduled {
     pub schedule: Schedule,
 }
 
-type Week = [RwLock<Vec<Scheduled>>; 7];
+/// One webstore's orders by weekday, and its generation.
+#[derive(Default)]
+struct Week {
+    days: [RwLock<Vec<Scheduled>>; 7],
+    generation: AtomicU64,
+}
 
 /// Orders by webstore and weekday.
 #[derive(Default)]
@@ -41,11 +50,29 @@ impl DeliveryIndex {
     pub fn publish(&self, webstore: WebstoreIdx, scheduled: Scheduled) {
         let week = self.webstores.entry(webstore).or_default().clone();
         for day in scheduled.schedule.week_days.days() {
-            week[usize::from(day)]
+            week.days[usize::from(day)]
                 .write()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .push(scheduled);
         }
+        // After the entry is in: a reader that saw the old generation recomputes.
+        week.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// Marks the lists of `webstore` as changed by something other than a new order (a
+    /// customer's delivery service, which orders and filters them). Call it once the change
+    /// is visible to readers.
+    pub fn touch(&self, webstore: WebstoreIdx) {
+        let week = self.webstores.entry(webstore).or_default().clone();
+        week.generation.fetch_add(1, Ordering::Release);
+    }
+
+    /// The generation of the lists of `webstore`: read it before computing a list, and the
+    /// list is current for as long as the generation stays the same.
+    pub fn generation(&self, webstore: WebstoreIdx) -> u64 {
+        self.webstores
+            .get(&webstore)
+            .map_or(0, |week| week.generation.load(Ordering::Acquire))
     }
 
     /// The orders of `webstore` delivered on `date`, in the order they were added.
@@ -53,7 +80,7 @@ impl DeliveryIndex {
         let Some(week) = self.webstores.get(&webstore).map(|week| week.clone()) else {
             return Vec::new();
         };
-        let due = week[usize::from(date.weekday())]
+        let due = week.days[usize::from(date.weekday())]
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .iter()
@@ -68,7 +95,8 @@ impl DeliveryIndex {
         self.webstores
             .iter()
             .map(|week| {
-                week.iter()
+                week.days
+                    .iter()
                     .map(|day| day.read().map_or(0, |list| list.len()))
                     .sum::<usize>()
             })
@@ -139,5 +167,26 @@ mod tests {
         assert_eq!(orders(monday.plus(7)), [1, 3, 4]);
         assert_eq!(orders(monday.plus(3)), [1], "Thursday");
         assert_eq!(index.len(), 6);
+    }
+
+    #[test]
+    fn the_generation_moves_after_every_change_of_a_webstore_only() {
+        let index = DeliveryIndex::default();
+        let before = index.generation(WebstoreIdx(0));
+        index.publish(
+            WebstoreIdx(0),
+            scheduled(1, Frequency::Weekly, 20_400, &[1, 4]),
+        );
+        let published = index.generation(WebstoreIdx(0));
+        assert_ne!(published, before);
+        index.touch(WebstoreIdx(0));
+        assert_ne!(index.generation(WebstoreIdx(0)), published);
+        let other = index.generation(WebstoreIdx(0));
+        index.publish(
+            WebstoreIdx(1),
+            scheduled(2, Frequency::Weekly, 20_400, &[1]),
+        );
+        index.touch(WebstoreIdx(1));
+        assert_eq!(index.generation(WebstoreIdx(0)), other);
     }
 }

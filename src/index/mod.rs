@@ -81,6 +81,17 @@ impl Indexes {
         );
     }
 
+    /// Marks the delivery lists of `webstore` as changed by a customer moving to another
+    /// delivery service.
+    pub fn customer_moved(&self, webstore: WebstoreIdx) {
+        self.deliveries.touch(webstore);
+    }
+
+    /// The generation of the delivery lists of `webstore` (see [`DeliveryIndex`]).
+    pub fn deliveries_generation(&self, webstore: WebstoreIdx) -> u64 {
+        self.deliveries.generation(webstore)
+    }
+
     /// Adds every order stored before the start: those of the customers with ids up to
     /// `last_customer`, read from the store by one thread per core. `webstore_of` places a
     /// customer's webstore id in the catalogue (`None`: a webstore it no longer has, whose
@@ -210,14 +221,17 @@ impl Indexes {
         Ok(self.owners.get(order))
     }
 
-    /// The durable orders of `webstore` delivered on `date`.
+    /// The durable orders of `webstore` delivered on `date`, and the generation of the
+    /// webstore's lists they were read at (read first, so that any change the entries miss
+    /// moves it).
     pub async fn deliveries_on(
         &self,
         webstore: WebstoreIdx,
         date: Day,
-    ) -> Result<Vec<Scheduled>, StoreError> {
+    ) -> Result<(u64, Vec<Scheduled>), StoreError> {
         self.complete().await?;
-        Ok(self.deliveries.on(webstore, date))
+        let generation = self.deliveries.generation(webstore);
+        Ok((generation, self.deliveries.on(webstore, date)))
     }
 
     /// How many orders the owner index holds.
@@ -272,6 +286,7 @@ mod tests {
                 indexes
                     .deliveries_on(WebstoreIdx(0), Day(7 * 1000 + 4))
                     .await
+                    .map(|(_, due)| due)
             }
         });
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;

@@ -401,13 +401,20 @@ impl Registry {
         self.indexes.filled().await;
     }
 
-    /// The durable orders of `webstore` delivered on `date`.
+    /// The durable orders of `webstore` delivered on `date`, and the generation of the
+    /// webstore's delivery lists they were read at.
     pub async fn deliveries_on(
         &self,
         webstore: WebstoreIdx,
         date: Day,
-    ) -> Result<Vec<Scheduled>, StoreError> {
+    ) -> Result<(u64, Vec<Scheduled>), StoreError> {
         self.indexes.deliveries_on(webstore, date).await
+    }
+
+    /// The generation of the delivery lists of `webstore`: a list read at this generation is
+    /// still current.
+    pub fn deliveries_generation(&self, webstore: WebstoreIdx) -> u64 {
+        self.indexes.deliveries_generation(webstore)
     }
 
     /// An order of one of the webstore's customers, once durable. Read from the store

@@ -1,8 +1,9 @@
 //! The delivery list: every delivery of a webstore on a date, as a producer packs them,
-//! ordered by delivery service, customer number and order id, a page at a time. Its cost is
-//! in proportion to the orders of that webstore that can fall on that weekday (the delivery
-//! index holds them); only the page's own orders are read from the store. Must not touch:
-//! HTTP types.
+//! ordered by delivery service, customer number and order id, a page at a time. Sorting the
+//! list costs in proportion to the orders of that webstore that can fall on that weekday (the
+//! delivery index holds them); the sorted list is then kept (see [`super::delivery_lists`])
+//! and later pages cost in proportion to the page, reading only its own customers and
+//! orders. Must not touch: HTTP types.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use crate::domain::order::Order;
 use crate::domain::paging::Page;
 use crate::domain::schedule::Day;
 
+use super::delivery_lists::{ListKey, SortedList};
 use super::{Service, ServiceError};
 
 /// One delivery on the list.
@@ -41,27 +43,31 @@ impl Service {
         delivery_service: Option<u64>,
         page: Page,
     ) -> Result<(Vec<Delivery>, u64), ServiceError> {
-        let due = self.registry.deliveries_on(webstore.idx, date).await?;
-        let mut listed = Vec::with_capacity(due.len());
-        for chunk in due.chunks(CHUNK) {
-            for entry in chunk {
-                let Some(customer) = self.registry.customer(webstore.idx, entry.customer)? else {
-                    continue;
-                };
-                if delivery_service.is_some_and(|id| id != customer.delivery_service_id) {
-                    continue;
-                }
-                let key = (customer.delivery_service_id, customer.number, entry.order);
-                listed.push((key, *entry, customer));
+        let key = ListKey {
+            webstore: webstore.idx,
+            date,
+            delivery_service,
+        };
+        let generation = self.registry.deliveries_generation(webstore.idx);
+        let list = match self.delivery_lists.current(key, generation) {
+            Some(list) => list,
+            None => {
+                let list = Arc::new(self.sorted_deliveries(key).await?);
+                self.delivery_lists.keep(key, list.clone());
+                list
             }
-            tokio::task::yield_now().await;
-        }
-        listed.sort_unstable_by_key(|(key, _, _)| *key);
-        let total = listed.len() as u64;
+        };
+        let total = list.entries.len() as u64;
         let first = usize::try_from(page.offset()).unwrap_or(usize::MAX);
         let take = usize::try_from(page.per_page).unwrap_or(usize::MAX);
-        let mut deliveries = Vec::with_capacity(take.min(listed.len()));
-        for (_, entry, customer) in listed.into_iter().skip(first).take(take) {
+        let on_page = list.entries.iter().skip(first).take(take);
+        let mut deliveries = Vec::with_capacity(on_page.len());
+        for entry in on_page {
+            // Customers as they are now: their address may have changed since the sort,
+            // their delivery service not (that moves the generation).
+            let Some(customer) = self.registry.customer(webstore.idx, entry.customer)? else {
+                continue;
+            };
             let Some(order) = self
                 .registry
                 .store()
@@ -79,5 +85,33 @@ impl Service {
             });
         }
         Ok((deliveries, total))
+    }
+
+    /// Every delivery for `key` in delivery order: by delivery service, customer number and
+    /// order id.
+    async fn sorted_deliveries(&self, key: ListKey) -> Result<SortedList, ServiceError> {
+        let (generation, due) = self.registry.deliveries_on(key.webstore, key.date).await?;
+        let mut sortable = Vec::with_capacity(due.len());
+        for chunk in due.chunks(CHUNK) {
+            for entry in chunk {
+                let Some(customer) = self.registry.customer(key.webstore, entry.customer)? else {
+                    continue;
+                };
+                if key
+                    .delivery_service
+                    .is_some_and(|id| id != customer.delivery_service_id)
+                {
+                    continue;
+                }
+                let order_by = (customer.delivery_service_id, customer.number, entry.order);
+                sortable.push((order_by, *entry));
+            }
+            tokio::task::yield_now().await;
+        }
+        sortable.sort_unstable_by_key(|(order_by, _)| *order_by);
+        Ok(SortedList {
+            generation,
+            entries: sortable.into_iter().map(|(_, entry)| entry).collect(),
+        })
     }
 }

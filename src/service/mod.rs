@@ -5,6 +5,7 @@
 //! - [`idempotency`]: turns per `Idempotency-Key`, so one key creates one record;
 //! - [`sign_in`]: sign-in throttling per email;
 //! - [`passwords`]: argon2 work on bounded blocking threads;
+//! - `delivery_lists`: sorted delivery lists kept between pages while they are current;
 //! - `customers`, `orders` and `deliveries`: the use cases, written with the above.
 //!
 //! Any request may be dropped at any `.await` (its client resets, a deadline passes,
@@ -17,6 +18,7 @@
 pub mod calls;
 mod customers;
 mod deliveries;
+mod delivery_lists;
 pub mod idempotency;
 mod orders;
 pub mod passwords;
@@ -41,6 +43,7 @@ pub use crate::store::disk::Refusal;
 pub use deliveries::Delivery;
 
 use calls::ActorCalls;
+use delivery_lists::DeliveryLists;
 use idempotency::IdempotencyGate;
 use passwords::PasswordWork;
 use sign_in::SignInThrottles;
@@ -174,6 +177,7 @@ pub struct Service {
     idempotency: IdempotencyGate,
     throttles: SignInThrottles,
     passwords: PasswordWork,
+    delivery_lists: DeliveryLists,
 }
 
 impl Service {
@@ -194,6 +198,7 @@ impl Service {
             idempotency: IdempotencyGate::new(settings.idempotency_ttl_secs),
             throttles: SignInThrottles::default(),
             passwords: PasswordWork::new(settings.password_hashers, settings.password_queue)?,
+            delivery_lists: DeliveryLists::default(),
             catalogue,
         })
     }

@@ -441,15 +441,31 @@ async fn idempotency_keys_survive_a_restart_and_a_crash() {
     assert_eq!(orders.len(), 2, "{orders:?}");
 }
 
-/// `boxsub_idempotency_records_expired_total`, from `/metrics`.
-async fn expired_records(app: &TestApp) -> f64 {
+/// A metric without labels, from `/metrics`.
+async fn metric(app: &TestApp, name: &str) -> f64 {
     let metrics = app.get_without_auth("/metrics").await;
     metrics
         .text()
         .lines()
-        .find_map(|line| line.strip_prefix("boxsub_idempotency_records_expired_total "))
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
         .and_then(|value| value.trim().parse().ok())
         .unwrap_or(0.0)
+}
+
+/// Waits (bounded) until `name` reads `wanted`.
+async fn await_metric(app: &TestApp, name: &str, wanted: impl Fn(f64) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let value = metric(app, name).await;
+        if wanted(value) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} still {value} after 15 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test]
@@ -467,14 +483,11 @@ async fn records_expire_after_their_time_to_live_and_free_their_key() {
     assert_replay_of(&first, &again);
 
     // Act: wait (bounded) until the sweeper has removed the record.
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while expired_records(&app).await < 1.0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the record was not swept within 15 s"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    await_metric(&app, "boxsub_idempotency_records_expired_total", |n| {
+        n >= 1.0
+    })
+    .await;
+    await_metric(&app, "boxsub_idempotency_records", |n| n == 0.0).await;
 
     // Assert: the key is free again: another body is a new create, not a 422, and that
     // create is replayed in its turn.
@@ -485,6 +498,7 @@ async fn records_expire_after_their_time_to_live_and_free_their_key() {
     let replay = post_keyed(&app, "/v1/customers", &second_body, "ttl-key", &a).await;
     assert_replay_of(&second, &replay);
     assert_eq!(customer_count(&app, &a).await, 2);
+    await_metric(&app, "boxsub_idempotency_records", |n| n == 1.0).await;
 }
 
 #[tokio::test]

@@ -441,6 +441,61 @@ async fn the_list_is_ordered_by_service_then_customer_number_then_order_and_pagi
 }
 
 #[tokio::test]
+async fn later_pages_follow_every_change_made_since_the_first() {
+    // Arrange: three courier customers with a Thursday order each, and the first page read
+    // (which sorts the list once and keeps it).
+    let app = spawn_app().await;
+    let mut who = Vec::new();
+    let mut placed = Vec::new();
+    for n in 0..3 {
+        let customer_id = customer(&app, &format!("kept{n}@example.com"), 91).await;
+        let body = order(customer_id, json!({"start_date": "2027-01-07"}));
+        placed.push(id_of(&app.create_order_ok(&body).await));
+        who.push(customer_id);
+    }
+    let page = |n: u32| format!("/v1/deliveries?date=2027-01-07&per_page=2&page={n}");
+    let first = app.get(&page(1)).await;
+    assert_eq!(first.header("x-total-count").as_deref(), Some("3"));
+    assert_eq!(order_ids(first.json().as_array().unwrap()), placed[..2]);
+
+    // Act + Assert: a new order shows on the next page and in the count.
+    let body = order(who[0], json!({"start_date": "2027-01-07"}));
+    let late = id_of(&app.create_order_ok(&body).await);
+    let all = deliveries(&app, "2027-01-07").await;
+    assert_eq!(order_ids(&all), [placed[0], late, placed[1], placed[2]]);
+    let second = app.get(&page(2)).await;
+    assert_eq!(second.header("x-total-count").as_deref(), Some("4"));
+    assert_eq!(order_ids(second.json().as_array().unwrap()), placed[1..]);
+
+    // A customer moving to the pickup service moves to the end and out of the courier list.
+    let moved = app
+        .patch_json(
+            &format!("/v1/customers/{}", who[0]),
+            &json!({"delivery_service_id": 92}),
+        )
+        .await;
+    moved.assert_status(200);
+    let all = deliveries(&app, "2027-01-07").await;
+    assert_eq!(order_ids(&all), [placed[1], placed[2], placed[0], late]);
+    let couriers = app
+        .get("/v1/deliveries?date=2027-01-07&delivery_service_id=91")
+        .await
+        .json();
+    assert_eq!(order_ids(couriers.as_array().unwrap()), placed[1..]);
+
+    // A new address shows at once (customers are read for each page).
+    let renamed = app
+        .patch_json(
+            &format!("/v1/customers/{}", who[1]),
+            &json!({"address": {"address_1": "2 New Road", "city": "London"}}),
+        )
+        .await;
+    renamed.assert_status(200);
+    let first = app.get(&page(1)).await.json();
+    assert_eq!(first[0]["address"]["address_1"], "2 New Road");
+}
+
+#[tokio::test]
 async fn the_date_is_required_and_checked() {
     let app = spawn_app().await;
     let cases = [
