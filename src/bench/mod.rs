@@ -117,7 +117,7 @@ pub struct RestartReport {
     /// The id of the last seeded order.
     pub last_order_id: u64,
     /// Resident memory once the stored orders are indexed and the background census of the
-    /// store is over (memory stopped changing), MiB.
+    /// store is over (memory stopped changing and the server is idle), MiB.
     pub rss_mib: f64,
     /// Resident memory of a server on an empty store, MiB.
     pub empty_rss_mib: f64,
@@ -719,19 +719,21 @@ async fn time_to_first_answer(dir: &Path) -> Result<(f64, Server, Instant), Stri
     Ok((started.elapsed().as_secs_f64(), server, started))
 }
 
-/// Resident memory once background start-up work (the census of the store) is over: read
-/// every half second until it stops changing, for at most 30 s.
+/// Resident memory once background start-up work (the order index fill, the census of the
+/// store) is over: read every half second until memory stops changing and the server uses
+/// less than a twentieth of a core, for at most two minutes. Requests measured after this
+/// are charged for their own CPU only.
 async fn settled_rss(server: &Server) -> f64 {
-    let mut previous = server.rss_mib();
-    for _ in 0..60 {
+    let mut previous = (server.rss_mib(), server.cpu_seconds());
+    for _ in 0..240 {
         tokio::time::sleep(Duration::from_millis(500)).await;
-        let now = server.rss_mib();
-        if (now - previous).abs() < 0.5 {
-            return now;
+        let now = (server.rss_mib(), server.cpu_seconds());
+        if (now.0 - previous.0).abs() < 0.5 && now.1 - previous.1 < 0.025 {
+            return now.0;
         }
         previous = now;
     }
-    previous
+    previous.0
 }
 
 /// Seconds from `started` until order `id` is found by id. The lookup waits for the
@@ -1102,11 +1104,13 @@ pub fn markdown(report: &BenchReport) -> String {
         "Machine: {} cores, {} GiB, {}; {} connections, {} s measured per run.\n\n",
         m.cores, m.memory_gib, m.cpu, report.connections, report.duration_seconds
     );
-    out.push_str(
-        "| scenario | requests/s | p50 ms | p99 ms | p99.9 ms | ratio to bare | bare requests/s \
-         | server CPU µs/request | bare CPU µs/request | CPU over bare | errors |\n",
-    );
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    if !report.scenarios.is_empty() {
+        out.push_str(
+            "| scenario | requests/s | p50 ms | p99 ms | p99.9 ms | ratio to bare | bare \
+             requests/s | server CPU µs/request | bare CPU µs/request | CPU over bare | errors |\n",
+        );
+        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    }
     for s in &report.scenarios {
         out.push_str(&format!(
             "| {} | {:.0} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} | {:.1} | {:.1} | {:.2}× | {} |\n",
