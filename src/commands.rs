@@ -138,6 +138,10 @@ fn export(config: &ExportConfig) -> Result<(), String> {
         }
     }
     .map_err(|error| error.to_string())?;
+    // Closing puts back the clean-shutdown marker opening took away.
+    store
+        .close()
+        .map_err(|error| format!("closing {}: {error}", config.data_dir.display()))?;
     if config.webstore.is_some() && written.customers == 0 {
         eprintln!(
             "boxsub: webstore {} has no customers in this store",

@@ -179,7 +179,7 @@ impl Plan {
         };
         // Seeded emails are distinct by construction and the store is empty, so the email's
         // uniqueness needs no check here.
-        let _email = add_new_customer(batch, &customer, webstore_id);
+        add_new_customer(batch, &customer, webstore_id);
         for id in (n - 1) * orders + 1..=n * orders {
             let order = Order {
                 id: OrderId(id),

@@ -1,8 +1,9 @@
 //! Emails of one webstore: the claims of creates and email changes in progress, and the
-//! remembered answers of lookups by email. The store's index (email → customer) is the
-//! authority at rest, and the store's checked write takes an email atomically; a claim keeps
-//! a second writer of the same email from even trying while the first is under way, so that
-//! concurrent claimants get "has already been taken" at once and exactly one writes.
+//! remembered answers of lookups by email. The store's index (email → customer, counted only
+//! while the customer's record holds the email) is the authority at rest; the store writes
+//! an email key by key, so the claim is what makes taking one a single step: while a claim is
+//! held no other create or change of that email checks the store or writes, so concurrent
+//! claimants get "has already been taken" at once and exactly one writes.
 //!
 //! A claim is an [`EmailClaim`] guard: it is released when the guard is dropped, wherever
 //! the guard has travelled (into an actor's mailbox with the update that needs it), so a

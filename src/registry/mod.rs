@@ -287,8 +287,9 @@ impl Registry {
         Ok(found)
     }
 
-    /// Stores a new customer (with its email's index entry, number and idempotency record)
-    /// in one atomic write; the caller then releases its claim and waits for durability.
+    /// Stores a new customer (with its email's index entry, number and idempotency record;
+    /// see `Store::create_customer`); the caller then releases its claim and waits for
+    /// durability.
     pub fn create_customer(
         &self,
         webstore: &Webstore,

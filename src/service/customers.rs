@@ -50,8 +50,10 @@ impl Service {
             .as_ref()
             .map(Email::index_key)
             .unwrap_or_default();
-        // Spare the password hash when the email is plainly taken.
-        if self.registry.email_owner(webstore, &email_key)?.is_some() {
+        // Spare the password hash when the email is plainly taken (the claim below checks
+        // again in any case, so without a password there is nothing to spare).
+        if changes.password.is_some() && self.registry.email_owner(webstore, &email_key)?.is_some()
+        {
             return Err(email_taken());
         }
         self.hash_new_password(&mut changes).await?;

@@ -81,8 +81,6 @@ pub enum ServiceError {
 impl From<StoreError> for ServiceError {
     fn from(error: StoreError) -> Self {
         match error {
-            // The only unique keys the store checks are emails.
-            StoreError::Taken => email_taken(),
             StoreError::Refused(refusal) => ServiceError::WritesRefused(refusal),
             other => ServiceError::Storage(other.to_string()),
         }

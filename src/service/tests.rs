@@ -16,7 +16,7 @@ use crate::domain::idempotency::{IdempotencyKey, Pending};
 use crate::domain::order::Order;
 use crate::registry::Registry;
 use crate::store::disk::Reserve;
-use crate::store::{Durability, Entry, SledStorage, Storage, StoreOptions, UniqueKey, WriteBatch};
+use crate::store::{Durability, Entry, SledStorage, Storage, StoreOptions, WriteBatch};
 
 /// sled, except that writes fail while `full` is set (like a full disk) and wait while the
 /// gate is closed (like a stalled disk).
@@ -80,10 +80,6 @@ impl Storage for TestDisk {
     fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
         self.before_write()?;
         self.inner.apply(batch)
-    }
-    fn apply_checked(&self, batch: WriteBatch, unique: &[UniqueKey]) -> Result<(), StoreError> {
-        self.before_write()?;
-        self.inner.apply_checked(batch, unique)
     }
     fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
         self.before_write()?;

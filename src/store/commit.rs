@@ -112,7 +112,7 @@ fn flush_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Entry, UniqueKey, WriteBatch};
+    use crate::store::{Entry, WriteBatch};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
     /// A storage whose sync can be made to fail, counting how often it is asked to sync.
@@ -127,9 +127,6 @@ mod tests {
             Ok(None)
         }
         fn apply(&self, _: WriteBatch) -> Result<(), StoreError> {
-            Ok(())
-        }
-        fn apply_checked(&self, _: WriteBatch, _: &[UniqueKey]) -> Result<(), StoreError> {
             Ok(())
         }
         fn put(&self, _: &[u8], _: Vec<u8>) -> Result<(), StoreError> {

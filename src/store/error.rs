@@ -41,10 +41,6 @@ pub enum StoreError {
         /// Marker expected.
         expected: String,
     },
-    /// A checked write found a unique key (an email) held by another record; nothing of the
-    /// write was stored.
-    #[error("a unique key is held by another record")]
-    Taken,
     /// Writes are refused while the disk is nearly full or the directory is unwritable;
     /// nothing was written.
     #[error("writes are refused: {0:?}")]

@@ -71,31 +71,16 @@ impl Store {
         };
         Ok(step)
     }
-
-    fn written_bool(&self, outcome: Result<bool, StoreError>) -> Result<bool, StoreError> {
-        match outcome {
-            Ok(removed) => Ok(removed),
-            Err(error) => self.written(Err(error)).map(|()| false),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use super::*;
     use crate::store::codec::encode;
-    use crate::store::disk::Reserve;
-    use crate::store::{add_idempotency_record, Durability, StoreOptions, WriteBatch};
+    use crate::store::{add_idempotency_record, WriteBatch};
 
     fn open(dir: &std::path::Path) -> Store {
-        let options = StoreOptions {
-            durability: Durability::Sync,
-            cache_bytes: 1 << 20,
-            reserve: Reserve::Bytes(0),
-        };
-        Store::open(dir, options, Arc::new(|_: &StoreError| {})).unwrap()
+        Store::open_for_test(dir)
     }
 
     fn record(created_at: i64) -> IdempotencyRecord {

@@ -15,6 +15,7 @@ pub mod expiry;
 pub mod keys;
 mod opening;
 pub mod order_ids;
+pub mod repair;
 mod sled_engine;
 mod storage;
 
@@ -28,7 +29,7 @@ use error::corrupt;
 
 pub use error::StoreError;
 pub use sled_engine::SledStorage;
-pub use storage::{Entry, Storage, UniqueKey, WriteBatch};
+pub use storage::{Entry, Storage, WriteBatch};
 
 use crate::domain::customer::Customer;
 use crate::domain::idempotency::Pending;
@@ -194,14 +195,19 @@ impl Store {
                 })
             }
             None => {
-                let mut batch = WriteBatch::default();
-                batch.put(keys::FORMAT_KEY.to_vec(), FORMAT_MARKER.as_bytes().to_vec());
-                storage.apply(batch)?;
+                // A single write, not a batch: see `Storage::apply` on what a batch costs.
+                storage.put(keys::FORMAT_KEY, FORMAT_MARKER.as_bytes().to_vec())?;
                 storage.sync()?;
             }
         }
+        // The marker goes before anything else is written, durably: a crash from here on
+        // must find it gone.
+        let closed_cleanly = storage
+            .get(keys::CLEAN_SHUTDOWN_KEY)?
+            .is_some_and(|marker| storage.remove_if(keys::CLEAN_SHUTDOWN_KEY, &marker).is_ok());
+        storage.sync()?;
         let committer = Committer::start(storage.clone(), on_fatal.clone())?;
-        Ok(Store {
+        let store = Store {
             inner: Arc::new(StoreInner {
                 storage,
                 on_fatal,
@@ -209,7 +215,18 @@ impl Store {
                 committer: RwLock::new(Some(committer)),
                 durability,
             }),
-        })
+        };
+        if !closed_cleanly {
+            let started = std::time::Instant::now();
+            let repaired = store.repair_customer_indexes()?;
+            tracing::info!(
+                customers = repaired.customers,
+                removed = repaired.removed,
+                millis = started.elapsed().as_millis() as u64,
+                "the store was not closed cleanly: number entries of unwritten customers removed"
+            );
+        }
+        Ok(store)
     }
 
     /// `outcome` of a write, reporting an engine or I/O failure as fatal: after a write
@@ -221,6 +238,14 @@ impl Store {
             (self.inner.on_fatal)(error);
         }
         outcome
+    }
+
+    /// [`Store::written`] for a write that says whether it changed anything.
+    fn written_bool(&self, outcome: Result<bool, StoreError>) -> Result<bool, StoreError> {
+        match outcome {
+            Ok(changed) => Ok(changed),
+            Err(error) => self.written(Err(error)).map(|()| false),
+        }
     }
 
     /// `Err(Refused)` while the disk is nearly full or the directory does not take writes.
@@ -274,6 +299,11 @@ impl Store {
         if let Some(mut committer) = committer {
             committer.stop();
         }
+        self.inner.storage.sync()?;
+        // Last, once everything else is on disk (see `keys::CLEAN_SHUTDOWN_KEY`).
+        self.inner
+            .storage
+            .put(keys::CLEAN_SHUTDOWN_KEY, b"1".to_vec())?;
         self.inner.storage.sync()
     }
 
@@ -395,18 +425,28 @@ impl Store {
         Ok(ids)
     }
 
-    /// The customer holding a folded email in a webstore.
+    /// The customer holding a folded email in a webstore: the one its index entry names, if
+    /// that customer's record still holds the email. An entry whose record was never written
+    /// (a crash between the two) or has moved on to another email names nobody.
     pub fn email_owner(
         &self,
         webstore_id: &str,
         email_key: &str,
     ) -> Result<Option<CustomerId>, StoreError> {
-        Ok(self
+        let named = self
             .inner
             .storage
             .get(&keys::email(webstore_id, email_key))?
             .and_then(|value| keys::trailing_id(&value))
-            .map(CustomerId))
+            .map(CustomerId);
+        let Some(id) = named else {
+            return Ok(None);
+        };
+        let holds = self.load_customer_record(id)?.is_some_and(|record| {
+            record.webstore_id == webstore_id
+                && crate::domain::email::fold(&record.email) == email_key
+        });
+        Ok(holds.then_some(id))
     }
 
     /// One stored order of a customer.
@@ -594,9 +634,11 @@ impl Store {
         Ok(Some(LoadedCustomer { record, orders }))
     }
 
-    /// Writes a new customer with its email's index entry and its number, atomically, if no
-    /// other customer of the webstore holds the email ([`StoreError::Taken`] otherwise, with
-    /// nothing written).
+    /// Writes a new customer: its email's index entry, its number's, then its record, one
+    /// single-key write each (see [`keys`] on why the record is the commit point). The
+    /// caller holds the email's claim, so no other writer touches that email meanwhile. With
+    /// an idempotency record the four go in one atomic batch instead, since the record must
+    /// never be found without the customer it replays.
     pub fn create_customer(
         &self,
         customer: &Customer,
@@ -605,14 +647,22 @@ impl Store {
     ) -> Result<(), StoreError> {
         self.writable()?;
         let mut batch = WriteBatch::default();
-        let email = add_new_customer(&mut batch, customer, webstore_id);
-        add_idempotency(&mut batch, idempotency);
-        self.written(self.inner.storage.apply_checked(batch, &[email]))
+        add_new_customer(&mut batch, customer, webstore_id);
+        if idempotency.is_some() {
+            add_idempotency(&mut batch, idempotency);
+            return self.written(self.inner.storage.apply(batch));
+        }
+        for (key, value) in batch.ops {
+            let value = value.unwrap_or_default();
+            self.written(self.inner.storage.put(&key, value))?;
+        }
+        Ok(())
     }
 
-    /// Writes a changed customer. An email change moves its index entry in the same atomic
-    /// write, and only if no other customer holds the new email ([`StoreError::Taken`]
-    /// otherwise, with nothing written).
+    /// Writes a changed customer, its record alone when the email stays. An email change
+    /// writes the new email's index entry, then the record (the commit point), then removes
+    /// the old entry if it still names this customer: a create may have taken the old email
+    /// as soon as the record stopped holding it. The caller holds the new email's claim.
     pub fn update_customer(
         &self,
         customer: &Customer,
@@ -620,22 +670,17 @@ impl Store {
         webstore_id: &str,
     ) -> Result<(), StoreError> {
         self.writable()?;
-        let mut batch = WriteBatch::default();
-        batch.put(
-            keys::customer(customer.id.0),
-            encode(&CustomerRecord::from_customer(customer, webstore_id)),
-        );
+        let storage = &self.inner.storage;
+        let record = encode(&CustomerRecord::from_customer(customer, webstore_id));
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
         if new_key == old_key {
-            return self.written(self.inner.storage.apply(batch));
+            return self.written(storage.put(&keys::customer(customer.id.0), record));
         }
-        batch.delete(keys::email(webstore_id, &old_key));
-        let email = UniqueKey {
-            key: keys::email(webstore_id, &new_key),
-            holder: customer.id.0.to_be_bytes().to_vec(),
-        };
-        batch.put(email.key.clone(), email.holder.clone());
-        self.written(self.inner.storage.apply_checked(batch, &[email]))
+        let holder = customer.id.0.to_be_bytes().to_vec();
+        self.written(storage.put(&keys::email(webstore_id, &new_key), holder.clone()))?;
+        self.written(storage.put(&keys::customer(customer.id.0), record))?;
+        self.written_bool(storage.remove_if(&keys::email(webstore_id, &old_key), &holder))?;
+        Ok(())
     }
 
     /// Writes a new order (with its idempotency record, in the same batch).
@@ -673,6 +718,25 @@ impl Store {
         self.written(self.inner.storage.apply(batch))
     }
 
+    /// A durable store in `dir` with a small cache, no free-space reserve and no fatal
+    /// handler (unit tests).
+    #[cfg(test)]
+    pub(crate) fn open_for_test(dir: &Path) -> Store {
+        let options = StoreOptions {
+            durability: Durability::Sync,
+            cache_bytes: 1 << 20,
+            reserve: Reserve::Bytes(0),
+        };
+        Store::open(dir, options, Arc::new(|_: &StoreError| {})).expect("the store opens")
+    }
+
+    /// Sets one raw entry (tests that build a store's state key by key, as a crash can
+    /// leave it).
+    pub fn put_raw(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
+        self.writable()?;
+        self.written(self.inner.storage.put(key, value))
+    }
+
     /// Writes raw entries in one batch (test generators and tools).
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
         self.writable()?;
@@ -680,26 +744,20 @@ impl Store {
     }
 }
 
-/// Adds the writes that store a new customer to `batch`: its record, its email's index entry
-/// and its number. Returns the email's entry, which must be unique in the webstore. `boxsub
-/// seed` writes customers through this too, so the layout has one author.
-pub fn add_new_customer(
-    batch: &mut WriteBatch,
-    customer: &Customer,
-    webstore_id: &str,
-) -> UniqueKey {
+/// Adds the writes that store a new customer to `batch`, in the order they must reach the
+/// store: its email's index entry, its number's, then its record (the commit point; see
+/// [`keys`]). `boxsub seed` writes customers through this too, so the layout has one author.
+pub fn add_new_customer(batch: &mut WriteBatch, customer: &Customer, webstore_id: &str) {
     let id = customer.id.0.to_be_bytes().to_vec();
+    batch.put(
+        keys::email(webstore_id, &customer.email.index_key()),
+        id.clone(),
+    );
+    batch.put(keys::number(webstore_id, customer.number), id);
     batch.put(
         keys::customer(customer.id.0),
         encode(&CustomerRecord::from_customer(customer, webstore_id)),
     );
-    let email = UniqueKey {
-        key: keys::email(webstore_id, &customer.email.index_key()),
-        holder: id.clone(),
-    };
-    batch.put(email.key.clone(), email.holder.clone());
-    batch.put(keys::number(webstore_id, customer.number), id);
-    email
 }
 
 /// Adds an order's record to `batch` (its one write; see [`Store::create_order`]).

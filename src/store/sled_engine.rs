@@ -1,15 +1,13 @@
-//! sled 0.34.7 as a [`Storage`]: one tree, batches through `apply_batch`, checked batches
-//! through a sled transaction, and a sync that ends in our own fsync. Must not touch: record
-//! encoding, key layout, group commit.
+//! sled 0.34.7 as a [`Storage`]: one tree, single-key writes, batches through `apply_batch`,
+//! and a sync that ends in our own fsync. Must not touch: record encoding, key layout, group
+//! commit.
 
 use std::fs::File;
 use std::path::Path;
 use std::sync::Mutex;
 
-use sled::transaction::{ConflictableTransactionError, TransactionError};
-
 use super::error::engine;
-use super::storage::{Entry, Storage, UniqueKey, WriteBatch};
+use super::storage::{Entry, Storage, WriteBatch};
 use super::StoreError;
 
 /// sled 0.34.7 as a [`Storage`].
@@ -55,33 +53,6 @@ impl Storage for SledStorage {
         self.db
             .apply_batch(sled_batch)
             .map_err(engine("writing to the store"))
-    }
-
-    fn apply_checked(&self, batch: WriteBatch, unique: &[UniqueKey]) -> Result<(), StoreError> {
-        // sled may run the closure more than once (on a conflict with another transaction),
-        // so it borrows the batch rather than consuming it. A transaction takes the same
-        // process-wide write lock as `apply_batch`, so it costs about as much as one.
-        let outcome = self.db.transaction(|tree| {
-            for claim in unique {
-                if let Some(holder) = tree.get(&claim.key)? {
-                    if holder.as_ref() != claim.holder.as_slice() {
-                        return Err(ConflictableTransactionError::Abort(()));
-                    }
-                }
-            }
-            for (key, value) in batch.ops() {
-                match value {
-                    Some(value) => tree.insert(key, value)?,
-                    None => tree.remove(key)?,
-                };
-            }
-            Ok(())
-        });
-        match outcome {
-            Ok(()) => Ok(()),
-            Err(TransactionError::Abort(())) => Err(StoreError::Taken),
-            Err(TransactionError::Storage(error)) => Err(engine("writing to the store")(error)),
-        }
     }
 
     fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
@@ -156,38 +127,5 @@ impl Storage for SledStorage {
             context: "fsync of the store's data file".into(),
             source,
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_checked_batch_takes_a_free_key_and_never_a_held_one() {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = SledStorage::open(dir.path(), 1 << 20).unwrap();
-        let claim = |holder: &[u8]| UniqueKey {
-            key: b"e-x".to_vec(),
-            holder: holder.to_vec(),
-        };
-        let batch = |holder: &[u8], record: &[u8]| {
-            let mut batch = WriteBatch::default();
-            batch.put(b"e-x".to_vec(), holder.to_vec());
-            batch.put(record.to_vec(), b"data".to_vec());
-            batch
-        };
-
-        storage
-            .apply_checked(batch(b"1", b"c1"), &[claim(b"1")])
-            .unwrap();
-        // The holder may write again; anyone else loses, and nothing of its batch is stored.
-        storage
-            .apply_checked(batch(b"1", b"c1"), &[claim(b"1")])
-            .unwrap();
-        let lost = storage.apply_checked(batch(b"2", b"c2"), &[claim(b"2")]);
-        assert!(matches!(lost, Err(StoreError::Taken)), "{lost:?}");
-        assert_eq!(storage.get(b"e-x").unwrap().as_deref(), Some(&b"1"[..]));
-        assert_eq!(storage.get(b"c2").unwrap(), None);
     }
 }

@@ -33,29 +33,17 @@ impl WriteBatch {
     }
 }
 
-/// A condition of a checked batch: `key` must be absent or already hold `holder`. This is how
-/// a unique key (an email) is taken: the check and the write are one atomic step in the
-/// engine, so two writers can never both take it.
-#[derive(Debug, Clone)]
-pub struct UniqueKey {
-    /// The key.
-    pub key: Vec<u8>,
-    /// The value the writer puts there (its own id).
-    pub holder: Vec<u8>,
-}
-
 /// The storage engine as boxsub uses it.
 pub trait Storage: Send + Sync + 'static {
     /// The value at `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
-    /// Applies every write of `batch`, or none.
+    /// Applies every write of `batch`, or none. Costly in sled 0.34, so kept for writes that
+    /// must be atomic (a keyed create with its idempotency record, imports): each batch
+    /// seals sled's current log buffer and hands it to an I/O thread, and the first batch
+    /// switches the process for good from lock-free single-key writes to a process-wide
+    /// reader-writer lock that every later read and write takes.
     fn apply(&self, batch: WriteBatch) -> Result<(), StoreError>;
-    /// Applies every write of `batch` if every key of `unique` is free or already held by
-    /// its holder, checked atomically with the write; otherwise writes nothing and fails
-    /// with [`StoreError::Taken`].
-    fn apply_checked(&self, batch: WriteBatch, unique: &[UniqueKey]) -> Result<(), StoreError>;
-    /// Sets one key. Cheaper than a batch: sled 0.34 applies batches under a process-wide
-    /// write lock that also stops every reader, while single writes share it.
+    /// Sets one key. Much cheaper than a batch (see [`Storage::apply`]).
     fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError>;
     /// Removes `key` if it still holds `expected`, atomically; whether it did.
     fn remove_if(&self, key: &[u8], expected: &[u8]) -> Result<bool, StoreError>;

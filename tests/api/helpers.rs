@@ -441,6 +441,20 @@ impl DataDir {
         Self::with_catalogue(default_catalogue())
     }
 
+    /// Opens the store of a stopped server, as a tool would, to change it behind the
+    /// server's back. Close it to leave it as a clean shutdown would; drop it without
+    /// closing to leave it as a crash would.
+    pub fn open_store(&self) -> boxsub::store::Store {
+        use boxsub::store::{disk::Reserve, Durability, Store, StoreError, StoreOptions};
+        let options = StoreOptions {
+            durability: Durability::Sync,
+            cache_bytes: 1 << 20,
+            reserve: Reserve::Bytes(0),
+        };
+        Store::open(&self.data, options, Arc::new(|_: &StoreError| {}))
+            .expect("the stopped server's store opens")
+    }
+
     /// A fresh, empty data directory with this catalogue.
     pub fn with_catalogue(catalogue: Value) -> Self {
         let root = tempfile::tempdir().expect("failed to create a temp dir");

@@ -12,6 +12,7 @@ mod concurrency;
 mod contract;
 mod crash;
 mod customers;
+mod cut_writes;
 mod durability;
 mod helpers;
 mod host_faults;

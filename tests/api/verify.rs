@@ -2,26 +2,15 @@
 //! record; without the flag the server starts, the damaged customer answers 503 (never a
 //! wrong answer or a 500), and every other customer is served.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use boxsub::store::disk::Reserve;
-use boxsub::store::{keys, Durability, Store, StoreError, StoreOptions, WriteBatch};
+use boxsub::store::{keys, WriteBatch};
 
 use crate::helpers::*;
 
 /// Overwrites a customer's record with bytes that carry a valid header but a bad payload.
 fn damage_customer_record(dir: &DataDir, id: u64) {
-    let store = Store::open(
-        &dir.data,
-        StoreOptions {
-            durability: Durability::Sync,
-            cache_bytes: 1 << 20,
-            reserve: Reserve::Bytes(0),
-        },
-        Arc::new(|_: &StoreError| {}),
-    )
-    .expect("the stopped server's store opens");
+    let store = dir.open_store();
     let mut damage = WriteBatch::default();
     damage.put(
         keys::customer(id),
