@@ -31,9 +31,16 @@ impl Service {
     ) -> Result<Created<Arc<Customer>>, ServiceError> {
         self.writes_allowed()?;
         self.idempotency
-            .once(self.registry.store(), webstore, idempotency, |keyed| {
-                self.insert_customer(webstore, body, keyed)
-            })
+            .once(
+                self.registry.store(),
+                webstore,
+                idempotency,
+                |id| async move {
+                    let customer = self.registry.customer(webstore.idx, CustomerId(id))?;
+                    Ok(customer.is_some())
+                },
+                |keyed| self.insert_customer(webstore, body, keyed),
+            )
             .await
     }
 

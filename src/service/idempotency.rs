@@ -98,25 +98,40 @@ impl IdempotencyGate {
     /// turn, then replays the recorded response of an earlier request with the same key and
     /// body, refuses another body, or creates, holding its turn (which `create` may pass on
     /// to whoever writes the record) until the record is written.
-    pub async fn once<T, F, Fut>(
+    ///
+    /// The store writes a record just before what it created, so a crash between the two
+    /// leaves a record of nothing: `created_exists` is asked whether the id the record's
+    /// `Location` names exists, and a record of nothing counts as no record.
+    pub async fn once<T, F, Fut, E, EFut>(
         &self,
         store: &Store,
         webstore: &Webstore,
         idempotency: Option<Pending<T>>,
+        created_exists: E,
         create: F,
     ) -> Result<Created<Arc<T>>, ServiceError>
     where
         F: FnOnce(Option<(Pending<T>, Turn)>) -> Fut,
         Fut: Future<Output = Result<Arc<T>, ServiceError>>,
+        E: FnOnce(u64) -> EFut,
+        EFut: Future<Output = Result<bool, ServiceError>>,
     {
         let Some(pending) = idempotency else {
             return create(None).await.map(Created::Fresh);
         };
         let turn = self.turn(webstore.idx, pending.key.as_str()).await;
         // A record past its time to live is gone, whether or not it has been swept yet.
-        let record = store
+        let mut record = store
             .idempotency(&webstore.settings.id, pending.key.as_str())?
             .filter(|record| !expired(record.created_at, self.ttl_secs, unix_now()));
+        if let Some(id) = record
+            .as_ref()
+            .and_then(|r| created_id(r.location.as_deref()))
+        {
+            if !created_exists(id).await? {
+                record = None;
+            }
+        }
         match record {
             Some(record) if record.body_sha256 == pending.body_sha256 => {
                 // The first request may have been cut off after its write and before its
@@ -142,10 +157,23 @@ impl IdempotencyGate {
     }
 }
 
+/// The id a recorded `Location` (`/v1/customers/ID`, `/v1/orders/ID`) names.
+fn created_id(location: Option<&str>) -> Option<u64> {
+    location?.rsplit('/').next()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use futures_util::FutureExt;
+
+    #[test]
+    fn a_location_names_the_id_created() {
+        assert_eq!(created_id(Some("/v1/orders/42")), Some(42));
+        assert_eq!(created_id(Some("/v1/customers/7")), Some(7));
+        assert_eq!(created_id(Some("/v1/customers/")), None);
+        assert_eq!(created_id(None), None);
+    }
 
     #[tokio::test]
     async fn turns_come_in_order_and_leave_nothing_behind() {

@@ -26,9 +26,16 @@ impl Service {
     ) -> Result<Created<Arc<Order>>, ServiceError> {
         self.writes_allowed()?;
         self.idempotency
-            .once(self.registry.store(), webstore, idempotency, |keyed| {
-                self.place_order(webstore, body, keyed)
-            })
+            .once(
+                self.registry.store(),
+                webstore,
+                idempotency,
+                |id| async move {
+                    let order = self.registry.order(webstore.idx, OrderId(id)).await?;
+                    Ok(order.is_some())
+                },
+                |keyed| self.place_order(webstore, body, keyed),
+            )
             .await
     }
 

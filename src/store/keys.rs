@@ -7,8 +7,9 @@
 //! record does, and an `e` entry counts only while the record it names holds that email. A
 //! crash between the writes can leave entries naming no record; the store is then opened
 //! without the clean-shutdown marker below, and `store::repair` puts the entries right from
-//! the records before anything is served. Writes that must be atomic for another reason (a
-//! keyed create with its idempotency record, imports) still go in one batch.
+//! the records before anything is served. A keyed create writes its `i` record first, then
+//! what it creates; the service counts an `i` record only while the customer or order its
+//! `Location` names exists. Only imports still write batches.
 //!
 //! | prefix | key                                   | value                          |
 //! |--------|---------------------------------------|--------------------------------|

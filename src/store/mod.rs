@@ -94,7 +94,7 @@ pub struct IdempotencyWrite {
 
 impl IdempotencyWrite {
     /// The record of a create that came with an idempotency key: the response rendered from
-    /// the created record, to be written in the same atomic write as that record.
+    /// the created record, to be written just before that record.
     pub fn rendered<T>(webstore_id: &str, pending: Pending<T>, created: &T, now: i64) -> Self {
         let response = (pending.render)(created);
         IdempotencyWrite {
@@ -185,6 +185,7 @@ impl Store {
         on_fatal: FatalHandler,
         disk: Option<DiskWatch>,
     ) -> Result<Store, StoreError> {
+        let fresh = storage.get(keys::FORMAT_KEY)?.is_none();
         match storage.get(keys::FORMAT_KEY)? {
             Some(found) if found == FORMAT_MARKER.as_bytes() => {}
             Some(found) => {
@@ -216,7 +217,7 @@ impl Store {
                 durability,
             }),
         };
-        if !closed_cleanly {
+        if !closed_cleanly && !fresh {
             let started = std::time::Instant::now();
             let repaired = store.repair_customer_indexes()?;
             tracing::info!(
@@ -634,11 +635,11 @@ impl Store {
         Ok(Some(LoadedCustomer { record, orders }))
     }
 
-    /// Writes a new customer: its email's index entry, its number's, then its record, one
-    /// single-key write each (see [`keys`] on why the record is the commit point). The
-    /// caller holds the email's claim, so no other writer touches that email meanwhile. With
-    /// an idempotency record the four go in one atomic batch instead, since the record must
-    /// never be found without the customer it replays.
+    /// Writes a new customer: its idempotency record if it has one, its email's index
+    /// entry, its number's, then its record, one single-key write each (see [`keys`] on why
+    /// the record is the commit point). The caller holds the email's claim, so no other
+    /// writer touches that email meanwhile, and the key's turn, so no other request with the
+    /// key reads the idempotency record before the customer is written.
     pub fn create_customer(
         &self,
         customer: &Customer,
@@ -646,12 +647,9 @@ impl Store {
         idempotency: Option<IdempotencyWrite>,
     ) -> Result<(), StoreError> {
         self.writable()?;
+        self.put_idempotency(idempotency)?;
         let mut batch = WriteBatch::default();
         add_new_customer(&mut batch, customer, webstore_id);
-        if idempotency.is_some() {
-            add_idempotency(&mut batch, idempotency);
-            return self.written(self.inner.storage.apply(batch));
-        }
         for (key, value) in batch.ops {
             let value = value.unwrap_or_default();
             self.written(self.inner.storage.put(&key, value))?;
@@ -683,27 +681,32 @@ impl Store {
         Ok(())
     }
 
-    /// Writes a new order (with its idempotency record, in the same batch).
+    /// Writes a new order: its idempotency record if it has one, then its record (the
+    /// commit point), each a single-key write (see [`keys`]).
     ///
     /// An order is one record under its customer and nothing else: the order → customer
-    /// index is kept in memory and rebuilt from these keys at start, which halves the
-    /// writes per order. Without an idempotency record that is a single write, which
-    /// sled applies without the process-wide lock its batches take.
+    /// index is kept in memory and rebuilt from these keys at start.
     pub fn create_order(
         &self,
         order: &Order,
         idempotency: Option<IdempotencyWrite>,
     ) -> Result<(), StoreError> {
         self.writable()?;
-        if idempotency.is_none() {
-            let record = encode(&OrderRecord::from_order(order));
-            let key = keys::order(order.customer_id.0, order.id.0);
-            return self.written(self.inner.storage.put(&key, record));
-        }
-        let mut batch = WriteBatch::default();
-        add_order(&mut batch, order);
-        add_idempotency(&mut batch, idempotency);
-        self.written(self.inner.storage.apply(batch))
+        self.put_idempotency(idempotency)?;
+        let record = encode(&OrderRecord::from_order(order));
+        let key = keys::order(order.customer_id.0, order.id.0);
+        self.written(self.inner.storage.put(&key, record))
+    }
+
+    /// Writes the idempotency record of a keyed create, before what it creates: a record
+    /// whose customer or order was never written (a crash in between) is stale, and the
+    /// service treats its key as free (`IdempotencyGate::once`).
+    fn put_idempotency(&self, idempotency: Option<IdempotencyWrite>) -> Result<(), StoreError> {
+        let Some(write) = idempotency else {
+            return Ok(());
+        };
+        let key = keys::idempotency(&write.webstore_id, &write.key);
+        self.written(self.inner.storage.put(&key, encode(&write.record)))
     }
 
     /// Writes a batch of removals, even while writes are refused: removing gives space back
@@ -790,15 +793,6 @@ pub fn add_idempotency_record(
     record: &IdempotencyRecord,
 ) {
     batch.put(keys::idempotency(webstore_id, key), encode(record));
-}
-
-fn add_idempotency(batch: &mut WriteBatch, idempotency: Option<IdempotencyWrite>) {
-    if let Some(write) = idempotency {
-        batch.put(
-            keys::idempotency(&write.webstore_id, &write.key),
-            encode(&write.record),
-        );
-    }
 }
 
 #[cfg(test)]

@@ -37,8 +37,8 @@ impl WriteBatch {
 pub trait Storage: Send + Sync + 'static {
     /// The value at `key`.
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError>;
-    /// Applies every write of `batch`, or none. Costly in sled 0.34, so kept for writes that
-    /// must be atomic (a keyed create with its idempotency record, imports): each batch
+    /// Applies every write of `batch`, or none. Costly in sled 0.34, so kept for tools
+    /// (imports, seeding, tests) and off the request path: each batch
     /// seals sled's current log buffer and hands it to an I/O thread, and the first batch
     /// switches the process for good from lock-free single-key writes to a process-wide
     /// reader-writer lock that every later read and write takes.

@@ -383,7 +383,9 @@ async fn thousands_of_stalled_connections_neither_starve_others_nor_outlive_thei
     let body_lives: Vec<_> = bodies_closed.iter().map(|(life, _)| *life).collect();
     for life in head_lives.iter().chain(&body_lives) {
         assert!(
-            (Duration::from_millis(2_900)..Duration::from_secs(8)).contains(life),
+            // The upper bound leaves room for a loaded CI machine (the whole suite runs in
+            // parallel); the idle deadline (30 s) and "never" are far above it.
+            (Duration::from_millis(2_900)..Duration::from_secs(12)).contains(life),
             "a stalled connection lived {life:?} with a 3 s deadline"
         );
     }

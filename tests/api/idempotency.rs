@@ -520,3 +520,64 @@ async fn the_same_key_and_body_past_the_time_to_live_is_a_new_request() {
     assert_eq!(again.header(REPLAYED), None);
     again.assert_has_error("email");
 }
+
+#[tokio::test]
+async fn a_record_of_a_create_cut_before_its_write_frees_its_key() {
+    // Arrange: a customer; then, with the server stopped, what a crash between a keyed
+    // create's two writes leaves: its idempotency record, but no order (or customer) with
+    // the id its `Location` names.
+    use boxsub::store::codec::{encode, IdempotencyRecord};
+    use boxsub::store::keys;
+    use sha2::{Digest, Sha256};
+
+    let dir = DataDir::new();
+    let mut app = spawn_app_on(&dir).await;
+    let a = store_a();
+    let ann = id_of(
+        &app.create_customer_ok(&customer_body("ann@example.com"))
+            .await,
+    );
+    app.terminate_ok(Duration::from_secs(10));
+    drop(app);
+    let order = bytes(&json!({"customer_id": ann, "box_id": 217}));
+    let customer = bytes(&customer_body("cut@example.com"));
+    let store = dir.open_store();
+    for (key, body, location) in [
+        ("cut-order", &order, "/v1/orders/999999"),
+        ("cut-customer", &customer, "/v1/customers/999999"),
+    ] {
+        let record = IdempotencyRecord {
+            body_sha256: Sha256::digest(body).to_vec(),
+            status: 201,
+            location: Some(location.to_owned()),
+            body: br#"{"id":999999}"#.to_vec(),
+            created_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_secs() as i64,
+        };
+        store
+            .put_raw(
+                &keys::idempotency(crate::helpers::STORE_A, key),
+                encode(&record),
+            )
+            .unwrap();
+    }
+    drop(store);
+
+    // Act
+    let app = spawn_app_on(&dir).await;
+    let first_order = post_keyed(&app, "/v1/orders", &order, "cut-order", &a).await;
+    let first_customer = post_keyed(&app, "/v1/customers", &customer, "cut-customer", &a).await;
+
+    // Assert: fresh creates, not replays of what never was; then replayed in their turn.
+    assert_fresh_create(&first_order);
+    assert_ne!(id_of(&first_order.json()), 999_999);
+    assert_fresh_create(&first_customer);
+    assert_ne!(id_of(&first_customer.json()), 999_999);
+    let again = post_keyed(&app, "/v1/orders", &order, "cut-order", &a).await;
+    assert_replay_of(&first_order, &again);
+    let again = post_keyed(&app, "/v1/customers", &customer, "cut-customer", &a).await;
+    assert_replay_of(&first_customer, &again);
+    assert_eq!(app.orders_of(ann).await.len(), 1);
+}
