@@ -55,7 +55,7 @@ pub struct Metrics {
     pub catalogue_reloads: IntCounterVec,
     /// `boxsub_idempotency_records_expired_total`.
     pub idempotency_expired: IntCounter,
-    /// `boxsub_idempotency_records`: records kept after the last complete expiry pass.
+    /// `boxsub_idempotency_records`: records the last complete expiry pass kept.
     pub idempotency_records: IntGauge,
 }
 
@@ -211,7 +211,7 @@ impl Metrics {
             idempotency_records: gauge(
                 &registry,
                 "boxsub_idempotency_records",
-                "Idempotency records in the store after the last complete expiry pass.",
+                "Idempotency records the last complete expiry pass kept (records written behind the pass are not counted).",
             ),
             registry,
         }
