@@ -654,16 +654,19 @@ async fn measure_expiry(scratch: &Scratch, config: &BenchConfig) -> Result<Expir
         let text = load::one_request(server.addr, request("GET", "/metrics", credentials(), None))
             .await
             .map(|answer| String::from_utf8_lossy(&answer.body).into_owned())?;
-        let value = |name: &str| metric_value(&text, name).unwrap_or(0.0);
+        let value = |name: &str| metric_value(&text, name).unwrap_or(0.0) as u64;
+        let created = value("boxsub_orders_created_total");
+        let expired = value("boxsub_idempotency_records_expired_total");
         samples.push(ExpirySample {
             seconds: round(started.elapsed().as_secs_f64(), 1),
-            created: value("boxsub_orders_created_total") as u64,
-            expired: value("boxsub_idempotency_records_expired_total") as u64,
-            kept: value("boxsub_idempotency_records") as u64,
-            held: (value("boxsub_orders_created_total")
-                - value("boxsub_idempotency_records_expired_total"))
-            .max(0.0) as u64,
-            store_mib: round(value("boxsub_store_size_bytes") / (1 << 20) as f64, 1),
+            created,
+            expired,
+            kept: value("boxsub_idempotency_records"),
+            held: created.saturating_sub(expired),
+            store_mib: round(
+                value("boxsub_store_size_bytes") as f64 / (1 << 20) as f64,
+                1,
+            ),
         });
     }
     let result = load.await.map_err(|e| e.to_string())??;

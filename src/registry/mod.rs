@@ -277,10 +277,14 @@ impl Registry {
                 _ => emails.forget_hint(email_key, id),
             }
         }
-        let Some(id) = self.store.email_owner(&webstore.settings.id, email_key)? else {
+        // The customer is read anyway, so its email is checked on it (as it is now, live or
+        // stored) rather than on a second read of its record.
+        let Some(id) = self.store.email_entry(&webstore.settings.id, email_key)? else {
             return Ok(None);
         };
-        let found = self.customer(webstore.idx, id)?;
+        let found = self
+            .customer(webstore.idx, id)?
+            .filter(|customer| customer.email.index_key() == email_key);
         if found.is_some() {
             emails.remember(email_key, id);
         }

@@ -185,8 +185,9 @@ impl Store {
         on_fatal: FatalHandler,
         disk: Option<DiskWatch>,
     ) -> Result<Store, StoreError> {
-        let fresh = storage.get(keys::FORMAT_KEY)?.is_none();
-        match storage.get(keys::FORMAT_KEY)? {
+        let format = storage.get(keys::FORMAT_KEY)?;
+        let fresh = format.is_none();
+        match format {
             Some(found) if found == FORMAT_MARKER.as_bytes() => {}
             Some(found) => {
                 return Err(StoreError::Format {
@@ -203,9 +204,10 @@ impl Store {
         }
         // The marker goes before anything else is written, durably: a crash from here on
         // must find it gone.
-        let closed_cleanly = storage
-            .get(keys::CLEAN_SHUTDOWN_KEY)?
-            .is_some_and(|marker| storage.remove_if(keys::CLEAN_SHUTDOWN_KEY, &marker).is_ok());
+        let closed_cleanly = match storage.get(keys::CLEAN_SHUTDOWN_KEY)? {
+            Some(marker) => storage.remove_if(keys::CLEAN_SHUTDOWN_KEY, &marker)?,
+            None => false,
+        };
         storage.sync()?;
         let committer = Committer::start(storage.clone(), on_fatal.clone())?;
         let store = Store {
@@ -426,6 +428,22 @@ impl Store {
         Ok(ids)
     }
 
+    /// The customer a folded email's index entry names, unchecked: the entry may be left by
+    /// a write a crash cut short, or by an email change. A caller that reads the customer
+    /// anyway checks its email itself; [`Store::email_owner`] checks the record.
+    pub fn email_entry(
+        &self,
+        webstore_id: &str,
+        email_key: &str,
+    ) -> Result<Option<CustomerId>, StoreError> {
+        Ok(self
+            .inner
+            .storage
+            .get(&keys::email(webstore_id, email_key))?
+            .and_then(|value| keys::trailing_id(&value))
+            .map(CustomerId))
+    }
+
     /// The customer holding a folded email in a webstore: the one its index entry names, if
     /// that customer's record still holds the email. An entry whose record was never written
     /// (a crash between the two) or has moved on to another email names nobody.
@@ -434,13 +452,7 @@ impl Store {
         webstore_id: &str,
         email_key: &str,
     ) -> Result<Option<CustomerId>, StoreError> {
-        let named = self
-            .inner
-            .storage
-            .get(&keys::email(webstore_id, email_key))?
-            .and_then(|value| keys::trailing_id(&value))
-            .map(CustomerId);
-        let Some(id) = named else {
+        let Some(id) = self.email_entry(webstore_id, email_key)? else {
             return Ok(None);
         };
         let holds = self.load_customer_record(id)?.is_some_and(|record| {
