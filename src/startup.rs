@@ -365,7 +365,9 @@ fn open_store(config: &ServeConfig) -> Result<Store, StartupError> {
         source,
     };
     let durability = match config.durability {
-        DurabilityFlag::On => Durability::Sync,
+        DurabilityFlag::On => Durability::Sync {
+            commit_interval: Duration::from_micros(config.commit_interval_us),
+        },
         DurabilityFlag::Off => Durability::Async,
     };
     let options = StoreOptions {

@@ -125,7 +125,9 @@ fn harness(dir: &Path, call_timeout: Duration) -> Harness {
     let store = Store::with_storage(
         disk.clone(),
         dir,
-        Durability::Sync,
+        Durability::Sync {
+            commit_interval: std::time::Duration::ZERO,
+        },
         Arc::new(|_: &StoreError| {}),
         None,
     )
@@ -443,7 +445,9 @@ async fn below_the_free_space_reserve_writes_are_refused_and_reads_go_on() {
     };
     // The same store, watched with a reserve no filesystem can keep.
     let options = StoreOptions {
-        durability: Durability::Sync,
+        durability: Durability::Sync {
+            commit_interval: std::time::Duration::ZERO,
+        },
         cache_bytes: 1 << 20,
         reserve: Reserve::Bytes(u64::MAX),
     };

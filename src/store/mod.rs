@@ -21,6 +21,7 @@ mod storage;
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use codec::{decode, encode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
 use commit::{Committer, FatalHandler};
@@ -40,8 +41,12 @@ use crate::domain::schedule::Schedule;
 /// Whether a write is acknowledged only once it is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// Wait for group commit before answering (the default).
-    Sync,
+    /// Wait for group commit before answering (the default), starting syncs at least
+    /// `commit_interval` apart when writers keep coming (see [`commit`]).
+    Sync {
+        /// Least time between the starts of two syncs under load; zero for none.
+        commit_interval: Duration,
+    },
     /// Answer at once; sled flushes in the background. Loses recent writes on a crash.
     Async,
 }
@@ -209,7 +214,11 @@ impl Store {
             None => false,
         };
         storage.sync()?;
-        let committer = Committer::start(storage.clone(), on_fatal.clone())?;
+        let commit_interval = match durability {
+            Durability::Sync { commit_interval } => commit_interval,
+            Durability::Async => Duration::ZERO,
+        };
+        let committer = Committer::start(storage.clone(), on_fatal.clone(), commit_interval)?;
         let store = Store {
             inner: Arc::new(StoreInner {
                 storage,
@@ -738,7 +747,9 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn open_for_test(dir: &Path) -> Store {
         let options = StoreOptions {
-            durability: Durability::Sync,
+            durability: Durability::Sync {
+                commit_interval: std::time::Duration::ZERO,
+            },
             cache_bytes: 1 << 20,
             reserve: Reserve::Bytes(0),
         };
@@ -832,7 +843,9 @@ mod tests {
         Store::open(
             dir,
             StoreOptions {
-                durability: Durability::Sync,
+                durability: Durability::Sync {
+                    commit_interval: std::time::Duration::ZERO,
+                },
                 cache_bytes: 1 << 20,
                 reserve: Reserve::Bytes(0),
             },
@@ -888,7 +901,9 @@ mod tests {
         let error = Store::open(
             &file,
             StoreOptions {
-                durability: Durability::Sync,
+                durability: Durability::Sync {
+                    commit_interval: std::time::Duration::ZERO,
+                },
                 cache_bytes: 1 << 20,
                 reserve: Reserve::Bytes(0),
             },

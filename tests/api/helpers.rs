@@ -447,7 +447,9 @@ impl DataDir {
     pub fn open_store(&self) -> boxsub::store::Store {
         use boxsub::store::{disk::Reserve, Durability, Store, StoreError, StoreOptions};
         let options = StoreOptions {
-            durability: Durability::Sync,
+            durability: Durability::Sync {
+                commit_interval: std::time::Duration::ZERO,
+            },
             cache_bytes: 1 << 20,
             reserve: Reserve::Bytes(0),
         };
