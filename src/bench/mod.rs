@@ -1,6 +1,7 @@
 //! `boxsub bench`: measures boxsub against the physical limit of this host in one run. It
 //! starts, on 127.0.0.1, a bare warp server answering a fixed small JSON body and boxsub
-//! itself (durable, and once more with durability off), drives each with the same closed-loop
+//! itself (durable; durable with each sync started at once, without the commit interval;
+//! and with durability off), drives each with the same closed-loop
 //! load generator, alternating bare and boxsub runs so that a noisy machine's drift hits both,
 //! and reports requests/s, latency quantiles and the ratio to the bare server. It then
 //! seeds a large store (N customers with K orders each) and measures restart time, resident
@@ -343,6 +344,9 @@ fn seed(dir: &Path, customers: u64, orders_per_customer: u64) -> Result<(), Stri
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Target {
     Durable,
+    /// Durable, each sync started as soon as the previous one ends (`--commit-interval-us
+    /// 0`): what the commit interval saves, measured in the same run.
+    DurableSyncingAtOnce,
     NotDurable,
 }
 
@@ -390,6 +394,12 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "orders_create",
             target: Target::Durable,
+            request: post_order.clone(),
+            expect: Arc::new(created),
+        },
+        Scenario {
+            name: "orders_create_commit_interval_0",
+            target: Target::DurableSyncingAtOnce,
             request: post_order.clone(),
             expect: Arc::new(created),
         },
@@ -462,11 +472,16 @@ fn machine() -> Machine {
 pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
     let scratch = Scratch::new()?;
     let durable_dir = scratch.path("durable");
+    let at_once_dir = scratch.path("durable-syncing-at-once");
     let relaxed_dir = scratch.path("durability-off");
     seed(&durable_dir, SEEDED, 1)?;
+    seed(&at_once_dir, SEEDED, 1)?;
     seed(&relaxed_dir, SEEDED, 1)?;
     let bare = Server::start(&["bare-server", "--addr", "127.0.0.1:0"].map(str::to_owned))?;
     let durable = Server::start(&serve_args(&durable_dir, "on"))?;
+    let mut at_once_args = serve_args(&at_once_dir, "on");
+    at_once_args.extend(["--commit-interval-us".to_owned(), "0".to_owned()]);
+    let at_once = Server::start(&at_once_args)?;
     let relaxed = Server::start(&serve_args(&relaxed_dir, "off"))?;
     let warmup = Duration::from_secs_f64(config.warmup);
     let duration = Duration::from_secs_f64(config.duration);
@@ -486,21 +501,18 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
             .is_none_or(|only| scenario.name.contains(only))
     });
     for scenario in chosen {
-        let addr = match scenario.target {
-            Target::Durable => durable.addr,
-            Target::NotDurable => relaxed.addr,
+        let server = match scenario.target {
+            Target::Durable => &durable,
+            Target::DurableSyncingAtOnce => &at_once,
+            Target::NotDurable => &relaxed,
         };
         let spec = LoadSpec {
-            addr,
+            addr: server.addr,
             request: scenario.request.clone(),
             expect: scenario.expect.clone(),
             ..bare_spec.clone()
         };
         // Alternate bare and boxsub runs so that drift of a shared machine hits both.
-        let server = match scenario.target {
-            Target::Durable => &durable,
-            Target::NotDurable => &relaxed,
-        };
         let mut bare_runs = Vec::new();
         let mut runs = Vec::new();
         for _ in 0..config.rounds.max(1) {
@@ -543,6 +555,7 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         reports.push(report);
     }
     durable.stop();
+    at_once.stop();
     relaxed.stop();
     bare.stop();
     let expiry = if config.only.is_none() {

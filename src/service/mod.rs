@@ -82,6 +82,8 @@ impl From<StoreError> for ServiceError {
     fn from(error: StoreError) -> Self {
         match error {
             StoreError::Refused(refusal) => ServiceError::WritesRefused(refusal),
+            // Shutting down: the client may retry against the next process.
+            StoreError::Closed => ServiceError::Busy,
             other => ServiceError::Storage(other.to_string()),
         }
     }

@@ -55,6 +55,9 @@ pub enum StoreError {
         /// What the operator can do.
         remedy: String,
     },
+    /// The store is closed (the server is shutting down); nothing was written.
+    #[error("the store is closed for shutdown")]
+    Closed,
     /// Durability could not be confirmed; the write must not be acknowledged.
     #[error("the store could not confirm the write is on disk")]
     NotDurable,

@@ -57,7 +57,7 @@ impl Store {
             },
         )?;
         for (key, value) in doomed {
-            self.writable()?;
+            let _open = self.open_for_writes()?;
             let removed = self.written_bool(self.inner.storage.remove_if(&key, &value))?;
             step.removed += usize::from(removed);
         }

@@ -20,7 +20,7 @@ mod sled_engine;
 mod storage;
 
 use std::path::Path;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 use codec::{decode, encode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
@@ -260,6 +260,24 @@ impl Store {
         }
     }
 
+    /// Admits one write method: refused once the store is closed, or (see
+    /// [`Store::writable`]) while the disk does not take writes. The write holds the guard
+    /// across its single-key writes, so that `close` waits for writes under way and no write
+    /// lands after the clean-shutdown marker: a store with the marker must hold no half-made
+    /// customer, as a start after it skips the repair.
+    fn open_for_writes(&self) -> Result<RwLockReadGuard<'_, Option<Committer>>, StoreError> {
+        let committer = self
+            .inner
+            .committer
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if committer.is_none() {
+            return Err(StoreError::Closed);
+        }
+        self.writable()?;
+        Ok(committer)
+    }
+
     /// `Err(Refused)` while the disk is nearly full or the directory does not take writes.
     /// Every write checks this first; callers may check it early to spare work.
     pub fn writable(&self) -> Result<(), StoreError> {
@@ -300,7 +318,8 @@ impl Store {
         registered?.await.map_err(|_| StoreError::NotDurable)
     }
 
-    /// Makes everything durable and stops group commit (at shutdown).
+    /// Makes everything durable and stops group commit (at shutdown). Waits for the write
+    /// methods under way; every write after it is refused with [`StoreError::Closed`].
     pub fn close(&self) -> Result<(), StoreError> {
         let committer = self
             .inner
@@ -369,7 +388,7 @@ impl Store {
 
     /// Records that order ids up to `through` may be in use (see [`order_ids`]).
     pub fn reserve_order_ids(&self, through: u64) -> Result<(), StoreError> {
-        self.writable()?;
+        let _open = self.open_for_writes()?;
         let reserved = self
             .inner
             .storage
@@ -667,7 +686,7 @@ impl Store {
         webstore_id: &str,
         idempotency: Option<IdempotencyWrite>,
     ) -> Result<(), StoreError> {
-        self.writable()?;
+        let _open = self.open_for_writes()?;
         self.put_idempotency(idempotency)?;
         let mut batch = WriteBatch::default();
         add_new_customer(&mut batch, customer, webstore_id);
@@ -688,7 +707,7 @@ impl Store {
         previous: &Customer,
         webstore_id: &str,
     ) -> Result<(), StoreError> {
-        self.writable()?;
+        let _open = self.open_for_writes()?;
         let storage = &self.inner.storage;
         let record = encode(&CustomerRecord::from_customer(customer, webstore_id));
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
@@ -712,7 +731,7 @@ impl Store {
         order: &Order,
         idempotency: Option<IdempotencyWrite>,
     ) -> Result<(), StoreError> {
-        self.writable()?;
+        let _open = self.open_for_writes()?;
         self.put_idempotency(idempotency)?;
         let record = encode(&OrderRecord::from_order(order));
         let key = keys::order(order.customer_id.0, order.id.0);
@@ -759,13 +778,13 @@ impl Store {
     /// Sets one raw entry (tests that build a store's state key by key, as a crash can
     /// leave it).
     pub fn put_raw(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
-        self.writable()?;
+        let _open = self.open_for_writes()?;
         self.written(self.inner.storage.put(key, value))
     }
 
     /// Writes raw entries in one batch (test generators and tools).
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
-        self.writable()?;
+        let _open = self.open_for_writes()?;
         self.written(self.inner.storage.apply(batch))
     }
 }
@@ -840,18 +859,49 @@ mod tests {
     }
 
     fn open(dir: &Path) -> Store {
-        Store::open(
-            dir,
-            StoreOptions {
-                durability: Durability::Sync {
-                    commit_interval: std::time::Duration::ZERO,
-                },
-                cache_bytes: 1 << 20,
-                reserve: Reserve::Bytes(0),
-            },
-            Arc::new(|_: &StoreError| {}),
-        )
-        .unwrap()
+        Store::open_for_test(dir)
+    }
+
+    #[test]
+    fn no_write_lands_after_close() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        // Writers racing the close: each write is either in before it (and kept) or refused.
+        let writers: Vec<_> = (0..4u8)
+            .map(|writer| {
+                let store = store.clone();
+                std::thread::spawn(move || {
+                    let mut kept = Vec::new();
+                    for n in 0..20_000u32 {
+                        let key = [b"x".as_slice(), &[writer], &n.to_be_bytes()].concat();
+                        match store.put_raw(&key, vec![1]) {
+                            Ok(()) => kept.push(key),
+                            Err(StoreError::Closed) => return (kept, true),
+                            Err(error) => panic!("{error}"),
+                        }
+                    }
+                    (kept, false)
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        store.close().unwrap();
+        let after_close = store.create_customer(&customer(9, "late@b.c"), "shop", None);
+        assert!(matches!(after_close, Err(StoreError::Closed)));
+        assert!(matches!(
+            store.reserve_order_ids(10),
+            Err(StoreError::Closed)
+        ));
+        let kept: Vec<_> = writers
+            .into_iter()
+            .flat_map(|writer| writer.join().unwrap().0)
+            .collect();
+        drop(store);
+        let reopened = open(dir.path());
+        for key in &kept {
+            assert!(reopened.inner.storage.get(key).unwrap().is_some());
+        }
+        assert!(reopened.load_customer(CustomerId(9)).unwrap().is_none());
     }
 
     #[test]
