@@ -1,6 +1,6 @@
 //! `boxsub bench`: measures boxsub against the physical limit of this host in one run. It
 //! starts, on 127.0.0.1, a bare warp server answering a fixed small JSON body and boxsub
-//! itself (durable; durable with each sync started at once, without the commit interval;
+//! itself (durable; durable with each sync started at once, without gathering writers;
 //! and with durability off), drives each with the same closed-loop
 //! load generator, alternating bare and boxsub runs so that a noisy machine's drift hits both,
 //! and reports requests/s, latency quantiles and the ratio to the bare server. It then
@@ -345,7 +345,7 @@ fn seed(dir: &Path, customers: u64, orders_per_customer: u64) -> Result<(), Stri
 enum Target {
     Durable,
     /// Durable, each sync started as soon as the previous one ends (`--commit-interval-us
-    /// 0`): what the commit interval saves, measured in the same run.
+    /// 0`): what gathering writers saves, measured in the same run.
     DurableSyncingAtOnce,
     NotDurable,
 }
