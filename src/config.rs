@@ -180,7 +180,8 @@ pub struct ServeConfig {
     #[arg(long, env = "BOXSUB_DURABILITY", value_enum, default_value_t = DurabilityFlag::On)]
     pub durability: DurabilityFlag,
     /// With durability on, how long, in microseconds from the start of a sync that answered
-    /// 16 writers or more, the next sync may wait for three quarters as many to gather. A
+    /// 24 writers or more, the next sync may wait for three quarters as many (at least 24) to
+    /// gather. A
     /// sync costs the same CPU however many writes it covers, so under heavy load this saves
     /// CPU per write and raises throughput; fewer concurrent writers never wait. 0 syncs as
     /// soon as the previous sync ends.

@@ -4,11 +4,11 @@
 //!
 //! Under load the flusher also gathers writers before a sync: after a sync that answered
 //! many writers it waits, at most `--commit-interval-us` (1 ms by default) from that sync's
-//! start, until three quarters as many are waiting. A sync costs about the same CPU however
+//! start, until three quarters as many (and at least 24) are waiting. A sync costs about the same CPU however
 //! many writes it covers: sled seals and writes a log buffer on its I/O threads, the kernel
 //! journals and kicks the disk, and every thread involved is woken. Without gathering a sync
 //! under 64 connections covered about 13 writes; with it, about 30. A few concurrent writers
-//! (fewer than 16 in the last sync) never wait, nor does the first write after a quiet spell:
+//! (fewer than 24 in the last sync) never wait, nor does the first write after a quiet spell:
 //! they are served best by a sync at once.
 //!
 //! A failed flush or fsync is fatal: the process must stop rather than acknowledge writes it
@@ -148,25 +148,27 @@ struct Gathering {
     until: Instant,
 }
 
-/// The fewest writers a sync must have answered for the flusher to gather the next batch.
-/// Fewer concurrent writers leave the server with CPU to spare, and then a sync started at
-/// once serves them best.
-const GATHER_FROM_WRITERS: usize = 16;
+/// The fewest writers a sync must have answered for the flusher to gather the next batch,
+/// and the fewest it then waits for. Fewer concurrent writers leave the server with CPU to
+/// spare, and a sync started at once serves them best (16 connections measured the same
+/// with and without gathering at 24).
+const GATHER_FROM_WRITERS: usize = 24;
 
 /// Whether to wait for more writers before the next sync, and for how many: three quarters
-/// of those the last sync answered, at most until `interval` after it started. Under that
-/// load they are coming, and each one that joins saves a sync's worth of CPU. Waiting for
-/// all of them would hold every sync until the slowest writer is in, so that processing and
-/// syncing take turns instead of overlapping: with 4 connections that cost a fifth of the
-/// requests a second; three quarters cost nothing measurable at 16 connections. When fewer
-/// come, the sync takes what the interval gathered and the next waits for fewer. No waiting
-/// before the first sync, without an interval, or after a sync of fewer than
-/// [`GATHER_FROM_WRITERS`] (a lone client, or a few, waits for no one).
+/// of those the last sync answered, and at least [`GATHER_FROM_WRITERS`], at most until
+/// `interval` after it started. Under that load they are coming, and each one that joins
+/// saves a sync's worth of CPU. Waiting for all of them would hold every sync until the
+/// slowest writer is in, so that processing and syncing take turns instead of overlapping:
+/// with 4 connections that cost a fifth of the requests a second. The floor keeps gathering
+/// on for as long as the load fills it within the interval (three quarters alone shrank
+/// back to no gathering under 64 connections); when the interval ends first, the load has
+/// dropped and the next sync is at once. No waiting before the first sync or without an
+/// interval.
 fn gathering(last_sync: Option<LastSync>, interval: Duration) -> Option<Gathering> {
     last_sync
         .filter(|last| last.writers >= GATHER_FROM_WRITERS && !interval.is_zero())
         .map(|last| Gathering {
-            writers: last.writers * 3 / 4,
+            writers: (last.writers * 3 / 4).max(GATHER_FROM_WRITERS),
             until: last.started + interval,
         })
 }
