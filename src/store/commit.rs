@@ -3,13 +3,13 @@
 //! and only then answers them. Durability then costs one flush per batch, not per write.
 //!
 //! Under load the flusher also gathers writers before a sync: after a sync that answered
-//! many writers it waits, at most `--commit-interval-us` (1 ms by default) from that sync's
-//! start, until three quarters as many (and at least 24) are waiting. A sync costs about the same CPU however
-//! many writes it covers: sled seals and writes a log buffer on its I/O threads, the kernel
-//! journals and kicks the disk, and every thread involved is woken. Without gathering a sync
-//! under 64 connections covered about 13 writes; with it, about 30. A few concurrent writers
-//! (fewer than 24 in the last sync) never wait, nor does the first write after a quiet spell:
-//! they are served best by a sync at once.
+//! 24 writers or more it waits, at most `--commit-interval-us` (1 ms by default) from that
+//! sync's start, until three quarters as many (and at least 24) are waiting. A sync costs
+//! about the same CPU however many writes it covers: sled seals and writes a log buffer on
+//! its I/O threads, the kernel journals and kicks the disk, and every thread involved is
+//! woken. Under 64 connections a sync covered about 12 writes without gathering and about 25
+//! with it. Fewer concurrent writers never wait, nor does the first write after a quiet
+//! spell: a sync at once serves them best.
 //!
 //! A failed flush or fsync is fatal: the process must stop rather than acknowledge writes it
 //! may have lost (retrying an fsync after a failure can report success over lost data).
@@ -161,9 +161,9 @@ const GATHER_FROM_WRITERS: usize = 24;
 /// slowest writer is in, so that processing and syncing take turns instead of overlapping:
 /// with 4 connections that cost a fifth of the requests a second. The floor keeps gathering
 /// on for as long as the load fills it within the interval (three quarters alone shrank
-/// back to no gathering under 64 connections); when the interval ends first, the load has
-/// dropped and the next sync is at once. No waiting before the first sync or without an
-/// interval.
+/// back to no gathering under 64 connections); when the interval ends first, the sync takes
+/// what came, and the next waits for fewer or, below the floor, not at all. No waiting
+/// before the first sync or without an interval.
 fn gathering(last_sync: Option<LastSync>, interval: Duration) -> Option<Gathering> {
     last_sync
         .filter(|last| last.writers >= GATHER_FROM_WRITERS && !interval.is_zero())
