@@ -181,10 +181,9 @@ pub struct ServeConfig {
     pub durability: DurabilityFlag,
     /// With durability on, how long, in microseconds from the start of a sync that answered
     /// 24 writers or more, the next sync may wait for three quarters as many (at least 24) to
-    /// gather. A
-    /// sync costs the same CPU however many writes it covers, so under heavy load this saves
-    /// CPU per write and raises throughput; fewer concurrent writers never wait. 0 syncs as
-    /// soon as the previous sync ends.
+    /// gather. A sync costs the same CPU however many writes it covers, so under heavy load
+    /// this saves CPU per write and raises throughput; fewer concurrent writers never wait.
+    /// 0 syncs as soon as the previous sync ends.
     #[arg(long, env = "BOXSUB_COMMIT_INTERVAL_US", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub commit_interval_us: u64,

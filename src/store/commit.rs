@@ -33,7 +33,8 @@ pub struct Committer {
 }
 
 impl Committer {
-    /// Starts the flusher thread over `storage`, starting syncs at least `interval` apart.
+    /// Starts the flusher thread over `storage`; under heavy load a sync may wait up to
+    /// `interval` from the previous one's start for writers to gather (see the module).
     pub fn start(
         storage: Arc<dyn Storage>,
         on_fatal: FatalHandler,

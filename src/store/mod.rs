@@ -41,10 +41,10 @@ use crate::domain::schedule::Schedule;
 /// Whether a write is acknowledged only once it is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// Wait for group commit before answering (the default), starting syncs at least
-    /// `commit_interval` apart when writers keep coming (see [`commit`]).
+    /// Wait for group commit before answering (the default); under heavy load a sync may
+    /// wait up to `commit_interval` for writers to gather (see [`commit`]).
     Sync {
-        /// Least time between the starts of two syncs under load; zero for none.
+        /// How long after a busy sync's start the next may wait for writers; zero for never.
         commit_interval: Duration,
     },
     /// Answer at once; sled flushes in the background. Loses recent writes on a crash.
@@ -266,11 +266,7 @@ impl Store {
     /// lands after the clean-shutdown marker: a store with the marker must hold no half-made
     /// customer, as a start after it skips the repair.
     fn open_for_writes(&self) -> Result<RwLockReadGuard<'_, Option<Committer>>, StoreError> {
-        let committer = self
-            .inner
-            .committer
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let committer = self.committer();
         if committer.is_none() {
             return Err(StoreError::Closed);
         }
@@ -304,18 +300,20 @@ impl Store {
             return Ok(());
         }
         // Register with the flusher under the lock, then wait without it.
-        let registered = {
-            let committer = self
-                .inner
-                .committer
-                .read()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            match committer.as_ref() {
-                Some(committer) => committer.register(),
-                None => Err(StoreError::NotDurable),
-            }
+        let registered = match self.committer().as_ref() {
+            Some(committer) => committer.register(),
+            None => Err(StoreError::NotDurable),
         };
         registered?.await.map_err(|_| StoreError::NotDurable)
+    }
+
+    /// The group commit, `None` once the store is closed. Read-locked, shared and never
+    /// contended but by `close`.
+    fn committer(&self) -> RwLockReadGuard<'_, Option<Committer>> {
+        self.inner
+            .committer
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Makes everything durable and stops group commit (at shutdown). Waits for the write
@@ -866,13 +864,14 @@ mod tests {
     fn no_write_lands_after_close() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        // Writers racing the close: each write is either in before it (and kept) or refused.
+        // Writers racing the close, writing until they are refused: each write is either in
+        // before it (and kept) or refused.
         let writers: Vec<_> = (0..4u8)
             .map(|writer| {
                 let store = store.clone();
                 std::thread::spawn(move || {
                     let mut kept = Vec::new();
-                    for n in 0..20_000u32 {
+                    for n in 0..2_000_000u32 {
                         let key = [b"x".as_slice(), &[writer], &n.to_be_bytes()].concat();
                         match store.put_raw(&key, vec![1]) {
                             Ok(()) => kept.push(key),
@@ -892,10 +891,15 @@ mod tests {
             store.reserve_order_ids(10),
             Err(StoreError::Closed)
         ));
-        let kept: Vec<_> = writers
-            .into_iter()
-            .flat_map(|writer| writer.join().unwrap().0)
-            .collect();
+        let mut kept = Vec::new();
+        for writer in writers {
+            let (written, refused) = writer.join().unwrap();
+            assert!(
+                refused,
+                "a writer finished before the close: nothing raced it"
+            );
+            kept.extend(written);
+        }
         drop(store);
         let reopened = open(dir.path());
         for key in &kept {
