@@ -2,7 +2,7 @@
 //! or one webstore moving to another host), and the online backup a running server writes
 //! when it gets SIGUSR1 (an export of the live store, restored with `boxsub import`).
 //!
-//! - [`format`]: the export format (JSON lines).
+//! - [`format`](mod@format): the export format (JSON lines).
 //! - [`export`]: a store, live or stopped, into that format; always whole.
 //! - [`import`]: that format into a store, all or nothing.
 //!

@@ -1,0 +1,314 @@
+//! The store's reads: single records, the scans that rebuild the in-memory indexes at start,
+//! the exports' walks over every record, and the census of `boxsub verify`. A record that
+//! does not decode is an error naming its key. Must not touch: writes (`writes`), the
+//! store's life (`super`).
+
+use super::codec::{decode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
+use super::error::corrupt;
+use super::{keys, Store, StoreError};
+use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::order::{Frequency, Order};
+use crate::domain::schedule::Schedule;
+
+/// Visits one stored record (key, value): whether to go on, or why it does not decode.
+type RecordVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, CodecError> + 'a;
+
+/// A customer as loaded: its record and its orders by id.
+pub struct LoadedCustomer {
+    /// The customer record (the caller places it in a webstore by the record's id).
+    pub record: CustomerRecord,
+    /// Its orders, by id.
+    pub orders: Vec<Order>,
+}
+
+/// What [`Store::verify`] counted.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Census {
+    /// Customer records.
+    pub customers: u64,
+    /// Order records.
+    pub orders: u64,
+    /// Idempotency records.
+    pub idempotency_records: u64,
+}
+
+impl Store {
+    /// The highest customer number of a webstore, or 0.
+    pub fn last_number(&self, webstore_id: &str) -> Result<u64, StoreError> {
+        let prefix = keys::webstore_prefix(keys::NUMBER, webstore_id);
+        Ok(self
+            .inner
+            .storage
+            .last(&prefix)?
+            .and_then(|(key, _)| keys::trailing_id(&key))
+            .unwrap_or(0))
+    }
+
+    /// Reads and decodes every customer, order and idempotency record, counting them; the
+    /// first record that does not decode is an error naming its key.
+    pub fn verify(&self) -> Result<Census, StoreError> {
+        let mut census = Census::default();
+        let mut failure = None;
+        let mut check =
+            |prefix: u8, count: &mut u64, decodes: fn(&[u8]) -> Result<(), CodecError>| {
+                self.inner
+                    .storage
+                    .for_each(&[prefix], &mut |key, value| match decodes(value) {
+                        Ok(()) => {
+                            *count += 1;
+                            true
+                        }
+                        Err(source) => {
+                            failure = Some(corrupt(key, source));
+                            false
+                        }
+                    })
+            };
+        check(keys::CUSTOMER, &mut census.customers, |v| {
+            decode::<CustomerRecord>(v).map(drop)
+        })?;
+        check(keys::ORDER, &mut census.orders, |v| {
+            decode::<OrderRecord>(v)
+                .and_then(OrderRecord::into_order)
+                .map(drop)
+        })?;
+        check(keys::IDEMPOTENCY, &mut census.idempotency_records, |v| {
+            decode::<IdempotencyRecord>(v).map(drop)
+        })?;
+        match failure {
+            Some(error) => Err(error),
+            None => Ok(census),
+        }
+    }
+
+    /// The ids of every customer of a webstore, in number order (id order for the
+    /// customers of one host), read from the customer number index.
+    pub fn customer_ids(&self, webstore_id: &str) -> Result<Vec<CustomerId>, StoreError> {
+        let prefix = keys::webstore_prefix(keys::NUMBER, webstore_id);
+        let mut ids = Vec::new();
+        self.inner.storage.for_each(&prefix, &mut |_, value| {
+            ids.extend(keys::trailing_id(value).map(CustomerId));
+            true
+        })?;
+        Ok(ids)
+    }
+
+    /// The customer a folded email's index entry names, unchecked: the entry may be left by
+    /// a write a crash cut short, or by an email change. A caller that reads the customer
+    /// anyway checks its email itself; [`Store::email_owner`] checks the record.
+    pub fn email_entry(
+        &self,
+        webstore_id: &str,
+        email_key: &str,
+    ) -> Result<Option<CustomerId>, StoreError> {
+        Ok(self
+            .inner
+            .storage
+            .get(&keys::email(webstore_id, email_key))?
+            .and_then(|value| keys::trailing_id(&value))
+            .map(CustomerId))
+    }
+
+    /// The customer holding a folded email in a webstore: the one its index entry names, if
+    /// that customer's record still holds the email. An entry whose record was never written
+    /// (a crash between the two) or has moved on to another email names nobody.
+    pub fn email_owner(
+        &self,
+        webstore_id: &str,
+        email_key: &str,
+    ) -> Result<Option<CustomerId>, StoreError> {
+        let Some(id) = self.email_entry(webstore_id, email_key)? else {
+            return Ok(None);
+        };
+        let holds = self.load_customer_record(id)?.is_some_and(|record| {
+            record.webstore_id == webstore_id
+                && crate::domain::email::fold(&record.email) == email_key
+        });
+        Ok(holds.then_some(id))
+    }
+
+    /// One stored order of a customer.
+    pub fn load_order(
+        &self,
+        customer: CustomerId,
+        order: OrderId,
+    ) -> Result<Option<Order>, StoreError> {
+        let key = keys::order(customer.0, order.0);
+        self.inner
+            .storage
+            .get(&key)?
+            .map(|bytes| {
+                decode::<OrderRecord>(&bytes)
+                    .and_then(OrderRecord::into_order)
+                    .map_err(|source| corrupt(&key, source))
+            })
+            .transpose()
+    }
+
+    /// Calls `visit` with the id, owner and schedule of every stored order of the customers
+    /// with ids in `customers`, in key order (how the in-memory order indexes are rebuilt at
+    /// start; disjoint ranges can be scanned at once). An order whose record does not decode
+    /// comes with its error instead of its schedule.
+    pub fn for_each_order_schedule(
+        &self,
+        customers: std::ops::Range<u64>,
+        visit: &mut dyn FnMut(OrderId, CustomerId, Result<(Frequency, Schedule), StoreError>),
+    ) -> Result<(), StoreError> {
+        let from = keys::orders_of(customers.start);
+        let to = keys::orders_of(customers.end);
+        self.inner
+            .storage
+            .for_each_between(&from, Some(&to), &mut |key, value| {
+                if let Some((customer, order)) = keys::order_ids(key) {
+                    let schedule = decode::<OrderRecord>(value)
+                        .and_then(OrderRecord::into_order)
+                        .map(|order| (order.details.frequency, order.details.schedule))
+                        .map_err(|source| corrupt(key, source));
+                    visit(OrderId(order), CustomerId(customer), schedule);
+                }
+                true
+            })
+    }
+
+    /// Calls `visit` with the id and webstore id of every stored customer with an id in
+    /// `customers`, in id order; a record that does not decode is skipped (the census reports
+    /// it).
+    pub fn for_each_customer_webstore(
+        &self,
+        customers: std::ops::Range<u64>,
+        visit: &mut dyn FnMut(CustomerId, &str),
+    ) -> Result<(), StoreError> {
+        let from = keys::customer(customers.start);
+        let to = keys::customer(customers.end);
+        self.inner
+            .storage
+            .for_each_between(&from, Some(&to), &mut |key, value| {
+                if let (Some(id), Ok(record)) =
+                    (keys::trailing_id(key), decode::<CustomerRecord>(value))
+                {
+                    visit(CustomerId(id), &record.webstore_id);
+                }
+                true
+            })
+    }
+
+    /// Calls `visit` with every stored customer, in id order, until it returns false; the
+    /// first record that does not decode is an error naming its key.
+    pub fn for_each_customer(
+        &self,
+        visit: &mut dyn FnMut(CustomerRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        self.for_each_record(keys::CUSTOMER, &mut |_, bytes: &[u8]| {
+            decode::<CustomerRecord>(bytes).map(&mut *visit)
+        })
+    }
+
+    /// Calls `visit` with every stored order, by customer id then order id, until it returns
+    /// false; the first record that does not decode is an error naming its key.
+    pub fn for_each_order(
+        &self,
+        visit: &mut dyn FnMut(OrderRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        self.for_each_record(keys::ORDER, &mut |_, bytes: &[u8]| {
+            decode::<OrderRecord>(bytes).map(&mut *visit)
+        })
+    }
+
+    /// Calls `visit` with the webstore id, client key and record of every stored
+    /// idempotency record, in key order, until it returns false.
+    pub fn for_each_idempotency(
+        &self,
+        visit: &mut dyn FnMut(&str, &str, IdempotencyRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        self.for_each_record(keys::IDEMPOTENCY, &mut |key, bytes: &[u8]| {
+            let record = decode::<IdempotencyRecord>(bytes)?;
+            match keys::idempotency_parts(key) {
+                Some((webstore_id, client_key)) => Ok(visit(webstore_id, client_key, record)),
+                None => Err(CodecError::NotARecord),
+            }
+        })
+    }
+
+    fn for_each_record(&self, prefix: u8, visit: &mut RecordVisitor<'_>) -> Result<(), StoreError> {
+        let mut failure = None;
+        self.inner
+            .storage
+            .for_each(&[prefix], &mut |key, value| match visit(key, value) {
+                Ok(more) => more,
+                Err(source) => {
+                    failure = Some(corrupt(key, source));
+                    false
+                }
+            })?;
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Calls `visit` with the id of every stored order (imports check theirs against these).
+    pub fn for_each_order_id(&self, visit: &mut dyn FnMut(OrderId)) -> Result<(), StoreError> {
+        self.inner.storage.for_each(&[keys::ORDER], &mut |key, _| {
+            if let Some((_, order)) = keys::order_ids(key) {
+                visit(OrderId(order));
+            }
+            true
+        })
+    }
+
+    /// Whether a customer with this id is stored.
+    pub fn has_customer(&self, id: CustomerId) -> Result<bool, StoreError> {
+        Ok(self.inner.storage.get(&keys::customer(id.0))?.is_some())
+    }
+
+    /// Whether an idempotency record is stored under this webstore and key.
+    pub fn has_idempotency(&self, webstore_id: &str, key: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .inner
+            .storage
+            .get(&keys::idempotency(webstore_id, key))?
+            .is_some())
+    }
+
+    /// A stored idempotency record.
+    pub fn idempotency(
+        &self,
+        webstore_id: &str,
+        key: &str,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        let store_key = keys::idempotency(webstore_id, key);
+        self.inner
+            .storage
+            .get(&store_key)?
+            .map(|bytes| decode(&bytes).map_err(|source| corrupt(&store_key, source)))
+            .transpose()
+    }
+
+    /// A customer's record alone, if stored (reads that need no actor).
+    pub fn load_customer_record(
+        &self,
+        id: CustomerId,
+    ) -> Result<Option<CustomerRecord>, StoreError> {
+        let key = keys::customer(id.0);
+        self.inner
+            .storage
+            .get(&key)?
+            .map(|bytes| decode(&bytes).map_err(|source| corrupt(&key, source)))
+            .transpose()
+    }
+
+    /// A customer with its orders, if stored.
+    pub fn load_customer(&self, id: CustomerId) -> Result<Option<LoadedCustomer>, StoreError> {
+        let key = keys::customer(id.0);
+        let Some(bytes) = self.inner.storage.get(&key)? else {
+            return Ok(None);
+        };
+        let record: CustomerRecord = decode(&bytes).map_err(|source| corrupt(&key, source))?;
+        let prefix = keys::orders_of(id.0);
+        let mut orders = Vec::new();
+        for (order_key, bytes) in self.inner.storage.scan(&prefix, 0, usize::MAX)? {
+            let order = decode::<OrderRecord>(&bytes)
+                .and_then(OrderRecord::into_order)
+                .map_err(|source| corrupt(&order_key, source))?;
+            orders.push(order);
+        }
+        Ok(Some(LoadedCustomer { record, orders }))
+    }
+}

@@ -1,0 +1,198 @@
+//! The store's writes: which keys a change writes, in which order, each a single-key write
+//! (see [`super::keys`] on commit points), under the guard that lets `close` wait for them;
+//! and the batch builders that `boxsub seed` and imports share, so that the layout has one
+//! author. Must not touch: durability (a writer waits for it through `Store::durable`), reads.
+
+use super::codec::{encode, CustomerRecord, IdempotencyRecord, OrderRecord};
+use super::{keys, Store, StoreError, WriteBatch};
+use crate::domain::customer::Customer;
+use crate::domain::idempotency::Pending;
+use crate::domain::order::Order;
+
+/// An idempotency record to write in the same batch as the record it answers for.
+pub struct IdempotencyWrite {
+    /// The webstore's id.
+    pub webstore_id: String,
+    /// The client's key.
+    pub key: String,
+    /// What to replay.
+    pub record: IdempotencyRecord,
+}
+
+impl IdempotencyWrite {
+    /// The record of a create that came with an idempotency key: the response rendered from
+    /// the created record, to be written just before that record.
+    pub fn rendered<T>(webstore_id: &str, pending: Pending<T>, created: &T, now: i64) -> Self {
+        let response = (pending.render)(created);
+        IdempotencyWrite {
+            webstore_id: webstore_id.to_owned(),
+            key: pending.key.as_str().to_owned(),
+            record: IdempotencyRecord {
+                body_sha256: pending.body_sha256.to_vec(),
+                status: response.status,
+                location: response.location,
+                body: response.body,
+                created_at: now,
+            },
+        }
+    }
+}
+
+impl Store {
+    /// Records that order ids up to `through` may be in use (see [`super::order_ids`]).
+    pub fn reserve_order_ids(&self, through: u64) -> Result<(), StoreError> {
+        let _open = self.open_for_writes()?;
+        let reserved = self
+            .inner
+            .storage
+            .put(keys::ORDER_IDS_RESERVED, through.to_be_bytes().to_vec());
+        self.written(reserved)
+    }
+
+    /// Writes a new customer: its idempotency record if it has one, its email's index
+    /// entry, its number's, then its record, one single-key write each (see [`keys`] on why
+    /// the record is the commit point). The caller holds the email's claim, so no other
+    /// writer touches that email meanwhile, and the key's turn, so no other request with the
+    /// key reads the idempotency record before the customer is written.
+    pub fn create_customer(
+        &self,
+        customer: &Customer,
+        webstore_id: &str,
+        idempotency: Option<IdempotencyWrite>,
+    ) -> Result<(), StoreError> {
+        let _open = self.open_for_writes()?;
+        self.put_idempotency(idempotency)?;
+        let mut batch = WriteBatch::default();
+        add_new_customer(&mut batch, customer, webstore_id);
+        for (key, value) in batch.ops {
+            let value = value.unwrap_or_default();
+            self.written(self.inner.storage.put(&key, value))?;
+        }
+        Ok(())
+    }
+
+    /// Writes a changed customer, its record alone when the email stays. An email change
+    /// writes the new email's index entry, then the record (the commit point), then removes
+    /// the old entry if it still names this customer: a create may have taken the old email
+    /// as soon as the record stopped holding it. The caller holds the new email's claim.
+    pub fn update_customer(
+        &self,
+        customer: &Customer,
+        previous: &Customer,
+        webstore_id: &str,
+    ) -> Result<(), StoreError> {
+        let _open = self.open_for_writes()?;
+        let storage = &self.inner.storage;
+        let record = encode(&CustomerRecord::from_customer(customer, webstore_id));
+        let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
+        if new_key == old_key {
+            return self.written(storage.put(&keys::customer(customer.id.0), record));
+        }
+        let holder = customer.id.0.to_be_bytes().to_vec();
+        self.written(storage.put(&keys::email(webstore_id, &new_key), holder.clone()))?;
+        self.written(storage.put(&keys::customer(customer.id.0), record))?;
+        self.written_bool(storage.remove_if(&keys::email(webstore_id, &old_key), &holder))?;
+        Ok(())
+    }
+
+    /// Writes a new order: its idempotency record if it has one, then its record (the
+    /// commit point), each a single-key write (see [`keys`]).
+    ///
+    /// An order is one record under its customer and nothing else: the order → customer
+    /// index is kept in memory and rebuilt from these keys at start.
+    pub fn create_order(
+        &self,
+        order: &Order,
+        idempotency: Option<IdempotencyWrite>,
+    ) -> Result<(), StoreError> {
+        let _open = self.open_for_writes()?;
+        self.put_idempotency(idempotency)?;
+        let record = encode(&OrderRecord::from_order(order));
+        let key = keys::order(order.customer_id.0, order.id.0);
+        self.written(self.inner.storage.put(&key, record))
+    }
+
+    /// Writes the idempotency record of a keyed create, before what it creates: a record
+    /// whose customer or order was never written (a crash in between) is stale, and the
+    /// service treats its key as free (`IdempotencyGate::once`).
+    fn put_idempotency(&self, idempotency: Option<IdempotencyWrite>) -> Result<(), StoreError> {
+        let Some(write) = idempotency else {
+            return Ok(());
+        };
+        let key = keys::idempotency(&write.webstore_id, &write.key);
+        self.written(self.inner.storage.put(&key, encode(&write.record)))
+    }
+
+    /// Writes a batch of removals, even while writes are refused: removing gives space back
+    /// (an import that stopped part-way takes back what it wrote).
+    pub fn remove(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        if batch.ops().any(|(_, value)| value.is_some()) {
+            return Err(StoreError::Engine {
+                context: "removing records".into(),
+                detail: "a batch of removals holds a write".into(),
+            });
+        }
+        self.written(self.inner.storage.apply(batch))
+    }
+
+    /// Sets one raw entry (tests that build a store's state key by key, as a crash can
+    /// leave it).
+    pub fn put_raw(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
+        let _open = self.open_for_writes()?;
+        self.written(self.inner.storage.put(key, value))
+    }
+
+    /// Writes raw entries in one batch (test generators and tools).
+    pub fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
+        let _open = self.open_for_writes()?;
+        self.written(self.inner.storage.apply(batch))
+    }
+}
+
+/// Adds the writes that store a new customer to `batch`, in the order they must reach the
+/// store: its email's index entry, its number's, then its record (the commit point; see
+/// [`keys`]). `boxsub seed` writes customers through this too, so the layout has one author.
+pub fn add_new_customer(batch: &mut WriteBatch, customer: &Customer, webstore_id: &str) {
+    let id = customer.id.0.to_be_bytes().to_vec();
+    batch.put(
+        keys::email(webstore_id, &customer.email.index_key()),
+        id.clone(),
+    );
+    batch.put(keys::number(webstore_id, customer.number), id);
+    batch.put(
+        keys::customer(customer.id.0),
+        encode(&CustomerRecord::from_customer(customer, webstore_id)),
+    );
+}
+
+/// Adds an order's record to `batch` (its one write; see [`Store::create_order`]).
+pub fn add_order(batch: &mut WriteBatch, order: &Order) {
+    batch.put(
+        keys::order(order.customer_id.0, order.id.0),
+        encode(&OrderRecord::from_order(order)),
+    );
+}
+
+/// Adds an imported customer record to `batch`, with its email's index entry and number.
+pub fn add_customer_record(batch: &mut WriteBatch, record: &CustomerRecord) {
+    let id = record.id.to_be_bytes().to_vec();
+    batch.put(keys::customer(record.id), encode(record));
+    let email_key = crate::domain::email::fold(&record.email);
+    batch.put(keys::email(&record.webstore_id, &email_key), id.clone());
+    batch.put(keys::number(&record.webstore_id, record.number), id);
+}
+
+/// Adds an imported order record to `batch`.
+pub fn add_order_record(batch: &mut WriteBatch, record: &OrderRecord) {
+    batch.put(keys::order(record.customer_id, record.id), encode(record));
+}
+
+/// Adds an imported idempotency record to `batch`.
+pub fn add_idempotency_record(
+    batch: &mut WriteBatch,
+    webstore_id: &str,
+    key: &str,
+    record: &IdempotencyRecord,
+) {
+    batch.put(keys::idempotency(webstore_id, key), encode(record));
+}
