@@ -281,3 +281,76 @@ async fn json_logs_carry_one_object_per_request() {
     assert_eq!(fields["webstore"], "store-a");
     assert!(fields["latency_ms"].is_number());
 }
+
+#[tokio::test]
+async fn log_lines_are_written_whole_and_at_once_even_in_a_burst() {
+    // Arrange
+    let dir = DataDir::new();
+    let log = dir.sibling("server.burst.log");
+    let mut app = spawn_app_logging_to(&dir, &log, &["--log-format", "json"], &[]).await;
+    let logged = |id: &str| {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .contains(&format!("\"request_id\":\"{id}\""))
+    };
+
+    // Act 1: one request on an idle server.
+    app.send(
+        Method::GET,
+        "/v1/webstore",
+        Some(&store_a()),
+        None,
+        &[("X-Request-Id", "alone")],
+    )
+    .await
+    .assert_status(200);
+
+    // Assert 1: its line is on disk while the server runs (the log thread's buffer does
+    // not hold a line back when nothing follows it).
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !logged("alone") && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        logged("alone"),
+        "the line of an idle server's request is not written"
+    );
+
+    // Act 2: a burst of 300 requests on 30 connections at once.
+    let ids: Vec<String> = (0..300).map(|n| format!("burst-{n}")).collect();
+    let creds = store_a();
+    let app_ref = &app;
+    let sends = ids.chunks(10).map(|chunk| {
+        let creds = &creds;
+        async move {
+            for id in chunk {
+                app_ref
+                    .send(
+                        Method::GET,
+                        "/v1/webstore",
+                        Some(creds),
+                        None,
+                        &[("X-Request-Id", id)],
+                    )
+                    .await
+                    .assert_status(200);
+            }
+        }
+    });
+    futures_util::future::join_all(sends).await;
+    app.terminate_ok(Duration::from_secs(20));
+
+    // Assert 2: every line is one whole JSON object, and each request has exactly one.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for line in text.lines() {
+        let object: Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("a broken line ({e}): {line}"));
+        if let Some(id) = object["request_id"].as_str() {
+            *seen.entry(id.to_owned()).or_default() += 1;
+        }
+    }
+    for id in &ids {
+        assert_eq!(seen.get(id), Some(&1), "lines for request {id}");
+    }
+}
