@@ -23,8 +23,8 @@
 //! - [`transfer`]: export, import and online backups of a store.
 //! - [`metrics`]: the Prometheus metric families every layer counts into.
 //! - [`fuzzing`]: the entry points of the fuzz targets in `fuzz/` and of their seed replay.
-//! - [`config`], [`startup`], [`keygen`], [`seed`], [`bench`](mod@bench): command line, wiring and
-//!   shutdown, key generation, large test stores, the benchmark.
+//! - [`config`], [`startup`], [`keygen`], [`seed`], [`bench`](mod@bench): command line,
+//!   wiring and shutdown, key generation, large test stores, the benchmark.
 
 pub mod actors;
 pub mod bench;
