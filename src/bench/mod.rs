@@ -37,7 +37,7 @@ use crate::config::BenchConfig;
 use expiry::measure_expiry;
 use large_store::measure_restart;
 use load::{LoadResult, LoadSpec};
-use scenarios::{scenarios, Target};
+use scenarios::{scenarios, Scenario, Target};
 use servers::{machine, seed, serve_args, Scratch, Server};
 
 /// Customers seeded for the request scenarios.
@@ -218,18 +218,60 @@ pub struct BenchReport {
 /// Runs the whole benchmark.
 pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
     let scratch = Scratch::new()?;
-    let durable_dir = scratch.path("durable");
-    let at_once_dir = scratch.path("durable-syncing-at-once");
-    let relaxed_dir = scratch.path("durability-off");
-    seed(&durable_dir, SEEDED, 1)?;
-    seed(&at_once_dir, SEEDED, 1)?;
-    seed(&relaxed_dir, SEEDED, 1)?;
+    let chosen: Vec<Scenario> = scenarios()
+        .into_iter()
+        .filter(|scenario| {
+            config
+                .only
+                .as_deref()
+                .is_none_or(|only| scenario.name.contains(only))
+        })
+        .collect();
+    let reports = run_scenarios(&scratch, &chosen, config).await?;
+    let expiry = if config.only.is_none() {
+        Some(measure_expiry(&scratch, config).await?)
+    } else {
+        None
+    };
+    let restart = if config.restart_customers > 0 {
+        Some(
+            measure_restart(
+                &scratch,
+                config.restart_customers,
+                config.restart_orders_per_customer,
+            )
+            .await?,
+        )
+    } else {
+        None
+    };
+    Ok(BenchReport {
+        machine: machine(),
+        scenarios: reports,
+        expiry,
+        restart,
+        connections: config.connections,
+        duration_seconds: config.duration,
+    })
+}
+
+/// Runs the chosen request scenarios, each beside the bare server. Only the servers they
+/// drive are seeded and started: `--only` matching no scenario starts none.
+async fn run_scenarios(
+    scratch: &Scratch,
+    chosen: &[Scenario],
+    config: &BenchConfig,
+) -> Result<Vec<ScenarioReport>, String> {
+    if chosen.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut servers: Vec<(Target, Server)> = Vec::new();
+    for scenario in chosen {
+        if !servers.iter().any(|(target, _)| *target == scenario.target) {
+            servers.push((scenario.target, start_target(scratch, scenario.target)?));
+        }
+    }
     let bare = Server::start(&["bare-server", "--addr", "127.0.0.1:0"].map(str::to_owned))?;
-    let durable = Server::start(&serve_args(&durable_dir, "on"))?;
-    let mut at_once_args = serve_args(&at_once_dir, "on");
-    at_once_args.extend(["--commit-interval-us".to_owned(), "0".to_owned()]);
-    let at_once = Server::start(&at_once_args)?;
-    let relaxed = Server::start(&serve_args(&relaxed_dir, "off"))?;
     let warmup = Duration::from_secs_f64(config.warmup);
     let duration = Duration::from_secs_f64(config.duration);
     let bare_spec = LoadSpec {
@@ -241,18 +283,12 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         expect: Arc::new(|_| 200),
     };
     let mut reports = Vec::new();
-    let chosen = scenarios().into_iter().filter(|scenario| {
-        config
-            .only
-            .as_deref()
-            .is_none_or(|only| scenario.name.contains(only))
-    });
     for scenario in chosen {
-        let server = match scenario.target {
-            Target::Durable => &durable,
-            Target::DurableSyncingAtOnce => &at_once,
-            Target::NotDurable => &relaxed,
-        };
+        let server = servers
+            .iter()
+            .find(|(target, _)| *target == scenario.target)
+            .map(|(_, server)| server)
+            .ok_or("a scenario's server was not started")?;
         let spec = LoadSpec {
             addr: server.addr,
             request: scenario.request.clone(),
@@ -301,35 +337,29 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         );
         reports.push(report);
     }
-    durable.stop();
-    at_once.stop();
-    relaxed.stop();
+    for (_, server) in servers {
+        server.stop();
+    }
     bare.stop();
-    let expiry = if config.only.is_none() {
-        Some(measure_expiry(&scratch, config).await?)
-    } else {
-        None
+    Ok(reports)
+}
+
+/// Seeds a store for `target` and starts the boxsub server it names.
+fn start_target(scratch: &Scratch, target: Target) -> Result<Server, String> {
+    let (name, durability, extra): (&str, &str, &[&str]) = match target {
+        Target::Durable => ("durable", "on", &[]),
+        Target::DurableSyncingAtOnce => (
+            "durable-syncing-at-once",
+            "on",
+            &["--commit-interval-us", "0"],
+        ),
+        Target::NotDurable => ("durability-off", "off", &[]),
     };
-    let restart = if config.restart_customers > 0 {
-        Some(
-            measure_restart(
-                &scratch,
-                config.restart_customers,
-                config.restart_orders_per_customer,
-            )
-            .await?,
-        )
-    } else {
-        None
-    };
-    Ok(BenchReport {
-        machine: machine(),
-        scenarios: reports,
-        expiry,
-        restart,
-        connections: config.connections,
-        duration_seconds: config.duration,
-    })
+    let dir = scratch.path(name);
+    seed(&dir, SEEDED, 1)?;
+    let mut args = serve_args(&dir, durability);
+    args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    Server::start(&args)
 }
 
 fn combine(runs: Vec<LoadResult>) -> LoadResult {
