@@ -36,8 +36,12 @@ pub struct Metrics {
     pub commit_batches: IntCounter,
     /// `boxsub_group_commit_batch_writers`: writers answered per group commit.
     pub commit_batch_size: Histogram,
-    /// `boxsub_group_commit_duration_seconds`: flush and fsync of one group commit.
+    /// `boxsub_group_commit_duration_seconds`: log append and fsync of one group commit.
     pub commit_duration: Histogram,
+    /// `boxsub_wal_bytes_total`: bytes appended to the write-ahead log.
+    pub wal_bytes: IntCounter,
+    /// `boxsub_wal_checkpoints_total`: log segments checkpointed into the store.
+    pub wal_checkpoints: IntCounter,
     /// `boxsub_sign_in_failures_total`.
     pub sign_in_failures: IntCounter,
     /// `boxsub_sign_in_throttled_total`.
@@ -152,7 +156,7 @@ impl Metrics {
             commit_batches: counter(
                 &registry,
                 "boxsub_group_commit_batches_total",
-                "Group commits (one flush and fsync each).",
+                "Group commits (one write-ahead log append and fsync each).",
             ),
             commit_batch_size: histogram(
                 &registry,
@@ -163,8 +167,19 @@ impl Metrics {
             commit_duration: histogram(
                 &registry,
                 "boxsub_group_commit_duration_seconds",
-                "Time one group commit took to flush and fsync.",
+                "Time one group commit took to append to the write-ahead log and fsync it.",
                 latency,
+            ),
+            wal_bytes: counter(
+                &registry,
+                "boxsub_wal_bytes_total",
+                "Bytes appended to the write-ahead log.",
+            ),
+            wal_checkpoints: counter(
+                &registry,
+                "boxsub_wal_checkpoints_total",
+                "Write-ahead log segments whose writes were flushed into the store, freeing \
+                 the segment for reuse.",
             ),
             sign_in_failures: counter(
                 &registry,

@@ -115,7 +115,8 @@ pub fn seed_orders(
     }
     store.apply(batch)?;
     let orders = last_order_id(customers, orders_per_customer);
-    store.reserve_order_ids(orders)?;
+    // Made durable by the close.
+    drop(store.reserve_order_ids(orders)?);
     store.close()?;
     Ok(Seeded {
         customers,

@@ -252,10 +252,11 @@ impl CustomerState {
                 .updated(changes, &self.webstore.settings.require)
                 .map_err(ChangeError::Invalid)?,
         );
-        self.store
-            .update_customer(&next, &self.customer, &self.webstore.settings.id)?;
+        let written =
+            self.store
+                .update_customer(&next, &self.customer, &self.webstore.settings.id)?;
         let previous = std::mem::replace(&mut self.customer, next.clone());
-        self.store.durable().await?;
+        written.durable().await?;
         *self
             .published
             .write()
@@ -315,11 +316,11 @@ impl CustomerState {
                 order.created_at,
             )
         });
-        self.store.create_order(&order, idempotency)?;
+        let written = self.store.create_order(&order, idempotency)?;
         // The sequence only grows and this actor takes its ids one message at a time, so
         // pushing keeps the list sorted by id.
         self.orders.push(order.clone());
-        self.store.durable().await?;
+        written.durable().await?;
         self.indexes.publish(self.webstore.idx, &order);
         METRICS
             .orders_created

@@ -33,7 +33,7 @@ use crate::domain::schedule::Day;
 use crate::index::deliveries::Scheduled;
 use crate::index::Indexes;
 use crate::store::order_ids::OrderIds;
-use crate::store::{IdempotencyWrite, Store, StoreError};
+use crate::store::{IdempotencyWrite, Store, StoreError, Written};
 
 pub use directory::{CallPermit, Refused, Slot};
 pub use emails::{EmailClaim, EmailTaken};
@@ -300,16 +300,12 @@ impl Registry {
         customer: &Customer,
         idempotency: Option<IdempotencyWrite>,
         listed: Listed,
-    ) -> Result<(), StoreError> {
-        self.store
+    ) -> Result<Written, StoreError> {
+        let written = self
+            .store
             .create_customer(customer, &webstore.settings.id, idempotency)?;
         listed.keep();
-        Ok(())
-    }
-
-    /// Waits until everything written so far is durable.
-    pub async fn durable(&self) -> Result<(), StoreError> {
-        self.store.durable().await
+        Ok(written)
     }
 
     /// The live actor of customer `id`, activating it from its record when needed. `None`

@@ -81,11 +81,12 @@ impl Service {
             }
             None => (None, None),
         };
-        self.registry
+        let written = self
+            .registry
             .create_customer(webstore, &customer, record, new.listed)?;
         // From here the store's email index answers for the email.
         drop(new.claim);
-        self.registry.durable().await?;
+        written.durable().await?;
         METRICS
             .customers_created
             .with_label_values(&[webstore.settings.id.as_str()])

@@ -85,6 +85,10 @@ impl Storage for TestDisk {
         self.before_write()?;
         self.inner.put(key, value)
     }
+    fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
+        self.before_write()?;
+        self.inner.remove(key)
+    }
     fn remove_if(&self, key: &[u8], expected: &[u8]) -> Result<bool, StoreError> {
         self.before_write()?;
         self.inner.remove_if(key, expected)

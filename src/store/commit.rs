@@ -1,17 +1,19 @@
-//! Group commit: writers that need their changes on disk register and wait; one flusher
-//! thread takes every waiter that has arrived, makes the store durable once for all of them,
-//! and only then answers them. Durability then costs one flush per batch, not per write.
+//! Group commit: a writer hands the single-key writes it has just made in sled to the
+//! flusher thread, encoded for the write-ahead log ([`super::wal`]), and waits. The flusher
+//! takes every submission that has arrived, appends them to the log as one frame,
+//! `fdatasync`s it once for all of them, and only then answers them. Durability then costs
+//! one append and one sync per batch, not per write; sled itself is flushed behind the log,
+//! a segment at a time ([`super::checkpoint`]). Submissions are answered in the order they
+//! arrived, so a writer answered knows every write submitted before its own is durable too.
 //!
 //! Under load the flusher also gathers writers before a sync: after a sync that answered
 //! 24 writers or more it waits, at most `--commit-interval-us` (1 ms by default) from that
 //! sync's start, until three quarters as many (and at least 24) are waiting. A sync costs
-//! about the same CPU however many writes it covers: sled seals and writes a log buffer on
-//! its I/O threads, the kernel journals and kicks the disk, and every thread involved is
-//! woken. Under 64 connections a sync covered about 12 writes without gathering and about 25
-//! with it. Fewer concurrent writers never wait, nor does the first write after a quiet
-//! spell: a sync at once serves them best.
+//! about the same CPU however many writes it covers (the kernel writes and flushes, and
+//! every thread involved is woken). Fewer concurrent writers never wait, nor does the first
+//! write after a quiet spell: a sync at once serves them best.
 //!
-//! A failed flush or fsync is fatal: the process must stop rather than acknowledge writes it
+//! A failed append or fsync is fatal: the process must stop rather than acknowledge writes it
 //! may have lost (retrying an fsync after a failure can report success over lost data).
 
 use std::sync::mpsc;
@@ -20,58 +22,130 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::checkpoint::{self, Segments};
+use super::wal::{Frame, LogWriter, Segment, SpareSlot, WalDir};
 use super::{Storage, StoreError};
 use crate::metrics::METRICS;
 
 /// Called when the store could not be made durable. In the server it ends the process.
 pub type FatalHandler = Arc<dyn Fn(&StoreError) + Send + Sync>;
 
-/// The handle writers wait on.
+/// Where the flusher appends: the write-ahead log ([`LogWriter`]), or a stand-in in tests.
+pub trait Log: Send + 'static {
+    /// Appends a frame (not yet durable).
+    fn append(&mut self, frame: &mut Frame) -> std::io::Result<()>;
+    /// Makes every appended frame durable.
+    fn sync(&mut self) -> std::io::Result<()>;
+    /// The sequence number of the segment being written.
+    fn seq(&self) -> u64;
+}
+
+impl Log for LogWriter {
+    fn append(&mut self, frame: &mut Frame) -> std::io::Result<()> {
+        LogWriter::append(self, frame)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        LogWriter::sync(self)
+    }
+    fn seq(&self) -> u64 {
+        LogWriter::seq(self)
+    }
+}
+
+/// One writer's part of a group commit: its encoded writes (none for a bare wait) and who to
+/// answer once they are durable.
+struct Submission {
+    writes: Vec<u8>,
+    done: oneshot::Sender<()>,
+}
+
+/// The handle writers submit to and wait on: the flusher, and the checkpointer behind it.
 pub struct Committer {
-    waiters: Option<mpsc::Sender<oneshot::Sender<()>>>,
-    flusher: Option<std::thread::JoinHandle<()>>,
+    submissions: Option<mpsc::Sender<Submission>>,
+    /// Returns the sequence number of the last segment written, `None` after a failure.
+    flusher: Option<std::thread::JoinHandle<Option<u64>>>,
+    checkpointer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Committer {
-    /// Starts the flusher thread over `storage`; under heavy load a sync may wait up to
-    /// `interval` from the previous one's start for writers to gather (see the module).
+    /// Starts the flusher appending to the log in `wal` from `segment`, and the checkpointer
+    /// that flushes `storage` behind it and reuses `segments`; under heavy load a sync may
+    /// wait up to `interval` from the previous one's start for writers to gather (see the
+    /// module).
     pub fn start(
         storage: Arc<dyn Storage>,
+        wal: WalDir,
+        segment: Segment,
+        segments: Segments,
         on_fatal: FatalHandler,
         interval: Duration,
     ) -> Result<Committer, StoreError> {
-        let (waiters, queue) = mpsc::channel::<oneshot::Sender<()>>();
+        let spare = Arc::new(SpareSlot::default());
+        let (finished, to_checkpoint) = mpsc::channel();
+        let writer = LogWriter::new(segment, spare.clone(), finished);
+        let checkpointer = {
+            let on_fatal = on_fatal.clone();
+            std::thread::Builder::new()
+                .name("boxsub-checkpoint".into())
+                .spawn(move || {
+                    checkpoint::run(storage, wal, spare, to_checkpoint, segments, on_fatal)
+                })
+                .map_err(|source| StoreError::Io {
+                    context: "starting the checkpoint thread".into(),
+                    source,
+                })?
+        };
+        let mut committer = Committer::with_log(writer, on_fatal, interval)?;
+        committer.checkpointer = Some(checkpointer);
+        Ok(committer)
+    }
+
+    /// Starts a flusher appending to `log`, without checkpoints (tests).
+    pub(super) fn with_log(
+        log: impl Log,
+        on_fatal: FatalHandler,
+        interval: Duration,
+    ) -> Result<Committer, StoreError> {
+        let (submissions, queue) = mpsc::channel::<Submission>();
         let flusher = std::thread::Builder::new()
             .name("boxsub-flusher".into())
-            .spawn(move || flush_loop(storage, queue, on_fatal, interval))
+            .spawn(move || flush_loop(log, queue, on_fatal, interval))
             .map_err(|source| StoreError::Io {
                 context: "starting the flusher thread".into(),
                 source,
             })?;
         Ok(Committer {
-            waiters: Some(waiters),
+            submissions: Some(submissions),
             flusher: Some(flusher),
+            checkpointer: None,
         })
     }
 
-    /// Registers a waiter: the receiver completes once everything written before the call is
-    /// on disk, and fails if that can't be confirmed.
-    pub fn register(&self) -> Result<oneshot::Receiver<()>, StoreError> {
+    /// Hands `writes` (a [`super::wal::LogEntry`]'s bytes, already made in the engine) to the
+    /// log: the receiver completes once they, and everything submitted before them, are on
+    /// disk, and fails if that can't be confirmed. With no writes, it waits for what was
+    /// submitted before.
+    pub fn submit(&self, writes: Vec<u8>) -> Result<oneshot::Receiver<()>, StoreError> {
         let (done, wait) = oneshot::channel();
-        self.waiters
+        self.submissions
             .as_ref()
             .ok_or(StoreError::NotDurable)?
-            .send(done)
+            .send(Submission { writes, done })
             .map_err(|_| StoreError::NotDurable)?;
         Ok(wait)
     }
 
-    /// Stops the flusher after it has answered every waiter.
-    pub fn stop(&mut self) {
-        self.waiters = None;
-        if let Some(flusher) = self.flusher.take() {
-            let _ = flusher.join();
+    /// Stops the flusher after it has answered every submission, then the checkpointer after
+    /// its last checkpoint; the sequence number of the last segment written, `None` if the
+    /// log failed.
+    pub fn stop(&mut self) -> Option<u64> {
+        self.submissions = None;
+        let last = self.flusher.take().and_then(|flusher| flusher.join().ok()?);
+        // The log writer, gone with the flusher, held the checkpointer's only sender.
+        if let Some(checkpointer) = self.checkpointer.take() {
+            let _ = checkpointer.join();
         }
+        last
     }
 }
 
@@ -82,14 +156,15 @@ impl Drop for Committer {
 }
 
 fn flush_loop(
-    storage: Arc<dyn Storage>,
-    queue: mpsc::Receiver<oneshot::Sender<()>>,
+    mut log: impl Log,
+    queue: mpsc::Receiver<Submission>,
     on_fatal: FatalHandler,
     interval: Duration,
-) {
+) -> Option<u64> {
     let mut last_sync: Option<LastSync> = None;
-    // Each waiter registered after its write reached the store, so one sync after taking a
-    // batch covers every write of that batch.
+    let mut frame = Frame::default();
+    // Each writer submitted after its writes reached the engine, so one append and sync
+    // after taking a batch covers every write of that batch.
     while let Ok(first) = queue.recv() {
         let mut batch = vec![first];
         batch.extend(queue.try_iter());
@@ -101,33 +176,49 @@ fn flush_loop(
             started,
             writers: batch.len(),
         });
-        match storage.sync() {
+        frame.clear();
+        for submission in &batch {
+            frame.push(&submission.writes);
+        }
+        // A batch of bare waits has nothing to write: what they wait for is on disk already.
+        let written = if frame.is_empty() {
+            Ok(())
+        } else {
+            log.append(&mut frame).and_then(|()| log.sync())
+        };
+        match written {
             Ok(()) => {
                 let took = started.elapsed();
                 METRICS.commit_batches.inc();
                 METRICS.commit_batch_size.observe(batch.len() as f64);
                 METRICS.commit_duration.observe(took.as_secs_f64());
+                METRICS.wal_bytes.inc_by(frame.len() as u64);
                 tracing::trace!(
                     writers = batch.len(),
+                    bytes = frame.len(),
                     micros = took.as_micros() as u64,
                     "group commit"
                 );
-                for waiter in batch {
-                    let _ = waiter.send(());
+                for submission in batch {
+                    let _ = submission.done.send(());
                 }
             }
-            Err(error) => {
-                on_fatal(&error);
-                // Never answer these waiters, nor any later one: dropping them fails their
+            Err(source) => {
+                on_fatal(&StoreError::Io {
+                    context: "appending to the write-ahead log".into(),
+                    source,
+                });
+                // Never answer these writers, nor any later one: dropping them fails their
                 // writes instead of acknowledging data that may be lost.
                 drop(batch);
-                for waiter in queue.iter() {
-                    drop(waiter);
+                for submission in queue.iter() {
+                    drop(submission);
                 }
-                return;
+                return None;
             }
         }
     }
+    Some(log.seq())
 }
 
 /// How often the flusher looks for new writers while it gathers a batch. It sleeps rather
@@ -176,12 +267,7 @@ fn gathering(last_sync: Option<LastSync>, interval: Duration) -> Option<Gatherin
 
 /// Adds writers from `queue` to `batch` until it holds `plan.writers` or `plan.until` has
 /// passed, looking every `slice`.
-fn gather(
-    queue: &mpsc::Receiver<oneshot::Sender<()>>,
-    batch: &mut Vec<oneshot::Sender<()>>,
-    plan: Gathering,
-    slice: Duration,
-) {
+fn gather<T>(queue: &mpsc::Receiver<T>, batch: &mut Vec<T>, plan: Gathering, slice: Duration) {
     while batch.len() < plan.writers {
         let left = plan.until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -195,79 +281,64 @@ fn gather(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Entry, WriteBatch};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-    /// A storage whose sync can be made to fail, counting how often it is asked to sync.
+    /// A log whose sync can be made to fail, counting how often it is asked to sync.
     #[derive(Default)]
-    struct FaultySync {
+    struct FaultyLog {
         fail: AtomicBool,
         syncs: AtomicUsize,
+        frames: AtomicUsize,
     }
 
-    impl Storage for FaultySync {
-        fn get(&self, _: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
-            Ok(None)
-        }
-        fn apply(&self, _: WriteBatch) -> Result<(), StoreError> {
+    impl Log for Arc<FaultyLog> {
+        fn append(&mut self, _: &mut Frame) -> std::io::Result<()> {
+            self.frames.fetch_add(1, Ordering::SeqCst);
             Ok(())
         }
-        fn put(&self, _: &[u8], _: Vec<u8>) -> Result<(), StoreError> {
-            Ok(())
-        }
-        fn remove_if(&self, _: &[u8], _: &[u8]) -> Result<bool, StoreError> {
-            Ok(false)
-        }
-        fn scan(&self, _: &[u8], _: usize, _: usize) -> Result<Vec<Entry>, StoreError> {
-            Ok(Vec::new())
-        }
-        fn for_each_between(
-            &self,
-            _: &[u8],
-            _: Option<&[u8]>,
-            _: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-        ) -> Result<(), StoreError> {
-            Ok(())
-        }
-        fn last_between(&self, _: &[u8], _: Option<&[u8]>) -> Result<Option<Entry>, StoreError> {
-            Ok(None)
-        }
-        fn sync(&self) -> Result<(), StoreError> {
+        fn sync(&mut self) -> std::io::Result<()> {
             self.syncs.fetch_add(1, Ordering::SeqCst);
             std::thread::sleep(std::time::Duration::from_millis(5));
             if self.fail.load(Ordering::SeqCst) {
-                Err(StoreError::Io {
-                    context: "fsync of the store's data file".into(),
-                    source: std::io::Error::other("injected EIO"),
-                })
+                Err(std::io::Error::other("injected EIO"))
             } else {
                 Ok(())
             }
         }
+        fn seq(&self) -> u64 {
+            1
+        }
+    }
+
+    fn started(log: &Arc<FaultyLog>, interval: Duration) -> Committer {
+        Committer::with_log(log.clone(), Arc::new(|_: &StoreError| {}), interval).unwrap()
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn many_writers_share_few_syncs() {
-        let storage = Arc::new(FaultySync::default());
-        let committer = Arc::new(
-            Committer::start(
-                storage.clone(),
-                Arc::new(|_: &StoreError| {}),
-                Duration::ZERO,
-            )
-            .unwrap(),
-        );
+        let log = Arc::new(FaultyLog::default());
+        let committer = Arc::new(started(&log, Duration::ZERO));
         let waits: Vec<_> = (0..200)
             .map(|_| {
                 let committer = committer.clone();
-                tokio::spawn(async move { committer.register().unwrap().await })
+                tokio::spawn(async move { committer.submit(vec![1]).unwrap().await })
             })
             .collect();
         for wait in waits {
             assert!(wait.await.unwrap().is_ok());
         }
-        let syncs = storage.syncs.load(Ordering::SeqCst);
+        let syncs = log.syncs.load(Ordering::SeqCst);
         assert!((1..200).contains(&syncs), "200 writers took {syncs} syncs");
+        assert_eq!(log.frames.load(Ordering::SeqCst), syncs, "one frame a sync");
+    }
+
+    #[tokio::test]
+    async fn bare_waits_are_answered_without_a_sync_once_what_they_wait_for_is_on_disk() {
+        let log = Arc::new(FaultyLog::default());
+        let committer = started(&log, Duration::ZERO);
+        committer.submit(vec![1]).unwrap().await.unwrap();
+        committer.submit(Vec::new()).unwrap().await.unwrap();
+        assert_eq!(log.syncs.load(Ordering::SeqCst), 1);
     }
 
     #[test]
@@ -306,12 +377,9 @@ mod tests {
             batch.len()
         });
         let started = Instant::now();
-        let mut receivers = Vec::new();
-        for _ in 0..3 {
+        for writer in 0..3 {
             std::thread::sleep(Duration::from_millis(10));
-            let (done, wait) = oneshot::channel::<()>();
-            register.send(done).unwrap();
-            receivers.push(wait);
+            register.send(writer).unwrap();
         }
         assert_eq!(gatherer.join().unwrap(), 3);
         assert!(
@@ -323,8 +391,7 @@ mod tests {
     #[test]
     fn gathering_ends_with_the_interval_when_fewer_writers_come() {
         let (register, queue) = mpsc::channel();
-        let (done, _wait) = oneshot::channel::<()>();
-        register.send(done).unwrap();
+        register.send(0).unwrap();
         let started = Instant::now();
         let plan = Gathering {
             writers: 5,
@@ -338,14 +405,9 @@ mod tests {
 
     #[tokio::test]
     async fn a_first_write_is_synced_without_waiting_for_the_interval() {
-        let storage = Arc::new(FaultySync::default());
-        let committer = Committer::start(
-            storage.clone(),
-            Arc::new(|_: &StoreError| {}),
-            Duration::from_secs(20),
-        )
-        .unwrap();
-        let wait = committer.register().unwrap();
+        let log = Arc::new(FaultyLog::default());
+        let committer = started(&log, Duration::from_secs(20));
+        let wait = committer.submit(vec![1]).unwrap();
         let answered = tokio::time::timeout(Duration::from_secs(10), wait).await;
         assert!(
             matches!(answered, Ok(Ok(()))),
@@ -355,12 +417,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_sync_is_fatal_and_acknowledges_nothing() {
-        let storage = Arc::new(FaultySync::default());
-        storage.fail.store(true, Ordering::SeqCst);
+        let log = Arc::new(FaultyLog::default());
+        log.fail.store(true, Ordering::SeqCst);
         let fatal_calls = Arc::new(AtomicUsize::new(0));
         let seen = fatal_calls.clone();
-        let committer = Committer::start(
-            storage.clone(),
+        let committer = Committer::with_log(
+            log.clone(),
             Arc::new(move |_: &StoreError| {
                 seen.fetch_add(1, Ordering::SeqCst);
             }),
@@ -368,12 +430,12 @@ mod tests {
         )
         .unwrap();
         assert!(
-            committer.register().unwrap().await.is_err(),
+            committer.submit(vec![1]).unwrap().await.is_err(),
             "the write must not be acknowledged"
         );
         // Later writers are refused too: the flusher never retries a failed fsync.
-        storage.fail.store(false, Ordering::SeqCst);
-        let later = committer.register();
+        log.fail.store(false, Ordering::SeqCst);
+        let later = committer.submit(vec![1]);
         let refused = match later {
             Err(_) => true,
             Ok(wait) => tokio::time::timeout(std::time::Duration::from_secs(5), wait)
@@ -382,6 +444,6 @@ mod tests {
         };
         assert!(refused);
         assert_eq!(fatal_calls.load(Ordering::SeqCst), 1);
-        assert_eq!(storage.syncs.load(Ordering::SeqCst), 1);
+        assert_eq!(log.syncs.load(Ordering::SeqCst), 1);
     }
 }

@@ -1,8 +1,9 @@
 //! Expiring idempotency records: one sweep step reads a small batch of records after a
 //! cursor and removes those older than the time to live, each with a compare-and-swap, so
 //! a record a request has just replaced with a new one is never removed, and no write waits
-//! behind a sweep (single-key removals take no batch lock). Removals need not be durable: a
-//! record a crash brings back is simply swept again.
+//! behind a sweep (single-key removals take no batch lock). Removals go to the write-ahead
+//! log like any write but are not waited for: a record a crash brings back is simply swept
+//! again.
 //! Must not touch: anything but the `i` records.
 
 use super::codec::{decode, IdempotencyRecord};
@@ -57,8 +58,12 @@ impl Store {
             },
         )?;
         for (key, value) in doomed {
-            let _open = self.open_for_writes()?;
-            let removed = self.written_bool(self.inner.storage.remove_if(&key, &value))?;
+            let open = self.open_for_writes()?;
+            let mut entry = open.entry();
+            let removed = self.remove_if(&mut entry, &key, &value)?;
+            // Logged like any write, so that a replay never sets a record after its removal;
+            // not waited for (see above).
+            drop(open.commit(entry)?);
             step.removed += usize::from(removed);
         }
         step.next = match last_key {

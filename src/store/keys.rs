@@ -46,6 +46,9 @@ pub const FORMAT_KEY: &[u8] = b"mformat";
 /// made durable) when it is opened. Its absence at open means the last process stopped
 /// without closing the store.
 pub const CLEAN_SHUTDOWN_KEY: &[u8] = b"mclean-shutdown";
+/// Key of the first write-ahead log segment not yet checkpointed into the store (see
+/// `store::checkpoint`): a start replays the log from there.
+pub const WAL_FROM: &[u8] = b"mwal-from";
 /// Key of the highest order id reserved (see `store::order_ids`).
 pub const ORDER_IDS_RESERVED: &[u8] = b"morder-ids-reserved";
 

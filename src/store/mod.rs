@@ -1,5 +1,7 @@
 //! Persistence: boxsub's state in one sled tree (layout in [`keys`]), records encoded as in
-//! [`codec`], writes made durable by group commit ([`commit`]). [`Store`] is the repository
+//! [`codec`], writes made durable by group commit ([`commit`]) appending them to a
+//! write-ahead log ([`wal`]), with sled flushed behind the log ([`checkpoint`]) and the log's
+//! tail replayed into it at open. [`Store`] is the repository
 //! the registry and the customer actors use: it knows which keys a change writes and which of
 //! them must be unique. The engine sits behind the small [`Storage`] trait (`storage`,
 //! implemented by [`SledStorage`]) so that tests can inject faults; [`StoreError`] is this
@@ -8,6 +10,7 @@
 //!
 //! Must not touch: actors, the registry's maps, HTTP.
 
+mod checkpoint;
 pub mod codec;
 pub mod commit;
 pub mod disk;
@@ -22,6 +25,7 @@ mod sled_engine;
 mod storage;
 #[cfg(test)]
 mod tests;
+pub mod wal;
 mod writes;
 
 use std::path::Path;
@@ -30,6 +34,8 @@ use std::time::Duration;
 
 use commit::{Committer, FatalHandler};
 use disk::{DiskState, DiskWatch, Reserve};
+use tokio::sync::oneshot;
+use wal::{LogEntry, WalDir};
 
 pub use error::StoreError;
 pub use reads::{Census, LoadedCustomer};
@@ -45,14 +51,35 @@ use crate::domain::ids::IdRange;
 /// Whether a write is acknowledged only once it is on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Durability {
-    /// Wait for group commit before answering (the default); under heavy load a sync may
-    /// wait up to `commit_interval` for writers to gather (see [`commit`]).
+    /// Every write goes to the write-ahead log, and is answered once group commit has synced
+    /// it (the default); under heavy load a sync may wait up to `commit_interval` for writers
+    /// to gather (see [`commit`]).
     Sync {
         /// How long after a busy sync's start the next may wait for writers; zero for never.
         commit_interval: Duration,
     },
-    /// Answer at once; sled flushes in the background. Loses recent writes on a crash.
+    /// Answer at once, with no log; sled flushes in the background. Loses recent writes on a
+    /// crash.
     Async,
+}
+
+/// A write made in the engine, on its way to disk: answer its client only once
+/// [`Written::durable`] completes. Dropping it drops nothing but the wait.
+#[must_use = "a write may be acknowledged only once it is durable"]
+pub struct Written {
+    /// Completes once group commit has synced the write; `None` without durability.
+    on_disk: Option<oneshot::Receiver<()>>,
+}
+
+impl Written {
+    /// Completes when the write, and every write submitted before it, is on disk (at once
+    /// without durability).
+    pub async fn durable(self) -> Result<(), StoreError> {
+        match self.on_disk {
+            None => Ok(()),
+            Some(on_disk) => on_disk.await.map_err(|_| StoreError::NotDurable),
+        }
+    }
 }
 
 /// What `open` found.
@@ -92,12 +119,94 @@ struct StoreInner {
     on_fatal: FatalHandler,
     /// The data directory's filesystem, when the store has one (tests may not).
     disk: Option<DiskWatch>,
-    // Read-locked by every durable write (shared, never contended); written only at close.
-    committer: RwLock<Option<Committer>>,
-    durability: Durability,
+    /// `None` once closed. Read-locked by every write method (shared, never contended);
+    /// write-locked only by `close`.
+    writing: RwLock<Option<Writing>>,
+}
+
+/// What the store writes through while open: group commit, unless durability is off.
+struct Writing {
+    committer: Option<Committer>,
+}
+
+/// A write method's admission ([`Store::open_for_writes`]): while it is held, `close` waits.
+struct Admitted<'a>(RwLockReadGuard<'a, Option<Writing>>);
+
+impl Admitted<'_> {
+    /// An entry to record a change's writes in: one that records nothing without durability.
+    fn entry(&self) -> LogEntry {
+        match self.committer() {
+            Some(_) => LogEntry::recording(),
+            None => LogEntry::discarding(),
+        }
+    }
+
+    fn committer(&self) -> Option<&Committer> {
+        self.0
+            .as_ref()
+            .and_then(|writing| writing.committer.as_ref())
+    }
+
+    /// Hands the log entry of writes just made in the engine to group commit.
+    fn commit(&self, entry: LogEntry) -> Result<Written, StoreError> {
+        Ok(Written {
+            on_disk: match self.committer() {
+                Some(committer) => Some(committer.submit(entry.into_bytes())?),
+                None => None,
+            },
+        })
+    }
 }
 
 const FORMAT_MARKER: &str = "boxsub-store-v1";
+
+/// Replays into the engine what the write-ahead log in `dir` holds beyond the last
+/// checkpoint, makes that durable, and, with durability on, starts group commit on a fresh
+/// segment (see [`wal`]).
+fn open_log(
+    storage: &Arc<dyn Storage>,
+    dir: &Path,
+    durability: Durability,
+    on_fatal: &FatalHandler,
+) -> Result<Option<Committer>, StoreError> {
+    let wal = WalDir::open(dir)?;
+    let started = std::time::Instant::now();
+    let recovered = wal::recover(&wal, checkpoint::log_start(&**storage)?, &**storage)?;
+    // The replayed writes are durable, and the log starts afresh, before any segment is
+    // written again.
+    checkpoint::mark_log_start(&**storage, recovered.next_seq)?;
+    if recovered.frames > 0 {
+        tracing::info!(
+            frames = recovered.frames,
+            writes = recovered.writes,
+            millis = started.elapsed().as_millis() as u64,
+            "replayed the write-ahead log's writes that the store did not hold yet"
+        );
+    }
+    let Durability::Sync { commit_interval } = durability else {
+        return Ok(None);
+    };
+    let mut reusable = recovered.reusable;
+    let seq = recovered.next_seq;
+    let segment = if reusable.is_empty() {
+        wal.create(seq)?
+    } else {
+        wal.recycle(reusable.remove(0), seq)?
+    };
+    let segments = checkpoint::Segments {
+        reusable,
+        next_seq: seq + 1,
+    };
+    Committer::start(
+        storage.clone(),
+        wal,
+        segment,
+        segments,
+        on_fatal.clone(),
+        commit_interval,
+    )
+    .map(Some)
+}
 
 impl Store {
     /// Opens the store in `dir`, creating it when empty, and starts group commit and the
@@ -125,6 +234,7 @@ impl Store {
                 return Err(opening::explain(dir, error, disk.state()));
             }
         };
+        let disk_at_open = disk.state();
         Store::with_storage(
             Arc::new(storage),
             dir,
@@ -132,6 +242,7 @@ impl Store {
             on_fatal,
             Some(disk),
         )
+        .map_err(|error| opening::explain_start(dir, error, disk_at_open))
     }
 
     /// A store over any [`Storage`] (tests inject faults this way), with an optional watch
@@ -167,18 +278,13 @@ impl Store {
             None => false,
         };
         storage.sync()?;
-        let commit_interval = match durability {
-            Durability::Sync { commit_interval } => commit_interval,
-            Durability::Async => Duration::ZERO,
-        };
-        let committer = Committer::start(storage.clone(), on_fatal.clone(), commit_interval)?;
+        let committer = open_log(&storage, dir, durability, &on_fatal)?;
         let store = Store {
             inner: Arc::new(StoreInner {
                 storage,
                 on_fatal,
                 disk,
-                committer: RwLock::new(Some(committer)),
-                durability,
+                writing: RwLock::new(Some(Writing { committer })),
             }),
         };
         if !closed_cleanly && !fresh {
@@ -215,16 +321,23 @@ impl Store {
 
     /// Admits one write method: refused once the store is closed, or (see
     /// [`Store::writable`]) while the disk does not take writes. The write holds the guard
-    /// across its single-key writes, so that `close` waits for writes under way and no write
-    /// lands after the clean-shutdown marker: a store with the marker must hold no half-made
-    /// customer, as a start after it skips the repair.
-    fn open_for_writes(&self) -> Result<RwLockReadGuard<'_, Option<Committer>>, StoreError> {
-        let committer = self.committer();
-        if committer.is_none() {
+    /// across its single-key writes and its submission to group commit, so that `close`
+    /// waits for writes under way and no write lands after the clean-shutdown marker: a store
+    /// with the marker must hold no half-made customer, as a start after it skips the repair.
+    fn open_for_writes(&self) -> Result<Admitted<'_>, StoreError> {
+        let open = self.open_even_if_refused()?;
+        self.writable()?;
+        Ok(open)
+    }
+
+    /// [`Store::open_for_writes`] for removals, which give space back and so go on while
+    /// the disk refuses writes.
+    fn open_even_if_refused(&self) -> Result<Admitted<'_>, StoreError> {
+        let writing = self.writing();
+        if writing.is_none() {
             return Err(StoreError::Closed);
         }
-        self.writable()?;
-        Ok(committer)
+        Ok(Admitted(writing))
     }
 
     /// `Err(Refused)` while the disk is nearly full or the directory does not take writes.
@@ -249,39 +362,45 @@ impl Store {
     /// Completes when every write made before the call is durable (at once without
     /// durability).
     pub async fn durable(&self) -> Result<(), StoreError> {
-        if self.inner.durability == Durability::Async {
-            return Ok(());
-        }
-        // Register with the flusher under the lock, then wait without it.
-        let registered = match self.committer().as_ref() {
-            Some(committer) => committer.register(),
-            None => Err(StoreError::NotDurable),
+        // Submit a bare wait under the lock (writes refused for a full disk or not), then
+        // wait without it.
+        let on_disk = match self.writing().as_ref() {
+            None => return Err(StoreError::NotDurable),
+            Some(writing) => match &writing.committer {
+                Some(committer) => Some(committer.submit(Vec::new())?),
+                None => None,
+            },
         };
-        registered?.await.map_err(|_| StoreError::NotDurable)
+        Written { on_disk }.durable().await
     }
 
-    /// The group commit, `None` once the store is closed. Read-locked, shared and never
+    /// What the store writes through, `None` once closed. Read-locked, shared and never
     /// contended but by `close`.
-    fn committer(&self) -> RwLockReadGuard<'_, Option<Committer>> {
+    fn writing(&self) -> RwLockReadGuard<'_, Option<Writing>> {
         self.inner
-            .committer
+            .writing
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Makes everything durable and stops group commit (at shutdown). Waits for the write
-    /// methods under way; every write after it is refused with [`StoreError::Closed`].
+    /// Makes everything durable and stops group commit and checkpoints (at shutdown). Waits
+    /// for the write methods under way; every write after it is refused with
+    /// [`StoreError::Closed`].
     pub fn close(&self) -> Result<(), StoreError> {
-        let committer = self
+        let writing = self
             .inner
-            .committer
+            .writing
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
-        if let Some(mut committer) = committer {
-            committer.stop();
+        let last_segment = writing
+            .and_then(|writing| writing.committer)
+            .and_then(|mut committer| committer.stop());
+        // Everything logged is in sled: once sled is on disk, no segment needs replaying.
+        match last_segment {
+            Some(seq) => checkpoint::mark_log_start(&*self.inner.storage, seq + 1)?,
+            None => self.inner.storage.sync()?,
         }
-        self.inner.storage.sync()?;
         // Last, once everything else is on disk (see `keys::CLEAN_SHUTDOWN_KEY`).
         self.inner
             .storage
@@ -341,13 +460,36 @@ impl Store {
     /// handler (unit tests).
     #[cfg(test)]
     pub(crate) fn open_for_test(dir: &Path) -> Store {
-        let options = StoreOptions {
-            durability: Durability::Sync {
+        Store::open_for_test_with(
+            dir,
+            Durability::Sync {
                 commit_interval: std::time::Duration::ZERO,
             },
+        )
+    }
+
+    /// [`Store::open_for_test`] with `durability`. sled releases its lock on the directory
+    /// when its last I/O task ends, which can come just after a close returns; a test that
+    /// reopens at once in the same process tries again for a while.
+    #[cfg(test)]
+    pub(crate) fn open_for_test_with(dir: &Path, durability: Durability) -> Store {
+        let options = StoreOptions {
+            durability,
             cache_bytes: 1 << 20,
             reserve: Reserve::Bytes(0),
         };
-        Store::open(dir, options, Arc::new(|_: &StoreError| {})).expect("the store opens")
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match Store::open(dir, options, Arc::new(|_: &StoreError| {})) {
+                Ok(store) => return store,
+                Err(StoreError::CannotOpen { reason, .. })
+                    if reason.contains("another process")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(error) => panic!("the store opens: {error}"),
+            }
+        }
     }
 }

@@ -101,6 +101,30 @@ pub fn explain(dir: &Path, error: sled::Error, disk: DiskState) -> StoreError {
     }
 }
 
+/// A start that failed after the engine opened (replaying the write-ahead log, making it
+/// durable, preparing its segments): a full disk is said as plainly as [`explain`] says it
+/// for the engine's own open; any other failure is left as it is.
+pub fn explain_start(dir: &Path, error: StoreError, disk: DiskState) -> StoreError {
+    let out_of_space = match &error {
+        StoreError::Io { source, .. } => is_out_of_space(source),
+        StoreError::Engine { detail, .. } => detail.contains("No space left"),
+        _ => false,
+    };
+    if !out_of_space {
+        return error;
+    }
+    StoreError::CannotOpen {
+        path: dir.display().to_string(),
+        reason: format!(
+            "the disk is full ({} KiB free), and opening the store writes to it ({error})",
+            disk.free / 1024
+        ),
+        remedy: "free space on that filesystem (or grow it) and start again; nothing \
+                 acknowledged is lost"
+            .to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

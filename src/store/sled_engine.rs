@@ -62,6 +62,13 @@ impl Storage for SledStorage {
             .map_err(engine("writing to the store"))
     }
 
+    fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
+        self.db
+            .remove(key)
+            .map(drop)
+            .map_err(engine("removing from the store"))
+    }
+
     fn remove_if(&self, key: &[u8], expected: &[u8]) -> Result<bool, StoreError> {
         self.db
             .compare_and_swap(key, Some(expected), None::<&[u8]>)

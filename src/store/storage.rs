@@ -45,6 +45,8 @@ pub trait Storage: Send + Sync + 'static {
     fn apply(&self, batch: WriteBatch) -> Result<(), StoreError>;
     /// Sets one key. Much cheaper than a batch (see [`Storage::apply`]).
     fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError>;
+    /// Removes `key` (whatever it holds, if anything).
+    fn remove(&self, key: &[u8]) -> Result<(), StoreError>;
     /// Removes `key` if it still holds `expected`, atomically; whether it did.
     fn remove_if(&self, key: &[u8], expected: &[u8]) -> Result<bool, StoreError>;
     /// Up to `limit` entries whose key starts with `prefix`, after skipping `skip` of them.

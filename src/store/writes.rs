@@ -1,10 +1,13 @@
 //! The store's writes: which keys a change writes, in which order, each a single-key write
-//! (see [`super::keys`] on commit points), under the guard that lets `close` wait for them;
-//! and the batch builders that `boxsub seed` and imports share, so that the layout has one
-//! author. Must not touch: durability (a writer waits for it through `Store::durable`), reads.
+//! (see [`super::keys`] on commit points), under the guard that lets `close` wait for them,
+//! and each recorded in the change's log entry, handed to group commit once the change is
+//! made ([`super::wal`]); and the batch builders that `boxsub seed` and imports share, so
+//! that the layout has one author. Must not touch: durability (a writer waits for it through
+//! the [`Written`] it gets back), reads.
 
 use super::codec::{encode, CustomerRecord, IdempotencyRecord, OrderRecord};
-use super::{keys, Store, StoreError, WriteBatch};
+use super::wal::LogEntry;
+use super::{keys, Store, StoreError, WriteBatch, Written};
 use crate::domain::customer::Customer;
 use crate::domain::idempotency::Pending;
 use crate::domain::order::Order;
@@ -40,13 +43,15 @@ impl IdempotencyWrite {
 
 impl Store {
     /// Records that order ids up to `through` may be in use (see [`super::order_ids`]).
-    pub fn reserve_order_ids(&self, through: u64) -> Result<(), StoreError> {
-        let _open = self.open_for_writes()?;
-        let reserved = self
-            .inner
-            .storage
-            .put(keys::ORDER_IDS_RESERVED, through.to_be_bytes().to_vec());
-        self.written(reserved)
+    pub fn reserve_order_ids(&self, through: u64) -> Result<Written, StoreError> {
+        let open = self.open_for_writes()?;
+        let mut entry = open.entry();
+        self.put(
+            &mut entry,
+            keys::ORDER_IDS_RESERVED,
+            through.to_be_bytes().to_vec(),
+        )?;
+        open.commit(entry)
     }
 
     /// Writes a new customer: its idempotency record if it has one, its email's index
@@ -59,16 +64,16 @@ impl Store {
         customer: &Customer,
         webstore_id: &str,
         idempotency: Option<IdempotencyWrite>,
-    ) -> Result<(), StoreError> {
-        let _open = self.open_for_writes()?;
-        self.put_idempotency(idempotency)?;
+    ) -> Result<Written, StoreError> {
+        let open = self.open_for_writes()?;
+        let mut entry = open.entry();
+        self.put_idempotency(&mut entry, idempotency)?;
         let mut batch = WriteBatch::default();
         add_new_customer(&mut batch, customer, webstore_id);
         for (key, value) in batch.ops {
-            let value = value.unwrap_or_default();
-            self.written(self.inner.storage.put(&key, value))?;
+            self.put(&mut entry, &key, value.unwrap_or_default())?;
         }
-        Ok(())
+        open.commit(entry)
     }
 
     /// Writes a changed customer, its record alone when the email stays. An email change
@@ -80,19 +85,24 @@ impl Store {
         customer: &Customer,
         previous: &Customer,
         webstore_id: &str,
-    ) -> Result<(), StoreError> {
-        let _open = self.open_for_writes()?;
-        let storage = &self.inner.storage;
+    ) -> Result<Written, StoreError> {
+        let open = self.open_for_writes()?;
+        let mut entry = open.entry();
         let record = encode(&CustomerRecord::from_customer(customer, webstore_id));
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
         if new_key == old_key {
-            return self.written(storage.put(&keys::customer(customer.id.0), record));
+            self.put(&mut entry, &keys::customer(customer.id.0), record)?;
+            return open.commit(entry);
         }
         let holder = customer.id.0.to_be_bytes().to_vec();
-        self.written(storage.put(&keys::email(webstore_id, &new_key), holder.clone()))?;
-        self.written(storage.put(&keys::customer(customer.id.0), record))?;
-        self.written_bool(storage.remove_if(&keys::email(webstore_id, &old_key), &holder))?;
-        Ok(())
+        self.put(
+            &mut entry,
+            &keys::email(webstore_id, &new_key),
+            holder.clone(),
+        )?;
+        self.put(&mut entry, &keys::customer(customer.id.0), record)?;
+        self.remove_if(&mut entry, &keys::email(webstore_id, &old_key), &holder)?;
+        open.commit(entry)
     }
 
     /// Writes a new order: its idempotency record if it has one, then its record (the
@@ -104,27 +114,58 @@ impl Store {
         &self,
         order: &Order,
         idempotency: Option<IdempotencyWrite>,
-    ) -> Result<(), StoreError> {
-        let _open = self.open_for_writes()?;
-        self.put_idempotency(idempotency)?;
+    ) -> Result<Written, StoreError> {
+        let open = self.open_for_writes()?;
+        let mut entry = open.entry();
+        self.put_idempotency(&mut entry, idempotency)?;
         let record = encode(&OrderRecord::from_order(order));
-        let key = keys::order(order.customer_id.0, order.id.0);
-        self.written(self.inner.storage.put(&key, record))
+        self.put(
+            &mut entry,
+            &keys::order(order.customer_id.0, order.id.0),
+            record,
+        )?;
+        open.commit(entry)
     }
 
     /// Writes the idempotency record of a keyed create, before what it creates: a record
     /// whose customer or order was never written (a crash in between) is stale, and the
     /// service treats its key as free (`IdempotencyGate::once`).
-    fn put_idempotency(&self, idempotency: Option<IdempotencyWrite>) -> Result<(), StoreError> {
+    fn put_idempotency(
+        &self,
+        entry: &mut LogEntry,
+        idempotency: Option<IdempotencyWrite>,
+    ) -> Result<(), StoreError> {
         let Some(write) = idempotency else {
             return Ok(());
         };
         let key = keys::idempotency(&write.webstore_id, &write.key);
-        self.written(self.inner.storage.put(&key, encode(&write.record)))
+        self.put(entry, &key, encode(&write.record))
+    }
+
+    /// Sets `key` in the engine and records it in `entry`.
+    fn put(&self, entry: &mut LogEntry, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
+        entry.set(key, &value);
+        self.written(self.inner.storage.put(key, value))
+    }
+
+    /// Removes `key` where it still holds `expected`, recording it in `entry` if it did;
+    /// whether it did.
+    pub(super) fn remove_if(
+        &self,
+        entry: &mut LogEntry,
+        key: &[u8],
+        expected: &[u8],
+    ) -> Result<bool, StoreError> {
+        let removed = self.written_bool(self.inner.storage.remove_if(key, expected))?;
+        if removed {
+            entry.remove_if(key, expected);
+        }
+        Ok(removed)
     }
 
     /// Writes a batch of removals, even while writes are refused: removing gives space back
-    /// (an import that stopped part-way takes back what it wrote).
+    /// (an import that stopped part-way takes back what it wrote). Tools run it on a stopped
+    /// server's store and close the store to make it durable.
     pub fn remove(&self, batch: WriteBatch) -> Result<(), StoreError> {
         if batch.ops().any(|(_, value)| value.is_some()) {
             return Err(StoreError::Engine {
@@ -132,20 +173,40 @@ impl Store {
                 detail: "a batch of removals holds a write".into(),
             });
         }
-        self.written(self.inner.storage.apply(batch))
+        let open = self.open_even_if_refused()?;
+        let mut entry = open.entry();
+        for (key, _) in batch.ops() {
+            entry.remove(key);
+        }
+        self.written(self.inner.storage.apply(batch))?;
+        drop(open.commit(entry)?);
+        Ok(())
     }
 
     /// Sets one raw entry (tests that build a store's state key by key, as a crash can
     /// leave it).
     pub fn put_raw(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
-        let _open = self.open_for_writes()?;
-        self.written(self.inner.storage.put(key, value))
+        let open = self.open_for_writes()?;
+        let mut entry = open.entry();
+        self.put(&mut entry, key, value)?;
+        drop(open.commit(entry)?);
+        Ok(())
     }
 
-    /// Writes raw entries in one batch (test generators and tools).
+    /// Writes raw entries in one batch (test generators and tools, which close the store to
+    /// make them durable).
     pub fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
-        let _open = self.open_for_writes()?;
-        self.written(self.inner.storage.apply(batch))
+        let open = self.open_for_writes()?;
+        let mut entry = open.entry();
+        for (key, value) in batch.ops() {
+            match value {
+                Some(value) => entry.set(key, value),
+                None => entry.remove(key),
+            }
+        }
+        self.written(self.inner.storage.apply(batch))?;
+        drop(open.commit(entry)?);
+        Ok(())
     }
 }
 

@@ -575,6 +575,18 @@ fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
     start_process(&data_dir, catalogue, launch, Some(dir))
 }
 
+/// Starts the server on `dir` where it may refuse to start: the server if it serves, or
+/// why it did not (what it said on stderr) if it stopped first.
+pub async fn try_spawn_app_on(dir: &DataDir) -> Result<TestApp, String> {
+    let launch = Launch {
+        extra_args: &[],
+        env: &[],
+        ulimit: None,
+        log_file: None,
+    };
+    try_start_process(&dir.data, Some(&dir.catalogue), launch, None)
+}
+
 /// Starts `boxsub serve` on `data_dir` with extra arguments and environment and
 /// waits (bounded) for its `listening on` line.
 fn start_process(
@@ -583,6 +595,17 @@ fn start_process(
     launch: Launch<'_>,
     owned_dir: Option<TempDir>,
 ) -> TestApp {
+    try_start_process(data_dir, catalogue, launch, owned_dir)
+        .unwrap_or_else(|failure| panic!("{failure}"))
+}
+
+/// [`start_process`], with a server that does not start as an error saying why.
+fn try_start_process(
+    data_dir: &Path,
+    catalogue: Option<&Path>,
+    launch: Launch<'_>,
+    owned_dir: Option<TempDir>,
+) -> Result<TestApp, String> {
     let Launch {
         extra_args,
         env,
@@ -653,10 +676,12 @@ fn start_process(
         if let Some(failure) = failure {
             let _ = child.kill();
             let _ = child.wait();
-            panic!(
+            // The pipe's reader thread may still be taking in the last lines.
+            std::thread::sleep(Duration::from_millis(100));
+            return Err(format!(
                 "boxsub serve {failure}\nstdout so far: {seen:#?}\nstderr:\n{}",
                 tail_text(&stderr_tail)
-            );
+            ));
         }
     };
     // Drain the rest of stdout in the background so the child never blocks.
@@ -675,7 +700,7 @@ fn start_process(
         .timeout(Duration::from_secs(30))
         .build()
         .expect("failed to build the HTTP client");
-    TestApp {
+    Ok(TestApp {
         address: format!("http://127.0.0.1:{port}"),
         port,
         client,
@@ -684,7 +709,7 @@ fn start_process(
         child,
         stderr_tail,
         _dir: owned_dir,
-    }
+    })
 }
 
 /// A response, read completely, with the request it answers for diagnostics.

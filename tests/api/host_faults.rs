@@ -16,8 +16,7 @@ use futures_util::future::join_all;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    boxsub_command, customer_body, id_of, run_to_exit, spawn_app_on, spawn_app_on_with, DataDir,
-    TestApp,
+    customer_body, id_of, spawn_app_on, spawn_app_on_with, try_spawn_app_on, DataDir, TestApp,
 };
 
 /// A loop-mounted ext4 image; unmounted when dropped.
@@ -242,46 +241,37 @@ fn leftovers(data: &Path) -> Vec<String> {
 }
 
 /// Starts `boxsub serve` on the full disk as a service manager would: either it serves
-/// (reads 200, writes 503) or it stops cleanly with a message saying the disk is full, and
-/// either way it leaves no unfinished snapshot behind.
+/// (reads 200, writes 503, and a SIGTERM stops it) or it stops by itself with a message
+/// saying the disk is full and what to do, and either way it leaves no unfinished snapshot
+/// behind.
 async fn restart_on_a_full_disk(dir: &DataDir, known: i64) -> String {
-    let mut cmd = boxsub_command();
-    cmd.args([
-        "serve",
-        "--addr",
-        "127.0.0.1:0",
-        "--data-dir",
-        path(&dir.data),
-    ])
-    .arg("--catalogue")
-    .arg(&dir.catalogue);
-    let finished = run_to_exit(cmd, Duration::from_secs(10));
-    let outcome = match finished.status {
-        Some(status) => {
-            assert!(!status.success(), "a failed start must not exit 0");
+    let outcome = match try_spawn_app_on(dir).await {
+        Err(failure) => {
             assert!(
-                finished.stderr.contains("disk is full") && finished.stderr.contains("free space"),
-                "the refusal says the disk is full and what to do:\n{}",
-                finished.stderr
+                failure.contains("exited during start-up") || failure.contains("closed stdout"),
+                "{failure}"
             );
-            let reason = finished
-                .stderr
+            assert!(
+                failure.contains("disk is full") && failure.contains("free space"),
+                "the refusal says the disk is full and what to do:\n{failure}"
+            );
+            let reason = failure
                 .lines()
                 .rev()
                 .find(|line| line.contains("disk is full"))
                 .unwrap_or_default()
                 .to_string();
-            format!("stopped cleanly ({status}: {reason})")
+            format!("stopped cleanly ({reason})")
         }
-        None => {
-            // It served (and was killed after 10 s); check reads against a fresh start.
-            let app = spawn_app_on(dir).await;
+        Ok(mut app) => {
             app.get(&format!("/v1/customers/{known}"))
                 .await
                 .assert_status(200);
             app.create_customer(&customer_body("more@example.com"))
                 .await
                 .assert_status(503);
+            let status = app.terminate(Duration::from_secs(20));
+            assert!(status.is_some(), "it stops on SIGTERM");
             "served reads".to_string()
         }
     };
