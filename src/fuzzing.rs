@@ -25,6 +25,7 @@ use crate::http::{
     OrderView, Params,
 };
 use crate::store::codec::{self, CustomerRecord, IdempotencyRecord, Kind, OrderRecord, Record};
+use crate::store::wal::{self, LogEntry, LoggedWrite};
 use crate::transfer::format::Line;
 
 /// A fuzz target: arbitrary bytes in, whether the server would accept them out.
@@ -41,6 +42,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("records", records),
     ("routes", routes),
     ("email", email),
+    ("log_segment", log_segment),
 ];
 
 /// Parsed once: parsing it for every input would be most of a run's time.
@@ -269,6 +271,50 @@ pub fn records(data: &[u8]) -> bool {
         accepted |= check_line(line);
     }
     accepted
+}
+
+/// A write-ahead log segment as a start reads it: as given (random bytes rarely pass a
+/// frame's checksum), and as the payload of one frame with a valid checksum, so that the
+/// writes inside are parsed. Reading never panics; every frame read holds writes that encode
+/// back to exactly its payload; a frame cut short or changed anywhere is not read. Accepted:
+/// at least one frame read.
+pub fn log_segment(data: &[u8]) -> bool {
+    const SEQ: u64 = 7;
+    let mut accepted = check_segment(SEQ, data);
+    let framed = wal::framed(SEQ, data);
+    accepted |= check_segment(SEQ, &framed);
+    if framed.len() > wal::FRAME_HEADER + 1 {
+        // Cut anywhere inside the frame, or read as another segment's: nothing.
+        let cut = wal::FRAME_HEADER + data.len() / 2;
+        assert!(wal::read_segment(SEQ, &framed[..cut]).is_ok_and(|f| f.is_empty()));
+        assert!(wal::read_segment(SEQ + 1, &framed).is_ok_and(|f| f.is_empty()));
+    }
+    accepted
+}
+
+fn check_segment(seq: u64, bytes: &[u8]) -> bool {
+    let Ok(frames) = wal::read_segment(seq, bytes) else {
+        return false;
+    };
+    let mut offset = 0;
+    for writes in &frames {
+        let mut entry = LogEntry::recording();
+        for write in writes {
+            match *write {
+                LoggedWrite::Set { key, value } => entry.set(key, value),
+                LoggedWrite::RemoveIf { key, expected } => entry.remove_if(key, expected),
+                LoggedWrite::Remove { key } => entry.remove(key),
+            }
+        }
+        let again = wal::framed(seq, &entry.into_bytes());
+        assert_eq!(
+            &bytes[offset..offset + again.len()],
+            again.as_slice(),
+            "a frame read back encodes to itself"
+        );
+        offset += again.len();
+    }
+    !frames.is_empty()
 }
 
 /// Whether `bytes` decode as a record of some kind (an order also converting to an order).

@@ -27,7 +27,8 @@ pub enum Reserve {
 }
 
 /// The smallest percentage reserve: room for the engine's next few 512 KiB log segments and
-/// a snapshot, so that writes stop well before the engine could meet a full disk.
+/// a snapshot, so that writes stop well before the engine could meet a full disk. (The
+/// write-ahead log needs none: its segments are made in full and then reused.)
 pub const RESERVE_FLOOR: u64 = 8 << 20;
 /// The largest percentage reserve.
 pub const RESERVE_CAP: u64 = 1 << 30;

@@ -243,6 +243,24 @@ fn frames(seq: u64, bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
+/// The writes of each whole frame of segment `seq` (its content in `bytes`), in order; or,
+/// when a frame checks out but does not parse (damage, not a torn tail), its offset.
+pub fn read_segment(seq: u64, bytes: &[u8]) -> Result<Vec<Vec<LoggedWrite<'_>>>, usize> {
+    let start = bytes.as_ptr() as usize;
+    frames(seq, bytes)
+        .map(|payload| {
+            parse_writes(payload).ok_or(payload.as_ptr() as usize - start - FRAME_HEADER)
+        })
+        .collect()
+}
+
+/// `payload` framed as the first frame of segment `seq` (fuzzing and tests).
+pub fn framed(seq: u64, payload: &[u8]) -> Vec<u8> {
+    let mut frame = Frame::default();
+    frame.push(payload);
+    frame.sealed(seq).to_vec()
+}
+
 /// The log's directory.
 #[derive(Debug, Clone)]
 pub struct WalDir {
@@ -417,14 +435,15 @@ pub fn recover(wal: &WalDir, from: u64, storage: &dyn Storage) -> Result<Recover
     };
     for seq in segments.into_iter().filter(|seq| *seq >= from) {
         let bytes = wal.read(seq)?;
-        for payload in frames(seq, &bytes) {
-            let writes = parse_writes(payload).ok_or_else(|| StoreError::CannotOpen {
-                path: wal.segment_path(seq).display().to_string(),
-                reason: "a frame of the write-ahead log passes its checksum but does not \
-                         parse (damage, not a cut-off write)"
-                    .into(),
-                remedy: "restore the data directory from a backup".into(),
-            })?;
+        let frames = read_segment(seq, &bytes).map_err(|offset| StoreError::CannotOpen {
+            path: wal.segment_path(seq).display().to_string(),
+            reason: format!(
+                "the write-ahead log's frame at byte {offset} passes its checksum but does \
+                 not parse (damage, not a cut-off write)"
+            ),
+            remedy: "restore the data directory from a backup".into(),
+        })?;
+        for writes in frames {
             for write in writes {
                 match write {
                     LoggedWrite::Set { key, value } => storage.put(key, value.to_vec())?,
