@@ -119,42 +119,49 @@ struct StoreInner {
     on_fatal: FatalHandler,
     /// The data directory's filesystem, when the store has one (tests may not).
     disk: Option<DiskWatch>,
-    /// `None` once closed. Read-locked by every write method (shared, never contended);
-    /// write-locked only by `close`.
-    writing: RwLock<Option<Writing>>,
+    /// How writes reach the disk; `None` once closed. Read-locked by every write method
+    /// (shared, never contended); write-locked only by `close`.
+    writes: RwLock<Option<Writes>>,
 }
 
-/// What the store writes through while open: group commit, unless durability is off.
-struct Writing {
-    committer: Option<Committer>,
+/// How the store's writes reach the disk while it is open.
+enum Writes {
+    /// Through the write-ahead log: answered once group commit has synced them.
+    Logged(Committer),
+    /// Answered at once, with no log (durability off); sled flushes in the background.
+    AtOnce,
+}
+
+impl Writes {
+    /// Hands `writes` (a log entry's bytes; none for a bare wait) to group commit.
+    fn submit(&self, writes: Vec<u8>) -> Result<Written, StoreError> {
+        let on_disk = match self {
+            Writes::Logged(committer) => Some(committer.submit(writes)?),
+            Writes::AtOnce => None,
+        };
+        Ok(Written { on_disk })
+    }
 }
 
 /// A write method's admission ([`Store::open_for_writes`]): while it is held, `close` waits.
-struct Admitted<'a>(RwLockReadGuard<'a, Option<Writing>>);
+struct Admitted<'a>(RwLockReadGuard<'a, Option<Writes>>);
 
 impl Admitted<'_> {
-    /// An entry to record a change's writes in: one that records nothing without durability.
-    fn entry(&self) -> LogEntry {
-        match self.committer() {
-            Some(_) => LogEntry::recording(),
-            None => LogEntry::discarding(),
-        }
+    fn writes(&self) -> &Writes {
+        self.0.as_ref().expect("admitted only while open")
     }
 
-    fn committer(&self) -> Option<&Committer> {
-        self.0
-            .as_ref()
-            .and_then(|writing| writing.committer.as_ref())
+    /// An entry to record a change's writes in: one that records nothing without a log.
+    fn entry(&self) -> LogEntry {
+        match self.writes() {
+            Writes::Logged(_) => LogEntry::recording(),
+            Writes::AtOnce => LogEntry::discarding(),
+        }
     }
 
     /// Hands the log entry of writes just made in the engine to group commit.
     fn commit(&self, entry: LogEntry) -> Result<Written, StoreError> {
-        Ok(Written {
-            on_disk: match self.committer() {
-                Some(committer) => Some(committer.submit(entry.into_bytes())?),
-                None => None,
-            },
-        })
+        self.writes().submit(entry.into_bytes())
     }
 }
 
@@ -168,7 +175,7 @@ fn open_log(
     dir: &Path,
     durability: Durability,
     on_fatal: &FatalHandler,
-) -> Result<Option<Committer>, StoreError> {
+) -> Result<Writes, StoreError> {
     let wal = WalDir::open(dir)?;
     let started = std::time::Instant::now();
     let recovered = wal::recover(&wal, checkpoint::log_start(&**storage)?, &**storage)?;
@@ -184,7 +191,7 @@ fn open_log(
         );
     }
     let Durability::Sync { commit_interval } = durability else {
-        return Ok(None);
+        return Ok(Writes::AtOnce);
     };
     let mut reusable = recovered.reusable;
     let seq = recovered.next_seq;
@@ -205,7 +212,7 @@ fn open_log(
         on_fatal.clone(),
         commit_interval,
     )
-    .map(Some)
+    .map(Writes::Logged)
 }
 
 impl Store {
@@ -278,13 +285,13 @@ impl Store {
             None => false,
         };
         storage.sync()?;
-        let committer = open_log(&storage, dir, durability, &on_fatal)?;
+        let writes = open_log(&storage, dir, durability, &on_fatal)?;
         let store = Store {
             inner: Arc::new(StoreInner {
                 storage,
                 on_fatal,
                 disk,
-                writing: RwLock::new(Some(Writing { committer })),
+                writes: RwLock::new(Some(writes)),
             }),
         };
         if !closed_cleanly && !fresh {
@@ -333,11 +340,11 @@ impl Store {
     /// [`Store::open_for_writes`] for removals, which give space back and so go on while
     /// the disk refuses writes.
     fn open_even_if_refused(&self) -> Result<Admitted<'_>, StoreError> {
-        let writing = self.writing();
-        if writing.is_none() {
+        let writes = self.writes();
+        if writes.is_none() {
             return Err(StoreError::Closed);
         }
-        Ok(Admitted(writing))
+        Ok(Admitted(writes))
     }
 
     /// `Err(Refused)` while the disk is nearly full or the directory does not take writes.
@@ -362,23 +369,20 @@ impl Store {
     /// Completes when every write made before the call is durable (at once without
     /// durability).
     pub async fn durable(&self) -> Result<(), StoreError> {
-        // Submit a bare wait under the lock (writes refused for a full disk or not), then
+        // Submit a bare wait under the lock (whether or not the disk refuses writes), then
         // wait without it.
-        let on_disk = match self.writing().as_ref() {
-            None => return Err(StoreError::NotDurable),
-            Some(writing) => match &writing.committer {
-                Some(committer) => Some(committer.submit(Vec::new())?),
-                None => None,
-            },
+        let waiting = match self.writes().as_ref() {
+            None => Err(StoreError::NotDurable),
+            Some(writes) => writes.submit(Vec::new()),
         };
-        Written { on_disk }.durable().await
+        waiting?.durable().await
     }
 
-    /// What the store writes through, `None` once closed. Read-locked, shared and never
+    /// How writes reach the disk, `None` once closed. Read-locked, shared and never
     /// contended but by `close`.
-    fn writing(&self) -> RwLockReadGuard<'_, Option<Writing>> {
+    fn writes(&self) -> RwLockReadGuard<'_, Option<Writes>> {
         self.inner
-            .writing
+            .writes
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -387,15 +391,16 @@ impl Store {
     /// for the write methods under way; every write after it is refused with
     /// [`StoreError::Closed`].
     pub fn close(&self) -> Result<(), StoreError> {
-        let writing = self
+        let writes = self
             .inner
-            .writing
+            .writes
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
-        let last_segment = writing
-            .and_then(|writing| writing.committer)
-            .and_then(|mut committer| committer.stop());
+        let last_segment = match writes {
+            Some(Writes::Logged(mut committer)) => committer.stop(),
+            Some(Writes::AtOnce) | None => None,
+        };
         // Everything logged is in sled: once sled is on disk, no segment needs replaying.
         match last_segment {
             Some(seq) => checkpoint::mark_log_start(&*self.inner.storage, seq + 1)?,
