@@ -11,13 +11,14 @@
 //! sync's start, until three quarters as many (and at least 24) are waiting. A sync costs
 //! about the same CPU however many writes it covers (the kernel writes and flushes, and
 //! every thread involved is woken). Fewer concurrent writers never wait, nor does the first
-//! write after a quiet spell: a sync at once serves them best.
+//! write after a quiet spell: a sync at once serves them best. Writers leave their
+//! submissions in a [`Queue`] that wakes the flusher only once as many are in as it waits
+//! for, so that writers arriving while it gathers or syncs wake no one.
 //!
 //! A failed append or fsync is fatal: the process must stop rather than acknowledge writes it
 //! may have lost (retrying an fsync after a failure can report success over lost data).
 
-use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
@@ -59,9 +60,102 @@ struct Submission {
     done: oneshot::Sender<()>,
 }
 
+/// Where writers leave their submissions for the flusher.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<Waiting>,
+    /// Signalled when as many submissions are in as the flusher waits for, or at close.
+    enough: Condvar,
+}
+
+#[derive(Default)]
+struct Waiting {
+    submissions: Vec<Submission>,
+    /// How many submissions the flusher sleeps until; 0 while it is not sleeping.
+    wanted: usize,
+    /// No submission is taken any more; those in are still handed out.
+    closed: bool,
+}
+
+impl Queue {
+    fn waiting(&self) -> MutexGuard<'_, Waiting> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Leaves `submission` for the flusher, waking it if it waits for this many; refused
+    /// once closed.
+    fn submit(&self, submission: Submission) -> Result<(), StoreError> {
+        let mut waiting = self.waiting();
+        if waiting.closed {
+            return Err(StoreError::NotDurable);
+        }
+        waiting.submissions.push(submission);
+        let enough = waiting.wanted != 0 && waiting.submissions.len() >= waiting.wanted;
+        if enough {
+            waiting.wanted = 0;
+        }
+        // Woken after the lock is released, the flusher does not wait for it again.
+        drop(waiting);
+        if enough {
+            self.enough.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Takes no more submissions (those in are still handed to the flusher).
+    fn close(&self) {
+        self.waiting().closed = true;
+        self.enough.notify_one();
+    }
+
+    /// Refuses every later submission and drops those waiting, so that their writers learn
+    /// their writes are not durable.
+    fn abandon(&self) {
+        let mut waiting = self.waiting();
+        waiting.closed = true;
+        waiting.submissions.clear();
+    }
+
+    /// The next batch, swapped into `batch` (which must be empty): sleeps until a submission
+    /// is in, then, with a `plan`, until as many are in as it wants or its time is up.
+    /// `false` once the queue is closed and empty.
+    fn take(&self, batch: &mut Vec<Submission>, plan: Option<Gathering>) -> bool {
+        let mut waiting = self.waiting();
+        while waiting.submissions.is_empty() {
+            if waiting.closed {
+                return false;
+            }
+            waiting.wanted = 1;
+            waiting = self
+                .enough
+                .wait(waiting)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        if let Some(plan) = plan {
+            while waiting.submissions.len() < plan.writers && !waiting.closed {
+                let left = plan.until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                waiting.wanted = plan.writers;
+                waiting = self
+                    .enough
+                    .wait_timeout(waiting, left)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .0;
+            }
+        }
+        waiting.wanted = 0;
+        std::mem::swap(&mut waiting.submissions, batch);
+        true
+    }
+}
+
 /// The handle writers submit to and wait on: the flusher, and the checkpointer behind it.
 pub struct Committer {
-    submissions: Option<mpsc::Sender<Submission>>,
+    queue: Arc<Queue>,
     /// Returns the sequence number of the last segment written, `None` after a failure.
     flusher: Option<std::thread::JoinHandle<Option<u64>>>,
     checkpointer: Option<std::thread::JoinHandle<()>>,
@@ -106,16 +200,19 @@ impl Committer {
         on_fatal: FatalHandler,
         interval: Duration,
     ) -> Result<Committer, StoreError> {
-        let (submissions, queue) = mpsc::channel::<Submission>();
-        let flusher = std::thread::Builder::new()
-            .name("boxsub-flusher".into())
-            .spawn(move || flush_loop(log, queue, on_fatal, interval))
-            .map_err(|source| StoreError::Io {
-                context: "starting the flusher thread".into(),
-                source,
-            })?;
+        let queue = Arc::new(Queue::default());
+        let flusher = {
+            let queue = queue.clone();
+            std::thread::Builder::new()
+                .name("boxsub-flusher".into())
+                .spawn(move || flush_loop(log, &queue, on_fatal, interval))
+                .map_err(|source| StoreError::Io {
+                    context: "starting the flusher thread".into(),
+                    source,
+                })?
+        };
         Ok(Committer {
-            submissions: Some(submissions),
+            queue,
             flusher: Some(flusher),
             checkpointer: None,
         })
@@ -127,11 +224,7 @@ impl Committer {
     /// submitted before.
     pub fn submit(&self, writes: Vec<u8>) -> Result<oneshot::Receiver<()>, StoreError> {
         let (done, wait) = oneshot::channel();
-        self.submissions
-            .as_ref()
-            .ok_or(StoreError::NotDurable)?
-            .send(Submission { writes, done })
-            .map_err(|_| StoreError::NotDurable)?;
+        self.queue.submit(Submission { writes, done })?;
         Ok(wait)
     }
 
@@ -139,7 +232,7 @@ impl Committer {
     /// its last checkpoint; the sequence number of the last segment written, `None` if the
     /// log failed.
     pub fn stop(&mut self) -> Option<u64> {
-        self.submissions = None;
+        self.queue.close();
         let last = self.flusher.take().and_then(|flusher| flusher.join().ok()?);
         // The log writer, gone with the flusher, held the checkpointer's only sender.
         if let Some(checkpointer) = self.checkpointer.take() {
@@ -157,20 +250,16 @@ impl Drop for Committer {
 
 fn flush_loop(
     mut log: impl Log,
-    queue: mpsc::Receiver<Submission>,
+    queue: &Queue,
     on_fatal: FatalHandler,
     interval: Duration,
 ) -> Option<u64> {
     let mut last_sync: Option<LastSync> = None;
     let mut frame = Frame::default();
+    let mut batch = Vec::new();
     // Each writer submitted after its writes reached the engine, so one append and sync
     // after taking a batch covers every write of that batch.
-    while let Ok(first) = queue.recv() {
-        let mut batch = vec![first];
-        batch.extend(queue.try_iter());
-        if let Some(plan) = gathering(last_sync, interval) {
-            gather(&queue, &mut batch, plan, GATHER_SLICE);
-        }
+    while queue.take(&mut batch, gathering(last_sync, interval)) {
         let started = Instant::now();
         last_sync = Some(LastSync {
             started,
@@ -186,44 +275,34 @@ fn flush_loop(
         } else {
             log.append(&mut frame).and_then(|()| log.sync())
         };
-        match written {
-            Ok(()) => {
-                let took = started.elapsed();
-                METRICS.commit_batches.inc();
-                METRICS.commit_batch_size.observe(batch.len() as f64);
-                METRICS.commit_duration.observe(took.as_secs_f64());
-                METRICS.wal_bytes.inc_by(frame.len() as u64);
-                tracing::trace!(
-                    writers = batch.len(),
-                    bytes = frame.len(),
-                    micros = took.as_micros() as u64,
-                    "group commit"
-                );
-                for submission in batch {
-                    let _ = submission.done.send(());
-                }
-            }
-            Err(source) => {
-                on_fatal(&StoreError::Io {
-                    context: "appending to the write-ahead log".into(),
-                    source,
-                });
-                // Never answer these writers, nor any later one: dropping them fails their
-                // writes instead of acknowledging data that may be lost.
-                drop(batch);
-                for submission in queue.iter() {
-                    drop(submission);
-                }
-                return None;
-            }
+        if let Err(source) = written {
+            on_fatal(&StoreError::Io {
+                context: "appending to the write-ahead log".into(),
+                source,
+            });
+            // Never answer these writers, nor any later one: dropping them fails their
+            // writes instead of acknowledging data that may be lost.
+            queue.abandon();
+            return None;
+        }
+        let took = started.elapsed();
+        METRICS.commit_batches.inc();
+        METRICS.commit_batch_size.observe(batch.len() as f64);
+        METRICS.commit_duration.observe(took.as_secs_f64());
+        METRICS.wal_bytes.inc_by(frame.len() as u64);
+        tracing::trace!(
+            writers = batch.len(),
+            bytes = frame.len(),
+            micros = took.as_micros() as u64,
+            "group commit"
+        );
+        // Emptied, the batch keeps its memory for the next one.
+        for submission in batch.drain(..) {
+            let _ = submission.done.send(());
         }
     }
     Some(log.seq())
 }
-
-/// How often the flusher looks for new writers while it gathers a batch. It sleeps rather
-/// than blocking on the queue, so that writers registering meanwhile wake no one.
-const GATHER_SLICE: Duration = Duration::from_micros(100);
 
 /// When the last sync started, and how many writers it answered.
 #[derive(Debug, Clone, Copy)]
@@ -263,19 +342,6 @@ fn gathering(last_sync: Option<LastSync>, interval: Duration) -> Option<Gatherin
             writers: (last.writers * 3 / 4).max(GATHER_FROM_WRITERS),
             until: last.started + interval,
         })
-}
-
-/// Adds writers from `queue` to `batch` until it holds `plan.writers` or `plan.until` has
-/// passed, looking every `slice`.
-fn gather<T>(queue: &mpsc::Receiver<T>, batch: &mut Vec<T>, plan: Gathering, slice: Duration) {
-    while batch.len() < plan.writers {
-        let left = plan.until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        std::thread::sleep(left.min(slice));
-        batch.extend(queue.try_iter());
-    }
 }
 
 #[cfg(test)]
@@ -364,22 +430,39 @@ mod tests {
         );
     }
 
+    fn submission() -> (Submission, oneshot::Receiver<()>) {
+        let (done, wait) = oneshot::channel();
+        (
+            Submission {
+                writes: Vec::new(),
+                done,
+            },
+            wait,
+        )
+    }
+
     #[test]
     fn gathering_ends_once_enough_writers_are_in() {
-        let (register, queue) = mpsc::channel();
+        let queue = Arc::new(Queue::default());
         let plan = Gathering {
             writers: 3,
             until: Instant::now() + Duration::from_secs(20),
         };
-        let gatherer = std::thread::spawn(move || {
-            let mut batch = Vec::new();
-            gather(&queue, &mut batch, plan, Duration::from_millis(1));
-            batch.len()
-        });
+        let gatherer = {
+            let queue = queue.clone();
+            std::thread::spawn(move || {
+                let mut batch = Vec::new();
+                assert!(queue.take(&mut batch, Some(plan)));
+                batch.len()
+            })
+        };
         let started = Instant::now();
-        for writer in 0..3 {
+        let mut waits = Vec::new();
+        for _ in 0..3 {
             std::thread::sleep(Duration::from_millis(10));
-            register.send(writer).unwrap();
+            let (submission, wait) = submission();
+            queue.submit(submission).unwrap();
+            waits.push(wait);
         }
         assert_eq!(gatherer.join().unwrap(), 3);
         assert!(
@@ -390,17 +473,32 @@ mod tests {
 
     #[test]
     fn gathering_ends_with_the_interval_when_fewer_writers_come() {
-        let (register, queue) = mpsc::channel();
-        register.send(0).unwrap();
+        let queue = Queue::default();
+        let (first, _wait) = submission();
+        queue.submit(first).unwrap();
         let started = Instant::now();
         let plan = Gathering {
             writers: 5,
             until: started + Duration::from_millis(50),
         };
         let mut batch = Vec::new();
-        gather(&queue, &mut batch, plan, Duration::from_millis(1));
+        assert!(queue.take(&mut batch, Some(plan)));
         assert_eq!(batch.len(), 1);
         assert!(started.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn a_closed_queue_hands_out_what_it_holds_then_ends_and_refuses_more() {
+        let queue = Queue::default();
+        let (first, _wait) = submission();
+        queue.submit(first).unwrap();
+        queue.close();
+        assert!(queue.submit(submission().0).is_err());
+        let mut batch = Vec::new();
+        assert!(queue.take(&mut batch, None));
+        assert_eq!(batch.len(), 1);
+        batch.clear();
+        assert!(!queue.take(&mut batch, None));
     }
 
     #[tokio::test]
