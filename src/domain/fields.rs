@@ -124,9 +124,23 @@ pub enum Field<'a> {
     Present(&'a Value),
 }
 
-/// Looks `key` up in `object`.
+/// Objects with at most this many keys are searched key by key rather than through their
+/// hash index.
+const SCANNED_KEYS: usize = 16;
+
+/// Looks `key` up in `object`. A body has a handful of keys and a rule looks up a dozen:
+/// comparing them is cheaper than hashing each lookup (SipHash, in `serde_json`'s ordered
+/// map), which took about 5% of an order's instructions. Large objects (only a hostile
+/// client sends them) use the index, so that a lookup never costs more than one hash.
 pub fn field<'a>(object: &'a Map<String, Value>, key: &str) -> Field<'a> {
-    match object.get(key) {
+    let found = if object.len() <= SCANNED_KEYS {
+        object
+            .iter()
+            .find_map(|(name, value)| (name == key).then_some(value))
+    } else {
+        object.get(key)
+    };
+    match found {
         None => Field::Absent,
         Some(Value::Null) => Field::Null,
         Some(value) => Field::Present(value),
@@ -214,6 +228,24 @@ mod tests {
         assert_eq!(integer(&json!(4)), Some(4));
         assert_eq!(integer(&json!("--3")), None);
         assert_eq!(integer(&json!(1.0)), None);
+    }
+
+    #[test]
+    fn a_field_is_found_in_small_and_large_objects_alike() {
+        for keys in [0, 1, SCANNED_KEYS, SCANNED_KEYS + 1, 200] {
+            let mut object: Map<String, Value> =
+                (0..keys).map(|n| (format!("k{n}"), json!(n))).collect();
+            object.insert("nothing".into(), Value::Null);
+            for n in 0..keys {
+                assert!(
+                    matches!(field(&object, &format!("k{n}")), Field::Present(v) if *v == json!(n)),
+                    "k{n} of {keys}"
+                );
+            }
+            assert!(matches!(field(&object, "nothing"), Field::Null));
+            assert!(matches!(field(&object, "absent"), Field::Absent));
+            assert!(matches!(field(&object, "k"), Field::Absent));
+        }
     }
 
     #[test]

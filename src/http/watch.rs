@@ -135,6 +135,11 @@ impl<S> WatchedStream<S> {
     /// may be the last before the connection waits: hyper writes a response after its
     /// request stopped being busy and then waits for the next read without polling it
     /// again, so the idle deadline must be armed by the write.
+    ///
+    /// The timer is moved only to an earlier instant. A keep-alive connection's deadline
+    /// moves later with every request (head, then idle, then the next head), and moving the
+    /// timer each time cost two timer-wheel updates a request; left armed for an earlier
+    /// instant, it wakes the connection early once, and is then armed for the deadline.
     fn deadline_passed(
         watch: &Watch,
         timer: &mut Pin<Box<Sleep>>,
@@ -144,10 +149,19 @@ impl<S> WatchedStream<S> {
         let Some(deadline) = watch.deadline() else {
             return false;
         };
-        if *armed_for != Some(deadline) {
+        if armed_for.is_none_or(|armed| deadline < armed) {
             timer.as_mut().reset(deadline);
             *armed_for = Some(deadline);
         }
+        if timer.as_mut().poll(cx).is_pending() {
+            return false;
+        }
+        if *armed_for == Some(deadline) {
+            return true;
+        }
+        // Woken early: arm it for the deadline itself.
+        timer.as_mut().reset(deadline);
+        *armed_for = Some(deadline);
         timer.as_mut().poll(cx).is_ready()
     }
 
@@ -329,5 +343,41 @@ mod tests {
             "{head_due:?}"
         );
         assert!(head_due <= accepted + Duration::from_secs(39));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deadline_moved_later_ends_the_phase_at_the_later_one() {
+        use tokio::io::AsyncReadExt;
+        let (client, _peer) = tokio::io::duplex(64);
+        let (mut stream, handler) = watch(client, (), deadlines());
+        // A read while the first head is due (10 s) arms the timer for then.
+        let pending = std::future::poll_fn(|cx| {
+            let mut buf = [0u8; 8];
+            let read = Pin::new(&mut stream).poll_read(cx, &mut ReadBuf::new(&mut buf));
+            Poll::Ready(read.is_pending())
+        })
+        .await;
+        assert!(pending);
+        // A request comes and is answered: now the connection is idle until about 30 s.
+        handler.watch.request_started();
+        drop(Busy(Some(handler.watch.clone())));
+        let reading = tokio::spawn(async move {
+            let mut buf = [0u8; 8];
+            stream.read(&mut buf).await
+        });
+
+        tokio::time::advance(Duration::from_secs(15)).await;
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !reading.is_finished(),
+            "the timer armed for the head's deadline ended the idle phase early"
+        );
+
+        tokio::time::advance(Duration::from_secs(16)).await;
+        let outcome = tokio::time::timeout(Duration::from_secs(1), reading).await;
+        let error = outcome.unwrap().unwrap().unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::TimedOut);
     }
 }
