@@ -31,10 +31,17 @@ static ID_PREFIX: LazyLock<u32> = LazyLock::new(|| {
 });
 static ID_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// 24 hex digits: the prefix, then the counter. Written by hand into a buffer on the
+/// stack: `format!` took a fifth of what a request's record costs.
 fn new_id() -> HeaderValue {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let n = ID_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let id = format!("{:08x}{n:016x}", *ID_PREFIX);
-    HeaderValue::from_str(&id).unwrap_or_else(|_| HeaderValue::from_static("0"))
+    let digits = (u128::from(*ID_PREFIX) << 64) | u128::from(n);
+    let mut id = [0u8; 24];
+    for (position, digit) in id.iter_mut().enumerate() {
+        *digit = HEX[((digits >> (4 * (23 - position))) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&id).unwrap_or_else(|_| HeaderValue::from_static("0"))
 }
 
 /// The client's request id if it is 1 to 128 visible ASCII characters; otherwise a new one.
@@ -134,5 +141,17 @@ mod tests {
             assert_eq!(replaced.len(), 24);
         }
         assert_ne!(new_id(), new_id());
+    }
+
+    #[test]
+    fn a_new_id_is_the_prefix_then_the_counter_in_hex() {
+        let id = new_id();
+        let text = id.to_str().unwrap();
+        assert_eq!(text.len(), 24);
+        assert_eq!(&text[..8], format!("{:08x}", *ID_PREFIX));
+        let n = u64::from_str_radix(&text[8..], 16).unwrap();
+        let next = new_id();
+        // Other tests take ids meanwhile: later, not necessarily next.
+        assert!(u64::from_str_radix(&next.to_str().unwrap()[8..], 16).unwrap() > n);
     }
 }
