@@ -14,18 +14,20 @@
 //! (u64, little-endian) and the payload (u32, little-endian)` · `payload`
 //!
 //! and a payload is a run of writes, each `1` (set), `2` (remove if it still holds a value)
-//! or `3` (remove) · `key length (u32 LE)` · `key` · `value length (u32 LE)` · `value`. A frame is one
-//! group commit: all of it is replayed or none. The first frame that is cut short, fails
-//! its checksum or has length 0 ends the segment: a torn append (its writers were never
-//! answered), the zeros of a fresh segment, or the frames of the segment's earlier life,
-//! whose checksums hold an older sequence number. A frame that checks out but does not parse
-//! is damage, not a torn tail, and refuses the start.
+//! or `3` (remove) · `key length (u32 LE)` · `key` · `value length (u32 LE)` · `value`. A
+//! frame is one group commit: all of it is replayed or none. The first frame that is cut
+//! short, fails its checksum or has length 0 ends the segment: a torn append (its writers
+//! were never answered), the zeros of a fresh segment, or the frames of the segment's earlier
+//! life, whose checksums hold an older sequence number. A frame that checks out but does not
+//! parse is damage, not a torn tail, and refuses the start.
 //!
 //! Replaying sets and conditional removals in log order gives every key its last logged
 //! value, whatever part of them sled had already stored, because the writers of one key take
 //! turns (a customer's actor, an email's claim, an idempotency key's turn): a key's writes
-//! reach the log in the order they reached sled. Writes that skip the log (an expiry sweep's
-//! removals, repairs, imports) either need no durability or sync sled themselves.
+//! reach the log in the order they reached sled. Every write through the store's write
+//! methods is logged (an expiry sweep's removals too, so that a replay never sets a record
+//! after its removal); what skips the log syncs sled itself (the markers, the repair at
+//! open, which runs once the log is replayed) or runs without durability (tools, seeding).
 //!
 //! Must not touch: what the keys mean (the writers in [`super::writes`] decide what is
 //! logged), group commit's timing, sled's checkpoints.
