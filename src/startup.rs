@@ -576,10 +576,13 @@ fn spawn_housekeeping(service: Arc<Service>, idle: Duration) -> tokio::task::Joi
 }
 
 /// Removes expired idempotency records: every quarter of their time to live (at least every
-/// second, at most every five minutes) a pass goes through them in batches of 256, resting
-/// a few milliseconds between batches so that the sweep never crowds out requests.
+/// second, at most every five minutes) a pass goes through them in batches of 1,024, resting
+/// a few milliseconds between batches so that the sweep never crowds out requests. The rest
+/// caps how fast a pass removes records: with batches of 256 that was about 33,000 a
+/// second, below what keyed creates reach once they stopped waiting for sled's flush, so
+/// under a flood of keyed creates with a short time to live the records held kept growing.
 fn spawn_idempotency_expiry(service: Arc<Service>) -> tokio::task::JoinHandle<()> {
-    const BATCH: usize = 256;
+    const BATCH: usize = 1024;
     tokio::spawn(async move {
         let ttl = service.idempotency_ttl_secs();
         let period =

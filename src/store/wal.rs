@@ -24,10 +24,11 @@
 //! Replaying sets and conditional removals in log order gives every key its last logged
 //! value, whatever part of them sled had already stored, because the writers of one key take
 //! turns (a customer's actor, an email's claim, an idempotency key's turn): a key's writes
-//! reach the log in the order they reached sled. Every write through the store's write
-//! methods is logged (an expiry sweep's removals too, so that a replay never sets a record
-//! after its removal); what skips the log syncs sled itself (the markers, the repair at
-//! open, which runs once the log is replayed) or runs without durability (tools, seeding).
+//! reach the log in the order they reached sled. Every write of a change is logged; what
+//! skips the log syncs sled itself (the markers, the repair at open, which runs once the
+//! log is replayed), runs without durability (tools, seeding), or may be undone by a
+//! replay: an expiry sweep's removal of a record that has outlived its time to live, which
+//! then counts as no record until the next pass removes it again.
 //!
 //! Must not touch: what the keys mean (the writers in [`super::writes`] decide what is
 //! logged), group commit's timing, sled's checkpoints.

@@ -150,7 +150,7 @@ impl Store {
 
     /// Removes `key` where it still holds `expected`, recording it in `entry` if it did;
     /// whether it did.
-    pub(super) fn remove_if(
+    fn remove_if(
         &self,
         entry: &mut LogEntry,
         key: &[u8],
