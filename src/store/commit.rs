@@ -3,7 +3,7 @@
 //! takes every submission that has arrived, appends them to the log as one frame,
 //! `fdatasync`s it once for all of them, and only then answers them. Durability then costs
 //! one append and one sync per batch, not per write; sled itself is flushed behind the log,
-//! a segment at a time ([`super::checkpoint`]). Submissions are answered in the order they
+//! a segment at a time (`checkpoint`). Submissions are answered in the order they
 //! arrived, so a writer answered knows every write submitted before its own is durable too.
 //!
 //! Under load the flusher also gathers writers before a sync: after a sync that answered
@@ -12,7 +12,7 @@
 //! about the same CPU however many writes it covers (the kernel writes and flushes, and
 //! every thread involved is woken). Fewer concurrent writers never wait, nor does the first
 //! write after a quiet spell: a sync at once serves them best. Writers leave their
-//! submissions in a [`Queue`] that wakes the flusher only once as many are in as it waits
+//! submissions in a `Queue` that wakes the flusher only once as many are in as it waits
 //! for, so that writers arriving while it gathers or syncs wake no one.
 //!
 //! A failed append or fsync is fatal: the process must stop rather than acknowledge writes it

@@ -1,6 +1,6 @@
 //! Persistence: boxsub's state in one sled tree (layout in [`keys`]), records encoded as in
 //! [`codec`], writes made durable by group commit ([`commit`]) appending them to a
-//! write-ahead log ([`wal`]), with sled flushed behind the log ([`checkpoint`]) and the log's
+//! write-ahead log ([`wal`]), with sled flushed behind the log (`checkpoint`) and the log's
 //! tail replayed into it at open. [`Store`] is the repository
 //! the registry and the customer actors use: it knows which keys a change writes and which of
 //! them must be unique. The engine sits behind the small [`Storage`] trait (`storage`,

@@ -1,7 +1,7 @@
 //! The write-ahead log that acknowledges writes. Each change is written to sled in memory
 //! as before, and its single-key writes are also handed, encoded, to group commit
 //! ([`super::commit`]), which appends them to this log and `fdatasync`s it before anyone is
-//! answered. sled is no longer flushed per write: [`super::checkpoint`] flushes it behind the
+//! answered. sled is no longer flushed per write: `checkpoint` flushes it behind the
 //! log, a segment at a time, and only then recycles the segment. A start replays what the
 //! log holds beyond sled's last checkpoint ([`recover`]).
 //!
@@ -30,7 +30,7 @@
 //! replay: an expiry sweep's removal of a record that has outlived its time to live, which
 //! then counts as no record until the next pass removes it again.
 //!
-//! Must not touch: what the keys mean (the writers in [`super::writes`] decide what is
+//! Must not touch: what the keys mean (the writers in `writes` decide what is
 //! logged), group commit's timing, sled's checkpoints.
 
 use std::fs::{File, OpenOptions};
