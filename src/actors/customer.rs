@@ -1,7 +1,11 @@
 //! The customer actor: sole owner of one customer and its orders. Each message runs one domain
-//! rule, writes the changed snapshot to the store, waits until the write is durable, and only
-//! then replies. Failures go back inside the reply (`Result` in the `RpcReplyPort`), because
-//! an `Err` returned from `handle` would stop the actor.
+//! rule and writes the changed snapshot to the store. A customer update waits until the write
+//! is durable, publishes the customer, and only then replies. An order is answered as soon as
+//! it is written, with the wait for the disk ([`Placed`]); group commit publishes it and
+//! releases what its request held once it is on disk, so the actor is not woken a second time
+//! per order and goes on with the next message meanwhile (the log keeps its writes in order).
+//! Failures go back inside the reply (`Result` in the `RpcReplyPort`), because an `Err`
+//! returned from `handle` would stop the actor.
 //!
 //! A request comes with a [`Handoff`] shared with its caller, so that a request whose caller
 //! has gone is dropped unstarted, and whatever the caller holds for it is released when the
@@ -11,7 +15,7 @@
 //! passivates actors; the actor writes its own records and their index entries), or blocking
 //! work such as password hashing.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -26,7 +30,7 @@ use crate::domain::ids::OrderId;
 use crate::domain::order::{validate_order, CustomerCheck, Order};
 use crate::domain::schedule::{Day, ScheduleRules, WeekDays};
 use crate::store::order_ids::OrderIds;
-use crate::store::{IdempotencyWrite, Store, StoreError};
+use crate::store::{IdempotencyWrite, OnDurable, Store, StoreError, Written};
 
 use crate::index::Indexes;
 use crate::metrics::METRICS;
@@ -68,6 +72,34 @@ pub struct CustomerState {
     store: Store,
     published: Published,
     indexes: Arc<Indexes>,
+    /// Orders written and not yet on disk (see [`OnDisk`]).
+    writing: Arc<AtomicUsize>,
+}
+
+/// Counts an order among those written and not yet on disk until dropped, which group
+/// commit does once the order is on disk (or never will be).
+struct OnDisk(Arc<AtomicUsize>);
+
+impl OnDisk {
+    fn count(writing: &Arc<AtomicUsize>) -> OnDisk {
+        writing.fetch_add(1, Ordering::AcqRel);
+        OnDisk(writing.clone())
+    }
+}
+
+impl Drop for OnDisk {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A customer's orders as its actor holds them.
+pub struct OrderList {
+    /// The orders, by id.
+    pub orders: Vec<Arc<Order>>,
+    /// While some of them are still on their way to disk: completes once they are there.
+    /// Answer only then, so that no one reads an order that a crash could still take away.
+    pub durable: Option<Written>,
 }
 
 /// Why a change was not made.
@@ -98,6 +130,15 @@ pub struct PlaceOrder {
     pub idempotency: Option<Pending<Order>>,
 }
 
+/// An order written, on its way to disk.
+pub struct Placed {
+    /// The order.
+    pub order: Arc<Order>,
+    /// Completes once the order is on disk, published for readers, and what its request
+    /// held released: answer its client only then.
+    pub durable: Written,
+}
+
 /// What a customer actor is asked to do.
 pub enum Request {
     /// Apply changes already checked field by field (and with the password hashed).
@@ -105,13 +146,11 @@ pub enum Request {
         Box<CustomerChanges>,
         RpcReplyPort<Result<Updated, ChangeError>>,
     ),
-    /// Validate an order against the catalogue and store it.
-    PlaceOrder(
-        Box<PlaceOrder>,
-        RpcReplyPort<Result<Arc<Order>, ChangeError>>,
-    ),
+    /// Validate an order against the catalogue and store it; answered once it is written,
+    /// with the wait for it to be on disk.
+    PlaceOrder(Box<PlaceOrder>, RpcReplyPort<Result<Placed, ChangeError>>),
     /// All of this customer's orders by id.
-    ListOrders(RpcReplyPort<Vec<Arc<Order>>>),
+    ListOrders(RpcReplyPort<Result<OrderList, ChangeError>>),
 }
 
 /// A request as it travels to the actor: what to do, the handoff it shares with its caller,
@@ -208,6 +247,7 @@ impl Actor for CustomerActor {
             store: args.store,
             published: args.published,
             indexes: args.indexes,
+            writing: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -227,25 +267,42 @@ impl Actor for CustomerActor {
             return Ok(());
         };
         state.refresh_webstore();
+        let held: Box<dyn Send> = Box::new((exclusive, permits));
         // A failed `send` means the caller stopped waiting after this began; the change
         // stands either way.
         match request {
             Request::Update(changes, reply) => {
                 let _ = reply.send(state.update(&changes).await);
+                drop(held);
             }
             Request::PlaceOrder(order, reply) => {
-                let _ = reply.send(state.place_order(*order).await);
+                // A written order's request holds its permits and idempotency turn until
+                // the order is on disk; the actor goes on with its next message meanwhile.
+                let _ = reply.send(state.place_order(*order, held));
             }
             Request::ListOrders(reply) => {
-                let _ = reply.send(state.orders.clone());
+                let _ = reply.send(state.list_orders());
+                drop(held);
             }
         }
-        drop((exclusive, permits));
         Ok(())
     }
 }
 
 impl CustomerState {
+    /// The orders, with a wait for those not yet on disk if there are any.
+    fn list_orders(&self) -> Result<OrderList, ChangeError> {
+        // Zero means every order written before has had its `OnDurable` run or dropped.
+        let durable = match self.writing.load(Ordering::Acquire) {
+            0 => None,
+            _ => Some(self.store.barrier()?),
+        };
+        Ok(OrderList {
+            orders: self.orders.clone(),
+            durable,
+        })
+    }
+
     async fn update(&mut self, changes: &CustomerChanges) -> Result<Updated, ChangeError> {
         let next = Arc::new(
             self.customer
@@ -298,7 +355,15 @@ impl CustomerState {
         }
     }
 
-    async fn place_order(&mut self, request: PlaceOrder) -> Result<Arc<Order>, ChangeError> {
+    /// Validates and writes an order, and hands back the wait for it to be on disk. Group
+    /// commit publishes it for readers, counts it, and releases `held` once it is on disk
+    /// (see [`OnDurable`]), so this actor is not woken for that. `held` is released at once
+    /// if the order is refused.
+    fn place_order(
+        &mut self,
+        request: PlaceOrder,
+        held: Box<dyn Send>,
+    ) -> Result<Placed, ChangeError> {
         let rules = self.schedule_rules();
         let details = validate_order(&request.body, &self.webstore, CustomerCheck::Found(rules))
             .map_err(ChangeError::Invalid)?;
@@ -316,17 +381,29 @@ impl CustomerState {
                 order.created_at,
             )
         });
-        let written = self.store.create_order(&order, idempotency)?;
+        let on_durable = self.publish_when_durable(order.clone(), held);
+        let durable = self.store.create_order(&order, idempotency, on_durable)?;
         // The sequence only grows and this actor takes its ids one message at a time, so
         // pushing keeps the list sorted by id.
         self.orders.push(order.clone());
-        written.durable().await?;
-        self.indexes.publish(self.webstore.idx, &order);
-        METRICS
-            .orders_created
-            .with_label_values(&[self.webstore.settings.id.as_str()])
-            .inc();
-        Ok(order)
+        Ok(Placed { order, durable })
+    }
+
+    /// What is to happen once `order` is on disk: readers find it by id and on its delivery
+    /// dates, it is counted, and `held` is released.
+    fn publish_when_durable(&self, order: Arc<Order>, held: Box<dyn Send>) -> OnDurable {
+        let indexes = self.indexes.clone();
+        let webstore = self.webstore.idx;
+        let created =
+            METRICS
+                .orders_created
+                .with_label_values(&[self.webstore.settings.id.as_str()]);
+        let on_disk = OnDisk::count(&self.writing);
+        Box::new(move || {
+            indexes.publish(webstore, &order);
+            created.inc();
+            drop((held, on_disk));
+        })
     }
 }
 

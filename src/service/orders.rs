@@ -1,6 +1,6 @@
-//! Order use cases: create (validated and stored by the customer's actor), read one, list a
-//! customer's. An order's idempotency turn travels with it to the actor and is released once
-//! the order is written or refused. Must not touch: HTTP types.
+//! Order use cases: create (validated and written by the customer's actor, answered once on
+//! disk), read one, list a customer's. An order's idempotency turn travels with it to the
+//! actor and is released once the order is refused or on disk. Must not touch: HTTP types.
 
 use std::sync::Arc;
 
@@ -53,12 +53,14 @@ impl Service {
                 Some(_) => {
                     let (idempotency, turn) = keyed.unzip();
                     let request = Box::new(PlaceOrder { body, idempotency });
-                    return Ok(self
+                    let placed = self
                         .calls
                         .call(&self.registry, webstore.idx, id, turn, |reply| {
                             Request::PlaceOrder(request, reply)
                         })
-                        .await??);
+                        .await??;
+                    placed.durable.durable().await?;
+                    return Ok(placed.order);
                 }
             },
         };
@@ -109,7 +111,8 @@ impl Service {
         webstore: WebstoreIdx,
         id: CustomerId,
     ) -> Result<Vec<Arc<Order>>, ServiceError> {
-        self.calls
+        let list = self
+            .calls
             .call(
                 &self.registry,
                 webstore,
@@ -117,6 +120,10 @@ impl Service {
                 None::<()>,
                 Request::ListOrders,
             )
-            .await
+            .await??;
+        if let Some(durable) = list.durable {
+            durable.durable().await?;
+        }
+        Ok(list.orders)
     }
 }

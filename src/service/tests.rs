@@ -299,13 +299,19 @@ async fn requests_cut_off_at_any_await_point_leave_nothing_held() {
         .update_customer(&h.webstore, ann, &change)
         .await
         .unwrap();
-    assert!(!h
+    let orders = h
         .service
         .orders_of(&h.webstore, Some(ann_key))
         .await
-        .unwrap()
-        .is_empty());
+        .unwrap();
+    assert!(!orders.is_empty());
     assert_settles(&h.service, "the final requests").await;
+    // An order written before its request was cut off is on disk, so readers find it by id,
+    // whether or not anyone still waited for its answer.
+    for order in &orders {
+        let found = h.service.order(&h.webstore, order.id).await;
+        assert!(found.is_ok(), "order {} is not published", order.id.0);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -631,4 +637,50 @@ async fn a_remembered_email_that_changed_hands_is_never_answered() {
         .await
         .unwrap();
     assert_eq!(lookup("x@example.com"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_customers_order_list_holds_only_orders_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Arc::new(harness(dir.path(), Duration::from_secs(5)));
+    let ann = create(&h, "ann@example.com").await.id;
+    let ann_id = ann.0.to_string();
+    // Creates race lists on one customer: its actor lists while orders it wrote are still
+    // on their way to disk. Every order a list shows must be on disk, which the order index
+    // (published only then) tells.
+    let creating = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            for _ in 0..4 {
+                let creates = (0..6).map(|_| {
+                    let order = body(json!({"customer_id": ann.0, "box_id": 217}));
+                    h.service.create_order(&h.webstore, order, None)
+                });
+                for created in futures_util::future::join_all(creates).await {
+                    created.unwrap();
+                }
+            }
+        })
+    };
+    let mut listed = 0;
+    for _ in 0..200 {
+        let orders = h
+            .service
+            .orders_of(&h.webstore, Some(&ann_id))
+            .await
+            .unwrap();
+        for order in &orders {
+            assert!(
+                h.service.order(&h.webstore, order.id).await.is_ok(),
+                "order {} was listed before it was on disk",
+                order.id.0
+            );
+        }
+        listed = orders.len();
+        if creating.is_finished() {
+            break;
+        }
+    }
+    creating.await.unwrap();
+    assert!(listed > 0);
 }

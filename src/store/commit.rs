@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 
 use super::checkpoint::{self, Segments};
 use super::wal::{Frame, LogWriter, Segment, SpareSlot, WalDir};
-use super::{Storage, StoreError};
+use super::{OnDurable, Storage, StoreError};
 use crate::metrics::METRICS;
 
 /// Called when the store could not be made durable. In the server it ends the process.
@@ -57,6 +57,7 @@ impl Log for LogWriter {
 /// answer once they are durable.
 struct Submission {
     writes: Vec<u8>,
+    on_durable: Option<OnDurable>,
     done: oneshot::Sender<()>,
 }
 
@@ -222,9 +223,20 @@ impl Committer {
     /// log: the receiver completes once they, and everything submitted before them, are on
     /// disk, and fails if that can't be confirmed. With no writes, it waits for what was
     /// submitted before.
-    pub fn submit(&self, writes: Vec<u8>) -> Result<oneshot::Receiver<()>, StoreError> {
+    ///
+    /// `on_durable` runs on the flusher's thread once the writes are on disk, before the
+    /// receiver completes; it is dropped unrun if they never get there.
+    pub fn submit(
+        &self,
+        writes: Vec<u8>,
+        on_durable: Option<OnDurable>,
+    ) -> Result<oneshot::Receiver<()>, StoreError> {
         let (done, wait) = oneshot::channel();
-        self.queue.submit(Submission { writes, done })?;
+        self.queue.submit(Submission {
+            writes,
+            on_durable,
+            done,
+        })?;
         Ok(wait)
     }
 
@@ -298,6 +310,9 @@ fn flush_loop(
         );
         // Emptied, the batch keeps its memory for the next one.
         for submission in batch.drain(..) {
+            if let Some(on_durable) = submission.on_durable {
+                on_durable();
+            }
             let _ = submission.done.send(());
         }
     }
@@ -387,7 +402,7 @@ mod tests {
         let waits: Vec<_> = (0..200)
             .map(|_| {
                 let committer = committer.clone();
-                tokio::spawn(async move { committer.submit(vec![1]).unwrap().await })
+                tokio::spawn(async move { committer.submit(vec![1], None).unwrap().await })
             })
             .collect();
         for wait in waits {
@@ -402,8 +417,8 @@ mod tests {
     async fn bare_waits_are_answered_without_a_sync_once_what_they_wait_for_is_on_disk() {
         let log = Arc::new(FaultyLog::default());
         let committer = started(&log, Duration::ZERO);
-        committer.submit(vec![1]).unwrap().await.unwrap();
-        committer.submit(Vec::new()).unwrap().await.unwrap();
+        committer.submit(vec![1], None).unwrap().await.unwrap();
+        committer.submit(Vec::new(), None).unwrap().await.unwrap();
         assert_eq!(log.syncs.load(Ordering::SeqCst), 1);
     }
 
@@ -435,6 +450,7 @@ mod tests {
         (
             Submission {
                 writes: Vec::new(),
+                on_durable: None,
                 done,
             },
             wait,
@@ -505,12 +521,67 @@ mod tests {
     async fn a_first_write_is_synced_without_waiting_for_the_interval() {
         let log = Arc::new(FaultyLog::default());
         let committer = started(&log, Duration::from_secs(20));
-        let wait = committer.submit(vec![1]).unwrap();
+        let wait = committer.submit(vec![1], None).unwrap();
         let answered = tokio::time::timeout(Duration::from_secs(10), wait).await;
         assert!(
             matches!(answered, Ok(Ok(()))),
             "the first write waited for the interval"
         );
+    }
+
+    /// Counts how often it ran and how often it was dropped.
+    #[derive(Default)]
+    struct Tally {
+        ran: AtomicUsize,
+        dropped: AtomicUsize,
+    }
+
+    struct Held(Arc<Tally>);
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            self.0.dropped.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn tallied(tally: &Arc<Tally>) -> Option<OnDurable> {
+        let held = Held(tally.clone());
+        Some(Box::new(move || {
+            held.0.ran.fetch_add(1, Ordering::SeqCst);
+        }))
+    }
+
+    #[tokio::test]
+    async fn what_waits_for_a_write_runs_once_it_is_on_disk_and_before_its_answer() {
+        let log = Arc::new(FaultyLog::default());
+        let committer = started(&log, Duration::ZERO);
+        let tally = Arc::new(Tally::default());
+        let wait = committer.submit(vec![1], tallied(&tally)).unwrap();
+        wait.await.unwrap();
+        assert_eq!(tally.ran.load(Ordering::SeqCst), 1, "ran before the answer");
+        assert_eq!(
+            tally.dropped.load(Ordering::SeqCst),
+            1,
+            "released what it held"
+        );
+        assert_eq!(log.syncs.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn what_waits_for_a_write_that_never_reaches_disk_is_released_unrun() {
+        let log = Arc::new(FaultyLog::default());
+        log.fail.store(true, Ordering::SeqCst);
+        let committer =
+            Committer::with_log(log.clone(), Arc::new(|_: &StoreError| {}), Duration::ZERO)
+                .unwrap();
+        let tally = Arc::new(Tally::default());
+        assert!(committer
+            .submit(vec![1], tallied(&tally))
+            .unwrap()
+            .await
+            .is_err());
+        assert_eq!(tally.ran.load(Ordering::SeqCst), 0, "ran for a lost write");
+        assert_eq!(tally.dropped.load(Ordering::SeqCst), 1, "kept what it held");
     }
 
     #[tokio::test]
@@ -528,12 +599,12 @@ mod tests {
         )
         .unwrap();
         assert!(
-            committer.submit(vec![1]).unwrap().await.is_err(),
+            committer.submit(vec![1], None).unwrap().await.is_err(),
             "the write must not be acknowledged"
         );
         // Later writers are refused too: the flusher never retries a failed fsync.
         log.fail.store(false, Ordering::SeqCst);
-        let later = committer.submit(vec![1]);
+        let later = committer.submit(vec![1], None);
         let refused = match later {
             Err(_) => true,
             Ok(wait) => tokio::time::timeout(std::time::Duration::from_secs(5), wait)

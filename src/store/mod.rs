@@ -63,6 +63,13 @@ pub enum Durability {
     Async,
 }
 
+/// What is to happen once a write is on disk, before its writer is answered (publishing
+/// what it wrote, releasing what the writer held while it was made). Group commit runs it on
+/// its own thread right after the sync, so no task has to be woken for it; without
+/// durability it runs at once. It is dropped unrun if the write never reaches the disk, so
+/// whatever it holds is released either way.
+pub type OnDurable = Box<dyn FnOnce() + Send>;
+
 /// A write made in the engine, on its way to disk: answer its client only once
 /// [`Written::durable`] completes. Dropping it drops nothing but the wait.
 #[must_use = "a write may be acknowledged only once it is durable"]
@@ -133,11 +140,21 @@ enum Writes {
 }
 
 impl Writes {
-    /// Hands `writes` (a log entry's bytes; none for a bare wait) to group commit.
-    fn submit(&self, writes: Vec<u8>) -> Result<Written, StoreError> {
+    /// Hands `writes` (a log entry's bytes; none for a bare wait) to group commit, with what
+    /// is to run once they are on disk (at once without a log).
+    fn submit(
+        &self,
+        writes: Vec<u8>,
+        on_durable: Option<OnDurable>,
+    ) -> Result<Written, StoreError> {
         let on_disk = match self {
-            Writes::Logged(committer) => Some(committer.submit(writes)?),
-            Writes::AtOnce => None,
+            Writes::Logged(committer) => Some(committer.submit(writes, on_durable)?),
+            Writes::AtOnce => {
+                if let Some(on_durable) = on_durable {
+                    on_durable();
+                }
+                None
+            }
         };
         Ok(Written { on_disk })
     }
@@ -161,7 +178,12 @@ impl Admitted<'_> {
 
     /// Hands the log entry of writes just made in the engine to group commit.
     fn commit(&self, entry: LogEntry) -> Result<Written, StoreError> {
-        self.writes().submit(entry.into_bytes())
+        self.writes().submit(entry.into_bytes(), None)
+    }
+
+    /// [`Admitted::commit`], with `on_durable` to run once the writes are on disk.
+    fn commit_then(&self, entry: LogEntry, on_durable: OnDurable) -> Result<Written, StoreError> {
+        self.writes().submit(entry.into_bytes(), Some(on_durable))
     }
 }
 
@@ -369,13 +391,16 @@ impl Store {
     /// Completes when every write made before the call is durable (at once without
     /// durability).
     pub async fn durable(&self) -> Result<(), StoreError> {
-        // Submit a bare wait under the lock (whether or not the disk refuses writes), then
-        // wait without it.
-        let waiting = match self.writes().as_ref() {
+        self.barrier()?.durable().await
+    }
+
+    /// A wait that completes when every write made before the call is durable, submitted
+    /// at once (whether or not the disk refuses writes) and awaited later.
+    pub fn barrier(&self) -> Result<Written, StoreError> {
+        match self.writes().as_ref() {
             None => Err(StoreError::NotDurable),
-            Some(writes) => writes.submit(Vec::new()),
-        };
-        waiting?.durable().await
+            Some(writes) => writes.submit(Vec::new(), None),
+        }
     }
 
     /// How writes reach the disk, `None` once closed. Read-locked, shared and never

@@ -292,7 +292,7 @@ fn acknowledged_changes(store: &Store) -> Vec<(Customer, Vec<u64>)> {
                     for k in 0..3 {
                         let order = order(id * 10 + k, id);
                         store
-                            .create_order(&order, None)
+                            .create_order(&order, None, Box::new(|| ()))
                             .unwrap()
                             .durable()
                             .await

@@ -7,7 +7,7 @@
 
 use super::codec::{encode, CustomerRecord, IdempotencyRecord, OrderRecord};
 use super::wal::LogEntry;
-use super::{keys, Store, StoreError, WriteBatch, Written};
+use super::{keys, OnDurable, Store, StoreError, WriteBatch, Written};
 use crate::domain::customer::Customer;
 use crate::domain::idempotency::Pending;
 use crate::domain::order::Order;
@@ -106,7 +106,8 @@ impl Store {
     }
 
     /// Writes a new order: its idempotency record if it has one, then its record (the
-    /// commit point), each a single-key write (see [`keys`]).
+    /// commit point), each a single-key write (see [`keys`]). `on_durable` runs once both
+    /// are on disk (see [`OnDurable`]).
     ///
     /// An order is one record under its customer and nothing else: the order → customer
     /// index is kept in memory and rebuilt from these keys at start.
@@ -114,6 +115,7 @@ impl Store {
         &self,
         order: &Order,
         idempotency: Option<IdempotencyWrite>,
+        on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
         let mut entry = open.entry();
@@ -124,7 +126,7 @@ impl Store {
             &keys::order(order.customer_id.0, order.id.0),
             record,
         )?;
-        open.commit(entry)
+        open.commit_then(entry, on_durable)
     }
 
     /// Writes the idempotency record of a keyed create, before what it creates: a record
