@@ -2,8 +2,9 @@
 //! store: which customer owns an order ([`order_owners`]), and which orders are delivered
 //! on a date ([`deliveries`]).
 //!
-//! Customer actors publish each order here once it is durable, so a reader that finds an
-//! order through an index never sees one a crash could still take back. Orders stored before
+//! Each order is published here once it is durable (by group commit, with the work its
+//! customer's actor handed over with the write), so a reader that finds an order through an
+//! index never sees one a crash could still take back. Orders stored before
 //! the start are added by one background scan of the store (one thread per core, each over a
 //! range of customers); until it ends, a question about orders from before the start waits
 //! for it rather than answer wrongly, and if it fails, such questions fail too.

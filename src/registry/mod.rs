@@ -7,9 +7,9 @@
 //!   lookups; the store's email index is the authority at rest;
 //! - [`listing`]: per webstore, the customer count and pages of ids;
 //! - the id sequences (customer ids and per-webstore customer numbers, allocated together so
-//!   that number order is id order), and the in-memory order indexes ([`Indexes`]), which
-//!   actors publish each order to once durable and a background scan of the store fills at
-//!   start.
+//!   that number order is id order), and the in-memory order indexes ([`Indexes`]), to
+//!   which each order is published once durable and which a background scan of the store
+//!   fills at start.
 //!
 //! Every acquisition it hands out (an email claim, a call permit) is a guard released on
 //! drop. No map guard is held across an `.await` or an actor call. Must not touch: HTTP,
