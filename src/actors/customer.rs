@@ -9,7 +9,7 @@
 //!
 //! A request comes with a [`Handoff`] shared with its caller, so that a request whose caller
 //! has gone is dropped unstarted, and whatever the caller holds for it is released when the
-//! actor is done with it.
+//! actor is done with it (for an order, once the order is on disk).
 //!
 //! Must not touch: HTTP status codes, the registry's maps (the registry activates and
 //! passivates actors; the actor writes its own records and their index entries), or blocking
@@ -161,7 +161,8 @@ pub struct CustomerMsg {
     pub request: Request,
     /// Shared with the caller: see [`Handoff`].
     pub handoff: Arc<Handoff>,
-    /// Released (by its `Drop`) once the actor has finished with the message.
+    /// Released (by its `Drop`) once the actor has finished with the message, or for an
+    /// order once it is on disk.
     pub permits: Box<dyn Send>,
 }
 
@@ -267,7 +268,7 @@ impl Actor for CustomerActor {
             return Ok(());
         };
         state.refresh_webstore();
-        let held: Box<dyn Send> = Box::new((exclusive, permits));
+        let held = (exclusive, permits);
         // A failed `send` means the caller stopped waiting after this began; the change
         // stands either way.
         match request {
@@ -278,7 +279,7 @@ impl Actor for CustomerActor {
             Request::PlaceOrder(order, reply) => {
                 // A written order's request holds its permits and idempotency turn until
                 // the order is on disk; the actor goes on with its next message meanwhile.
-                let _ = reply.send(state.place_order(*order, held));
+                let _ = reply.send(state.place_order(*order, Box::new(held)));
             }
             Request::ListOrders(reply) => {
                 let _ = reply.send(state.list_orders());

@@ -2,13 +2,13 @@
 //! (admission) and per customer, each answered within a deadline or refused as busy.
 //!
 //! Everything a call acquires travels with its message as guards. The admission permit and
-//! the customer's call permit are released when the actor is done with the message, not
-//! when the caller stops waiting, so the limits bound the work really queued. A caller that
-//! stops waiting (its client reset, a deadline passed) withdraws its request if the actor has
-//! not begun it, so a 503 for a call past its deadline means nothing was changed; what the
-//! change needs to itself (an email claim, an idempotency key's turn) is released then, or
-//! once the actor has finished the change, never while it may still be written. Must not
-//! touch: HTTP, the store.
+//! the customer's call permit are released when the actor is done with the message (for an
+//! order, once it is on disk), not when the caller stops waiting, so the limits bound the
+//! work really queued. A caller that stops waiting (its client reset, a deadline passed)
+//! withdraws its request if the actor has not begun it, so a 503 for a call past its
+//! deadline means nothing was changed; what the change needs to itself (an email claim, an
+//! idempotency key's turn) is released then, or once the change is finished (for an order,
+//! on disk), never while it may still be written. Must not touch: HTTP, the store.
 
 use std::sync::Arc;
 use std::time::Duration;
