@@ -401,6 +401,9 @@ impl CustomerState {
                 .with_label_values(&[self.webstore.settings.id.as_str()]);
         let on_disk = OnDisk::count(&self.writing);
         Box::new(move || {
+            // Published before the idempotency turn in `held` is released: the next request
+            // with the key finds the order its record names, rather than take the record for
+            // a stale one and create the order again.
             indexes.publish(webstore, &order);
             created.inc();
             drop((held, on_disk));
