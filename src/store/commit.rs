@@ -266,6 +266,10 @@ fn flush_loop(
     on_fatal: FatalHandler,
     interval: Duration,
 ) -> Option<u64> {
+    let _fail_on_panic = FailOnPanic {
+        queue,
+        on_fatal: &on_fatal,
+    };
     let mut last_sync: Option<LastSync> = None;
     let mut frame = Frame::default();
     let mut batch = Vec::new();
@@ -317,6 +321,26 @@ fn flush_loop(
         }
     }
     Some(log.seq())
+}
+
+/// Ends group commit as a failed sync would if the flusher unwinds (the work run after a
+/// sync, [`OnDurable`], is the writers' code): the writers of the batch under way, those
+/// waiting and any later one fail instead of waiting for a thread that is gone.
+struct FailOnPanic<'a> {
+    queue: &'a Queue,
+    on_fatal: &'a FatalHandler,
+}
+
+impl Drop for FailOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            (self.on_fatal)(&StoreError::Engine {
+                context: "group commit".into(),
+                detail: "the flusher thread panicked".into(),
+            });
+            self.queue.abandon();
+        }
+    }
 }
 
 /// When the last sync started, and how many writers it answered.
@@ -582,6 +606,35 @@ mod tests {
             .is_err());
         assert_eq!(tally.ran.load(Ordering::SeqCst), 0, "ran for a lost write");
         assert_eq!(tally.dropped.load(Ordering::SeqCst), 1, "kept what it held");
+    }
+
+    #[tokio::test]
+    async fn a_panic_after_a_sync_fails_every_later_writer_instead_of_hanging_them() {
+        let log = Arc::new(FaultyLog::default());
+        let fatal_calls = Arc::new(AtomicUsize::new(0));
+        let seen = fatal_calls.clone();
+        let committer = Committer::with_log(
+            log.clone(),
+            Arc::new(move |_: &StoreError| {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }),
+            Duration::ZERO,
+        )
+        .unwrap();
+        let panics: OnDurable = Box::new(|| panic!("work after a sync panicked (on purpose)"));
+        let first = committer.submit(vec![1], Some(panics)).unwrap();
+        let answered = tokio::time::timeout(Duration::from_secs(10), first).await;
+        assert!(matches!(answered, Ok(Err(_))), "the writer was not failed");
+        let later = committer.submit(vec![1], None);
+        let failed = match later {
+            Err(_) => true,
+            Ok(wait) => matches!(
+                tokio::time::timeout(Duration::from_secs(10), wait).await,
+                Ok(Err(_))
+            ),
+        };
+        assert!(failed, "a later writer was left waiting or acknowledged");
+        assert_eq!(fatal_calls.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
