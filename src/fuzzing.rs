@@ -17,12 +17,12 @@ use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::{parse_customer, Customer, Mode};
 use crate::domain::email::{fold, Email};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::{customer_ref, validate_order, CustomerCheck, Order};
+use crate::domain::order::{customer_ref, validate_order, CustomerCheck, Order, OrderBody};
 use crate::domain::paging::Page;
 use crate::domain::schedule::{parse_date_param, Day, ScheduleRules};
 use crate::http::{
-    json_object, needs_credentials, resolve, sign_in_params, template, CustomerView, Embed,
-    OrderView, Params,
+    json_fields, json_object, needs_credentials, resolve, sign_in_params, template, CustomerView,
+    Embed, OrderView, Params,
 };
 use crate::store::codec::{self, CustomerRecord, IdempotencyRecord, Kind, OrderRecord, Record};
 use crate::store::wal::{self, LogEntry, LoggedWrite};
@@ -60,7 +60,7 @@ fn todays() -> impl Iterator<Item = Day> {
 /// visible box, its extras and the webstore's box items; its schedule has a delivery; and it
 /// survives the store's encoding, the export format and rendering.
 pub fn order_body(data: &[u8]) -> bool {
-    let Ok(body) = json_object(data, "order") else {
+    let Ok(body) = json_fields::<OrderBody>(data, "order") else {
         return false;
     };
     let mut accepted = false;

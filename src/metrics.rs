@@ -8,6 +8,8 @@
 //!
 //! Must not touch: anything but counting and rendering.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use prometheus::{
@@ -271,6 +273,59 @@ impl Refusal {
             Refusal::RequestDeadline => "request_deadline",
             Refusal::ConnectionCap => "connection_cap",
         }
+    }
+}
+
+/// A request's labels as the per-thread cache keys them: the route template's address (the
+/// router has one per template), the method's place in [`CACHED_METHODS`] and the status
+/// code (0 for `cancelled`).
+type RequestLabels = (usize, u8, u16);
+
+/// Methods whose label sets are cached; requests with any other method (rare, and refused
+/// anyway) are counted without the cache, so that clients cannot grow it.
+const CACHED_METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
+
+thread_local! {
+    /// This thread's handles to the request counter and latency histogram of each label set
+    /// it has seen. `with_label_values` hashes the label strings and takes the family's
+    /// lock on every call, and a request takes two; so each worker thread keeps the handles
+    /// it got. Label sets are bounded (templates, the methods above, statuses).
+    static REQUEST_HANDLES: RefCell<
+        HashMap<RequestLabels, (IntCounter, Histogram), foldhash::fast::RandomState>,
+    > = RefCell::new(HashMap::default());
+}
+
+/// The cache key of a request's labels, if they are cached.
+fn request_labels(route: &'static str, method: &str, status: &str) -> Option<RequestLabels> {
+    let method = CACHED_METHODS.iter().position(|known| *known == method)?;
+    let status = match status {
+        "cancelled" => 0,
+        code if code.len() == 3 => code.parse::<u16>().ok()?,
+        _ => return None,
+    };
+    Some((route.as_ptr() as usize, method as u8, status))
+}
+
+/// Counts one answered (or `cancelled`) request to the route template `route` and records
+/// its latency.
+pub fn request(route: &'static str, method: &str, status: &str, seconds: f64) {
+    let handles = || {
+        (
+            METRICS
+                .http_requests
+                .with_label_values(&[route, method, status]),
+            METRICS.http_duration.with_label_values(&[route, method]),
+        )
+    };
+    let record = |(count, latency): &(IntCounter, Histogram)| {
+        count.inc();
+        latency.observe(seconds);
+    };
+    match request_labels(route, method, status) {
+        Some(key) => REQUEST_HANDLES.with(|cache| {
+            record(cache.borrow_mut().entry(key).or_insert_with(handles));
+        }),
+        None => record(&handles()),
     }
 }
 

@@ -19,15 +19,15 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use prometheus::IntCounter;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
-use serde_json::{Map, Value};
 
 use crate::domain::catalogue::{CurrentCatalogue, DeliveryService, Webstore};
 use crate::domain::customer::{Customer, CustomerChanges};
 use crate::domain::fields::FieldErrors;
 use crate::domain::idempotency::Pending;
 use crate::domain::ids::OrderId;
-use crate::domain::order::{validate_order, CustomerCheck, Order};
+use crate::domain::order::{validate_order, CustomerCheck, Order, OrderBody};
 use crate::domain::schedule::{Day, ScheduleRules, WeekDays};
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, OnDurable, Store, StoreError, Written};
@@ -74,6 +74,9 @@ pub struct CustomerState {
     indexes: Arc<Indexes>,
     /// Orders written and not yet on disk (see [`OnDisk`]).
     writing: Arc<AtomicUsize>,
+    /// The webstore's count of created orders, once this actor has created one (looking
+    /// the label up hashes it and takes the metric family's lock).
+    orders_created: Option<IntCounter>,
 }
 
 /// Counts an order among those written and not yet on disk until dropped, which group
@@ -125,7 +128,7 @@ pub struct Updated {
 /// An order to validate and store, with its idempotency key if it came with one.
 pub struct PlaceOrder {
     /// The order body, unwrapped from `{"order": …}`.
-    pub body: Map<String, Value>,
+    pub body: OrderBody,
     /// The key and the response to record with the order.
     pub idempotency: Option<Pending<Order>>,
 }
@@ -249,6 +252,7 @@ impl Actor for CustomerActor {
             published: args.published,
             indexes: args.indexes,
             writing: Arc::new(AtomicUsize::new(0)),
+            orders_created: None,
         })
     }
 
@@ -335,6 +339,7 @@ impl CustomerState {
         if let Some(current) = self.catalogue.webstore(self.webstore.idx) {
             if !Arc::ptr_eq(&current, &self.webstore) {
                 self.webstore = current;
+                self.orders_created = None;
             }
         }
     }
@@ -392,13 +397,18 @@ impl CustomerState {
 
     /// What is to happen once `order` is on disk: readers find it by id and on its delivery
     /// dates, it is counted, and `held` is released.
-    fn publish_when_durable(&self, order: Arc<Order>, held: Box<dyn Send>) -> OnDurable {
+    fn publish_when_durable(&mut self, order: Arc<Order>, held: Box<dyn Send>) -> OnDurable {
         let indexes = self.indexes.clone();
-        let webstore = self.webstore.idx;
-        let created =
-            METRICS
-                .orders_created
-                .with_label_values(&[self.webstore.settings.id.as_str()]);
+        let webstore = &self.webstore;
+        let created = self
+            .orders_created
+            .get_or_insert_with(|| {
+                METRICS
+                    .orders_created
+                    .with_label_values(&[webstore.settings.id.as_str()])
+            })
+            .clone();
+        let webstore = webstore.idx;
         let on_disk = OnDisk::count(&self.writing);
         Box::new(move || {
             // Published before the idempotency turn in `held` is released: the next request

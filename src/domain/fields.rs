@@ -147,6 +147,23 @@ pub fn field<'a>(object: &'a Map<String, Value>, key: &str) -> Field<'a> {
     }
 }
 
+/// A body type that keeps only the fields its rules read: the slot of a key, `None` for a
+/// key it skips. Parsers fill the slots (`Some(Value::Null)` for an explicit `null`) and
+/// never hold the other keys.
+pub trait BodyFields: Default {
+    /// Where the value of `key` goes, if it is one of the type's fields.
+    fn slot(&mut self, key: &str) -> Option<&mut Option<Value>>;
+}
+
+/// A field as a [`BodyFields`] slot holds it.
+pub fn slot(value: &Option<Value>) -> Field<'_> {
+    match value {
+        None => Field::Absent,
+        Some(Value::Null) => Field::Null,
+        Some(value) => Field::Present(value),
+    }
+}
+
 /// A positive integer id sent as a JSON number or as a string of decimal digits.
 ///
 /// Floats, negative numbers, zero, signs, spaces and anything too large for `u64` are refused.

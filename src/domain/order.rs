@@ -8,7 +8,8 @@ use serde_json::{Map, Value};
 
 use super::catalogue::{BoxDef, Limit, Webstore};
 use super::fields::{
-    field, integer, positive_id, Field, FieldErrors, BLANK, INVALID, NOT_AN_INTEGER, NOT_IN_LIST,
+    field, integer, positive_id, slot, BodyFields, Field, FieldErrors, BLANK, INVALID,
+    NOT_AN_INTEGER, NOT_IN_LIST,
 };
 use super::ids::{CustomerId, OrderId};
 use super::schedule::{self, parse_start_date, parse_week_days, Schedule, ScheduleRules};
@@ -93,6 +94,54 @@ pub struct Order {
     pub created_at: i64,
 }
 
+/// An order body as the rules read it: each field they know, as sent (absent, `null` or a
+/// value). Any other key is skipped when the body is parsed and never held, which spares
+/// an order the map of every key it sent.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OrderBody {
+    customer_id: Option<Value>,
+    quantity: Option<Value>,
+    box_id: Option<Value>,
+    frequency: Option<Value>,
+    extras_one_off: Option<Value>,
+    exclusions: Option<Value>,
+    substitutions: Option<Value>,
+    extras: Option<Value>,
+    start_date: Option<Value>,
+    week_days: Option<Value>,
+}
+
+impl BodyFields for OrderBody {
+    fn slot(&mut self, key: &str) -> Option<&mut Option<Value>> {
+        Some(match key {
+            "customer_id" => &mut self.customer_id,
+            "quantity" => &mut self.quantity,
+            "box_id" => &mut self.box_id,
+            "frequency" => &mut self.frequency,
+            "extras_one_off" => &mut self.extras_one_off,
+            "exclusions" => &mut self.exclusions,
+            "substitutions" => &mut self.substitutions,
+            "extras" => &mut self.extras,
+            "start_date" => &mut self.start_date,
+            "week_days" => &mut self.week_days,
+            _ => return None,
+        })
+    }
+}
+
+impl OrderBody {
+    /// The order fields of a JSON object (already unwrapped from `{"order": …}`).
+    pub fn from_object(object: Map<String, Value>) -> OrderBody {
+        let mut body = OrderBody::default();
+        for (key, value) in object {
+            if let Some(slot) = body.slot(&key) {
+                *slot = Some(value);
+            }
+        }
+        body
+    }
+}
+
 /// What an order body says about its customer, before anyone has looked the id up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CustomerRef {
@@ -105,8 +154,8 @@ pub enum CustomerRef {
 }
 
 /// Reads `customer_id` from an order body.
-pub fn customer_ref(body: &Map<String, Value>) -> CustomerRef {
-    match field(body, "customer_id") {
+pub fn customer_ref(body: &OrderBody) -> CustomerRef {
+    match slot(&body.customer_id) {
         Field::Absent | Field::Null => CustomerRef::Missing,
         Field::Present(Value::String(s)) if s.trim().is_empty() => CustomerRef::Missing,
         Field::Present(value) => match positive_id(value) {
@@ -130,7 +179,7 @@ pub enum CustomerCheck {
 /// Checks an order body (already unwrapped from `{"order": …}`) against every rule of the
 /// contract, reporting all failing fields at once.
 pub fn validate_order(
-    body: &Map<String, Value>,
+    body: &OrderBody,
     webstore: &Webstore,
     customer: CustomerCheck,
 ) -> Result<NewOrder, FieldErrors> {
@@ -147,13 +196,13 @@ pub fn validate_order(
         }
     };
 
-    if let Field::Present(quantity) = field(body, "quantity") {
+    if let Field::Present(quantity) = slot(&body.quantity) {
         if integer(quantity) != Some(1) {
             errors.add("quantity", ONE_BOX_ONLY);
         }
     }
 
-    let order_box = match field(body, "box_id") {
+    let order_box = match slot(&body.box_id) {
         Field::Absent | Field::Null => {
             errors.add("box_id", BLANK);
             None
@@ -167,7 +216,7 @@ pub fn validate_order(
         }
     };
 
-    let frequency = match field(body, "frequency") {
+    let frequency = match slot(&body.frequency) {
         Field::Absent | Field::Null => Frequency::Single,
         Field::Present(value) => match value.as_str().and_then(Frequency::parse) {
             Some(frequency) => frequency,
@@ -178,7 +227,7 @@ pub fn validate_order(
         },
     };
 
-    let extras_one_off = match field(body, "extras_one_off") {
+    let extras_one_off = match slot(&body.extras_one_off) {
         Field::Absent | Field::Null => false,
         Field::Present(Value::Bool(flag)) => *flag,
         Field::Present(Value::String(s)) if s == "true" => true,
@@ -189,8 +238,13 @@ pub fn validate_order(
         }
     };
 
-    let exclusions = box_item_list(body, "exclusions", webstore, &mut errors);
-    let substitutions = box_item_list(body, "substitutions", webstore, &mut errors);
+    let exclusions = box_item_list(slot(&body.exclusions), "exclusions", webstore, &mut errors);
+    let substitutions = box_item_list(
+        slot(&body.substitutions),
+        "substitutions",
+        webstore,
+        &mut errors,
+    );
     if let Some(b) = order_box {
         check_item_list(
             &exclusions,
@@ -216,11 +270,11 @@ pub fn validate_order(
 
     let extras = extra_lines(body, webstore, order_box, &mut errors);
 
-    let start = parse_start_date(field(body, "start_date")).unwrap_or_else(|message| {
+    let start = parse_start_date(slot(&body.start_date)).unwrap_or_else(|message| {
         errors.add("start_date", message);
         None
     });
-    let week_days = parse_week_days(field(body, "week_days")).unwrap_or_else(|message| {
+    let week_days = parse_week_days(slot(&body.week_days)).unwrap_or_else(|message| {
         errors.add("week_days", message);
         None
     });
@@ -254,12 +308,12 @@ pub fn validate_order(
 
 /// Reads an array of distinct box-item ids of the webstore; problems are named by `name`.
 fn box_item_list(
-    body: &Map<String, Value>,
+    list: Field<'_>,
     name: &str,
     webstore: &Webstore,
     errors: &mut FieldErrors,
 ) -> Vec<u64> {
-    let items = match field(body, name) {
+    let items = match list {
         Field::Absent | Field::Null => return Vec::new(),
         Field::Present(Value::Array(items)) => items,
         Field::Present(_) => {
@@ -307,12 +361,12 @@ fn too_many(max: u64) -> String {
 /// Reads the `extras` array: each an extra the box offers, listed once, with a quantity of at
 /// least 1; then the box's rules on extras as a whole.
 fn extra_lines(
-    body: &Map<String, Value>,
+    body: &OrderBody,
     webstore: &Webstore,
     order_box: Option<&BoxDef>,
     errors: &mut FieldErrors,
 ) -> Vec<ExtraLine> {
-    let items = match field(body, "extras") {
+    let items = match slot(&body.extras) {
         Field::Absent | Field::Null => return Vec::new(),
         Field::Present(Value::Array(items)) => items,
         Field::Present(_) => {
@@ -429,8 +483,8 @@ mod tests {
         })
     }
 
-    fn object(value: Value) -> Map<String, Value> {
-        value.as_object().cloned().unwrap()
+    fn object(value: Value) -> OrderBody {
+        OrderBody::from_object(value.as_object().cloned().unwrap())
     }
 
     fn failing_fields(body: Value, webstore: &Webstore, customer: CustomerCheck) -> Vec<String> {
@@ -759,9 +813,9 @@ mod tests {
         #[test]
         fn breaking_one_rule_names_exactly_that_field((store, order, body) in valid_order(), which in 0..12usize) {
             let stores = demo();
-            let mut body = object(body);
+            let mut body = body.as_object().cloned().unwrap();
             if let Some(expected) = break_one_rule(&order, &stores[store], &mut body, which) {
-                let errors = validate_order(&body, &stores[store], found()).unwrap_err();
+                let errors = validate_order(&OrderBody::from_object(body), &stores[store], found()).unwrap_err();
                 prop_assert_eq!(errors.fields().collect::<Vec<_>>(), vec![expected], "{}", errors);
             }
         }
@@ -779,7 +833,7 @@ mod tests {
             ),
             check in prop_oneof![Just(found()), Just(CustomerCheck::Missing), Just(CustomerCheck::Unknown)],
         ) {
-            let body: Map<String, Value> = fields.into_iter().collect();
+            let body = OrderBody::from_object(fields.into_iter().collect());
             for webstore in demo() {
                 let _ = validate_order(&body, &webstore, check);
                 let _ = customer_ref(&body);

@@ -14,12 +14,12 @@ use crate::domain::customer::Customer;
 use crate::domain::fields::{parse_digits, text, FieldErrors, BLANK, INVALID};
 use crate::domain::idempotency::{IdempotencyKey, Pending, RecordedResponse};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::Order;
+use crate::domain::order::{Order, OrderBody};
 use crate::domain::paging::Page;
 use crate::domain::schedule::parse_date_param;
 use crate::service::Created;
 
-use super::body::{json_object, Params};
+use super::body::{json_fields, json_object, Params};
 use super::error::ApiError;
 use super::views::{
     box_json, csv_response, delivery_service_json, json_response, to_json, webstore_json,
@@ -324,7 +324,7 @@ pub(super) async fn get_order(call: &Call<'_>, id: OrderId) -> Answer {
 
 pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
     let idempotency_key = idempotency_key(call)?;
-    let body = json_object(raw_body, "order")?;
+    let body: OrderBody = json_fields(raw_body, "order")?;
     let pending = idempotency_key.map(|key| Pending {
         key,
         body_sha256: Sha256::digest(raw_body).into(),

@@ -28,7 +28,7 @@ use warp::Filter;
 use crate::domain::catalogue::Webstore;
 use crate::service::Service;
 
-pub use body::{json_object, Params, MAX_BODY_BYTES};
+pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
 pub use error::ApiError;
 pub use handlers::{sign_in_params, SignInParams};
 pub use router::{needs_credentials, resolve, template, Endpoint, RouteError};

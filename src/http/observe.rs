@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::LazyLock;
 use std::time::Instant;
 
-use warp::http::{HeaderMap, HeaderValue, Method};
+use warp::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use warp::reply::Response;
 
-use crate::metrics::METRICS;
+use crate::metrics;
 
-/// The request id header, both ways.
-pub const REQUEST_ID: &str = "x-request-id";
+/// The request id header, both ways (a `HeaderName` made once: from a `&str`, each use
+/// would parse it again).
+pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Longest client-given request id kept.
 const MAX_ID_CHARS: usize = 128;
@@ -47,7 +48,7 @@ fn new_id() -> HeaderValue {
 /// The client's request id if it is 1 to 128 visible ASCII characters; otherwise a new one.
 fn request_id(headers: &HeaderMap) -> HeaderValue {
     headers
-        .get(REQUEST_ID)
+        .get(&REQUEST_ID)
         .filter(|value| {
             let bytes = value.as_bytes();
             (1..=MAX_ID_CHARS).contains(&bytes.len()) && bytes.iter().all(u8::is_ascii_graphic)
@@ -87,7 +88,9 @@ impl RequestRecord {
 
     /// Stamps the response with the request id, then logs and counts the request.
     pub fn finish(mut self, response: &mut Response) {
-        response.headers_mut().insert(REQUEST_ID, self.id.clone());
+        response
+            .headers_mut()
+            .insert(REQUEST_ID.clone(), self.id.clone());
         let status = response.status();
         self.record(status.as_str());
         self.finished = true;
@@ -96,14 +99,7 @@ impl RequestRecord {
     fn record(&self, status: &str) {
         let seconds = self.started.elapsed().as_secs_f64();
         let method = self.method.as_str();
-        METRICS
-            .http_requests
-            .with_label_values(&[self.route, method, status])
-            .inc();
-        METRICS
-            .http_duration
-            .with_label_values(&[self.route, method])
-            .observe(seconds);
+        metrics::request(self.route, method, status, seconds);
         tracing::info!(
             target: "boxsub::request",
             request_id = self.id.to_str().unwrap_or(""),
@@ -132,10 +128,10 @@ mod tests {
     #[test]
     fn a_sane_client_id_is_kept_and_anything_else_replaced() {
         let mut headers = HeaderMap::new();
-        headers.insert(REQUEST_ID, HeaderValue::from_static("abc-123"));
+        headers.insert(REQUEST_ID.clone(), HeaderValue::from_static("abc-123"));
         assert_eq!(request_id(&headers), "abc-123");
         for bad in ["", "has space", &"x".repeat(129)] {
-            headers.insert(REQUEST_ID, HeaderValue::from_str(bad).unwrap());
+            headers.insert(REQUEST_ID.clone(), HeaderValue::from_str(bad).unwrap());
             let replaced = request_id(&headers);
             assert_ne!(replaced, bad);
             assert_eq!(replaced.len(), 24);

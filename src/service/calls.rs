@@ -67,6 +67,21 @@ impl ActorCalls {
         exclusive: Option<E>,
         request: impl FnOnce(RpcReplyPort<T>) -> Request,
     ) -> Result<T, ServiceError> {
+        self.call_slot(registry, None, webstore, id, exclusive, request)
+            .await
+    }
+
+    /// [`ActorCalls::call`], given the slot of customer `id` if the caller has just looked
+    /// it up (which spares a second lookup; a slot retired since is looked up again).
+    pub async fn call_slot<T: Send + 'static, E: Send + 'static>(
+        &self,
+        registry: &Registry,
+        mut found: Option<Arc<Slot>>,
+        webstore: WebstoreIdx,
+        id: CustomerId,
+        exclusive: Option<E>,
+        request: impl FnOnce(RpcReplyPort<T>) -> Request,
+    ) -> Result<T, ServiceError> {
         let admitted = self.admission.clone().try_acquire_owned().map_err(|_| {
             refused(Refusal::Admission);
             ServiceError::Busy
@@ -75,10 +90,13 @@ impl ActorCalls {
         // A slot retired for passivation between lookup and entry is replaced by a fresh
         // activation; two retries are more than any real interleaving needs.
         for _ in 0..3 {
-            let slot = registry
-                .slot(webstore, id)
-                .await?
-                .ok_or(ServiceError::NotFound)?;
+            let slot = match found.take() {
+                Some(slot) => slot,
+                None => registry
+                    .slot(webstore, id)
+                    .await?
+                    .ok_or(ServiceError::NotFound)?,
+            };
             let permit = match slot.enter(self.per_customer) {
                 Ok(permit) => permit,
                 Err(Refused::Busy) => {

@@ -4,14 +4,14 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value};
-
 use crate::actors::customer::{PlaceOrder, Request};
 use crate::domain::catalogue::{Webstore, WebstoreIdx};
 use crate::domain::fields::{parse_digits, FieldErrors, BLANK, INVALID};
 use crate::domain::idempotency::Pending;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::{customer_ref, validate_order, CustomerCheck, CustomerRef, Order};
+use crate::domain::order::{
+    customer_ref, validate_order, CustomerCheck, CustomerRef, Order, OrderBody,
+};
 
 use super::idempotency::Turn;
 use super::{Created, Service, ServiceError};
@@ -21,7 +21,7 @@ impl Service {
     pub async fn create_order(
         &self,
         webstore: &Arc<Webstore>,
-        body: Map<String, Value>,
+        body: OrderBody,
         idempotency: Option<Pending<Order>>,
     ) -> Result<Created<Arc<Order>>, ServiceError> {
         self.writes_allowed()?;
@@ -42,7 +42,7 @@ impl Service {
     async fn place_order(
         &self,
         webstore: &Arc<Webstore>,
-        body: Map<String, Value>,
+        body: OrderBody,
         keyed: Option<(Pending<Order>, Turn)>,
     ) -> Result<Arc<Order>, ServiceError> {
         let check = match customer_ref(&body) {
@@ -50,14 +50,19 @@ impl Service {
             CustomerRef::Malformed => CustomerCheck::Unknown,
             CustomerRef::Id(id) => match self.registry.slot(webstore.idx, id).await? {
                 None => CustomerCheck::Unknown,
-                Some(_) => {
+                Some(slot) => {
                     let (idempotency, turn) = keyed.unzip();
                     let request = Box::new(PlaceOrder { body, idempotency });
                     let placed = self
                         .calls
-                        .call(&self.registry, webstore.idx, id, turn, |reply| {
-                            Request::PlaceOrder(request, reply)
-                        })
+                        .call_slot(
+                            &self.registry,
+                            Some(slot),
+                            webstore.idx,
+                            id,
+                            turn,
+                            |reply| Request::PlaceOrder(request, reply),
+                        )
                         .await??;
                     placed.durable.durable().await?;
                     return Ok(placed.order);

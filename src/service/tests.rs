@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::*;
 use crate::domain::idempotency::{IdempotencyKey, Pending};
-use crate::domain::order::Order;
+use crate::domain::order::{Order, OrderBody};
 use crate::registry::Registry;
 use crate::store::disk::Reserve;
 use crate::store::{Durability, Entry, SledStorage, Storage, StoreOptions, WriteBatch};
@@ -159,6 +159,10 @@ fn body(value: Value) -> Map<String, Value> {
     value.as_object().cloned().unwrap()
 }
 
+fn order_body(value: Value) -> OrderBody {
+    OrderBody::from_object(body(value))
+}
+
 fn customer_body(email: &str) -> Map<String, Value> {
     body(
         json!({"first_name": "Ann", "email": email, "delivery_service_id": 91,
@@ -252,7 +256,7 @@ async fn requests_cut_off_at_any_await_point_leave_nothing_held() {
                     let _ = s.update_customer(ws, ann, &change).await;
                 }),
                 2 => Box::pin(async move {
-                    let order = body(json!({"customer_id": ann.0, "box_id": 217}));
+                    let order = order_body(json!({"customer_id": ann.0, "box_id": 217}));
                     let _ = s
                         .create_order(ws, order, keyed::<Order>(&format!("order-{n}")))
                         .await;
@@ -269,7 +273,7 @@ async fn requests_cut_off_at_any_await_point_leave_nothing_held() {
                     let _ = s.orders_of(ws, Some(&(1_000_000 + n).to_string())).await;
                 }),
                 _ => Box::pin(async move {
-                    let order = body(json!({"customer_id": ann.0, "box_id": 217}));
+                    let order = order_body(json!({"customer_id": ann.0, "box_id": 217}));
                     let _ = s.create_order(ws, order, None).await;
                 }),
             };
@@ -289,7 +293,7 @@ async fn requests_cut_off_at_any_await_point_leave_nothing_held() {
     );
 
     // Whatever was cut off, the customer works: orders, changes, lists.
-    let order = body(json!({"customer_id": ann.0, "box_id": 217}));
+    let order = order_body(json!({"customer_id": ann.0, "box_id": 217}));
     h.service
         .create_order(&h.webstore, order, None)
         .await
@@ -408,7 +412,7 @@ async fn a_request_dropped_before_its_actor_begins_it_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let h = Arc::new(harness(dir.path(), Duration::from_secs(5)));
     let ann = create(&h, "ann@example.com").await.id;
-    let order = || body(json!({"customer_id": ann.0, "box_id": 217}));
+    let order = || order_body(json!({"customer_id": ann.0, "box_id": 217}));
 
     h.disk.close_gate();
     let first = {
@@ -487,7 +491,7 @@ async fn below_the_free_space_reserve_writes_are_refused_and_reads_go_on() {
         service
             .create_order(
                 &webstore,
-                body(json!({"customer_id": ann.id.0, "box_id": 217})),
+                order_body(json!({"customer_id": ann.id.0, "box_id": 217})),
                 None,
             )
             .await
@@ -549,7 +553,7 @@ async fn a_full_disk_fails_the_write_and_leaves_nothing_behind() {
     h.disk.full.store(false, Ordering::SeqCst);
     let ann = create(&h, "ann@example.com").await;
     h.disk.full.store(true, Ordering::SeqCst);
-    let order = body(json!({"customer_id": ann.id.0, "box_id": 217}));
+    let order = order_body(json!({"customer_id": ann.id.0, "box_id": 217}));
     let refused = h.service.create_order(&h.webstore, order, None).await;
     assert!(
         matches!(refused, Err(ServiceError::Storage(_))),
@@ -585,7 +589,7 @@ async fn reading_customers_starts_no_actors_and_orders_start_one() {
         "reads must not activate actors"
     );
 
-    let order = body(json!({"customer_id": listed[0].id.0, "box_id": 217}));
+    let order = order_body(json!({"customer_id": listed[0].id.0, "box_id": 217}));
     h.service
         .create_order(&h.webstore, order, None)
         .await
@@ -653,7 +657,7 @@ async fn a_customers_order_list_holds_only_orders_on_disk() {
         tokio::spawn(async move {
             for _ in 0..4 {
                 let creates = (0..6).map(|_| {
-                    let order = body(json!({"customer_id": ann.0, "box_id": 217}));
+                    let order = order_body(json!({"customer_id": ann.0, "box_id": 217}));
                     h.service.create_order(&h.webstore, order, None)
                 });
                 for created in futures_util::future::join_all(creates).await {
