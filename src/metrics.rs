@@ -4,7 +4,8 @@
 //! has to carry a handle for another's sake.
 //!
 //! Label values are bounded: routes are templates (`/v1/customers/:id`, never a raw path),
-//! statuses and methods are few, webstores are the catalogue's.
+//! statuses and methods are few, webstores are the catalogue's. The request metrics, counted
+//! on every request, go through each worker thread's own handles ([`request`]).
 //!
 //! Must not touch: anything but counting and rendering.
 

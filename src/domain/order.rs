@@ -1,6 +1,7 @@
 //! Orders: one box of quantity 1 for one customer, with exclusions, substitutions and extras
 //! that must fit the box's rules (contract section 5). Validation is one pure function of the
-//! body and the webstore's catalogue, so it can be property-tested and fuzzed on its own.
+//! body's fields ([`OrderBody`]) and the webstore's catalogue, so it can be property-tested
+//! and fuzzed on its own.
 
 use std::collections::HashSet;
 

@@ -1,5 +1,6 @@
 //! Request bodies and query strings: reading a body under the size limit whether its length
-//! is announced or chunked, and within its deadline, and turning bytes into the JSON object or parameters a handler
+//! is announced or chunked, and within its deadline, and turning bytes into the JSON object,
+//! the fields (an order's, read without building the object) or the parameters a handler
 //! needs. `content_length_limit` is not used because it answers 411 to chunked bodies, which
 //! the contract accepts up to the limit.
 
