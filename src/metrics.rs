@@ -277,10 +277,11 @@ impl Refusal {
     }
 }
 
-/// A request's labels as the per-thread cache keys them: the route template's address (the
-/// router has one per template), the method's place in [`CACHED_METHODS`] and the status
-/// code (0 for `cancelled`).
-type RequestLabels = (usize, u8, u16);
+/// A request's labels as the per-thread cache keys them: the route template's address and
+/// length (the router has one static string per template; the length tells apart a template
+/// laid out as the start of another), the method's place in [`CACHED_METHODS`] and the
+/// status code (0 for `cancelled`).
+type RequestLabels = (usize, usize, u8, u16);
 
 /// Methods whose label sets are cached; requests with any other method (rare, and refused
 /// anyway) are counted without the cache, so that clients cannot grow it.
@@ -304,7 +305,7 @@ fn request_labels(route: &'static str, method: &str, status: &str) -> Option<Req
         code if code.len() == 3 => code.parse::<u16>().ok()?,
         _ => return None,
     };
-    Some((route.as_ptr() as usize, method as u8, status))
+    Some((route.as_ptr() as usize, route.len(), method as u8, status))
 }
 
 /// Counts one answered (or `cancelled`) request to the route template `route` and records
@@ -338,6 +339,36 @@ pub fn refused(why: Refusal) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn requests_are_counted_under_their_own_labels_through_the_cache() {
+        // Two templates at one address, told apart by length, as a linker may lay them out.
+        static BOTH: &str = "/test/cachedX";
+        let (short, long) = (&BOTH[..12], BOTH);
+        let count = |route: &str, method: &str, status: &str| {
+            METRICS
+                .http_requests
+                .with_label_values(&[route, method, status])
+                .get()
+        };
+        for _ in 0..2 {
+            request(short, "GET", "200", 0.001);
+        }
+        request(long, "GET", "200", 0.001);
+        request(long, "GET", "cancelled", 0.001);
+        for _ in 0..3 {
+            request(long, "BREW", "405", 0.001);
+        }
+        assert_eq!(count(short, "GET", "200"), 2);
+        assert_eq!(count(long, "GET", "200"), 1);
+        assert_eq!(count(long, "GET", "cancelled"), 1);
+        assert_eq!(count(long, "BREW", "405"), 3);
+        let observed = METRICS
+            .http_duration
+            .with_label_values(&[long, "GET"])
+            .get_sample_count();
+        assert_eq!(observed, 2);
+    }
 
     #[test]
     fn every_family_renders_under_its_name() {
