@@ -108,7 +108,7 @@ impl<'de, T: BodyFields> Visitor<'de> for Fields<'_, T> {
         let mut enveloped = None;
         while let Some(Key(key)) = map.next_key()? {
             if self.envelope == Some(key.as_ref()) {
-                enveloped = map.next_value_seed(Envelope(PhantomData))?;
+                enveloped = map.next_value_seed(FieldsIfObject(PhantomData))?;
             } else if let Some(slot) = fields.slot(&key) {
                 *slot = Some(map.next_value()?);
             } else {
@@ -119,11 +119,12 @@ impl<'de, T: BodyFields> Visitor<'de> for Fields<'_, T> {
     }
 }
 
-/// The envelope's value: `T`'s fields if it is an object, else nothing (and the body is read
-/// bare).
-struct Envelope<T>(PhantomData<T>);
+/// A value read as `T`'s fields if it is an object, else checked and dropped (`None`): the
+/// envelope's value (not an object: the body is read bare), and with [`NoFields`] any value
+/// that is skipped.
+struct FieldsIfObject<T>(PhantomData<T>);
 
-impl<'de, T: BodyFields> DeserializeSeed<'de> for Envelope<T> {
+impl<'de, T: BodyFields> DeserializeSeed<'de> for FieldsIfObject<T> {
     type Value = Option<T>;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Option<T>, D::Error> {
@@ -131,7 +132,7 @@ impl<'de, T: BodyFields> DeserializeSeed<'de> for Envelope<T> {
     }
 }
 
-impl<'de, T: BodyFields> Visitor<'de> for Envelope<T> {
+impl<'de, T: BodyFields> Visitor<'de> for FieldsIfObject<T> {
     type Value = Option<T>;
 
     fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
@@ -176,6 +177,16 @@ impl<'de, T: BodyFields> Visitor<'de> for Envelope<T> {
     }
 }
 
+/// No fields at all: an object read into it has every value skipped.
+#[derive(Default)]
+struct NoFields;
+
+impl BodyFields for NoFields {
+    fn slot(&mut self, _: &str) -> Option<&mut Option<Value>> {
+        None
+    }
+}
+
 /// A value read and dropped, checked as strictly as a kept one: `serde`'s `IgnoredAny`
 /// would let serde_json skip it unchecked (invalid UTF-8, nesting past its depth limit),
 /// and the contract answers such a body as invalid JSON whichever key holds it.
@@ -183,51 +194,9 @@ struct Skip;
 
 impl<'de> de::Deserialize<'de> for Skip {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Skip, D::Error> {
-        deserializer.deserialize_any(SkipVisitor)
-    }
-}
-
-struct SkipVisitor;
-
-impl<'de> Visitor<'de> for SkipVisitor {
-    type Value = Skip;
-
-    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
-        formatter.write_str("any JSON value")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Skip, A::Error> {
-        while map.next_entry::<Skip, Skip>()?.is_some() {}
-        Ok(Skip)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Skip, A::Error> {
-        while seq.next_element::<Skip>()?.is_some() {}
-        Ok(Skip)
-    }
-
-    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-
-    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-
-    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-
-    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Skip, E> {
-        Ok(Skip)
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<Skip, E> {
-        Ok(Skip)
+        FieldsIfObject::<NoFields>(PhantomData)
+            .deserialize(deserializer)
+            .map(|_| Skip)
     }
 }
 

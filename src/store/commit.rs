@@ -419,6 +419,17 @@ mod tests {
         Committer::with_log(log.clone(), Arc::new(|_: &StoreError| {}), interval).unwrap()
     }
 
+    /// A committer without an interval, and how often it has reported a fatal error.
+    fn counting_fatal_calls(log: &Arc<FaultyLog>) -> (Committer, Arc<AtomicUsize>) {
+        let fatal_calls = Arc::new(AtomicUsize::new(0));
+        let seen = fatal_calls.clone();
+        let on_fatal = Arc::new(move |_: &StoreError| {
+            seen.fetch_add(1, Ordering::SeqCst);
+        });
+        let committer = Committer::with_log(log.clone(), on_fatal, Duration::ZERO).unwrap();
+        (committer, fatal_calls)
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn many_writers_share_few_syncs() {
         let log = Arc::new(FaultyLog::default());
@@ -611,16 +622,7 @@ mod tests {
     #[tokio::test]
     async fn a_panic_after_a_sync_fails_every_later_writer_instead_of_hanging_them() {
         let log = Arc::new(FaultyLog::default());
-        let fatal_calls = Arc::new(AtomicUsize::new(0));
-        let seen = fatal_calls.clone();
-        let committer = Committer::with_log(
-            log.clone(),
-            Arc::new(move |_: &StoreError| {
-                seen.fetch_add(1, Ordering::SeqCst);
-            }),
-            Duration::ZERO,
-        )
-        .unwrap();
+        let (committer, fatal_calls) = counting_fatal_calls(&log);
         let panics: OnDurable = Box::new(|| panic!("work after a sync panicked (on purpose)"));
         let first = committer.submit(vec![1], Some(panics)).unwrap();
         let answered = tokio::time::timeout(Duration::from_secs(10), first).await;
@@ -641,16 +643,7 @@ mod tests {
     async fn a_failed_sync_is_fatal_and_acknowledges_nothing() {
         let log = Arc::new(FaultyLog::default());
         log.fail.store(true, Ordering::SeqCst);
-        let fatal_calls = Arc::new(AtomicUsize::new(0));
-        let seen = fatal_calls.clone();
-        let committer = Committer::with_log(
-            log.clone(),
-            Arc::new(move |_: &StoreError| {
-                seen.fetch_add(1, Ordering::SeqCst);
-            }),
-            Duration::ZERO,
-        )
-        .unwrap();
+        let (committer, fatal_calls) = counting_fatal_calls(&log);
         assert!(
             committer.submit(vec![1], None).unwrap().await.is_err(),
             "the write must not be acknowledged"
