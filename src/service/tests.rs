@@ -85,6 +85,13 @@ impl Storage for TestDisk {
         self.before_write()?;
         self.inner.put(key, value)
     }
+    fn put_deferred(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
+        self.before_write()?;
+        self.inner.put_deferred(key, value)
+    }
+    fn apply_deferred(&self) -> Result<(), StoreError> {
+        self.inner.apply_deferred()
+    }
     fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
         self.before_write()?;
         self.inner.remove(key)
@@ -597,6 +604,11 @@ async fn reading_customers_starts_no_actors_and_orders_start_one() {
     assert_eq!(h.service.registry().active_count(), 1);
     assert_eq!(h.service.registry().passivate_idle(Duration::ZERO), 1);
     assert_eq!(h.service.registry().active_count(), 0);
+    assert_eq!(
+        h.disk.inner.waiting_puts(),
+        1,
+        "the order's record still waits for a checkpoint, so it is read from the waiting map"
+    );
     let orders = h
         .service
         .orders_of(&h.webstore, Some(&listed[0].id.0.to_string()))

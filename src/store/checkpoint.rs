@@ -37,6 +37,9 @@ pub struct Segments {
 
 /// Records in `storage`, durably, that the log starts at segment `from`.
 pub fn mark_log_start(storage: &dyn Storage, from: u64) -> Result<(), StoreError> {
+    // The writes the log holds before `from` reach sled's log ahead of the mark: sled
+    // recovers a prefix of its log, so the mark must never be on disk without them.
+    storage.apply_deferred()?;
     storage.put(keys::WAL_FROM, from.to_be_bytes().to_vec())?;
     storage.sync()
 }

@@ -13,6 +13,7 @@
 mod checkpoint;
 pub mod codec;
 pub mod commit;
+mod deferred;
 pub mod disk;
 mod error;
 pub mod expiry;

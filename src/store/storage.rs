@@ -45,6 +45,18 @@ pub trait Storage: Send + Sync + 'static {
     fn apply(&self, batch: WriteBatch) -> Result<(), StoreError>;
     /// Sets one key. Much cheaper than a batch (see [`Storage::apply`]).
     fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError>;
+    /// Sets one key that the engine may apply later, by [`Storage::apply_deferred`]: every
+    /// read sees it at once, and [`Storage::sync`] applies it first. For writes that are
+    /// durable without the engine (logged by the write-ahead log); an engine that cannot
+    /// wait writes it at once.
+    fn put_deferred(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
+        self.put(key, value)
+    }
+    /// Applies the puts still waiting (see [`Storage::put_deferred`]), before a checkpoint
+    /// marks where the log starts.
+    fn apply_deferred(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Removes `key` (whatever it holds, if anything).
     fn remove(&self, key: &[u8]) -> Result<(), StoreError>;
     /// Removes `key` if it still holds `expected`, atomically; whether it did.
@@ -75,7 +87,7 @@ pub trait Storage: Send + Sync + 'static {
     /// The last entry from key `from` up to, not including, key `to` (to the end without
     /// one).
     fn last_between(&self, from: &[u8], to: Option<&[u8]>) -> Result<Option<Entry>, StoreError>;
-    /// Makes every applied batch durable.
+    /// Makes every write durable, deferred puts included.
     fn sync(&self) -> Result<(), StoreError>;
     /// Bytes the engine's files take on disk (0 where unknown).
     fn size_on_disk(&self) -> Result<u64, StoreError> {

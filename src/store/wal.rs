@@ -82,6 +82,11 @@ impl LogEntry {
         }
     }
 
+    /// Whether the entry records its writes (they will be in the log).
+    pub fn is_recording(&self) -> bool {
+        self.recording
+    }
+
     /// Records that `key` was set to `value`.
     pub fn set(&mut self, key: &[u8], value: &[u8]) {
         self.push(SET, key, value);

@@ -106,7 +106,8 @@ impl Store {
     }
 
     /// Writes a new order: its idempotency record if it has one, then its record (the
-    /// commit point), each a single-key write (see [`keys`]). `on_durable` runs once both
+    /// commit point), each a single-key write (see [`keys`]); the record may reach sled
+    /// after the log, behind which it is already durable. `on_durable` runs once both
     /// are on disk (see [`OnDurable`]).
     ///
     /// An order is one record under its customer and nothing else: the order → customer
@@ -121,11 +122,8 @@ impl Store {
         let mut entry = open.entry();
         self.put_idempotency(&mut entry, idempotency)?;
         let record = encode(&OrderRecord::from_order(order));
-        self.put(
-            &mut entry,
-            &keys::order(order.customer_id.0, order.id.0),
-            record,
-        )?;
+        let key = keys::order(order.customer_id.0, order.id.0);
+        self.put_logged(&mut entry, &key, record)?;
         open.commit_then(entry, on_durable)
     }
 
@@ -148,6 +146,22 @@ impl Store {
     fn put(&self, entry: &mut LogEntry, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
         entry.set(key, &value);
         self.written(self.inner.storage.put(key, value))
+    }
+
+    /// Sets `key` and records it in `entry`, letting the engine apply it later when the
+    /// log makes it durable (see `Storage::put_deferred`): an order record, written once by
+    /// its customer's actor and then only read.
+    fn put_logged(
+        &self,
+        entry: &mut LogEntry,
+        key: &[u8],
+        value: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        if !entry.is_recording() {
+            return self.put(entry, key, value);
+        }
+        entry.set(key, &value);
+        self.written(self.inner.storage.put_deferred(key, value))
     }
 
     /// Removes `key` where it still holds `expected`, recording it in `entry` if it did;
