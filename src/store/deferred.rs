@@ -91,6 +91,16 @@ impl DeferredPuts {
             .collect()
     }
 
+    /// The last waiting put from key `from` up to, not including, `to` (to the end without
+    /// one), found without copying the range.
+    pub fn last_between(&self, from: &[u8], to: Option<&[u8]>) -> Option<(IVec, IVec)> {
+        let end = to.map_or(Bound::Unbounded, Bound::Excluded);
+        self.waiting
+            .upper_bound::<[u8]>(end)
+            .filter(|entry| entry.key().as_ref() >= from)
+            .map(|entry| (entry.key().clone(), entry.value().clone()))
+    }
+
     /// Writes every waiting put with `write`, in key order, removing each once written; how
     /// many it wrote. Puts made meanwhile may wait for the next pass. On an error the puts
     /// not yet written still wait.
@@ -273,6 +283,13 @@ mod tests {
             vec![(iv(b"a"), iv(b"1 again")), (iv(b"b"), iv(b"2"))]
         );
         assert_eq!(puts.between(b"b", None).len(), 2);
+        assert_eq!(
+            puts.last_between(b"a", Some(b"c")),
+            Some((iv(b"b"), iv(b"2")))
+        );
+        assert_eq!(puts.last_between(b"a", None), Some((iv(b"c"), iv(b"3"))));
+        assert_eq!(puts.last_between(b"d", None), None);
+        assert_eq!(puts.last_between(b"a", Some(b"a")), None);
 
         let mut written = Vec::new();
         let count = puts

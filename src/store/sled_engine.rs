@@ -154,7 +154,7 @@ impl Storage for SledStorage {
     }
 
     fn last_between(&self, from: &[u8], to: Option<&[u8]>) -> Result<Option<Entry>, StoreError> {
-        let waiting = self.deferred.between(from, to).pop();
+        let waiting = self.deferred.last_between(from, to);
         let last = match to {
             Some(to) => self.db.range(from..to).next_back(),
             None => self.db.range(from..).next_back(),
