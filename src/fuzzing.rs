@@ -253,10 +253,11 @@ pub fn catalogue(data: &[u8]) -> bool {
 pub fn records(data: &[u8]) -> bool {
     let mut accepted = decode_each_kind(data);
     if let [kind, version, payload @ ..] = data {
-        let kind = match kind % 3 {
+        let kind = match kind % 4 {
             0 => Kind::Customer,
             1 => Kind::Order,
-            _ => Kind::Idempotency,
+            2 => Kind::Idempotency,
+            _ => Kind::OrderChunk,
         };
         let version = u16::from(version % 3);
         let mut bytes = Vec::with_capacity(10 + payload.len());
@@ -332,6 +333,15 @@ fn decode_each_kind(bytes: &[u8]) -> bool {
     if let Ok(record) = codec::decode::<IdempotencyRecord>(bytes) {
         round_trip(&record);
         decoded = true;
+    }
+    // An order chunk: each of its records decoded, and the chunk encoded back the same.
+    if let Ok(parts) = codec::order_parts(0, bytes) {
+        if bytes.get(3) == Some(&(Kind::OrderChunk as u8)) {
+            assert_eq!(codec::encode_order_chunk(parts.iter().copied()), bytes);
+        }
+        for (_, record) in &parts {
+            decoded |= codec::decode::<OrderRecord>(record).is_ok_and(|r| r.into_order().is_ok());
+        }
     }
     decoded
 }

@@ -16,7 +16,9 @@ use crate::domain::idempotency::{IdempotencyKey, Pending};
 use crate::domain::order::{Order, OrderBody};
 use crate::registry::Registry;
 use crate::store::disk::Reserve;
-use crate::store::{Durability, Entry, SledStorage, Storage, StoreOptions, WriteBatch};
+use crate::store::{
+    Durability, Entry, OrderPacking, SledStorage, Storage, StoreOptions, WriteBatch,
+};
 
 /// sled, except that writes fail while `full` is set (like a full disk) and wait while the
 /// gate is closed (like a stalled disk).
@@ -128,7 +130,9 @@ struct Harness {
 
 fn harness(dir: &Path, call_timeout: Duration) -> Harness {
     let disk = Arc::new(TestDisk {
-        inner: SledStorage::open(dir, 1 << 20).unwrap(),
+        inner: SledStorage::open(dir, 1 << 20)
+            .unwrap()
+            .with_packing(Arc::new(OrderPacking)),
         full: AtomicBool::new(false),
         gate: Mutex::new(Gate::default()),
         gate_changed: Condvar::new(),

@@ -35,6 +35,8 @@ pub enum Kind {
     Order = 2,
     /// [`IdempotencyRecord`].
     Idempotency = 3,
+    /// Orders of one customer packed under one key (see [`encode_order_chunk`]).
+    OrderChunk = 4,
 }
 
 /// Why a record could not be decoded.
@@ -224,17 +226,27 @@ pub fn encode<R: Record>(record: &R) -> Vec<u8> {
 
 /// Decodes a record, checking magic, kind, version, checksum and size.
 pub fn decode<R: Record>(bytes: &[u8]) -> Result<R, CodecError> {
+    let (version, payload) = checked_payload(bytes, R::KIND, R::VERSION)?;
+    if version < R::VERSION {
+        return R::decode_older(version, payload);
+    }
+    decode_payload(payload)
+}
+
+/// The format version and payload of a record of `kind`, after checking its magic, kind,
+/// version (at most `newest`) and checksum.
+fn checked_payload(bytes: &[u8], kind: Kind, newest: u16) -> Result<(u16, &[u8]), CodecError> {
     if bytes.len() < HEADER_LEN || &bytes[..3] != MAGIC {
         return Err(CodecError::NotARecord);
     }
-    if bytes[3] != R::KIND as u8 {
+    if bytes[3] != kind as u8 {
         return Err(CodecError::WrongKind {
-            expected: R::KIND,
+            expected: kind,
             found: bytes[3],
         });
     }
     let version = u16::from_be_bytes([bytes[4], bytes[5]]);
-    if version == 0 || version > R::VERSION {
+    if version == 0 || version > newest {
         return Err(CodecError::UnsupportedVersion(version));
     }
     let checksum = u32::from_be_bytes([bytes[6], bytes[7], bytes[8], bytes[9]]);
@@ -242,10 +254,56 @@ pub fn decode<R: Record>(bytes: &[u8]) -> Result<R, CodecError> {
     if crc32fast::hash(payload) != checksum {
         return Err(CodecError::Checksum);
     }
-    if version < R::VERSION {
-        return R::decode_older(version, payload);
+    Ok((version, payload))
+}
+
+/// The format version of order chunks.
+const ORDER_CHUNK_VERSION: u16 = 1;
+/// Bytes before each order of a chunk: its id (u64) and the length of its record (u32).
+const PART_HEADER_LEN: usize = 8 + 4;
+
+/// Orders of one customer as one value: a header of kind [`Kind::OrderChunk`] whose payload
+/// is, for each order, its id (u64, big-endian), the length of its encoded [`OrderRecord`]
+/// (u32, big-endian) and that record as [`encode`] wrote it, header included. The records are
+/// carried as they are, so packing orders costs no decoding and each keeps its own format
+/// version and checksum.
+pub fn encode_order_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(256);
+    bytes.extend_from_slice(MAGIC);
+    bytes.push(Kind::OrderChunk as u8);
+    bytes.extend_from_slice(&ORDER_CHUNK_VERSION.to_be_bytes());
+    bytes.extend_from_slice(&[0; 4]);
+    for (id, record) in parts {
+        bytes.extend_from_slice(&id.to_be_bytes());
+        // A record is far below 4 GiB: `encode` writes one order's fields.
+        bytes.extend_from_slice(&(record.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(record);
     }
-    decode_payload(payload)
+    let checksum = crc32fast::hash(&bytes[HEADER_LEN..]);
+    bytes[6..HEADER_LEN].copy_from_slice(&checksum.to_be_bytes());
+    bytes
+}
+
+/// The orders a stored order value holds, as (id, encoded [`OrderRecord`]) in the order
+/// stored: the record itself, under the id `key_id` of its key, or each part of an order
+/// chunk. The parts' records are not decoded here.
+pub fn order_parts(key_id: u64, bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, CodecError> {
+    if bytes.get(3) == Some(&(Kind::Order as u8)) {
+        return Ok(vec![(key_id, bytes)]);
+    }
+    let (_, mut payload) = checked_payload(bytes, Kind::OrderChunk, ORDER_CHUNK_VERSION)?;
+    let mut parts = Vec::new();
+    while !payload.is_empty() {
+        let cut = || CodecError::Payload("an order chunk ends inside an order".into());
+        let head = payload.get(..PART_HEADER_LEN).ok_or_else(cut)?;
+        let id = u64::from_be_bytes(head[..8].try_into().map_err(|_| cut())?);
+        let len = u32::from_be_bytes(head[8..].try_into().map_err(|_| cut())?) as usize;
+        let end = PART_HEADER_LEN.checked_add(len).ok_or_else(cut)?;
+        let record = payload.get(PART_HEADER_LEN..end).ok_or_else(cut)?;
+        parts.push((id, record));
+        payload = &payload[end..];
+    }
+    Ok(parts)
 }
 
 /// Decodes a whole bincode payload (trailing bytes are an error).
@@ -487,6 +545,53 @@ mod tests {
         }
 
         #[test]
+        fn an_order_chunk_hands_back_each_record_with_its_id(
+            records in proptest::collection::vec(order_record(), 1..8),
+        ) {
+            let encoded: Vec<(u64, Vec<u8>)> =
+                records.iter().map(|record| (record.id, encode(record))).collect();
+            let chunk = encode_order_chunk(encoded.iter().map(|(id, bytes)| (*id, &bytes[..])));
+            let parts = order_parts(0, &chunk).unwrap();
+            prop_assert_eq!(parts.len(), records.len());
+            for ((id, bytes), record) in parts.into_iter().zip(&records) {
+                prop_assert_eq!(id, record.id);
+                prop_assert_eq!(decode::<OrderRecord>(bytes), Ok(record.clone()));
+            }
+            // A lone record is read under its key's id, undecoded.
+            let single = encode(&records[0]);
+            prop_assert_eq!(order_parts(42, &single), Ok(vec![(42, &single[..])]));
+        }
+
+        #[test]
+        fn a_corrupted_or_cut_order_chunk_is_an_error_not_a_panic(
+            records in proptest::collection::vec(order_record(), 1..4),
+            at in any::<prop::sample::Index>(),
+            mask in 1u8..=255,
+            keep in any::<prop::sample::Index>(),
+        ) {
+            let encoded: Vec<(u64, Vec<u8>)> =
+                records.iter().map(|record| (record.id, encode(record))).collect();
+            let chunk = encode_order_chunk(encoded.iter().map(|(id, bytes)| (*id, &bytes[..])));
+            let read = |bytes: &[u8]| {
+                order_parts(0, bytes).and_then(|parts| {
+                    parts
+                        .into_iter()
+                        .try_for_each(|(_, record)| decode::<OrderRecord>(record).map(drop))
+                })
+            };
+            let i = at.index(chunk.len());
+            let mut corrupted = chunk.clone();
+            corrupted[i] ^= mask;
+            let corrupted_read = read(&corrupted);
+            // The kind byte may turn into a lone order's; the rest is under the checksum.
+            if i != 3 {
+                prop_assert!(corrupted_read.is_err());
+            }
+            let cut = keep.index(chunk.len());
+            prop_assert!(read(&chunk[..cut]).is_err());
+        }
+
+        #[test]
         fn truncated_records_are_an_error(record in customer_record(), keep in any::<prop::sample::Index>()) {
             let bytes = encode(&record);
             let cut = keep.index(bytes.len());
@@ -498,6 +603,7 @@ mod tests {
             let _ = decode::<CustomerRecord>(&bytes);
             let _ = decode::<OrderRecord>(&bytes);
             let _ = decode::<IdempotencyRecord>(&bytes);
+            let _ = order_parts(1, &bytes);
         }
     }
 

@@ -76,13 +76,33 @@ pub fn order(customer: u64, order: u64) -> Vec<u8> {
     key
 }
 
-/// The customer id and order id of an `o` key.
+/// `o` + customer id + the id of its first order + 0: a chunk of a customer's orders (see
+/// `store::order_chunks`). The last byte keeps the chunk's key apart from its first order's
+/// own key, under which that order's record may still wait to be packed.
+pub fn order_chunk(customer: u64, first_order: u64) -> Vec<u8> {
+    let mut key = order(customer, first_order);
+    key.push(0);
+    key
+}
+
+/// The customer id and order id of an `o` key of one order (not of a chunk).
 pub fn order_ids(key: &[u8]) -> Option<(u64, u64)> {
     match key {
         [ORDER, customer @ .., _, _, _, _, _, _, _, _] if customer.len() == 8 => {
             Some((trailing_id(customer)?, trailing_id(key)?))
         }
         _ => None,
+    }
+}
+
+/// The customer id and order id of an `o` key of one order, or the customer id and first
+/// order id of a chunk's key, with whether it is a chunk's.
+pub fn order_or_chunk_ids(key: &[u8]) -> Option<(u64, u64, bool)> {
+    match key.split_last() {
+        Some((0, order_key)) if key.len() == 18 => {
+            order_ids(order_key).map(|(customer, first)| (customer, first, true))
+        }
+        _ => order_ids(key).map(|(customer, order)| (customer, order, false)),
     }
 }
 
@@ -145,6 +165,11 @@ mod tests {
         assert_eq!(trailing_id(b"short"), None);
         assert_eq!(order_ids(&order(7, 42)), Some((7, 42)));
         assert_eq!(order_ids(&customer(7)), None);
+        assert!(order(7, 42) < order_chunk(7, 42) && order_chunk(7, 42) < order(7, 43));
+        assert_eq!(order_ids(&order_chunk(7, 42)), None);
+        assert_eq!(order_or_chunk_ids(&order_chunk(7, 42)), Some((7, 42, true)));
+        assert_eq!(order_or_chunk_ids(&order(7, 42)), Some((7, 42, false)));
+        assert_eq!(order_or_chunk_ids(&customer(7)), None);
         assert_eq!(
             idempotency_parts(&idempotency("shop", "key-1")),
             Some(("shop", "key-1"))

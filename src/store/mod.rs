@@ -19,6 +19,7 @@ mod error;
 pub mod expiry;
 pub mod keys;
 mod opening;
+mod order_chunks;
 pub mod order_ids;
 mod reads;
 pub mod repair;
@@ -39,6 +40,7 @@ use tokio::sync::oneshot;
 use wal::{LogEntry, WalDir};
 
 pub use error::StoreError;
+pub use order_chunks::OrderPacking;
 pub use reads::{Census, LoadedCustomer};
 pub use sled_engine::SledStorage;
 pub use storage::{Entry, Storage, WriteBatch};
@@ -258,7 +260,7 @@ impl Store {
             source,
         })?;
         let storage = match SledStorage::open(dir, options.cache_bytes) {
-            Ok(storage) => storage,
+            Ok(storage) => storage.with_packing(Arc::new(OrderPacking)),
             Err(error) => {
                 let _ = opening::remove_snapshot_leftovers(dir);
                 return Err(opening::explain(dir, error, disk.state()));

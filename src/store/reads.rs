@@ -5,6 +5,8 @@
 
 use super::codec::{decode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
 use super::error::corrupt;
+use super::order_chunks::{for_each_stored_order, stored_order, StoredOrder};
+use super::storage::prefix_end;
 use super::{keys, Store, StoreError};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{Frequency, Order};
@@ -67,14 +69,18 @@ impl Store {
         check(keys::CUSTOMER, &mut census.customers, |v| {
             decode::<CustomerRecord>(v).map(drop)
         })?;
-        check(keys::ORDER, &mut census.orders, |v| {
-            decode::<OrderRecord>(v)
-                .and_then(OrderRecord::into_order)
-                .map(drop)
-        })?;
         check(keys::IDEMPOTENCY, &mut census.idempotency_records, |v| {
             decode::<IdempotencyRecord>(v).map(drop)
         })?;
+        if failure.is_none() {
+            self.for_each_order_of(&[keys::ORDER], &mut |stored| {
+                match stored.record.and_then(decode_order) {
+                    Ok(_) => census.orders += 1,
+                    Err(source) => failure = Some(corrupt(stored.key, source)),
+                }
+                failure.is_none()
+            })?;
+        }
         match failure {
             Some(error) => Err(error),
             None => Ok(census),
@@ -134,15 +140,20 @@ impl Store {
         order: OrderId,
     ) -> Result<Option<Order>, StoreError> {
         let key = keys::order(customer.0, order.0);
-        self.inner
-            .storage
-            .get(&key)?
-            .map(|bytes| {
-                decode::<OrderRecord>(&bytes)
-                    .and_then(OrderRecord::into_order)
-                    .map_err(|source| corrupt(&key, source))
-            })
+        stored_order(&*self.inner.storage, customer.0, order.0)?
+            .map(|bytes| decode_order(&bytes).map_err(|source| corrupt(&key, source)))
             .transpose()
+    }
+
+    /// Calls `visit` with each order stored under keys starting with `prefix` (see
+    /// [`for_each_stored_order`]) until it returns false.
+    fn for_each_order_of(
+        &self,
+        prefix: &[u8],
+        visit: &mut dyn FnMut(StoredOrder<'_>) -> bool,
+    ) -> Result<(), StoreError> {
+        let end = prefix_end(prefix);
+        for_each_stored_order(&*self.inner.storage, prefix, end.as_deref(), visit)
     }
 
     /// Calls `visit` with the id, owner and schedule of every stored order of the customers
@@ -156,18 +167,15 @@ impl Store {
     ) -> Result<(), StoreError> {
         let from = keys::orders_of(customers.start);
         let to = keys::orders_of(customers.end);
-        self.inner
-            .storage
-            .for_each_between(&from, Some(&to), &mut |key, value| {
-                if let Some((customer, order)) = keys::order_ids(key) {
-                    let schedule = decode::<OrderRecord>(value)
-                        .and_then(OrderRecord::into_order)
-                        .map(|order| (order.details.frequency, order.details.schedule))
-                        .map_err(|source| corrupt(key, source));
-                    visit(OrderId(order), CustomerId(customer), schedule);
-                }
-                true
-            })
+        for_each_stored_order(&*self.inner.storage, &from, Some(&to), &mut |stored| {
+            let schedule = stored
+                .record
+                .and_then(decode_order)
+                .map(|order| (order.details.frequency, order.details.schedule))
+                .map_err(|source| corrupt(stored.key, source));
+            visit(OrderId(stored.id), CustomerId(stored.customer), schedule);
+            true
+        })
     }
 
     /// Calls `visit` with the id and webstore id of every stored customer with an id in
@@ -209,9 +217,18 @@ impl Store {
         &self,
         visit: &mut dyn FnMut(OrderRecord) -> bool,
     ) -> Result<(), StoreError> {
-        self.for_each_record(keys::ORDER, &mut |_, bytes: &[u8]| {
-            decode::<OrderRecord>(bytes).map(&mut *visit)
-        })
+        let mut failure = None;
+        self.for_each_order_of(&[keys::ORDER], &mut |stored| match stored
+            .record
+            .and_then(decode::<OrderRecord>)
+        {
+            Ok(record) => visit(record),
+            Err(source) => {
+                failure = Some(corrupt(stored.key, source));
+                false
+            }
+        })?;
+        failure.map_or(Ok(()), Err)
     }
 
     /// Calls `visit` with the webstore id, client key and record of every stored
@@ -245,10 +262,8 @@ impl Store {
 
     /// Calls `visit` with the id of every stored order (imports check theirs against these).
     pub fn for_each_order_id(&self, visit: &mut dyn FnMut(OrderId)) -> Result<(), StoreError> {
-        self.inner.storage.for_each(&[keys::ORDER], &mut |key, _| {
-            if let Some((_, order)) = keys::order_ids(key) {
-                visit(OrderId(order));
-            }
+        self.for_each_order_of(&[keys::ORDER], &mut |stored| {
+            visit(OrderId(stored.id));
             true
         })
     }
@@ -301,14 +316,23 @@ impl Store {
             return Ok(None);
         };
         let record: CustomerRecord = decode(&bytes).map_err(|source| corrupt(&key, source))?;
-        let prefix = keys::orders_of(id.0);
         let mut orders = Vec::new();
-        for (order_key, bytes) in self.inner.storage.scan(&prefix, 0, usize::MAX)? {
-            let order = decode::<OrderRecord>(&bytes)
-                .and_then(OrderRecord::into_order)
-                .map_err(|source| corrupt(&order_key, source))?;
-            orders.push(order);
+        let mut failure = None;
+        self.for_each_order_of(&keys::orders_of(id.0), &mut |stored| {
+            match stored.record.and_then(decode_order) {
+                Ok(order) => orders.push(order),
+                Err(source) => failure = Some(corrupt(stored.key, source)),
+            }
+            failure.is_none()
+        })?;
+        if let Some(error) = failure {
+            return Err(error);
         }
         Ok(Some(LoadedCustomer { record, orders }))
     }
+}
+
+/// An order from its encoded record.
+fn decode_order(bytes: &[u8]) -> Result<Order, CodecError> {
+    decode::<OrderRecord>(bytes).and_then(OrderRecord::into_order)
 }

@@ -5,13 +5,13 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use sled::IVec;
 
 use super::deferred::{visit_merged, DeferredPuts};
 use super::error::engine;
-use super::storage::{prefix_end, Entry, Storage, WriteBatch};
+use super::storage::{prefix_end, Entry, Packing, Storage, WriteBatch};
 use super::StoreError;
 
 /// sled 0.34.7 as a [`Storage`].
@@ -19,6 +19,8 @@ pub struct SledStorage {
     db: sled::Db,
     /// Puts not yet in the tree (see [`Storage::put_deferred`]).
     deferred: DeferredPuts,
+    /// How waiting puts enter the tree; each as it is without one.
+    packing: Option<Arc<dyn Packing>>,
     /// sled's data file. sled's `flush` ends in `sync_file_range` on Linux, which does not
     /// survive power loss (sled issue #1452), so the flusher also fsyncs this file itself.
     data_file: Mutex<File>,
@@ -35,8 +37,15 @@ impl SledStorage {
         Ok(SledStorage {
             db,
             deferred: DeferredPuts::default(),
+            packing: None,
             data_file: Mutex::new(data_file),
         })
+    }
+
+    /// Waiting puts will enter the tree as `packing` packs them.
+    pub fn with_packing(mut self, packing: Arc<dyn Packing>) -> SledStorage {
+        self.packing = Some(packing);
+        self
     }
 }
 
@@ -46,6 +55,35 @@ impl SledStorage {
             .insert(key, value)
             .map(drop)
             .map_err(engine("writing to the store"))
+    }
+
+    /// Writes one run of waiting puts (see [`DeferredPuts::apply_all`]): packed, when the
+    /// packing gives their keys a group, with the tree's last entry of that group.
+    fn write_waiting(&self, run: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
+        let group = run.first().and_then(|(key, _)| {
+            let packing = self.packing.as_ref()?;
+            Some((packing, &key[..packing.group_len(key)?.min(key.len())]))
+        });
+        let Some((packing, prefix)) = group else {
+            return run
+                .iter()
+                .try_for_each(|(key, value)| self.insert(key, *value));
+        };
+        let end = prefix_end(prefix);
+        let last = match &end {
+            Some(end) => self.db.range(prefix..end.as_slice()).next_back(),
+            None => self.db.range(prefix..).next_back(),
+        }
+        .transpose()
+        .map_err(engine("reading the store"))?;
+        let packed = packing.pack(
+            last.as_ref()
+                .map(|(key, value)| (key.as_ref(), value.as_ref())),
+            run,
+        )?;
+        packed
+            .into_iter()
+            .try_for_each(|(key, value)| self.insert(&key, value))
     }
 
     /// How many puts wait to enter the tree.
@@ -101,7 +139,10 @@ impl Storage for SledStorage {
 
     fn apply_deferred(&self) -> Result<(), StoreError> {
         self.deferred
-            .apply_all(|key, value| self.insert(key, value.clone()))
+            .apply_all(
+                |key| self.packing.as_ref()?.group_len(key),
+                |run| self.write_waiting(run),
+            )
             .map(drop)
     }
 

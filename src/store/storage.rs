@@ -33,6 +33,24 @@ impl WriteBatch {
     }
 }
 
+/// How the puts waiting for a checkpoint (see [`Storage::put_deferred`]) enter the engine:
+/// the puts whose keys share a group prefix are packed, together with the engine's last
+/// entry under that prefix, into the entries this returns. The store chooses it (the keys
+/// and values are its own); an engine without one writes each put as it is.
+pub trait Packing: Send + Sync {
+    /// The length of the group prefix of `key`, or `None` when a waiting put of `key` is
+    /// written as it is.
+    fn group_len(&self, key: &[u8]) -> Option<usize>;
+    /// The entries to write for one group: `last` is the engine's last entry under the
+    /// prefix (not a waiting put), `waiting` the group's waiting puts in key order. Writing
+    /// them may overwrite `last` but must keep every value `last` and `waiting` hold.
+    fn pack(
+        &self,
+        last: Option<(&[u8], &[u8])>,
+        waiting: &[(&[u8], &[u8])],
+    ) -> Result<Vec<Entry>, StoreError>;
+}
+
 /// The storage engine as boxsub uses it.
 pub trait Storage: Send + Sync + 'static {
     /// The value at `key`.

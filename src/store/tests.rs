@@ -6,7 +6,7 @@ use super::*;
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
-use crate::domain::ids::CustomerId;
+use crate::domain::ids::{CustomerId, OrderId};
 
 fn customer(id: u64, email: &str) -> Customer {
     Customer {
@@ -391,4 +391,94 @@ fn a_torn_last_frame_is_dropped_whole_and_what_came_before_it_is_kept() {
         assert!(store.load_customer(CustomerId(999)).unwrap().is_none());
         assert_eq!(store.email_entry("shop", "late@shop.test").unwrap(), None);
     }
+}
+
+#[test]
+fn orders_packed_into_chunks_read_back_once_each_after_a_reopening_and_a_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    // Two customers, 45 orders each (more than a chunk holds), in turns.
+    let mut expected: Vec<u64> = Vec::new();
+    {
+        let store = open(dir.path());
+        for id in [1, 2] {
+            runtime
+                .block_on(
+                    store
+                        .create_customer(&customer(id, &format!("{id}@shop.test")), "shop", None)
+                        .unwrap()
+                        .durable(),
+                )
+                .unwrap();
+        }
+        for n in 0..90u64 {
+            let order = order(100 + n, 1 + n % 2);
+            runtime
+                .block_on(
+                    store
+                        .create_order(&order, None, Box::new(|| ()))
+                        .unwrap()
+                        .durable(),
+                )
+                .unwrap();
+            expected.push(order.id.0);
+        }
+        store.close().unwrap();
+    }
+    let store = open(dir.path());
+    let check = |store: &Store| {
+        for customer in [1u64, 2] {
+            let mine: Vec<u64> = expected
+                .iter()
+                .copied()
+                .filter(|id| 1 + (id - 100) % 2 == customer)
+                .collect();
+            let loaded = store.load_customer(CustomerId(customer)).unwrap().unwrap();
+            let ids: Vec<u64> = loaded.orders.iter().map(|order| order.id.0).collect();
+            assert_eq!(ids, mine, "customer {customer}");
+            for id in [mine[0], mine[31], mine[32], mine[44]] {
+                let order = store.load_order(CustomerId(customer), OrderId(id));
+                assert_eq!(order.unwrap().unwrap().id.0, id);
+            }
+            assert!(store
+                .load_order(CustomerId(customer), OrderId(99_999))
+                .unwrap()
+                .is_none());
+        }
+        assert_eq!(store.verify().unwrap().orders, 90);
+        let mut exported = Vec::new();
+        store
+            .for_each_order(&mut |record| {
+                exported.push(record.id);
+                true
+            })
+            .unwrap();
+        exported.sort();
+        assert_eq!(exported, expected);
+        let mut ids = Vec::new();
+        store.for_each_order_id(&mut |id| ids.push(id.0)).unwrap();
+        assert_eq!(ids.len(), 90);
+    };
+    check(&store);
+    // Packed: far fewer entries than orders.
+    let mut entries = 0;
+    store
+        .inner
+        .storage
+        .for_each(&[keys::ORDER], &mut |_, _| {
+            entries += 1;
+            true
+        })
+        .unwrap();
+    assert!(entries <= 4, "{entries} order entries");
+    // A replay after a crash in mid-checkpoint writes records a chunk holds already.
+    for id in [100u64, 131, 189] {
+        let record = codec::OrderRecord::from_order(&order(id, 1 + (id - 100) % 2));
+        store
+            .put_raw(&keys::order(record.customer_id, id), codec::encode(&record))
+            .unwrap();
+    }
+    check(&store);
 }
