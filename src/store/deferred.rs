@@ -28,8 +28,9 @@ use std::sync::Mutex;
 use crossbeam_skiplist::SkipMap;
 use sled::IVec;
 
-/// How many puts may wait at most; about 16 MiB of order records.
-pub const CAPACITY: usize = 1 << 16;
+/// How many puts may wait at most; about 32 MiB of order records, two log segments' worth
+/// (one being checkpointed, one filling) at about 60 bytes of log an order.
+pub const CAPACITY: usize = 1 << 17;
 
 /// Puts waiting to be applied to the engine, readable in key order.
 pub struct DeferredPuts {

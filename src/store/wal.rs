@@ -44,8 +44,11 @@ use super::StoreError;
 /// Size of a segment; a batch larger than what is left of one starts the next, and one
 /// larger than a whole segment grows it. Checkpoints follow segments, so this also bounds
 /// what a start after a crash replays (the segment being written and, at most, the one
-/// being checkpointed).
-pub const SEGMENT_BYTES: u64 = 1 << 20;
+/// being checkpointed). At about 60 bytes of log an order, a 2 MiB segment lets a checkpoint
+/// pack some 34,000 orders at once, and the more of a customer's orders one pass takes, the
+/// fewer rewrites of its chunk (`store::order_chunks`): 1 → 2 MiB took about 1.7 µs of CPU
+/// off a durable order, 4 MiB only 0.4 µs more, not worth twice the replay after a crash.
+pub const SEGMENT_BYTES: u64 = 1 << 21;
 
 /// Bytes before each frame's payload.
 pub const FRAME_HEADER: usize = 8;
