@@ -13,10 +13,12 @@
 //! request before the checkpoint packs it, by a replay of the log, an import, or an earlier
 //! release), or `o` + customer id + the id of the chunk's first order + 0, holding a chunk.
 //! The last byte keeps the two apart: a chunk under the very key of a record that still
-//! waits would be hidden by it, since a waiting put wins over the tree's value of its key. The same order can be
-//! read twice for a moment: a pass writes the chunk before it drops the waiting record, and a
-//! replay after a crash may write a record a chunk already holds. Every read therefore goes
-//! through [`for_each_stored_order`], which hands on each customer's orders once, by id.
+//! waits would be hidden by it, since a waiting put wins over the tree's value of its key.
+//!
+//! The same order can be read twice for a moment: a pass writes the chunk before it drops
+//! the waiting record, and a replay after a crash may write a record a chunk already holds.
+//! Every read therefore goes through [`for_each_stored_order`], which hands on each
+//! customer's orders once, by id.
 //!
 //! Must not touch: when checkpoints run, how the engine keeps waiting puts, the order
 //! records' own encoding.
