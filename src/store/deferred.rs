@@ -3,9 +3,10 @@
 //! lock-free ordered map that every read consults first, and is applied to sled in key
 //! order, in one pass, by the next checkpoint (before it marks the log's new start) or by a
 //! `sync`; the puts of one group (a customer's orders) are handed over together, for the
-//! store's packing to fold into one entry (`store::order_chunks`). Applied in a batch and away from the request, sled's inserts no longer crowd the
-//! request's own work out of the cores' caches: a durable order costs about 3 µs less CPU in
-//! all (README, "Order records applied behind the log").
+//! store's packing to fold into one entry (`store::order_chunks`). Applied in a batch and
+//! away from the request, sled's inserts no longer crowd the request's own work out of the
+//! cores' caches: a durable order costs about 3 µs less CPU in all (README, "Order records
+//! applied behind the log").
 //!
 //! The rules that keep reads and writes right while puts wait:
 //!
