@@ -482,3 +482,42 @@ fn orders_packed_into_chunks_read_back_once_each_after_a_reopening_and_a_replay(
     }
     check(&store);
 }
+
+#[test]
+fn a_replay_after_a_crash_in_mid_checkpoint_packs_no_order_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    {
+        let store = open(dir.path());
+        let ann = customer(1, "ann@shop.test");
+        let created = store.create_customer(&ann, "shop", None).unwrap();
+        runtime.block_on(created.durable()).unwrap();
+        for id in 100..140u64 {
+            let written = store
+                .create_order(&order(id, 1), None, Box::new(|| ()))
+                .unwrap();
+            runtime.block_on(written.durable()).unwrap();
+        }
+        // The checkpoint's pass and flush, then the crash before it marks the log's start:
+        // the log still holds every order that sled's chunks now hold.
+        store.inner.storage.sync().unwrap();
+        drop(store);
+    }
+    let store = open(dir.path());
+    let loaded = store.load_customer(CustomerId(1)).unwrap().unwrap();
+    let ids: Vec<u64> = loaded.orders.iter().map(|order| order.id.0).collect();
+    assert_eq!(ids, (100..140).collect::<Vec<_>>());
+    // Only the two chunks: the replayed records were packed, none left on its own.
+    let mut entries = Vec::new();
+    store
+        .inner
+        .storage
+        .for_each(&[keys::ORDER], &mut |key, _| {
+            entries.push(keys::order_or_chunk_ids(key).unwrap());
+            true
+        })
+        .unwrap();
+    assert_eq!(entries, vec![(1, 100, true), (1, 132, true)]);
+}

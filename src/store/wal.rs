@@ -435,8 +435,10 @@ pub struct Recovered {
 }
 
 /// Replays into `storage`, in order, every whole frame of the segments numbered `from` and
-/// up (the earlier ones are checkpointed), and says where the log continues. The caller makes
-/// the replay durable and records the new checkpoint before reusing any segment.
+/// up (the earlier ones are checkpointed), and says where the log continues. Replayed puts
+/// may wait in the engine (`Storage::put_deferred`); the caller applies them, makes the replay
+/// durable and records the new checkpoint before reusing any segment
+/// (`checkpoint::mark_log_start` does all three).
 pub fn recover(wal: &WalDir, from: u64, storage: &dyn Storage) -> Result<Recovered, StoreError> {
     let segments = wal.segments()?;
     let mut recovered = Recovered {
@@ -457,7 +459,11 @@ pub fn recover(wal: &WalDir, from: u64, storage: &dyn Storage) -> Result<Recover
         for writes in frames {
             for write in writes {
                 match write {
-                    LoggedWrite::Set { key, value } => storage.put(key, value.to_vec())?,
+                    // Logged, so it may wait: the caller's checkpoint writes every
+                    // replayed put into the engine (orders packed into their customer's
+                    // chunks, skipping those a chunk holds already) before it marks the log's
+                    // new start.
+                    LoggedWrite::Set { key, value } => storage.put_deferred(key, value.to_vec())?,
                     LoggedWrite::RemoveIf { key, expected } => {
                         storage.remove_if(key, expected)?;
                     }
