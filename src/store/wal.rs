@@ -357,11 +357,7 @@ impl WalDir {
                 .write(true)
                 .create_new(true)
                 .open(&path)?;
-            let zeros = vec![0u8; 64 << 10];
-            for _ in 0..SEGMENT_BYTES / zeros.len() as u64 {
-                file.write_all(&zeros)?;
-            }
-            file.sync_all()?;
+            zero_fill(&mut file, SEGMENT_BYTES)?;
             Ok(file)
         })();
         let file = match made {
@@ -397,7 +393,14 @@ impl WalDir {
             .write(true)
             .open(&to)
             .map_err(io(context.clone()))?;
-        let capacity = file.metadata().map_err(io(context))?.len();
+        let mut file = file;
+        let mut capacity = file.metadata().map_err(io(context.clone()))?.len();
+        if capacity < SEGMENT_BYTES {
+            // Made by a release with smaller segments: grown to today's size when the disk
+            // allows, else reused as it is (a failed fill leaves zeros, which end the frames).
+            let _ = zero_fill(&mut file, SEGMENT_BYTES);
+            capacity = file.metadata().map_err(io(context))?.len();
+        }
         Ok(Segment {
             seq,
             file,
@@ -411,6 +414,19 @@ impl WalDir {
         let path = self.segment_path(seq);
         std::fs::remove_file(&path).map_err(io(format!("removing {}", path.display())))
     }
+}
+
+/// Extends `file` with zeros up to `len` bytes, durably.
+fn zero_fill(file: &mut File, len: u64) -> std::io::Result<()> {
+    use std::io::{Seek, SeekFrom};
+    let zeros = vec![0u8; 64 << 10];
+    let mut at = file.seek(SeekFrom::End(0))?;
+    while at < len {
+        let step = (len - at).min(zeros.len() as u64) as usize;
+        file.write_all(&zeros[..step])?;
+        at += step as u64;
+    }
+    file.sync_all()
 }
 
 /// Makes a directory's entries (new, renamed, removed files) durable.
@@ -689,5 +705,24 @@ mod tests {
         assert_eq!(reused.seq(), 3);
         assert_eq!(frames(3, &wal.read(3).unwrap()).count(), 0);
         assert_eq!(wal.segments().unwrap(), vec![2, 3]);
+    }
+
+    #[test]
+    fn a_smaller_segment_of_an_earlier_release_is_grown_when_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = WalDir::open(dir.path()).unwrap();
+        drop(wal.create(1).unwrap());
+        let old = dir.path().join(DIR_NAME).join(format!("{:016x}", 1));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&old)
+            .unwrap()
+            .set_len(SEGMENT_BYTES / 2)
+            .unwrap();
+        let reused = wal.recycle(1, 2).unwrap();
+        assert_eq!(reused.capacity, SEGMENT_BYTES);
+        let bytes = wal.read(2).unwrap();
+        assert_eq!(bytes.len() as u64, SEGMENT_BYTES);
+        assert!(bytes.iter().all(|byte| *byte == 0));
     }
 }
