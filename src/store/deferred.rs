@@ -107,12 +107,12 @@ impl DeferredPuts {
     /// Writes every waiting put with `write`, in key order, a run at a time, removing the
     /// run's puts once written; how many it wrote. A run is the puts whose keys share the
     /// prefix of the length `group_len` gives for its first key (alone, for a key with
-    /// none). Puts made meanwhile may wait for the next pass. On an error the puts not yet
-    /// written still wait.
+    /// none); `write` gets that prefix with the run. Puts made meanwhile may wait for the
+    /// next pass. On an error the puts not yet written still wait.
     pub fn apply_all<E>(
         &self,
         group_len: impl Fn(&[u8]) -> Option<usize>,
-        mut write: impl FnMut(&[(&[u8], &[u8])]) -> Result<(), E>,
+        mut write: impl FnMut(Option<&[u8]>, &[(&[u8], &[u8])]) -> Result<(), E>,
     ) -> Result<usize, E> {
         if self.waiting.is_empty() {
             return Ok(0);
@@ -137,7 +137,7 @@ impl DeferredPuts {
                 .iter()
                 .map(|entry| (entry.key().as_ref(), entry.value().as_ref()))
                 .collect();
-            write(&puts)?;
+            write(group, &puts)?;
             // Removes these entries only: a newer put of one of their keys replaced it and
             // still waits.
             for entry in run.drain(..) {
@@ -316,7 +316,7 @@ mod tests {
 
         let mut written = Vec::new();
         let count = puts
-            .apply_all(no_groups, |run| {
+            .apply_all(no_groups, |_, run| {
                 assert_eq!(run.len(), 1);
                 written.push((run[0].0.to_vec(), run[0].1.to_vec()));
                 Ok::<_, ()>(())
@@ -349,7 +349,10 @@ mod tests {
         let count = puts
             .apply_all(
                 |key| (key.len() == 2 && key[0] != b'b').then_some(1),
-                |run| {
+                |group, run| {
+                    assert!(run
+                        .iter()
+                        .all(|(key, _)| key.starts_with(group.unwrap_or(key))));
                     runs.push(run.iter().map(|(key, _)| key.to_vec()).collect::<Vec<_>>());
                     Ok::<_, ()>(())
                 },
@@ -373,7 +376,7 @@ mod tests {
     fn a_put_made_while_its_older_value_is_applied_still_waits() {
         let puts = DeferredPuts::default();
         puts.defer(b"k", iv(b"old")).unwrap();
-        puts.apply_all(no_groups, |run| {
+        puts.apply_all(no_groups, |_, run| {
             // The key's writer puts again between the pass's read and its removal.
             puts.defer(run[0].0, iv(b"new")).unwrap();
             Ok::<_, ()>(())
@@ -389,7 +392,7 @@ mod tests {
         for key in [b"a", b"b", b"c"] {
             puts.defer(key, iv(key)).unwrap();
         }
-        let result = puts.apply_all(no_groups, |run| {
+        let result = puts.apply_all(no_groups, |_, run| {
             if run[0].0 == b"b" {
                 Err("full")
             } else {

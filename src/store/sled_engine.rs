@@ -57,25 +57,32 @@ impl SledStorage {
             .map_err(engine("writing to the store"))
     }
 
+    /// The tree's entries from key `from` up to, not including, `to` (to the end without
+    /// one), without the waiting puts.
+    fn tree_range(&self, from: &[u8], to: Option<&[u8]>) -> sled::Iter {
+        match to {
+            Some(to) => self.db.range(from..to),
+            None => self.db.range(from..),
+        }
+    }
+
     /// Writes one run of waiting puts (see [`DeferredPuts::apply_all`]): packed, when the
-    /// packing gives their keys a group, with the tree's last entry of that group.
-    fn write_waiting(&self, run: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
-        let group = run.first().and_then(|(key, _)| {
-            let packing = self.packing.as_ref()?;
-            Some((packing, &key[..packing.group_len(key)?.min(key.len())]))
-        });
-        let Some((packing, prefix)) = group else {
+    /// packing gave their keys the group `prefix`, with the tree's last entry of that group.
+    fn write_waiting(
+        &self,
+        prefix: Option<&[u8]>,
+        run: &[(&[u8], &[u8])],
+    ) -> Result<(), StoreError> {
+        let (Some(packing), Some(prefix)) = (&self.packing, prefix) else {
             return run
                 .iter()
                 .try_for_each(|(key, value)| self.insert(key, *value));
         };
-        let end = prefix_end(prefix);
-        let last = match &end {
-            Some(end) => self.db.range(prefix..end.as_slice()).next_back(),
-            None => self.db.range(prefix..).next_back(),
-        }
-        .transpose()
-        .map_err(engine("reading the store"))?;
+        let last = self
+            .tree_range(prefix, prefix_end(prefix).as_deref())
+            .next_back()
+            .transpose()
+            .map_err(engine("reading the store"))?;
         let packed = packing.pack(
             last.as_ref()
                 .map(|(key, value)| (key.as_ref(), value.as_ref())),
@@ -141,7 +148,7 @@ impl Storage for SledStorage {
         self.deferred
             .apply_all(
                 |key| self.packing.as_ref()?.group_len(key),
-                |run| self.write_waiting(run),
+                |prefix, run| self.write_waiting(prefix, run),
             )
             .map(drop)
     }
@@ -187,20 +194,17 @@ impl Storage for SledStorage {
     ) -> Result<(), StoreError> {
         // The waiting puts first: one applied meanwhile is then in the tree.
         let waiting = self.deferred.between(from, to);
-        let entries = match to {
-            Some(to) => self.db.range(from..to),
-            None => self.db.range(from..),
-        };
-        visit_merged(waiting, entries, visit).map_err(engine("scanning the store"))
+        visit_merged(waiting, self.tree_range(from, to), visit)
+            .map_err(engine("scanning the store"))
     }
 
     fn last_between(&self, from: &[u8], to: Option<&[u8]>) -> Result<Option<Entry>, StoreError> {
         let waiting = self.deferred.last_between(from, to);
-        let last = match to {
-            Some(to) => self.db.range(from..to).next_back(),
-            None => self.db.range(from..).next_back(),
-        };
-        let stored = last.transpose().map_err(engine("reading the store"))?;
+        let stored = self
+            .tree_range(from, to)
+            .next_back()
+            .transpose()
+            .map_err(engine("reading the store"))?;
         Ok(match (waiting, stored) {
             (Some(waiting), Some(stored)) if stored.0 > waiting.0 => Some(stored),
             (Some(waiting), _) => Some(waiting),
