@@ -3,6 +3,7 @@
 //! progress and where records are kept belongs to the service and the store.
 
 use super::fields::{too_long, FieldErrors, BLANK, INVALID};
+use super::ids::{CustomerId, OrderId};
 
 /// Longest accepted key, in characters.
 pub const MAX_KEY_CHARS: usize = 255;
@@ -50,6 +51,66 @@ pub struct RecordedResponse {
     pub body: Vec<u8>,
 }
 
+/// What a create made, and so what its idempotency record names. The record's `Location` is
+/// written from this and read back into it, so a record always says which kind of resource
+/// it names: a key first used for an order is judged against orders, whichever endpoint it
+/// comes back on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Creation {
+    /// `POST /v1/customers` made this customer.
+    Customer(CustomerId),
+    /// `POST /v1/orders` made this order.
+    Order(OrderId),
+}
+
+/// The kind of resource an endpoint creates, without its id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CreationKind {
+    /// `POST /v1/customers`.
+    Customer,
+    /// `POST /v1/orders`.
+    Order,
+}
+
+const CUSTOMERS_PATH: &str = "/v1/customers/";
+const ORDERS_PATH: &str = "/v1/orders/";
+
+impl Creation {
+    /// The `Location` of the created resource.
+    pub fn location(self) -> String {
+        match self {
+            Creation::Customer(id) => format!("{CUSTOMERS_PATH}{id}"),
+            Creation::Order(id) => format!("{ORDERS_PATH}{id}"),
+        }
+    }
+
+    /// What a recorded `Location` names; `None` for anything [`Creation::location`] does not
+    /// write.
+    pub fn from_location(location: &str) -> Option<Creation> {
+        let id = |digits: &str| -> Option<u64> {
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            digits.parse().ok()
+        };
+        if let Some(digits) = location.strip_prefix(CUSTOMERS_PATH) {
+            id(digits).map(|id| Creation::Customer(CustomerId(id)))
+        } else if let Some(digits) = location.strip_prefix(ORDERS_PATH) {
+            id(digits).map(|id| Creation::Order(OrderId(id)))
+        } else {
+            None
+        }
+    }
+
+    /// The kind of resource this is.
+    pub fn kind(self) -> CreationKind {
+        match self {
+            Creation::Customer(_) => CreationKind::Customer,
+            Creation::Order(_) => CreationKind::Order,
+        }
+    }
+}
+
 /// A create that carries an idempotency key: the key, a digest of the request body, and how
 /// to render the response once the record exists, so that the response can be stored in the
 /// same atomic write as the record itself.
@@ -65,6 +126,37 @@ pub struct Pending<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
+        #[test]
+        fn a_location_names_what_it_was_written_from(id in 1u64.., order in any::<bool>()) {
+            let created = if order {
+                Creation::Order(OrderId(id))
+            } else {
+                Creation::Customer(CustomerId(id))
+            };
+            prop_assert_eq!(Creation::from_location(&created.location()), Some(created));
+        }
+    }
+
+    #[test]
+    fn a_location_of_anything_else_names_nothing() {
+        for location in [
+            "",
+            "/v1/customers/",
+            "/v1/orders/",
+            "/v1/customers/x",
+            "/v1/orders/+1",
+            "/v1/orders/1/",
+            "/v1/sign_in/1",
+            "/v2/orders/1",
+            "/v1/customers/99999999999999999999999",
+        ] {
+            assert_eq!(Creation::from_location(location), None, "{location:?}");
+        }
+    }
 
     #[test]
     fn keys_are_one_to_255_printable_ascii_characters() {

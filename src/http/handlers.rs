@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
 use crate::domain::fields::{parse_digits, text, FieldErrors, BLANK, INVALID};
-use crate::domain::idempotency::{IdempotencyKey, Pending, RecordedResponse};
+use crate::domain::idempotency::{Creation, IdempotencyKey, Pending, RecordedResponse};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{Order, OrderBody};
 use crate::domain::paging::Page;
@@ -135,7 +135,7 @@ pub(super) async fn create_customer(call: &Call<'_>, raw_body: &[u8]) -> Answer 
 fn customer_created(customer: &Customer, webstore: &Webstore, embed: Embed) -> RecordedResponse {
     RecordedResponse {
         status: StatusCode::CREATED.as_u16(),
-        location: Some(format!("/v1/customers/{}", customer.id)),
+        location: Some(Creation::Customer(customer.id).location()),
         body: to_json(&CustomerView::new(customer, webstore, embed)),
     }
 }
@@ -343,7 +343,7 @@ pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
 fn order_created(order: &Order) -> RecordedResponse {
     RecordedResponse {
         status: StatusCode::CREATED.as_u16(),
-        location: Some(format!("/v1/orders/{}", order.id)),
+        location: Some(Creation::Order(order.id).location()),
         body: to_json(&OrderView::new(order)),
     }
 }

@@ -12,7 +12,7 @@ use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{parse_customer, Customer, CustomerChanges, Mode};
 use crate::domain::email::Email;
 use crate::domain::fields::{FieldErrors, TAKEN};
-use crate::domain::idempotency::Pending;
+use crate::domain::idempotency::{CreationKind, Pending};
 use crate::domain::ids::CustomerId;
 use crate::metrics::METRICS;
 use crate::registry::EmailTaken;
@@ -34,11 +34,9 @@ impl Service {
             .once(
                 self.registry.store(),
                 webstore,
+                CreationKind::Customer,
                 idempotency,
-                |id| async move {
-                    let customer = self.registry.customer(webstore.idx, CustomerId(id))?;
-                    Ok(customer.is_some())
-                },
+                |created| self.creation_exists(webstore, created),
                 |keyed| self.insert_customer(webstore, body, keyed),
             )
             .await

@@ -14,7 +14,7 @@ use crate::actors::customer::unix_now;
 use crate::domain::catalogue::Webstore;
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::fields::FieldErrors;
-use crate::domain::idempotency::{Pending, RecordedResponse, KEY_REUSED};
+use crate::domain::idempotency::{Creation, CreationKind, Pending, RecordedResponse, KEY_REUSED};
 use crate::store::expiry::expired;
 use crate::store::Store;
 
@@ -99,21 +99,25 @@ impl IdempotencyGate {
     /// body, refuses another body, or creates, holding its turn (which `create` may pass on
     /// to whoever writes the record) until the record is written.
     ///
-    /// The store writes a record just before what it created, so a crash between the two
-    /// leaves a record of nothing: `created_exists` is asked whether the id the record's
-    /// `Location` names exists, and a record of nothing counts as no record.
+    /// A record is judged by what it names, not by the endpoint the key came back on: the
+    /// store writes a record just before what it created, so a crash between the two leaves
+    /// a record of nothing. `exists` is asked whether the resource the record's `Location`
+    /// names exists, and a record of nothing counts as no record. A record of a resource of
+    /// another kind than `kind` (a key first used for an order, now on a customer create, or
+    /// the other way round) is another request's, refused like another body.
     pub async fn once<T, F, Fut, E, EFut>(
         &self,
         store: &Store,
         webstore: &Webstore,
+        kind: CreationKind,
         idempotency: Option<Pending<T>>,
-        created_exists: E,
+        exists: E,
         create: F,
     ) -> Result<Created<Arc<T>>, ServiceError>
     where
         F: FnOnce(Option<(Pending<T>, Turn)>) -> Fut,
         Fut: Future<Output = Result<Arc<T>, ServiceError>>,
-        E: FnOnce(u64) -> EFut,
+        E: FnOnce(Creation) -> EFut,
         EFut: Future<Output = Result<bool, ServiceError>>,
     {
         let Some(pending) = idempotency else {
@@ -124,16 +128,18 @@ impl IdempotencyGate {
         let mut record = store
             .idempotency(&webstore.settings.id, pending.key.as_str())?
             .filter(|record| !expired(record.created_at, self.ttl_secs, unix_now()));
-        if let Some(id) = record
+        let names = record
             .as_ref()
-            .and_then(|r| created_id(r.location.as_deref()))
-        {
-            if !created_exists(id).await? {
+            .and_then(|r| r.location.as_deref())
+            .and_then(Creation::from_location);
+        if let Some(created) = names {
+            if !exists(created).await? {
                 record = None;
             }
         }
+        let same_kind = names.is_none_or(|created| created.kind() == kind);
         match record {
-            Some(record) if record.body_sha256 == pending.body_sha256 => {
+            Some(record) if same_kind && record.body_sha256 == pending.body_sha256 => {
                 // The first request may have been cut off after its write and before its
                 // durability; never acknowledge what a crash could still take back.
                 store.durable().await?;
@@ -157,23 +163,10 @@ impl IdempotencyGate {
     }
 }
 
-/// The id a recorded `Location` (`/v1/customers/ID`, `/v1/orders/ID`) names.
-fn created_id(location: Option<&str>) -> Option<u64> {
-    location?.rsplit('/').next()?.parse().ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use futures_util::FutureExt;
-
-    #[test]
-    fn a_location_names_the_id_created() {
-        assert_eq!(created_id(Some("/v1/orders/42")), Some(42));
-        assert_eq!(created_id(Some("/v1/customers/7")), Some(7));
-        assert_eq!(created_id(Some("/v1/customers/")), None);
-        assert_eq!(created_id(None), None);
-    }
 
     #[tokio::test]
     async fn turns_come_in_order_and_leave_nothing_behind() {

@@ -32,7 +32,7 @@ use crate::domain::catalogue::{Catalogue, CatalogueError, CurrentCatalogue, Webs
 use crate::domain::customer::Customer;
 use crate::domain::email::fold;
 use crate::domain::fields::{FieldErrors, TAKEN};
-use crate::domain::idempotency::RecordedResponse;
+use crate::domain::idempotency::{Creation, RecordedResponse};
 use crate::domain::ids::{CustomerId, IdRange};
 use crate::domain::paging::Page;
 use crate::metrics::METRICS;
@@ -340,6 +340,19 @@ impl Service {
                 .disk_writes_refused
                 .set(i64::from(disk.refusal.is_some()));
         }
+    }
+
+    /// Whether what an idempotency record names (a customer or an order of the webstore)
+    /// exists: a record written just before a crash took its resource names nothing.
+    async fn creation_exists(
+        &self,
+        webstore: &Webstore,
+        created: Creation,
+    ) -> Result<bool, ServiceError> {
+        Ok(match created {
+            Creation::Customer(id) => self.registry.customer(webstore.idx, id)?.is_some(),
+            Creation::Order(id) => self.registry.order(webstore.idx, id).await?.is_some(),
+        })
     }
 
     /// What is held now by requests in progress (see [`Held`]).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::actors::customer::{PlaceOrder, Request};
 use crate::domain::catalogue::{Webstore, WebstoreIdx};
 use crate::domain::fields::{parse_digits, FieldErrors, BLANK, INVALID};
-use crate::domain::idempotency::Pending;
+use crate::domain::idempotency::{CreationKind, Pending};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{
     customer_ref, validate_order, CustomerCheck, CustomerRef, Order, OrderBody,
@@ -29,11 +29,9 @@ impl Service {
             .once(
                 self.registry.store(),
                 webstore,
+                CreationKind::Order,
                 idempotency,
-                |id| async move {
-                    let order = self.registry.order(webstore.idx, OrderId(id)).await?;
-                    Ok(order.is_some())
-                },
+                |created| self.creation_exists(webstore, created),
                 |keyed| self.place_order(webstore, body, keyed),
             )
             .await

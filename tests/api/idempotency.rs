@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use boxsub::domain::catalogue::DEMO_CREDENTIALS;
 use futures_util::future::join_all;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -580,4 +581,123 @@ async fn a_record_of_a_create_cut_before_its_write_frees_its_key() {
     let again = post_keyed(&app, "/v1/customers", &customer, "cut-customer", &a).await;
     assert_replay_of(&first_customer, &again);
     assert_eq!(app.orders_of(ann).await.len(), 1);
+}
+
+/// What one webstore of the demo catalogue needs for the cross-endpoint test: its
+/// credentials, a valid customer body for an email, and a box it sells.
+struct DemoWebstore {
+    creds: Creds,
+    delivery_service_id: u64,
+    box_id: u64,
+}
+
+impl DemoWebstore {
+    /// A customer body with every field either demo webstore requires.
+    fn customer(&self, email: &str) -> Vec<u8> {
+        bytes(&json!({
+            "first_name": "Ida", "last_name": "Keyes", "email": email,
+            "delivery_service_id": self.delivery_service_id,
+            "address": {"address_1": "1 Mill Lane", "city": "Nelson", "postcode": "7010",
+                        "mobile_phone": "021 000 000"},
+        }))
+    }
+}
+
+/// Both webstores of the built-in demo catalogue, where the issue was first seen.
+fn demo_webstores() -> [DemoWebstore; 2] {
+    let [(fantastic, key_a, secret_a), (green, key_b, secret_b)] = DEMO_CREDENTIALS;
+    assert_eq!(
+        (fantastic, green),
+        ("fantastic-vege-people", "green-valley-farm")
+    );
+    [
+        DemoWebstore {
+            creds: Creds::new(key_a, secret_a),
+            delivery_service_id: 91,
+            box_id: 217,
+        },
+        DemoWebstore {
+            creds: Creds::new(key_b, secret_b),
+            delivery_service_id: 501,
+            box_id: 801,
+        },
+    ]
+}
+
+/// A key's record is judged by the resource it names, whichever endpoint the key comes
+/// back on: a key first used for an order is another request's on `POST /v1/customers`
+/// (and the other way round), refused with a 422 that creates nothing and leaves the record
+/// as it was, so that the first request's retry still replays it, across a restart too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_used_on_one_create_endpoint_is_refused_on_the_other_and_kept() {
+    // Arrange: in each webstore, a customer, an order keyed "o-then-c" and a customer keyed
+    // "c-then-o"; the ids of the two kinds never line up by chance in both webstores.
+    let demo: Value =
+        serde_json::from_str(include_str!("../../src/domain/demo_catalogue.json")).unwrap();
+    let dir = DataDir::with_catalogue(demo);
+    let mut app = spawn_app_on(&dir).await;
+    let mut firsts = Vec::new();
+    for (n, webstore) in demo_webstores().iter().enumerate() {
+        let creds = &webstore.creds;
+        let owner = webstore.customer(&format!("owner{n}@example.com"));
+        let owner = app
+            .send(Method::POST, "/v1/customers", Some(creds), Some(owner), &[])
+            .await;
+        owner.assert_status(201);
+        let owner_id = id_of(&owner.json());
+        let order = bytes(&json!({"customer_id": owner_id, "box_id": webstore.box_id}));
+        let first_order = post_keyed(&app, "/v1/orders", &order, "o-then-c", creds).await;
+        assert_fresh_create(&first_order);
+        let customer = webstore.customer(&format!("keyed{n}@example.com"));
+        let first_customer = post_keyed(&app, "/v1/customers", &customer, "c-then-o", creds).await;
+        assert_fresh_create(&first_customer);
+        firsts.push((owner_id, order, first_order, customer, first_customer));
+    }
+
+    for restarted in [false, true] {
+        if restarted {
+            app.terminate_ok(Duration::from_secs(10));
+            drop(app);
+            app = spawn_app_on(&dir).await;
+        }
+        for (n, webstore) in demo_webstores().iter().enumerate() {
+            let creds = &webstore.creds;
+            let (owner_id, order, first_order, customer, first_customer) = &firsts[n];
+            let when = if restarted {
+                "after a restart"
+            } else {
+                "at once"
+            };
+
+            // Act: each key on the other endpoint, with a body valid there
+            let other_customer = webstore.customer(&format!("other{n}@example.com"));
+            let on_customers =
+                post_keyed(&app, "/v1/customers", &other_customer, "o-then-c", creds).await;
+            let other_order = bytes(&json!({"customer_id": owner_id, "box_id": webstore.box_id,
+                                            "frequency": "fortnightly"}));
+            let on_orders = post_keyed(&app, "/v1/orders", &other_order, "c-then-o", creds).await;
+
+            // Assert: both refused, nothing created, and the first requests replay
+            on_customers.assert_status(422);
+            on_customers.assert_has_error("idempotency_key");
+            on_orders.assert_status(422);
+            on_orders.assert_has_error("idempotency_key");
+            assert_eq!(
+                customer_count(&app, creds).await,
+                2,
+                "webstore {n} {when}: a key of an order created a customer"
+            );
+            assert_eq!(
+                orders_of_as(&app, *owner_id, creds).await.len(),
+                1,
+                "webstore {n} {when}: a key of a customer created an order"
+            );
+            let again = post_keyed(&app, "/v1/orders", order, "o-then-c", creds).await;
+            assert_replay_of(first_order, &again);
+            let again = post_keyed(&app, "/v1/customers", customer, "c-then-o", creds).await;
+            assert_replay_of(first_customer, &again);
+            assert_eq!(orders_of_as(&app, *owner_id, creds).await.len(), 1);
+            assert_eq!(customer_count(&app, creds).await, 2);
+        }
+    }
 }
