@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::config::{BenchConfig, Command, ExportConfig, ImportConfig, SeedConfig, ServeConfig};
+use crate::config::{Command, ExportConfig, ImportConfig, ServeConfig};
 use crate::startup::{shutdown_signal, Application};
 use crate::store::disk::Reserve;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
@@ -20,11 +20,8 @@ pub async fn run(command: Command) -> ExitCode {
         Command::Serve(config) => serve(&config).await,
         Command::Keygen => keygen(),
         Command::CheckCatalogue { file } => check_catalogue(&file),
-        Command::Seed(config) => seed(&config),
         Command::Export(config) => export(&config),
         Command::Import(config) => import(&config),
-        Command::Bench(config) => bench(&config).await,
-        Command::BareServer { addr } => crate::bench::bare_server(&addr).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -200,29 +197,4 @@ impl Drop for Spool {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
-}
-
-fn seed(config: &SeedConfig) -> Result<(), String> {
-    let done = crate::seed::run(config)?;
-    println!(
-        "seeded {} customers and {} orders in {:.1} s",
-        done.customers, done.orders, done.seconds
-    );
-    Ok(())
-}
-
-async fn bench(config: &BenchConfig) -> Result<(), String> {
-    let report = crate::bench::run(config).await?;
-    println!("{}", crate::bench::markdown(&report));
-    if let Some(path) = &config.json {
-        let json = serde_json::to_vec_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
-    let errors: u64 = report.scenarios.iter().map(|s| s.errors).sum();
-    if errors > 0 {
-        return Err(format!(
-            "{errors} benchmark requests did not get the expected status"
-        ));
-    }
-    Ok(())
 }

@@ -58,7 +58,7 @@ fn parse_metrics_at(text: &str) -> Result<MetricsAt, String> {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP service.
-    Serve(ServeConfig),
+    Serve(Box<ServeConfig>),
     /// Print a new random API key, its secret, and the secret's SHA-256 for a catalogue.
     Keygen,
     /// Check a catalogue file and print every problem with its place; exits non-zero if it
@@ -67,54 +67,12 @@ pub enum Command {
         /// The catalogue file.
         file: PathBuf,
     },
-    /// Write a store of N customers with one order each (for measurements at scale).
-    Seed(SeedConfig),
     /// Write a stopped server's store, or one webstore of it, as JSON lines (customers with
     /// their password hashes, orders, idempotency records).
     Export(ExportConfig),
     /// Read an export into a stopped server's store: refused, writing nothing, if anything in
     /// it would collide with what the store holds.
     Import(ImportConfig),
-    /// Benchmark a bare warp server and boxsub on this machine, in one run.
-    Bench(BenchConfig),
-    /// The benchmark's bare warp server (started by `bench`).
-    #[command(hide = true)]
-    BareServer {
-        /// Address to listen on.
-        #[arg(long, default_value = "127.0.0.1:0")]
-        addr: String,
-    },
-}
-
-/// Settings of `boxsub bench`.
-#[derive(Debug, Clone, Args)]
-pub struct BenchConfig {
-    /// Measured seconds per run.
-    #[arg(long, default_value_t = 20.0)]
-    pub duration: f64,
-    /// Unmeasured warm-up seconds before each run.
-    #[arg(long, default_value_t = 3.0)]
-    pub warmup: f64,
-    /// Concurrent keep-alive connections.
-    #[arg(long, default_value_t = 64)]
-    pub connections: usize,
-    /// Runs of each scenario, each beside a bare-server run.
-    #[arg(long, default_value_t = 1)]
-    pub rounds: usize,
-    /// Customers in the large store whose restart time, memory and per-request cost at scale
-    /// are measured (0 skips it).
-    #[arg(long, default_value_t = 1_000_000)]
-    pub restart_customers: u64,
-    /// Orders of each customer in that store. Above 1, a store with one order per customer
-    /// is seeded too, so that memory per order can be told from memory per customer.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub restart_orders_per_customer: u64,
-    /// Also write the results as JSON to this file.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// Run only the scenarios whose names contain this text.
-    #[arg(long)]
-    pub only: Option<String>,
 }
 
 /// Settings of `boxsub export`.
@@ -140,24 +98,6 @@ pub struct ImportConfig {
     /// The export to read (default: standard input).
     #[arg(long)]
     pub input: Option<PathBuf>,
-}
-
-/// Settings of `boxsub seed`.
-#[derive(Debug, Clone, Args)]
-pub struct SeedConfig {
-    /// How many customers.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub customers: u64,
-    /// Orders of each customer: weekly, on the delivery service's days in turn. Customer n's
-    /// orders get ids (n-1)*K+1 to n*K.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
-    pub orders_per_customer: u64,
-    /// An empty data directory to fill.
-    #[arg(long)]
-    pub data_dir: PathBuf,
-    /// Catalogue whose first webstore the customers belong to (default: the demo catalogue).
-    #[arg(long)]
-    pub catalogue: Option<PathBuf>,
 }
 
 /// Settings of `boxsub serve`.

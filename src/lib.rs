@@ -22,23 +22,32 @@
 //! - [`store`]: persistence in sled: record encoding, key layout, group commit.
 //! - [`transfer`]: export, import and online backups of a store.
 //! - [`metrics`]: the Prometheus metric families every layer counts into.
-//! - [`fuzzing`]: the entry points of the fuzz targets in `fuzz/` and of their seed replay.
-//! - [`config`], [`startup`], [`keygen`], [`seed`], [`bench`](mod@bench): command line,
-//!   wiring and shutdown, key generation, large test stores, the benchmark.
+//! - [`config`], [`commands`], [`startup`], [`keygen`]: the service binary's command line,
+//!   its commands, wiring and shutdown, key generation.
+//!
+//! Behind cargo features, out of the binary operators deploy and out of the default API:
+//! `tools` (the `boxsub-tools` binary: `tools`, `bench`, `seed`: the benchmark, its bare
+//! server and large test stores) and `fuzzing` (`fuzzing`: the entry points of the fuzz
+//! targets in `fuzz/` and of their seed replay in `cargo test`).
 
 pub mod actors;
+#[cfg(feature = "tools")]
 pub mod bench;
 pub mod commands;
 pub mod config;
 pub mod domain;
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod http;
 pub mod index;
 pub mod keygen;
 pub mod metrics;
 pub mod registry;
+#[cfg(feature = "tools")]
 pub mod seed;
 pub mod service;
 pub mod startup;
 pub mod store;
+#[cfg(feature = "tools")]
+pub mod tools;
 pub mod transfer;

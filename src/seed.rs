@@ -1,4 +1,4 @@
-//! `boxsub seed`: writes a store of N customers with K orders each (one by default) straight
+//! `boxsub-tools seed`: writes a store of N customers with K orders each (one by default) straight
 //! into a data directory, for measuring restart time and memory at scale (and for
 //! benchmarks). It goes through the same record encoding and key layout as the server, in
 //! large batches, and refuses a directory that already holds customers.
@@ -7,7 +7,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::config::SeedConfig;
 use crate::domain::catalogue::{Catalogue, Webstore};
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
@@ -18,6 +17,7 @@ use crate::store::disk::Reserve;
 use crate::store::{
     add_new_customer, add_order, Durability, Store, StoreError, StoreOptions, WriteBatch,
 };
+use crate::tools::SeedConfig;
 
 /// Records (customers and orders) written per batch. Small on purpose: sled 0.34 keeps
 /// large batches in memory far past its cache capacity (batches of 20,000 records took
@@ -42,7 +42,7 @@ pub fn last_order_id(customers: u64, orders_per_customer: u64) -> u64 {
     customers * orders_per_customer
 }
 
-/// `boxsub seed` as the command line asks: the catalogue file (or the demo catalogue), then
+/// `boxsub-tools seed` as the command line asks: the catalogue file (or the demo catalogue), then
 /// [`seed_orders`].
 pub fn run(config: &SeedConfig) -> Result<Seeded, String> {
     let loaded_at = crate::actors::customer::unix_now();
@@ -86,7 +86,7 @@ pub fn seed_orders(
             cache_bytes: 64 * 1024 * 1024,
             reserve: Reserve::Bytes(0),
         },
-        Arc::new(|error: &StoreError| eprintln!("boxsub seed: {error}")),
+        Arc::new(|error: &StoreError| eprintln!("boxsub-tools seed: {error}")),
     )?;
     if store.high_water(IdRange::default())?.any_customer_id > 0 {
         return Err(StoreError::Engine {

@@ -13,7 +13,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::actors::customer::unix_now;
 use crate::config::MetricsAt;
-use crate::config::{DurabilityFlag, SeedConfig, ServeConfig};
+use crate::config::{DurabilityFlag, ServeConfig};
 use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS};
 use crate::http::server::ConnectionLimits;
 use crate::http::watch::PhaseDeadlines;
@@ -326,17 +326,6 @@ pub fn default_max_connections(files: OpenFiles) -> usize {
         .max(1);
     usize::try_from(room).map_or(DEFAULT_MAX_CONNECTIONS, |room| {
         room.min(DEFAULT_MAX_CONNECTIONS)
-    })
-}
-
-/// Runs `boxsub seed`.
-pub fn seed(config: &SeedConfig) -> Result<crate::seed::Seeded, StartupError> {
-    let catalogue = load_catalogue(config.catalogue.as_deref())?;
-    crate::seed::seed(&config.data_dir, &catalogue, config.customers).map_err(|source| {
-        StartupError::Store {
-            path: config.data_dir.display().to_string(),
-            source,
-        }
     })
 }
 

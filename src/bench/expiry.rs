@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::load::{self, request, LoadSpec};
-use super::servers::{credentials, seed, serve_args, Scratch, Server};
+use super::servers::{credentials, seed, serve_args, Program, Scratch, Server};
 use super::{round, ExpiryReport, ExpirySample, SEEDED};
-use crate::config::BenchConfig;
+use crate::tools::BenchConfig;
 
 /// Time to live of the records in [`measure_expiry`], seconds (the sweep runs every second).
 const EXPIRY_TTL: u64 = 2;
@@ -24,7 +24,7 @@ pub(super) async fn measure_expiry(
     seed(&dir, SEEDED, 1)?;
     let mut args = serve_args(&dir, "on");
     args.extend(["--idempotency-ttl".to_owned(), EXPIRY_TTL.to_string()]);
-    let server = Server::start(&args)?;
+    let server = Server::start(Program::Service, &args)?;
     let run = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());

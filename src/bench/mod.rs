@@ -1,4 +1,4 @@
-//! `boxsub bench`: measures boxsub against the physical limit of this host in one run. It
+//! `boxsub-tools bench`: measures boxsub against the physical limit of this host in one run. It
 //! starts, on 127.0.0.1, a bare warp server answering a fixed small JSON body and boxsub
 //! itself (durable; durable with each sync started at once, without gathering writers;
 //! and with durability off), drives each with the same closed-loop
@@ -33,12 +33,12 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::config::BenchConfig;
+use crate::tools::BenchConfig;
 use expiry::measure_expiry;
 use large_store::measure_restart;
 use load::{LoadResult, LoadSpec};
 use scenarios::{scenarios, Scenario, Target};
-use servers::{machine, seed, serve_args, Scratch, Server};
+use servers::{machine, seed, serve_args, Program, Scratch, Server};
 
 /// Customers seeded for the request scenarios.
 const SEEDED: u64 = 10_000;
@@ -271,7 +271,10 @@ async fn run_scenarios(
             servers.push((scenario.target, start_target(scratch, scenario.target)?));
         }
     }
-    let bare = Server::start(&["bare-server", "--addr", "127.0.0.1:0"].map(str::to_owned))?;
+    let bare = Server::start(
+        Program::Tools,
+        &["bare-server", "--addr", "127.0.0.1:0"].map(str::to_owned),
+    )?;
     let warmup = Duration::from_secs_f64(config.warmup);
     let duration = Duration::from_secs_f64(config.duration);
     let bare_spec = LoadSpec {
@@ -359,7 +362,7 @@ fn start_target(scratch: &Scratch, target: Target) -> Result<Server, String> {
     seed(&dir, SEEDED, 1)?;
     let mut args = serve_args(&dir, durability);
     args.extend(extra.iter().map(|arg| (*arg).to_owned()));
-    Server::start(&args)
+    Server::start(Program::Service, &args)
 }
 
 fn combine(runs: Vec<LoadResult>) -> LoadResult {

@@ -1,5 +1,5 @@
-//! The bench's report as the markdown that `boxsub bench` prints (the tables of the README's
-//! *Benchmark*); `--json` writes the same report as JSON.
+//! The bench's report as the markdown that `boxsub-tools bench` prints (the tables of
+//! docs/benchmarks.md); `--json` writes the same report as JSON.
 
 use super::BenchReport;
 

@@ -1,5 +1,5 @@
 //! The servers a bench run measures, each a child process of the running executable: boxsub
-//! on a scratch directory (its store seeded with `boxsub seed`) and the bare warp server
+//! on a scratch directory (its store seeded with `boxsub-tools seed`) and the bare warp server
 //! (`bare_server`, the front end's limit). A server's resident memory and CPU time come from
 //! `/proc`; stopping it ends it with SIGTERM. Also: the host's description. Must not touch:
 //! what is sent to the servers (`scenarios`, `load`), the report.
@@ -19,9 +19,40 @@ pub(super) struct Server {
     pub(super) addr: SocketAddr,
 }
 
+/// Which binary a server runs.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Program {
+    /// The `boxsub` binary operators deploy, found beside this one (cargo builds both into
+    /// one directory).
+    Service,
+    /// This binary (`boxsub-tools`), for the bare server.
+    Tools,
+}
+
+impl Program {
+    fn path(self) -> Result<PathBuf, String> {
+        let tools = std::env::current_exe().map_err(|e| format!("finding boxsub-tools: {e}"))?;
+        match self {
+            Program::Tools => Ok(tools),
+            Program::Service => {
+                let service = tools.with_file_name("boxsub");
+                if service.is_file() {
+                    Ok(service)
+                } else {
+                    Err(format!(
+                        "{} is missing: `cargo build --release --features tools` builds it \
+                         beside boxsub-tools",
+                        service.display()
+                    ))
+                }
+            }
+        }
+    }
+}
+
 impl Server {
-    pub(super) fn start(args: &[String]) -> Result<Server, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("finding boxsub: {e}"))?;
+    pub(super) fn start(program: Program, args: &[String]) -> Result<Server, String> {
+        let exe = program.path()?;
         let mut child = Command::new(exe)
             .args(args)
             .env("RUST_LOG", "warn")
@@ -134,8 +165,7 @@ impl Drop for Scratch {
 }
 
 pub(super) fn seed(dir: &Path, customers: u64, orders_per_customer: u64) -> Result<(), String> {
-    let exe = std::env::current_exe().map_err(|e| format!("finding boxsub: {e}"))?;
-    let status = Command::new(exe)
+    let status = Command::new(Program::Tools.path()?)
         .args(["seed", "--customers", &customers.to_string()])
         .args(["--orders-per-customer", &orders_per_customer.to_string()])
         .arg("--data-dir")

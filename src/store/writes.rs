@@ -1,7 +1,7 @@
 //! The store's writes: which keys a change writes, in which order, each a single-key write
 //! (see [`super::keys`] on commit points), under the guard that lets `close` wait for them,
 //! and each recorded in the change's log entry, handed to group commit once the change is
-//! made ([`super::wal`]); and the batch builders that `boxsub seed` and imports share, so
+//! made ([`super::wal`]); and the batch builders that `boxsub-tools seed` and imports share, so
 //! that the layout has one author. Must not touch: durability (a writer waits for it through
 //! the [`Written`] it gets back), reads.
 
@@ -228,7 +228,7 @@ impl Store {
 
 /// Adds the writes that store a new customer to `batch`, in the order they must reach the
 /// store: its email's index entry, its number's, then its record (the commit point; see
-/// [`keys`]). `boxsub seed` writes customers through this too, so the layout has one author.
+/// [`keys`]). `boxsub-tools seed` writes customers through this too, so the layout has one author.
 pub fn add_new_customer(batch: &mut WriteBatch, customer: &Customer, webstore_id: &str) {
     let id = customer.id.0.to_be_bytes().to_vec();
     batch.put(
