@@ -21,7 +21,7 @@ use crate::domain::order::{customer_ref, validate_order, CustomerCheck, Order, O
 use crate::domain::paging::Page;
 use crate::domain::schedule::{parse_date_param, Day, ScheduleRules};
 use crate::http::{
-    json_fields, json_object, needs_credentials, resolve, sign_in_params, template, CustomerView,
+    json_fields, json_object, needs_credentials, resolve, route, sign_in_params, CustomerView,
     Embed, OrderView, Params,
 };
 use crate::store::codec::{self, CustomerRecord, IdempotencyRecord, Kind, OrderRecord, Record};
@@ -299,7 +299,7 @@ fn check_segment(seq: u64, bytes: &[u8]) -> bool {
     };
     let mut offset = 0;
     for writes in &frames {
-        let mut entry = LogEntry::recording();
+        let mut entry = LogEntry::new();
         for write in writes {
             match *write {
                 LoggedWrite::Set { key, value } => entry.set(key, value),
@@ -383,12 +383,12 @@ pub fn routes(data: &[u8]) -> bool {
     let routed = match resolve(&method, path) {
         Ok(endpoint) => {
             assert!(path.starts_with("/v1/"));
-            assert_eq!(template(&method, path), endpoint.template());
+            assert_eq!(route(&method, path), endpoint.route());
             assert!(credentials || method == Method::GET);
             true
         }
         Err(_) => {
-            let _ = template(&method, path);
+            let _ = route(&method, path);
             false
         }
     };

@@ -277,11 +277,20 @@ impl Refusal {
     }
 }
 
-/// A request's labels as the per-thread cache keys them: the route template's address and
-/// length (the router has one static string per template; the length tells apart a template
-/// laid out as the start of another), the method's place in [`CACHED_METHODS`] and the
-/// status code (0 for `cancelled`).
-type RequestLabels = (usize, usize, u8, u16);
+/// A route as the request metrics label it: its template, and its place among the router's
+/// routes, which keys the per-thread cache (the router makes these; see
+/// `http::router::Route::label`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteLabel {
+    /// The route's place among the router's routes.
+    pub index: u8,
+    /// The route template (`/v1/customers/:id`), never a raw path.
+    pub template: &'static str,
+}
+
+/// A request's labels as the per-thread cache keys them: the route's index, the method's
+/// place in [`CACHED_METHODS`] and the status code (0 for `cancelled`).
+type RequestLabels = (u8, u8, u16);
 
 /// Methods whose label sets are cached; requests with any other method (rare, and refused
 /// anyway) are counted without the cache, so that clients cannot grow it.
@@ -298,25 +307,25 @@ thread_local! {
 }
 
 /// The cache key of a request's labels, if they are cached.
-fn request_labels(route: &'static str, method: &str, status: &str) -> Option<RequestLabels> {
+fn request_labels(route: RouteLabel, method: &str, status: &str) -> Option<RequestLabels> {
     let method = CACHED_METHODS.iter().position(|known| *known == method)?;
     let status = match status {
         "cancelled" => 0,
         code if code.len() == 3 => code.parse::<u16>().ok()?,
         _ => return None,
     };
-    Some((route.as_ptr() as usize, route.len(), method as u8, status))
+    Some((route.index, method as u8, status))
 }
 
-/// Counts one answered (or `cancelled`) request to the route template `route` and records
-/// its latency.
-pub fn request(route: &'static str, method: &str, status: &str, seconds: f64) {
+/// Counts one answered (or `cancelled`) request to `route` and records its latency.
+pub fn request(route: RouteLabel, method: &str, status: &str, seconds: f64) {
+    let template = route.template;
     let handles = || {
         (
             METRICS
                 .http_requests
-                .with_label_values(&[route, method, status]),
-            METRICS.http_duration.with_label_values(&[route, method]),
+                .with_label_values(&[template, method, status]),
+            METRICS.http_duration.with_label_values(&[template, method]),
         )
     };
     let record = |(count, latency): &(IntCounter, Histogram)| {
@@ -342,30 +351,37 @@ mod tests {
 
     #[test]
     fn requests_are_counted_under_their_own_labels_through_the_cache() {
-        // Two templates at one address, told apart by length, as a linker may lay them out.
-        static BOTH: &str = "/test/cachedX";
-        let (short, long) = (&BOTH[..12], BOTH);
-        let count = |route: &str, method: &str, status: &str| {
+        let (first, second) = (
+            RouteLabel {
+                index: 200,
+                template: "/test/cached",
+            },
+            RouteLabel {
+                index: 201,
+                template: "/test/cached/other",
+            },
+        );
+        let count = |route: RouteLabel, method: &str, status: &str| {
             METRICS
                 .http_requests
-                .with_label_values(&[route, method, status])
+                .with_label_values(&[route.template, method, status])
                 .get()
         };
         for _ in 0..2 {
-            request(short, "GET", "200", 0.001);
+            request(first, "GET", "200", 0.001);
         }
-        request(long, "GET", "200", 0.001);
-        request(long, "GET", "cancelled", 0.001);
+        request(second, "GET", "200", 0.001);
+        request(second, "GET", "cancelled", 0.001);
         for _ in 0..3 {
-            request(long, "BREW", "405", 0.001);
+            request(second, "BREW", "405", 0.001);
         }
-        assert_eq!(count(short, "GET", "200"), 2);
-        assert_eq!(count(long, "GET", "200"), 1);
-        assert_eq!(count(long, "GET", "cancelled"), 1);
-        assert_eq!(count(long, "BREW", "405"), 3);
+        assert_eq!(count(first, "GET", "200"), 2);
+        assert_eq!(count(second, "GET", "200"), 1);
+        assert_eq!(count(second, "GET", "cancelled"), 1);
+        assert_eq!(count(second, "BREW", "405"), 3);
         let observed = METRICS
             .http_duration
-            .with_label_values(&[long, "GET"])
+            .with_label_values(&[second.template, "GET"])
             .get_sample_count();
         assert_eq!(observed, 2);
     }

@@ -31,7 +31,7 @@ use crate::service::Service;
 pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
 pub use error::ApiError;
 pub use handlers::{sign_in_params, SignInParams};
-pub use router::{needs_credentials, resolve, template, Endpoint, RouteError};
+pub use router::{needs_credentials, resolve, route, Endpoint, Route, RouteError};
 pub use views::{CustomerView, Embed, OrderView};
 
 use body::read_limited;
@@ -100,7 +100,7 @@ where
     B: Buf + Send,
 {
     let path = path.as_str();
-    let mut record = RequestRecord::begin(&method, router::template(&method, path), &headers);
+    let mut record = RequestRecord::begin(&method, router::route(&method, path), &headers);
     let mut response = if path == "/metrics" {
         metrics(&service, &method, settings.metrics)
     } else {
@@ -131,7 +131,7 @@ pub fn metrics_routes(
 ) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
     warp::any().and(warp::method()).and(warp::path::full()).map(
         move |method: Method, path: FullPath| {
-            let route = router::template(&method, path.as_str());
+            let route = router::route(&method, path.as_str());
             let record = RequestRecord::begin(&method, route, &HeaderMap::new());
             let mut response = if path.as_str() == "/metrics" {
                 metrics(&service, &method, true)

@@ -16,6 +16,8 @@ use warp::reply::Response;
 
 use crate::metrics;
 
+use super::router::Route;
+
 /// The request id header, both ways (a `HeaderName` made once: from a `&str`, each use
 /// would parse it again).
 pub static REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -62,15 +64,15 @@ fn request_id(headers: &HeaderMap) -> HeaderValue {
 pub struct RequestRecord {
     id: HeaderValue,
     method: Method,
-    route: &'static str,
+    route: Route,
     started: Instant,
     webstore: Option<String>,
     finished: bool,
 }
 
 impl RequestRecord {
-    /// Starts the record of a request to the route `route` (a template).
-    pub fn begin(method: &Method, route: &'static str, headers: &HeaderMap) -> RequestRecord {
+    /// Starts the record of a request to `route`.
+    pub fn begin(method: &Method, route: Route, headers: &HeaderMap) -> RequestRecord {
         RequestRecord {
             id: request_id(headers),
             method: method.clone(),
@@ -99,12 +101,12 @@ impl RequestRecord {
     fn record(&self, status: &str) {
         let seconds = self.started.elapsed().as_secs_f64();
         let method = self.method.as_str();
-        metrics::request(self.route, method, status, seconds);
+        metrics::request(self.route.label(), method, status, seconds);
         tracing::info!(
             target: "boxsub::request",
             request_id = self.id.to_str().unwrap_or(""),
             method,
-            route = self.route,
+            route = self.route.template(),
             status,
             latency_ms = seconds * 1000.0,
             webstore = self.webstore.as_deref().unwrap_or("-"),

@@ -6,6 +6,7 @@ use warp::http::Method;
 
 use crate::domain::fields::parse_digits;
 use crate::domain::ids::{CustomerId, OrderId};
+use crate::metrics::RouteLabel;
 
 /// A request the API answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,43 +54,111 @@ pub enum RouteError {
     MethodNotAllowed(&'static str),
 }
 
-impl Endpoint {
-    /// The route template, as logs and metrics name it (never the raw path).
+/// A route template: what logs and metrics name a request by (never its raw path). A
+/// small closed set, so that metric labels stay bounded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// `/v1/ping`.
+    Ping,
+    /// `/v1/customers`.
+    Customers,
+    /// `/v1/customers/sign_in`.
+    SignIn,
+    /// `/v1/customers/:id`.
+    Customer,
+    /// `/v1/orders`.
+    Orders,
+    /// `/v1/orders/:id`.
+    Order,
+    /// `/v1/boxes`.
+    Boxes,
+    /// `/v1/boxes/:id`.
+    Box,
+    /// `/v1/delivery_services`.
+    DeliveryServices,
+    /// `/v1/delivery_services/:id`.
+    DeliveryService,
+    /// `/v1/webstore`.
+    Webstore,
+    /// `/v1/deliveries`.
+    Deliveries,
+    /// `/v1/openapi.json`.
+    OpenApi,
+    /// `/metrics`.
+    Metrics,
+    /// Any path no endpoint has.
+    Unmatched,
+}
+
+impl Route {
+    /// The template, as logs and metrics name it.
     pub fn template(self) -> &'static str {
-        use Endpoint::*;
+        use Route::*;
         match self {
             Ping => "/v1/ping",
-            ListCustomers | CreateCustomer => "/v1/customers",
+            Customers => "/v1/customers",
             SignIn => "/v1/customers/sign_in",
-            GetCustomer(_) | UpdateCustomer(_) => "/v1/customers/:id",
-            ListOrders | CreateOrder => "/v1/orders",
-            GetOrder(_) => "/v1/orders/:id",
-            ListBoxes => "/v1/boxes",
-            GetBox(_) => "/v1/boxes/:id",
-            ListDeliveryServices => "/v1/delivery_services",
-            GetDeliveryService(_) => "/v1/delivery_services/:id",
-            GetWebstore => "/v1/webstore",
-            ListDeliveries => "/v1/deliveries",
+            Customer => "/v1/customers/:id",
+            Orders => "/v1/orders",
+            Order => "/v1/orders/:id",
+            Boxes => "/v1/boxes",
+            Box => "/v1/boxes/:id",
+            DeliveryServices => "/v1/delivery_services",
+            DeliveryService => "/v1/delivery_services/:id",
+            Webstore => "/v1/webstore",
+            Deliveries => "/v1/deliveries",
             OpenApi => "/v1/openapi.json",
+            Metrics => "/metrics",
+            Unmatched => "unmatched",
+        }
+    }
+
+    /// The route as the request metrics label it (its place in this enum keys their cache).
+    pub fn label(self) -> RouteLabel {
+        RouteLabel {
+            index: self as u8,
+            template: self.template(),
         }
     }
 }
 
-/// The route template of any request: its endpoint's, or `unmatched` for a path no endpoint
+impl Endpoint {
+    /// The route template of the endpoint.
+    pub fn route(self) -> Route {
+        use Endpoint::*;
+        match self {
+            Ping => Route::Ping,
+            ListCustomers | CreateCustomer => Route::Customers,
+            SignIn => Route::SignIn,
+            GetCustomer(_) | UpdateCustomer(_) => Route::Customer,
+            ListOrders | CreateOrder => Route::Orders,
+            GetOrder(_) => Route::Order,
+            ListBoxes => Route::Boxes,
+            GetBox(_) => Route::Box,
+            ListDeliveryServices => Route::DeliveryServices,
+            GetDeliveryService(_) => Route::DeliveryService,
+            GetWebstore => Route::Webstore,
+            ListDeliveries => Route::Deliveries,
+            OpenApi => Route::OpenApi,
+        }
+    }
+}
+
+/// The route of any request: its endpoint's, or [`Route::Unmatched`] for a path no endpoint
 /// has (so that logs and metrics never carry raw, unbounded paths).
-pub fn template(method: &Method, path: &str) -> &'static str {
+pub fn route(method: &Method, path: &str) -> Route {
     match resolve(method, path) {
-        Ok(endpoint) => endpoint.template(),
+        Ok(endpoint) => endpoint.route(),
         // A known path with another method: name the path by any method it allows.
         Err(RouteError::MethodNotAllowed(allow)) => {
             let allowed = allow.split(", ").next().unwrap_or("GET");
             Method::from_bytes(allowed.as_bytes())
                 .ok()
                 .and_then(|method| resolve(&method, path).ok())
-                .map_or("unmatched", Endpoint::template)
+                .map_or(Route::Unmatched, Endpoint::route)
         }
-        Err(RouteError::NotFound) if path == "/metrics" => "/metrics",
-        Err(RouteError::NotFound) => "unmatched",
+        Err(RouteError::NotFound) if path == "/metrics" => Route::Metrics,
+        Err(RouteError::NotFound) => Route::Unmatched,
     }
 }
 
@@ -218,19 +287,25 @@ mod tests {
     #[test]
     fn templates_never_carry_raw_paths() {
         assert_eq!(
-            template(&Method::GET, "/v1/customers/12"),
+            route(&Method::GET, "/v1/customers/12").template(),
             "/v1/customers/:id"
         );
         assert_eq!(
-            template(&Method::DELETE, "/v1/customers/12"),
+            route(&Method::DELETE, "/v1/customers/12").template(),
             "/v1/customers/:id"
         );
         assert_eq!(
-            template(&Method::POST, "/v1/customers/sign_in"),
+            route(&Method::POST, "/v1/customers/sign_in").template(),
             "/v1/customers/sign_in"
         );
-        assert_eq!(template(&Method::GET, "/v1/customers/abc"), "unmatched");
-        assert_eq!(template(&Method::GET, "/v1/nothing/at/all"), "unmatched");
-        assert_eq!(template(&Method::GET, "/metrics"), "/metrics");
+        assert_eq!(
+            route(&Method::GET, "/v1/customers/abc").template(),
+            "unmatched"
+        );
+        assert_eq!(
+            route(&Method::GET, "/v1/nothing/at/all").template(),
+            "unmatched"
+        );
+        assert_eq!(route(&Method::GET, "/metrics").template(), "/metrics");
     }
 }

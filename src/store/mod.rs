@@ -138,7 +138,8 @@ struct StoreInner {
 enum Writes {
     /// Through the write-ahead log: answered once group commit has synced them.
     Logged(Committer),
-    /// Answered at once, with no log (durability off); sled flushes in the background.
+    /// Answered at once, with no log (durability off; log entries are dropped unread);
+    /// sled flushes in the background.
     AtOnce,
 }
 
@@ -171,12 +172,14 @@ impl Admitted<'_> {
         self.0.as_ref().expect("admitted only while open")
     }
 
-    /// An entry to record a change's writes in: one that records nothing without a log.
+    /// An entry to record a change's writes in.
     fn entry(&self) -> LogEntry {
-        match self.writes() {
-            Writes::Logged(_) => LogEntry::recording(),
-            Writes::AtOnce => LogEntry::discarding(),
-        }
+        LogEntry::new()
+    }
+
+    /// Whether writes go through the log (durability on): the one place that knows.
+    fn is_logged(&self) -> bool {
+        matches!(self.writes(), Writes::Logged(_))
     }
 
     /// Hands the log entry of writes just made in the engine to group commit.

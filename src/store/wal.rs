@@ -61,33 +61,17 @@ const REMOVE_IF: u8 = 2;
 const REMOVE: u8 = 3;
 
 /// The single-key writes of one change, encoded for the log, in the order they were made.
-/// Without durability there is no log, and an entry records nothing.
-#[derive(Debug)]
+/// Whether they reach a log at all is the store's to decide (`Writes` in `store/mod.rs`):
+/// without durability the bytes are dropped unread.
+#[derive(Debug, Default)]
 pub struct LogEntry {
     writes: Vec<u8>,
-    recording: bool,
 }
 
 impl LogEntry {
-    /// An entry that records the writes it is told of.
-    pub fn recording() -> LogEntry {
-        LogEntry {
-            writes: Vec::new(),
-            recording: true,
-        }
-    }
-
-    /// An entry that records nothing (durability off: no log).
-    pub fn discarding() -> LogEntry {
-        LogEntry {
-            writes: Vec::new(),
-            recording: false,
-        }
-    }
-
-    /// Whether the entry records its writes (they will be in the log).
-    pub fn is_recording(&self) -> bool {
-        self.recording
+    /// An entry with no writes yet.
+    pub fn new() -> LogEntry {
+        LogEntry::default()
     }
 
     /// Records that `key` was set to `value`.
@@ -106,9 +90,6 @@ impl LogEntry {
     }
 
     fn push(&mut self, op: u8, key: &[u8], value: &[u8]) {
-        if !self.recording {
-            return;
-        }
         self.writes.reserve(9 + key.len() + value.len());
         self.writes.push(op);
         self.writes.extend_from_slice(&len32(key).to_le_bytes());
@@ -575,7 +556,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn entry(writes: &[(u8, &[u8], &[u8])]) -> Vec<u8> {
-        let mut entry = LogEntry::recording();
+        let mut entry = LogEntry::new();
         for (op, key, value) in writes {
             match *op {
                 SET => entry.set(key, value),

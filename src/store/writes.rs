@@ -68,10 +68,8 @@ impl Store {
         let open = self.open_for_writes()?;
         let mut entry = open.entry();
         self.put_idempotency(&mut entry, idempotency)?;
-        let mut batch = WriteBatch::default();
-        add_new_customer(&mut batch, customer, webstore_id);
-        for (key, value) in batch.ops {
-            self.put(&mut entry, &key, value.unwrap_or_default())?;
+        for (key, value) in new_customer_entries(customer, webstore_id) {
+            self.put(&mut entry, &key, value)?;
         }
         open.commit(entry)
     }
@@ -123,7 +121,11 @@ impl Store {
         self.put_idempotency(&mut entry, idempotency)?;
         let record = encode(&OrderRecord::from_order(order));
         let key = keys::order(order.customer_id.0, order.id.0);
-        self.put_logged(&mut entry, &key, record)?;
+        if open.is_logged() {
+            self.put_behind_log(&mut entry, &key, record)?;
+        } else {
+            self.put(&mut entry, &key, record)?;
+        }
         open.commit_then(entry, on_durable)
     }
 
@@ -148,18 +150,15 @@ impl Store {
         self.written(self.inner.storage.put(key, value))
     }
 
-    /// Sets `key` and records it in `entry`, letting the engine apply it later when the
+    /// Sets `key` and records it in `entry`, letting the engine apply it later, since the
     /// log makes it durable (see `Storage::put_deferred`): an order record, written once by
-    /// its customer's actor and then only read.
-    fn put_logged(
+    /// its customer's actor and then only read. Only for writes that go through the log.
+    fn put_behind_log(
         &self,
         entry: &mut LogEntry,
         key: &[u8],
         value: Vec<u8>,
     ) -> Result<(), StoreError> {
-        if !entry.is_recording() {
-            return self.put(entry, key, value);
-        }
         entry.set(key, &value);
         self.written(self.inner.storage.put_deferred(key, value))
     }
@@ -226,20 +225,30 @@ impl Store {
     }
 }
 
-/// Adds the writes that store a new customer to `batch`, in the order they must reach the
-/// store: its email's index entry, its number's, then its record (the commit point; see
-/// [`keys`]). `boxsub-tools seed` writes customers through this too, so the layout has one author.
-pub fn add_new_customer(batch: &mut WriteBatch, customer: &Customer, webstore_id: &str) {
+/// The entries that store a new customer, in the order they must reach the store: its
+/// email's index entry, its number's, then its record (the commit point; see [`keys`]). A
+/// new customer is only ever put, never removed, so each entry is a key and its value.
+fn new_customer_entries(customer: &Customer, webstore_id: &str) -> [(Vec<u8>, Vec<u8>); 3] {
     let id = customer.id.0.to_be_bytes().to_vec();
-    batch.put(
-        keys::email(webstore_id, &customer.email.index_key()),
-        id.clone(),
-    );
-    batch.put(keys::number(webstore_id, customer.number), id);
-    batch.put(
-        keys::customer(customer.id.0),
-        encode(&CustomerRecord::from_customer(customer, webstore_id)),
-    );
+    [
+        (
+            keys::email(webstore_id, &customer.email.index_key()),
+            id.clone(),
+        ),
+        (keys::number(webstore_id, customer.number), id),
+        (
+            keys::customer(customer.id.0),
+            encode(&CustomerRecord::from_customer(customer, webstore_id)),
+        ),
+    ]
+}
+
+/// Adds the writes that store a new customer to `batch` ([`new_customer_entries`], in their
+/// order). `boxsub-tools seed` writes customers through this, so the layout has one author.
+pub fn add_new_customer(batch: &mut WriteBatch, customer: &Customer, webstore_id: &str) {
+    for (key, value) in new_customer_entries(customer, webstore_id) {
+        batch.put(key, value);
+    }
 }
 
 /// Adds an order's record to `batch` (its one write; see [`Store::create_order`]).
