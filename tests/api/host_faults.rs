@@ -5,8 +5,9 @@
 //! of an interrupted snapshot in a data directory on any disk.
 //!
 //! Loop mounts need root, `mkfs.ext4` and loop devices: CI has them. Where they are missing
-//! these tests say so loudly and skip. Every mount is unmounted and every server stopped by
-//! the end of its test.
+//! these tests go through [`skip_or_fail`]: a `SKIPPED: <test>: <reason>` line on stderr,
+//! or a failure where `BOXSUB_REQUIRE_ALL_TESTS=1` (as in CI). Every mount is unmounted and
+//! every server stopped by the end of its test.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,7 +17,8 @@ use futures_util::future::join_all;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    customer_body, id_of, spawn_app_on, spawn_app_on_with, try_spawn_app_on, DataDir, TestApp,
+    customer_body, id_of, skip_or_fail, spawn_app_on, spawn_app_on_with, try_spawn_app_on, DataDir,
+    TestApp,
 };
 
 /// A loop-mounted ext4 image; unmounted when dropped.
@@ -42,10 +44,18 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
 
 impl LoopMount {
     /// A fresh ext4 filesystem of `megabytes`, mounted with `errors=remount-ro` (as a
-    /// careful operator mounts a data disk), or `None`, said loudly, where this host can't.
+    /// careful operator mounts a data disk), or `None` where this host can't, after
+    /// [`skip_or_fail`] (which fails test `test` instead where every test must run).
     fn new(test: &str, megabytes: u64) -> Option<LoopMount> {
-        if !nix::unistd::geteuid().is_root() || !Path::new("/dev/loop-control").exists() {
-            eprintln!("SKIPPED {test}: loop mounts need root and /dev/loop-control");
+        if !nix::unistd::geteuid().is_root() {
+            skip_or_fail(test, "loop mounts need root");
+            return None;
+        }
+        if !Path::new("/dev/loop-control").exists() {
+            skip_or_fail(
+                test,
+                "loop mounts need /dev/loop-control (no loop devices here)",
+            );
             return None;
         }
         let root = tempfile::tempdir().expect("temp dir");
@@ -59,13 +69,13 @@ impl LoopMount {
             .map_err(|error| error.to_string())
             .and_then(|()| run("mkfs.ext4", &["-q", "-F", path(&image)]));
         if let Err(error) = made {
-            eprintln!("SKIPPED {test}: cannot make an ext4 image: {error}");
+            skip_or_fail(test, &format!("cannot make an ext4 image: {error}"));
             return None;
         }
         std::fs::create_dir_all(mount.point()).expect("mount point");
         let mut mount = mount;
         if let Err(error) = mount.mount() {
-            eprintln!("SKIPPED {test}: cannot loop-mount an image: {error}");
+            skip_or_fail(test, &format!("cannot loop-mount an image: {error}"));
             return None;
         }
         Some(mount)
@@ -286,7 +296,8 @@ async fn restart_on_a_full_disk(dir: &DataDir, known: i64) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_full_disk_refuses_writes_serves_reads_and_recovers_once_grown() {
     // Arrange
-    let Some(mut disk) = LoopMount::new("a_full_disk_refuses_writes…", 48) else {
+    let test = "host_faults::a_full_disk_refuses_writes_serves_reads_and_recovers_once_grown";
+    let Some(mut disk) = LoopMount::new(test, 48) else {
         return;
     };
     let dir = DataDir::at(disk.point().join("data"));
@@ -364,7 +375,9 @@ async fn a_full_disk_refuses_writes_serves_reads_and_recovers_once_grown() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_disk_filled_behind_the_servers_back_stops_it_and_never_bricks_the_store() {
     // Arrange: no reserve, so that writes meet the full disk itself.
-    let Some(mut disk) = LoopMount::new("a_disk_filled_behind…", 48) else {
+    let test =
+        "host_faults::a_disk_filled_behind_the_servers_back_stops_it_and_never_bricks_the_store";
+    let Some(mut disk) = LoopMount::new(test, 48) else {
         return;
     };
     let dir = DataDir::at(disk.point().join("data"));
@@ -429,15 +442,13 @@ async fn a_disk_filled_behind_the_servers_back_stops_it_and_never_bricks_the_sto
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_data_directory_turned_read_only_refuses_writes_and_serves_reads() {
     // Arrange
-    let Some(disk) = LoopMount::new("a_data_directory_turned_read_only…", 48) else {
+    let test = "host_faults::a_data_directory_turned_read_only_refuses_writes_and_serves_reads";
+    let Some(disk) = LoopMount::new(test, 48) else {
         return;
     };
     let trigger = PathBuf::from(format!("/sys/fs/ext4/{}/trigger_fs_error", disk.device()));
     if !trigger.exists() {
-        eprintln!(
-            "SKIPPED read-only test: this kernel has no {}",
-            trigger.display()
-        );
+        skip_or_fail(test, &format!("this kernel has no {}", trigger.display()));
         return;
     }
     let dir = DataDir::at(disk.point().join("data"));

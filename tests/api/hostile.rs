@@ -1,5 +1,7 @@
 //! Hostile clients: connections reset mid-request by the thousand, stalled heads and bodies,
-//! a flood past the connection cap, an email change that outlives its deadline. Each test
+//! a flood past the connection cap (each refused with the canned 503), a request that
+//! outlives the request deadline (503, nothing stored), an email change that outlives its
+//! deadline. Each test
 //! then checks that the customer, the email or the server it aimed at still works.
 //!
 //! Every loop is bounded in count and time; every socket is closed by the end of its test.
@@ -15,8 +17,9 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
 use crate::helpers::{
-    customer_body, id_of, spawn_app, spawn_app_on, spawn_app_on_under_ulimit, spawn_app_on_with,
-    store_a, Creds, DataDir, TestApp,
+    customer_body, id_of, read_raw_response, read_until_closed, spawn_app, spawn_app_on,
+    spawn_app_on_under_ulimit, spawn_app_on_with, store_a, Closed, Creds, DataDir, RawResponse,
+    TestApp,
 };
 
 /// Concurrent connections a storm keeps open at once.
@@ -430,9 +433,47 @@ async fn open_served(port: u16) -> TcpStream {
     stream
 }
 
+/// The connections a capped server gets past its cap, one after another, in the cap test.
+const PAST_THE_CAP: usize = 3;
+
+/// Asserts that `answer`, everything a connection past the cap carried until it was closed,
+/// is the canned refusal that docs/api.md documents: a 503 with `Retry-After: 1`, JSON body
+/// `{"message":"Service temporarily unavailable. Try again shortly."}`, and the close.
+#[track_caller]
+fn assert_canned_refusal(answer: &[u8], closed: Closed) {
+    let text = String::from_utf8_lossy(answer);
+    assert_eq!(
+        closed,
+        Closed::Eof,
+        "refused but not closed cleanly: {text:?}"
+    );
+    let response = RawResponse::parse(answer)
+        .unwrap_or_else(|| panic!("the connection past the cap got no canned 503: {text:?}"));
+    assert_eq!(response.status, 503, "{text}");
+    assert_eq!(response.header("retry-after"), Some("1"), "{text}");
+    assert_eq!(response.header("connection"), Some("close"), "{text}");
+    assert_eq!(
+        response.header("content-type"),
+        Some("application/json; charset=utf-8"),
+        "{text}"
+    );
+    assert_eq!(
+        response.json(),
+        json!({"message": "Service temporarily unavailable. Try again shortly."}),
+        "{text}"
+    );
+    let length = response.header("content-length").map(str::parse::<usize>);
+    assert_eq!(length, Some(Ok(response.body.len())), "{text}");
+    assert!(
+        text.ends_with('}'),
+        "nothing may follow the refusal: {text:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_connection_past_the_cap_is_refused_at_once_and_service_resumes() {
-    // Arrange
+    // Arrange: a cap of 8, every slot taken by a connection the server has certainly
+    // accepted (each has been answered) and keeps (60 s idle timeout).
     let dir = DataDir::new();
     let app = spawn_app_on_with(
         &dir,
@@ -445,28 +486,37 @@ async fn the_connection_past_the_cap_is_refused_at_once_and_service_resumes() {
         held.push(open_served(app.port).await);
     }
 
-    // Act: one more.
-    let knocked = Instant::now();
-    let mut ninth = TcpStream::connect(("127.0.0.1", app.port))
-        .await
-        .expect("connect");
-    let mut answer = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(5), ninth.read_to_end(&mut answer)).await;
-    let refused_after = knocked.elapsed();
+    // Act: a few more, one after another; none sends anything, so the server has nothing
+    // unread when it closes them (no reset can overtake its answer).
+    let mut refusals = Vec::new();
+    for _ in 0..PAST_THE_CAP {
+        let knocked = Instant::now();
+        let mut past = TcpStream::connect(("127.0.0.1", app.port))
+            .await
+            .expect("connect");
+        let (answer, closed) = read_until_closed(&mut past, Duration::from_secs(5)).await;
+        refusals.push((knocked.elapsed(), answer, closed));
+    }
 
-    // Assert: a 503 with Retry-After (or a bare close) at once, not a wait.
-    assert!(read.is_ok(), "the connection past the cap was left waiting");
-    assert!(
-        refused_after < Duration::from_secs(1),
-        "refused after {refused_after:?}"
-    );
-    let text = String::from_utf8_lossy(&answer);
-    if !text.is_empty() {
-        assert!(text.starts_with("HTTP/1.1 503"), "{text}");
+    // Assert: each got the canned 503 and the close, at once, not a wait.
+    for (refused_after, answer, closed) in &refusals {
+        assert_canned_refusal(answer, *closed);
         assert!(
-            text.to_ascii_lowercase().contains("retry-after: 1"),
-            "{text}"
+            *refused_after < Duration::from_secs(1),
+            "refused after {refused_after:?}"
         );
+    }
+    // The held connections were not the ones closed: each still serves.
+    for stream in &mut held {
+        let ping = format!(
+            "GET /v1/ping HTTP/1.1\r\nHost: 127.0.0.1:{}\r\n\r\n",
+            app.port
+        );
+        stream.write_all(ping.as_bytes()).await.expect("write");
+        let pong = read_raw_response(stream, Duration::from_secs(5))
+            .await
+            .unwrap_or_else(|why| panic!("a held connection: {why}"));
+        assert_eq!(pong.status, 204, "{}", pong.describe());
     }
 
     // Once two close, new connections are served again.
@@ -486,9 +536,13 @@ async fn the_connection_past_the_cap_is_refused_at_once_and_service_resumes() {
         answer[..n].starts_with(b"HTTP/1.1 204").then_some(())
     })
     .await;
+    let waits: Vec<u128> = refusals
+        .iter()
+        .map(|(after, _, _)| after.as_millis())
+        .collect();
     println!(
-        "connection cap 8: the 9th was refused after {} ms; service resumed {} ms after two closed",
-        refused_after.as_millis(),
+        "connection cap 8: {PAST_THE_CAP} connections past it were refused after {waits:?} ms; \
+         service resumed {} ms after two closed",
         resumed.as_millis()
     );
     drop(held);
@@ -512,6 +566,88 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     assert!(
         (Duration::from_millis(800)..Duration::from_secs(4)).contains(&lived),
         "closed after {lived:?} idle with a 1 s timeout"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_the_request_deadline_gets_503_and_stores_nothing() {
+    // Arrange: a 1 s deadline for a whole request, and a body deadline far above it, so
+    // that a slow body meets the request deadline first.
+    let dir = DataDir::new();
+    let app = spawn_app_on_with(
+        &dir,
+        &["--request-timeout-secs", "1", "--body-timeout-secs", "30"],
+        &[],
+    )
+    .await;
+    let body = serde_json::to_vec(&customer_body("slow@example.com")).unwrap();
+    let bytes = request(&app, "POST", "/v1/customers", &store_a(), &body);
+    let (head, body) = bytes.split_at(bytes.len() - body.len());
+    let stream = TcpStream::connect(("127.0.0.1", app.port))
+        .await
+        .expect("connect");
+    let (mut reader, mut writer) = stream.into_split();
+
+    // Act: the head at once, then a valid customer's body in ten pieces 300 ms apart, so
+    // that it is complete after about 3 s (without the deadline, a 201 then).
+    writer.write_all(head).await.expect("write the head");
+    let sent = Instant::now();
+    let pieces: Vec<Vec<u8>> = body
+        .chunks(body.len().div_ceil(10))
+        .map(<[u8]>::to_vec)
+        .collect();
+    let trickle = tokio::spawn(async move {
+        for piece in pieces {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            if writer.write_all(&piece).await.is_err() {
+                break;
+            }
+        }
+        writer
+    });
+    let answer = read_raw_response(&mut reader, Duration::from_secs(10)).await;
+    let answered_after = sent.elapsed();
+
+    // Assert: the documented 503, at the deadline rather than once the body is in.
+    let answer = answer.unwrap_or_else(|why| panic!("past the request deadline: {why}"));
+    assert_eq!(answer.status, 503, "{}", answer.describe());
+    assert_eq!(
+        answer.header("retry-after"),
+        Some("1"),
+        "{}",
+        answer.describe()
+    );
+    assert_eq!(
+        answer.header("content-type"),
+        Some("application/json; charset=utf-8"),
+        "{}",
+        answer.describe()
+    );
+    assert_eq!(
+        answer.json(),
+        json!({"message": "The request took too long and was cut off. A create may have been \
+                           stored: repeat it with the same Idempotency-Key to find out."})
+    );
+    assert!(
+        (Duration::from_millis(900)..Duration::from_millis(2_500)).contains(&answered_after),
+        "answered {answered_after:?} after the head, with a 1 s deadline"
+    );
+
+    // Nothing was stored, even once the whole body could have arrived.
+    let writer = tokio::time::timeout(Duration::from_secs(10), trickle)
+        .await
+        .expect("the trickle ends")
+        .expect("the trickle task");
+    drop((writer, reader));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(app.lookup_email("slow@example.com").await.is_empty());
+    let (all, total) = app.all_customers_as(&store_a()).await;
+    assert!(all.is_empty() && total == Some(0), "stored: {all:?}");
+    app.create_customer_ok(&customer_body("slow@example.com"))
+        .await;
+    println!(
+        "request deadline 1 s: a slow body was answered 503 after {} ms",
+        answered_after.as_millis()
     );
 }
 

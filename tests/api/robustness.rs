@@ -1,13 +1,21 @@
 //! Hostile input never yields a 5xx and never takes the service down: wrong
 //! types in every field, huge numbers, deep nesting, invalid UTF-8, long
-//! headers and query strings, percent-encoded junk, random bodies.
+//! headers and query strings, percent-encoded junk, random bodies. Heads over
+//! the 64 KiB limit get exactly the documented 431 and a closed connection.
+
+use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use reqwest::Method;
 use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
 
-use crate::helpers::{customer_body, id_of, spawn_app, store_a, TestApp};
+use crate::helpers::{
+    customer_body, id_of, read_until_closed, spawn_app, store_a, Closed, RawResponse, TestApp,
+    MSG_BAD_CREDS, MSG_MISSING_CREDS,
+};
 
 /// Raw JSON literals of the wrong type or out of range for any field.
 const WRONG_VALUES: [&str; 14] = [
@@ -225,38 +233,147 @@ async fn huge_arrays_in_an_order_are_rejected() {
     assert!(app.orders_of(customer_id).await.is_empty());
 }
 
+/// The largest request head (request line and headers) the server takes: docs/api.md
+/// ("Limits": keep it under 64 KiB; 431 and a closed connection past it).
+const HEAD_LIMIT: usize = 64 * 1024;
+
+/// Asserts the answer docs/api.md documents for a head over the limit: 431, an empty body,
+/// `Connection: close`.
+#[track_caller]
+fn assert_head_too_large(response: &RawResponse, what: &str) {
+    assert_eq!(response.status, 431, "{what}: {}", response.describe());
+    assert!(
+        response.body.is_empty(),
+        "{what}: a 431 has no body: {}",
+        response.describe()
+    );
+    assert_eq!(
+        response
+            .header("connection")
+            .map(str::to_ascii_lowercase)
+            .as_deref(),
+        Some("close"),
+        "{what}: {}",
+        response.describe()
+    );
+}
+
 #[tokio::test]
-async fn long_header_values_never_cause_a_server_error() {
+async fn long_header_values_get_exactly_the_documented_answers() {
     // Arrange
     let app = spawn_app().await;
 
-    for size in [1_000, 8_000, 64_000, 1_000_000] {
+    // Heads from 1 KB to 1 MB: under the limit, the answer is the 401 of the credentials
+    // sent; over it, the documented 431. None is within 1 KiB of the limit either way.
+    for size in [1_000, 8_000, 64_000, 70_000, 1_000_000] {
         let long = "k".repeat(size);
         let cases = [
-            format!("API-Key: {long}\r\nAPI-Secret: x\r\n"),
-            format!("API-Key: {}\r\nAPI-Secret: {long}\r\n", store_a().key),
-            format!("X-Junk: {long}\r\n"),
-            format!("User-Agent: {long}\r\n"),
+            (
+                format!("API-Key: {long}\r\nAPI-Secret: x\r\n"),
+                MSG_BAD_CREDS,
+            ),
+            (
+                format!("API-Key: {}\r\nAPI-Secret: {long}\r\n", store_a().key),
+                MSG_BAD_CREDS,
+            ),
+            (format!("X-Junk: {long}\r\n"), MSG_MISSING_CREDS),
+            (format!("User-Agent: {long}\r\n"), MSG_MISSING_CREDS),
         ];
-        for headers in cases {
+        for (headers, message) in cases {
             let request = format!(
                 "GET /v1/webstore HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\
                  {headers}\r\n",
                 app.port
             );
+            let head = request.len();
+            assert!(head.abs_diff(HEAD_LIMIT) > 1024, "a head of {head} bytes");
+            let what = format!("a head of {head} bytes ({})", &headers[..12]);
 
             // Act
             let response = app.raw_exchange(request.into_bytes()).await;
 
-            // Assert: either a 4xx/2xx answer or a closed connection, never 5xx
-            if let Some(response) = response {
-                assert!(
-                    response.status < 500,
-                    "header of {size} bytes: {response:?}"
-                );
+            // Assert
+            let response = response.unwrap_or_else(|| panic!("{what}: no answer"));
+            if head < HEAD_LIMIT {
+                assert_eq!(response.status, 401, "{what}: {}", response.describe());
+                assert_eq!(response.json(), json!({ "message": message }), "{what}");
+            } else {
+                assert_head_too_large(&response, &what);
             }
         }
     }
+    app.assert_alive().await;
+}
+
+/// Sends `bytes` on a new connection (writing on a task of its own, as the server may stop
+/// reading) and reads until the server closes it, for at most 10 s.
+async fn send_and_read_until_closed(port: u16, bytes: Vec<u8>) -> (Vec<u8>, Closed) {
+    let stream = TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect");
+    let (mut reader, mut writer) = stream.into_split();
+    // The write fails once the server has closed with bytes of it unread; that is expected.
+    let write = tokio::spawn(async move {
+        let _ = writer.write_all(&bytes).await;
+        writer
+    });
+    let read = read_until_closed(&mut reader, Duration::from_secs(10)).await;
+    write.abort();
+    read
+}
+
+#[tokio::test]
+async fn a_head_over_the_limit_gets_431_and_a_close_and_the_next_client_is_served() {
+    // Arrange: keep-alive requests (no `Connection: close`) with valid credentials whose
+    // heads are over the 64 KiB limit: complete, far over it, and one never finished.
+    let app = spawn_app().await;
+    let head = |padding: usize, end: &str| {
+        format!(
+            "GET /v1/webstore HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAPI-Key: {}\r\nAPI-Secret: {}\r\n\
+             X-Padding: {}{end}",
+            app.port,
+            store_a().key,
+            store_a().secret,
+            "p".repeat(padding)
+        )
+        .into_bytes()
+    };
+    let over = [
+        ("a complete head of 80 KiB", head(80 * 1024, "\r\n\r\n")),
+        ("a complete head of 1 MiB", head(1 << 20, "\r\n\r\n")),
+        ("an unfinished head of 70 KiB", head(70 * 1024, "")),
+    ];
+
+    for (what, bytes) in over {
+        // Act
+        let (answer, closed) = send_and_read_until_closed(app.port, bytes).await;
+
+        // Assert: the 431, then the connection is closed (not left to a deadline).
+        let text = String::from_utf8_lossy(&answer);
+        assert_ne!(closed, Closed::StillOpen, "{what}: not closed: {text:?}");
+        let response = RawResponse::parse(&answer)
+            .unwrap_or_else(|| panic!("{what}: no 431 before the close ({closed:?}): {text:?}"));
+        assert_head_too_large(&response, what);
+
+        // The next client, and a head just under the limit, are served.
+        app.get("/v1/webstore").await.assert_status(200);
+    }
+    let (answer, _) = send_and_read_until_closed(
+        app.port,
+        [
+            head(HEAD_LIMIT - 1024, "\r\n"),
+            b"Connection: close\r\n\r\n".to_vec(),
+        ]
+        .concat(),
+    )
+    .await;
+    let response = RawResponse::parse(&answer).expect("an answer under the limit");
+    assert_eq!(
+        response.status,
+        200,
+        "a head just under the limit: {}",
+        response.describe()
+    );
     app.assert_alive().await;
 }
 

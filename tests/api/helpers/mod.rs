@@ -1,0 +1,42 @@
+//! The test harness: starts the real `boxsub` binary on an ephemeral port of
+//! 127.0.0.1 with a catalogue and data directory of its own, and offers typed
+//! request helpers and assertions on the contract's response shapes.
+//!
+//! It is split by concern, and every name is re-exported here, so that tests use
+//! `crate::helpers::NAME` whichever file it lives in:
+//!
+//! - [`server`]: starting, signalling and stopping the server process, data
+//!   directories, flags, and running the binary's other commands;
+//! - [`client`]: the HTTP client wrappers of [`TestApp`], raw TCP exchanges, URLs;
+//! - [`contract`]: the OpenAPI check every answer of [`TestApp::send`] goes through;
+//! - [`assertions`]: assertions on answers and resources;
+//! - [`fixtures`]: the test webstores' credentials, catalogue, bodies and messages;
+//! - [`skip`]: what a test does when the host lacks something it needs.
+//!
+//! Every process started here is owned by a value whose `Drop` kills and reaps
+//! it; every wait is bounded in count and time.
+
+mod assertions;
+mod client;
+pub mod contract;
+mod fixtures;
+mod server;
+mod skip;
+
+pub use assertions::{assert_rfc3339_utc, id_of, SoftAsserts};
+pub use client::{
+    enc, parse_link_header, path_and_query, query_param, read_raw_response, read_until_closed,
+    Closed, RawResponse, TestResponse,
+};
+pub use fixtures::{
+    customer_body, customer_body_b, default_catalogue, relaxed_catalogue, sha256_hex, store_a,
+    store_b, Creds, ADDRESS_FIELDS, BLANK, INVALID, MSG_BAD_CREDS, MSG_INVALID_JSON,
+    MSG_METHOD_NOT_ALLOWED, MSG_MISSING_CREDS, MSG_NOT_FOUND, MSG_TOO_LARGE, NOT_IN_LIST, STORE_A,
+    STORE_A_KEY, STORE_A_SECRET, STORE_B, STORE_B_KEY, STORE_B_SECRET, TAKEN, TOO_LONG_255,
+};
+pub use server::{
+    boxsub_command, run_to_exit, spawn_app, spawn_app_logging_to, spawn_app_on,
+    spawn_app_on_under_ulimit, spawn_app_on_with, spawn_app_with, spawn_demo_app, try_spawn_app_on,
+    DataDir, Finished, TestApp,
+};
+pub use skip::skip_or_fail;

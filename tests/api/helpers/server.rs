@@ -1,0 +1,576 @@
+//! The server under test as a process: starting `boxsub serve` on an ephemeral port of
+//! 127.0.0.1 (with a catalogue and data directory of its own or a [`DataDir`] the test
+//! keeps, extra flags, environment, an open-files limit or a log file), waiting for its
+//! `listening on` line, keeping the tail of its stderr, signalling, stopping, crashing and
+//! reaping it, and running the binary's other commands to completion ([`run_to_exit`]).
+//!
+//! Every process started here is owned by a value whose `Drop` kills and reaps it; every
+//! wait is bounded in count and time.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tempfile::TempDir;
+
+use super::fixtures::{default_catalogue, store_a, Creds};
+
+/// How long the server may take to print its `listening on` line.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// everything that could change its configuration.
+pub fn boxsub_command() -> Command {
+    clean(Command::new(env!("CARGO_BIN_EXE_boxsub")))
+}
+
+/// `cmd` with the environment cleared of everything that could change the server's
+/// configuration, and no stdin.
+fn clean(mut cmd: Command) -> Command {
+    for var in [
+        "RUST_LOG",
+        "BOXSUB_ADDR",
+        "BOXSUB_DATA_DIR",
+        "BOXSUB_CATALOGUE",
+        "BOXSUB_DURABILITY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.stdin(Stdio::null());
+    cmd
+}
+
+/// Reads a pipe line by line on a thread, sending each line (lossily decoded)
+/// until end of file. Dropping the receiver just discards the rest, so the child
+/// never blocks on a full pipe.
+fn pipe_lines(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let reader = BufReader::new(pipe);
+        for line in reader.split(b'\n') {
+            let Ok(line) = line else { break };
+            let line = String::from_utf8_lossy(&line).trim_end().to_string();
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
+/// Keeps the last lines a child wrote to stderr, for failure messages.
+fn keep_tail(pipe: impl Read + Send + 'static) -> Arc<Mutex<VecDeque<String>>> {
+    let tail = Arc::new(Mutex::new(VecDeque::new()));
+    let sink = Arc::clone(&tail);
+    std::thread::spawn(move || {
+        let reader = BufReader::new(pipe);
+        for line in reader.split(b'\n') {
+            let Ok(line) = line else { break };
+            let mut tail = sink.lock().unwrap_or_else(|e| e.into_inner());
+            if tail.len() >= 200 {
+                tail.pop_front();
+            }
+            tail.push_back(String::from_utf8_lossy(&line).trim_end().to_string());
+        }
+    });
+    tail
+}
+
+fn tail_text(tail: &Arc<Mutex<VecDeque<String>>>) -> String {
+    let tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+    tail.iter().cloned().collect::<Vec<_>>().join("\n")
+}
+
+/// A running `boxsub serve` and a client for it.
+pub struct TestApp {
+    /// Base URL, always `http://127.0.0.1:PORT`.
+    pub address: String,
+    /// The port the server picked.
+    pub port: u16,
+    /// A shared HTTP client.
+    pub client: reqwest::Client,
+    /// The credentials the plain helpers send (store A by default).
+    pub creds: Creds,
+    /// The stdout lines printed before `listening on`.
+    pub startup_output: Vec<String>,
+    child: Child,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// The temp dir of a server started by `spawn_app*`; `None` for one started
+    /// on a [`DataDir`] the test owns.
+    _dir: Option<TempDir>,
+}
+
+impl Drop for TestApp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the server with the default two-store catalogue.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(default_catalogue()).await
+}
+
+/// Starts the server with this catalogue.
+pub async fn spawn_app_with(catalogue: Value) -> TestApp {
+    let dir = tempfile::tempdir().expect("failed to create a temp dir");
+    let path = dir.path().join("catalogue.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&catalogue).unwrap())
+        .expect("failed to write the catalogue");
+    start_server(dir, Some(&path))
+}
+
+/// Starts the server with its built-in demo catalogue (no `--catalogue`).
+pub async fn spawn_demo_app() -> TestApp {
+    let dir = tempfile::tempdir().expect("failed to create a temp dir");
+    start_server(dir, None)
+}
+
+/// A data directory and catalogue that outlive any one server process, so a
+/// test can stop a server and start another on the same state.
+pub struct DataDir {
+    /// The directory passed as `--data-dir` (created empty).
+    pub data: PathBuf,
+    /// The catalogue file passed as `--catalogue`.
+    pub catalogue: PathBuf,
+    root: TempDir,
+}
+
+impl Default for DataDir {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl DataDir {
+    /// A fresh, empty data directory with the default two-store catalogue.
+    pub fn new() -> Self {
+        Self::with_catalogue(default_catalogue())
+    }
+
+    /// Opens the store of a stopped server, as a tool would, to change it behind the
+    /// server's back. Close it to leave it as a clean shutdown would; drop it without
+    /// closing to leave it as a crash would.
+    pub fn open_store(&self) -> boxsub::store::Store {
+        use boxsub::store::{disk::Reserve, Durability, Store, StoreError, StoreOptions};
+        let options = StoreOptions {
+            durability: Durability::Sync {
+                commit_interval: std::time::Duration::ZERO,
+            },
+            cache_bytes: 1 << 20,
+            reserve: Reserve::Bytes(0),
+        };
+        Store::open(&self.data, options, Arc::new(|_: &StoreError| {}))
+            .expect("the stopped server's store opens")
+    }
+
+    /// A fresh, empty data directory with this catalogue.
+    pub fn with_catalogue(catalogue: Value) -> Self {
+        let root = tempfile::tempdir().expect("failed to create a temp dir");
+        let data = root.path().join("data");
+        std::fs::create_dir_all(&data).expect("failed to create the data dir");
+        let path = root.path().join("catalogue.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&catalogue).unwrap())
+            .expect("failed to write the catalogue");
+        Self {
+            data,
+            catalogue: path,
+            root,
+        }
+    }
+
+    /// A data directory at `data` (created if missing; a test's own filesystem, say),
+    /// with the default catalogue kept in a temp directory.
+    pub fn at(data: PathBuf) -> Self {
+        let root = tempfile::tempdir().expect("failed to create a temp dir");
+        std::fs::create_dir_all(&data).expect("failed to create the data dir");
+        let path = root.path().join("catalogue.json");
+        std::fs::write(
+            &path,
+            serde_json::to_vec_pretty(&default_catalogue()).unwrap(),
+        )
+        .expect("failed to write the catalogue");
+        Self {
+            data,
+            catalogue: path,
+            root,
+        }
+    }
+
+    /// A path inside the temp root, beside the data directory (for files a
+    /// test makes itself).
+    pub fn sibling(&self, name: &str) -> PathBuf {
+        self.root.path().join(name)
+    }
+}
+
+/// Starts the server on `dir` (the same directory may be used again by a later
+/// server once this one has stopped).
+pub async fn spawn_app_on(dir: &DataDir) -> TestApp {
+    spawn_app_on_with(dir, &[], &[]).await
+}
+
+/// Starts the server on `dir` with extra arguments (`["--durability", "off"]`)
+/// and environment variables.
+pub async fn spawn_app_on_with(
+    dir: &DataDir,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+) -> TestApp {
+    let launch = Launch {
+        extra_args,
+        env,
+        ulimit: None,
+        log_file: None,
+    };
+    start_process(&dir.data, Some(&dir.catalogue), launch, None)
+}
+
+/// Starts the server on `dir` with extra arguments, under an open-files limit set by the
+/// shell: `ulimit_args` such as `-Sn 1024` (a host whose default soft limit is that low) or
+/// `-n 64` (soft and hard).
+pub async fn spawn_app_on_under_ulimit(
+    dir: &DataDir,
+    ulimit_args: &str,
+    extra_args: &[&str],
+) -> TestApp {
+    let launch = Launch {
+        extra_args,
+        env: &[],
+        ulimit: Some(ulimit_args),
+        log_file: None,
+    };
+    start_process(&dir.data, Some(&dir.catalogue), launch, None)
+}
+
+/// How a server process is started, beyond its data directory and catalogue.
+struct Launch<'a> {
+    extra_args: &'a [&'a str],
+    env: &'a [(&'a str, &'a str)],
+    /// Run it under `ulimit` with these arguments.
+    ulimit: Option<&'a str>,
+    /// Write its whole stderr to this file (the tail kept for diagnostics stays empty).
+    log_file: Option<&'a Path>,
+}
+
+/// Starts the server on `dir` with extra arguments and environment, writing everything it
+/// logs to `log_file`.
+pub async fn spawn_app_logging_to(
+    dir: &DataDir,
+    log_file: &Path,
+    extra_args: &[&str],
+    env: &[(&str, &str)],
+) -> TestApp {
+    let launch = Launch {
+        extra_args,
+        env,
+        ulimit: None,
+        log_file: Some(log_file),
+    };
+    start_process(&dir.data, Some(&dir.catalogue), launch, None)
+}
+
+fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
+    let data_dir = dir.path().join("data");
+    std::fs::create_dir_all(&data_dir).expect("failed to create the data dir");
+    let launch = Launch {
+        extra_args: &[],
+        env: &[],
+        ulimit: None,
+        log_file: None,
+    };
+    start_process(&data_dir, catalogue, launch, Some(dir))
+}
+
+/// Starts the server on `dir` where it may refuse to start: the server if it serves, or
+/// why it did not (what it said on stderr) if it stopped first.
+pub async fn try_spawn_app_on(dir: &DataDir) -> Result<TestApp, String> {
+    let launch = Launch {
+        extra_args: &[],
+        env: &[],
+        ulimit: None,
+        log_file: None,
+    };
+    try_start_process(&dir.data, Some(&dir.catalogue), launch, None)
+}
+
+/// Starts `boxsub serve` on `data_dir` with extra arguments and environment and
+/// waits (bounded) for its `listening on` line.
+fn start_process(
+    data_dir: &Path,
+    catalogue: Option<&Path>,
+    launch: Launch<'_>,
+    owned_dir: Option<TempDir>,
+) -> TestApp {
+    try_start_process(data_dir, catalogue, launch, owned_dir)
+        .unwrap_or_else(|failure| panic!("{failure}"))
+}
+
+/// [`start_process`], with a server that does not start as an error saying why.
+fn try_start_process(
+    data_dir: &Path,
+    catalogue: Option<&Path>,
+    launch: Launch<'_>,
+    owned_dir: Option<TempDir>,
+) -> Result<TestApp, String> {
+    let Launch {
+        extra_args,
+        env,
+        ulimit,
+        log_file,
+    } = launch;
+    let mut cmd = match ulimit {
+        None => boxsub_command(),
+        Some(limits) => {
+            // The shell lowers its limits and then becomes the server (`exec`), so the
+            // process the test owns and kills is the server itself.
+            let mut shell = clean(Command::new("sh"));
+            shell
+                .arg("-c")
+                .arg(format!("ulimit {limits} && exec \"$0\" \"$@\""))
+                .arg(env!("CARGO_BIN_EXE_boxsub"));
+            shell
+        }
+    };
+    cmd.arg("serve")
+        .arg("--addr")
+        .arg("127.0.0.1:0")
+        .arg("--data-dir")
+        .arg(data_dir);
+    if let Some(catalogue) = catalogue {
+        cmd.arg("--catalogue").arg(catalogue);
+    }
+    cmd.args(extra_args);
+    for (name, value) in env {
+        cmd.env(name, value);
+    }
+    cmd.stdout(Stdio::piped());
+    match log_file {
+        Some(path) => cmd.stderr(std::fs::File::create(path).expect("create the log file")),
+        None => cmd.stderr(Stdio::piped()),
+    };
+    let mut child = cmd.spawn().expect("failed to start the boxsub binary");
+    let stdout = pipe_lines(child.stdout.take().expect("stdout is piped"));
+    let stderr_tail = match child.stderr.take() {
+        Some(stderr) => keep_tail(stderr),
+        None => Arc::new(Mutex::new(VecDeque::new())),
+    };
+
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    let mut seen = Vec::new();
+    let hostport = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let failure = if left.is_zero() {
+            Some("did not print `listening on http://` within 30 s".to_string())
+        } else {
+            match stdout.recv_timeout(left.min(Duration::from_millis(100))) {
+                Ok(line) => {
+                    if let Some(rest) = line.strip_prefix("listening on http://") {
+                        break rest.trim().to_string();
+                    }
+                    seen.push(line);
+                    None
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => match child.try_wait() {
+                    Ok(Some(status)) => Some(format!("exited during start-up with {status}")),
+                    _ => None,
+                },
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    Some("closed stdout before printing `listening on http://`".to_string())
+                }
+            }
+        };
+        if let Some(failure) = failure {
+            let _ = child.kill();
+            let _ = child.wait();
+            // The pipe's reader thread may still be taking in the last lines.
+            std::thread::sleep(Duration::from_millis(100));
+            return Err(format!(
+                "boxsub serve {failure}\nstdout so far: {seen:#?}\nstderr:\n{}",
+                tail_text(&stderr_tail)
+            ));
+        }
+    };
+    // Drain the rest of stdout in the background so the child never blocks.
+    std::thread::spawn(move || stdout.iter().for_each(drop));
+
+    let port: u16 = match hostport.rsplit(':').next().and_then(|p| p.parse().ok()) {
+        Some(port) if hostport.starts_with("127.0.0.1:") => port,
+        _ => {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("unexpected listening address {hostport:?}; expected 127.0.0.1:PORT");
+        }
+    };
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("failed to build the HTTP client");
+    Ok(TestApp {
+        address: format!("http://127.0.0.1:{port}"),
+        port,
+        client,
+        creds: store_a(),
+        startup_output: seen,
+        child,
+        stderr_tail,
+        _dir: owned_dir,
+    })
+}
+
+impl TestApp {
+    /// The last lines the server wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        tail_text(&self.stderr_tail)
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Polls the child until it exits or `timeout` passes.
+    pub fn wait_for_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Sends a signal (`"TERM"`, `"KILL"`, ...) to the server with `kill(1)`.
+    /// The child is not reaped here, so its pid cannot have been reused.
+    pub fn signal(&self, signal: &str) {
+        use std::str::FromStr;
+        let signal = nix::sys::signal::Signal::from_str(&format!("SIG{signal}"))
+            .unwrap_or_else(|_| panic!("no signal SIG{signal}"));
+        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
+        nix::sys::signal::kill(pid, signal)
+            .unwrap_or_else(|error| panic!("sending {signal} to {pid}: {error}"));
+    }
+
+    /// Graceful stop: SIGTERM, then waits up to `timeout` for the exit. If the
+    /// server is still running then, it is killed, reaped, and `None` returned.
+    pub fn terminate(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.signal("TERM");
+        let status = self.wait_for_exit(timeout);
+        if status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        status
+    }
+
+    /// SIGTERM and asserts an exit with status 0 within `timeout`.
+    #[track_caller]
+    pub fn terminate_ok(&mut self, timeout: Duration) {
+        let status = self.terminate(timeout);
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "after SIGTERM the server must exit 0 within {timeout:?}; got {status:?}; stderr:\n{}",
+            self.stderr_tail()
+        );
+    }
+
+    /// Crash: SIGKILL, then reaps the process (bounded).
+    pub fn crash(&mut self) {
+        let _ = self.child.kill();
+        self.reap();
+    }
+
+    /// Waits for an already signalled child to exit (bounded), killing it if
+    /// it has not after 10 s.
+    pub fn reap(&mut self) -> Option<ExitStatus> {
+        let status = self.wait_for_exit(Duration::from_secs(10));
+        if status.is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        status
+    }
+
+    /// Waits (bounded) until a line the server wrote to stderr satisfies
+    /// `pred`, and returns it.
+    pub fn wait_for_stderr_line(
+        &self,
+        timeout: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            {
+                let tail = self.stderr_tail.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(line) = tail.iter().find(|l| pred(l)) {
+                    return Some(line.clone());
+                }
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+}
+
+/// The outcome of running the binary to completion.
+pub struct Finished {
+    /// `None` if it was killed after the timeout.
+    pub status: Option<ExitStatus>,
+    /// Everything written to stdout.
+    pub stdout: String,
+    /// Everything written to stderr.
+    pub stderr: String,
+}
+
+/// Runs a command to completion, killing it after `timeout` — or as soon as it
+/// prints `listening on http://`, since a command expected to exit must not serve.
+pub fn run_to_exit(mut cmd: Command, timeout: Duration) -> Finished {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("failed to start the boxsub binary");
+    let stdout = pipe_lines(child.stdout.take().expect("stdout is piped"));
+    let stderr = pipe_lines(child.stderr.take().expect("stderr is piped"));
+    let deadline = Instant::now() + timeout;
+    let mut out_lines = Vec::new();
+    let mut served = false;
+    let status = loop {
+        while let Ok(line) = stdout.try_recv() {
+            served |= line.starts_with("listening on http://");
+            out_lines.push(line);
+        }
+        if served || Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            break Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    };
+    // The pipes close once the process is gone; collect what is left, bounded.
+    let collect = |rx: &mpsc::Receiver<String>, lines: &mut Vec<String>| {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match rx.recv_timeout(left) {
+                Ok(line) => lines.push(line),
+                Err(_) => break,
+            }
+        }
+    };
+    collect(&stdout, &mut out_lines);
+    let mut err_lines = Vec::new();
+    collect(&stderr, &mut err_lines);
+    Finished {
+        status,
+        stdout: out_lines.join("\n"),
+        stderr: err_lines.join("\n"),
+    }
+}

@@ -1,0 +1,39 @@
+//! Tests that need something of the host beyond the binary under test: root and loop
+//! devices today (`host_faults`), perhaps `nats-server`, `haproxy` or a browser tomorrow.
+//! Where it is missing, such a test does not pass silently: it calls [`skip_or_fail`],
+//! the one place that decides between a loud skip (a developer's machine) and a failure
+//! (CI, which sets [`REQUIRE_ALL_TESTS`]`=1` so that no test can be skipped there unseen).
+
+use std::io::Write;
+
+/// The environment variable that turns every skip into a failure when set to `1`.
+pub const REQUIRE_ALL_TESTS: &str = "BOXSUB_REQUIRE_ALL_TESTS";
+
+/// Whether [`REQUIRE_ALL_TESTS`] is set to `1`.
+fn all_tests_required() -> bool {
+    std::env::var(REQUIRE_ALL_TESTS).is_ok_and(|value| value.trim() == "1")
+}
+
+/// Test `test` cannot run here, because of `reason`: panics (failing the test) when
+/// [`REQUIRE_ALL_TESTS`] is `1`; otherwise writes `SKIPPED: <test>: <reason>` to stderr and
+/// returns, for the caller to return at once without checking anything:
+///
+/// ```ignore
+/// if !Path::new("/dev/loop-control").exists() {
+///     skip_or_fail("my_test", "no loop devices");
+///     return;
+/// }
+/// ```
+///
+/// The line goes straight to the process's stderr, not through the test harness's output
+/// capture, so that it shows in a plain `cargo test` run and not only for a failing test.
+#[track_caller]
+pub fn skip_or_fail(test: &str, reason: &str) {
+    if all_tests_required() {
+        panic!("{test} cannot run here ({reason}), and {REQUIRE_ALL_TESTS}=1 forbids skipping it");
+    }
+    let line = format!(
+        "SKIPPED: {test}: {reason} (set {REQUIRE_ALL_TESTS}=1 to fail instead of skipping)\n"
+    );
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+}
