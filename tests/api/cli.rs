@@ -293,3 +293,33 @@ async fn sigterm_with_an_idle_keep_alive_connection_still_exits_promptly() {
         "exit after SIGTERM with an idle connection: {status:?}"
     );
 }
+
+/// The binary operators deploy carries the service alone: the benchmark, its bare server and
+/// the seeding of large stores are `boxsub-tools` subcommands (feature `tools`), not its own.
+#[test]
+fn the_deployed_binary_has_no_tool_subcommands() {
+    for tool in ["bench", "bare-server", "seed"] {
+        // Act
+        let mut cmd = boxsub_command();
+        cmd.args([tool, "--help"]);
+        let finished = run_to_exit(cmd, Duration::from_secs(20));
+
+        // Assert
+        let status = finished.status.expect("boxsub exits");
+        assert!(
+            !status.success() && finished.stderr.contains("unrecognized subcommand"),
+            "`boxsub {tool}` must not exist ({status}): {}{}",
+            finished.stdout,
+            finished.stderr
+        );
+    }
+    let mut cmd = boxsub_command();
+    cmd.arg("--help");
+    let help = run_to_exit(cmd, Duration::from_secs(20)).stdout;
+    for command in ["serve", "keygen", "check-catalogue", "export", "import"] {
+        assert!(
+            help.contains(command),
+            "`boxsub --help` lacks {command}: {help}"
+        );
+    }
+}
