@@ -5,8 +5,8 @@
 //! `sync`; the puts of one group (a customer's orders) are handed over together, for the
 //! store's packing to fold into one entry (`store::order_chunks`). Applied in a batch and
 //! away from the request, sled's inserts no longer crowd the request's own work out of the
-//! cores' caches: a durable order costs about 3 µs less CPU in all (README, "Order records
-//! applied behind the log").
+//! cores' caches: a durable order costs about 3 µs less CPU in all (docs/benchmarks.md,
+//! "2026-11-24, night: order records applied behind the log").
 //!
 //! The rules that keep reads and writes right while puts wait:
 //!

@@ -7,7 +7,8 @@
 //! an order. A checkpoint now packs a customer's waiting orders into the customer's last
 //! chunk (an `o` entry holding up to [`CHUNK_ORDERS`] orders, see
 //! `codec::encode_order_chunk`), which replaces a value instead of adding an entry; a new
-//! entry is made only when a chunk is full (README, "Orders packed into chunks").
+//! entry is made only when a chunk is full (docs/benchmarks.md, "2026-11-25: orders packed
+//! into chunks").
 //!
 //! An `o` key is `o` + customer id + order id, holding that order's record (written by a
 //! request before the checkpoint packs it, by a replay of the log, an import, or an earlier
