@@ -21,13 +21,20 @@ use crate::store::{
 };
 
 /// sled, except that writes fail while `full` is set (like a full disk) and wait while the
-/// gate is closed (like a stalled disk).
+/// gate is closed (like a stalled disk), and the scans that list each webstore's stored
+/// customers at start wait while `listing_held` is set (like a start over a large store).
 struct TestDisk {
     inner: SledStorage,
     full: AtomicBool,
     gate: Mutex<Gate>,
     gate_changed: Condvar,
+    listing_held: Mutex<bool>,
+    listing_changed: Condvar,
 }
+
+/// The name of the registry's threads that list the stored customers at start
+/// (`Registry::new_state`).
+const LISTING_THREAD: &str = "boxsub-list";
 
 #[derive(Default)]
 struct Gate {
@@ -61,6 +68,23 @@ impl TestDisk {
     fn open_gate(&self) {
         self.gate.lock().unwrap().closed = false;
         self.gate_changed.notify_all();
+    }
+
+    /// Lets the held scans listing the stored customers go on.
+    fn release_listing(&self) {
+        *self.listing_held.lock().unwrap() = false;
+        self.listing_changed.notify_all();
+    }
+
+    /// Waits while the listing is held, if this is a thread listing the stored customers.
+    fn before_listing_scan(&self) {
+        if std::thread::current().name() != Some(LISTING_THREAD) {
+            return;
+        }
+        let mut held = self.listing_held.lock().unwrap();
+        while *held {
+            held = self.listing_changed.wait(held).unwrap();
+        }
     }
 
     /// Waits (bounded) until `n` writes wait at the closed gate.
@@ -111,6 +135,7 @@ impl Storage for TestDisk {
         to: Option<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StoreError> {
+        self.before_listing_scan();
         self.inner.for_each_between(from, to, visit)
     }
     fn last_between(&self, from: &[u8], to: Option<&[u8]>) -> Result<Option<Entry>, StoreError> {
@@ -129,6 +154,12 @@ struct Harness {
 }
 
 fn harness(dir: &Path, call_timeout: Duration) -> Harness {
+    harness_with(dir, call_timeout, false)
+}
+
+/// [`harness`], with the start-up listing of stored customers held until
+/// [`TestDisk::release_listing`] if `listing_held`: until then, a page of customers waits.
+fn harness_with(dir: &Path, call_timeout: Duration, listing_held: bool) -> Harness {
     let disk = Arc::new(TestDisk {
         inner: SledStorage::open(dir, 1 << 20)
             .unwrap()
@@ -136,6 +167,8 @@ fn harness(dir: &Path, call_timeout: Duration) -> Harness {
         full: AtomicBool::new(false),
         gate: Mutex::new(Gate::default()),
         gate_changed: Condvar::new(),
+        listing_held: Mutex::new(listing_held),
+        listing_changed: Condvar::new(),
     });
     let store = Store::with_storage(
         disk.clone(),
@@ -221,41 +254,113 @@ async fn assert_settles(service: &Service, after: &str) {
     }
 }
 
+/// Where a cut landed in the future it dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cut {
+    /// Before its first poll: none of it ran.
+    Unstarted,
+    /// While it was pending at an await point.
+    Inside,
+    /// After it had finished: nothing was cut off.
+    Finished,
+}
+
 /// Polls `future` up to `polls` times, letting every other task run between polls, and
-/// drops it if it has not finished: a client that resets after that many steps.
-async fn cut_after_polls<F: Future>(future: F, polls: usize) {
+/// drops it if it has not finished: a client that resets after that many steps. Tells where
+/// the cut landed.
+async fn cut_after_polls<F: Future>(future: F, polls: usize) -> Cut {
     let mut future = pin!(future);
     for _ in 0..polls {
         let step = poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await;
         if step.is_ready() {
-            return;
+            return Cut::Finished;
         }
         tokio::task::yield_now().await;
     }
+    if polls == 0 {
+        Cut::Unstarted
+    } else {
+        Cut::Inside
+    }
+}
+
+/// The operations the test below cuts off, by number.
+const CUT_OPERATIONS: [&str; 10] = [
+    "keyed customer create",
+    "customer update",
+    "keyed order create",
+    "failed sign-in",
+    "orders of a customer",
+    "orders of a customer that does not exist",
+    "unkeyed order create",
+    "unkeyed customer create",
+    "delivery list",
+    "page of customers",
+];
+
+/// The one operation with no await point to cut it at: the actor of a customer that does not
+/// exist fails to activate at once (its record is read synchronously), so the request ends
+/// on its first poll.
+const WITHOUT_AWAIT_POINT: usize = 5;
+
+/// Where the cuts of one operation landed.
+#[derive(Debug, Default, Clone, Copy)]
+struct Landed {
+    unstarted: usize,
+    /// Cut by poll count while pending.
+    inside_by_polls: usize,
+    /// Cut by time while pending.
+    inside_by_time: usize,
+    finished: usize,
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_cut_off_at_any_await_point_leave_nothing_held() {
+    const POLL_STEPS: usize = 16;
     let dir = tempfile::tempdir().unwrap();
-    let h = harness(dir.path(), Duration::from_secs(5));
+    // The start-up listing of the stored customers is held through the cuts by poll count,
+    // so that a page of customers (which waits for it) has an await point to be cut at.
+    let h = harness_with(dir.path(), Duration::from_secs(5), true);
     let ann = create(&h, "ann@example.com").await.id;
     let ann_id = ann.0.to_string();
     let ann_key = ann_id.as_str();
+    // A weekly order is due every 7 days from its start, and each delivery list cut below is
+    // of a date of its own: it is sorted afresh (which yields), never found kept.
+    let weekly = order_body(json!({"customer_id": ann.0, "box_id": 217, "frequency": "weekly"}));
+    let Created::Fresh(weekly) = h
+        .service
+        .create_order(&h.webstore, weekly, None)
+        .await
+        .unwrap()
+    else {
+        panic!("an order without a key is never a replay");
+    };
+    let first_delivery = weekly.details.schedule.start;
+    let page = Page::parse(None, None).unwrap();
     let mut n = 0;
     let mut cuts = 0;
+    let mut landed = [Landed::default(); CUT_OPERATIONS.len()];
+    // The emails of the customers the cut creates were for.
+    let mut new_emails = Vec::new();
     // Cut each request after 0, 1, 2, … polls, then after a few lengths of time that land
     // inside password hashing, actor calls and group commits.
-    let polls = (0..16).map(Some).chain([None; 6]);
+    let polls = (0..POLL_STEPS).map(Some).chain([None; 6]);
     let times = [1, 2, 4, 8, 16, 32].map(Duration::from_millis);
     for (step, cut_polls) in polls.enumerate() {
-        let time = times[step.saturating_sub(16).min(times.len() - 1)];
-        for op in 0..7 {
+        if step == POLL_STEPS {
+            h.disk.release_listing();
+        }
+        let time = times[step.saturating_sub(POLL_STEPS).min(times.len() - 1)];
+        for (op, landed) in landed.iter_mut().enumerate() {
             n += 1;
             let ws = &h.webstore;
             let s = &h.service;
+            let email = format!("cut{n}@example.com");
+            if op == 0 || op == 7 {
+                new_emails.push(email.clone());
+            }
             let future: std::pin::Pin<Box<dyn Future<Output = ()> + Send + '_>> = match op {
                 0 => Box::pin(async move {
-                    let email = format!("cut{n}@example.com");
                     let key = format!("customer-{n}");
                     let _ = s
                         .create_customer(ws, &customer_body(&email), keyed(&key))
@@ -283,24 +388,88 @@ async fn requests_cut_off_at_any_await_point_leave_nothing_held() {
                     // A customer that does not exist: its activation must not linger.
                     let _ = s.orders_of(ws, Some(&(1_000_000 + n).to_string())).await;
                 }),
-                _ => Box::pin(async move {
+                6 => Box::pin(async move {
                     let order = order_body(json!({"customer_id": ann.0, "box_id": 217}));
                     let _ = s.create_order(ws, order, None).await;
                 }),
+                7 => Box::pin(async move {
+                    let _ = s.create_customer(ws, &customer_body(&email), None).await;
+                }),
+                8 => Box::pin(async move {
+                    let date = first_delivery.plus(7 * n);
+                    let _ = s.deliveries(ws, date, None, page).await;
+                }),
+                _ => Box::pin(async move {
+                    let _ = s.customers_page(ws, page).await;
+                }),
             };
-            match cut_polls {
-                Some(polls) => cut_after_polls(future, polls).await,
-                None => {
-                    let _ = tokio::time::timeout(time, future).await;
+            let cut = async {
+                match cut_polls {
+                    Some(polls) => cut_after_polls(future, polls).await,
+                    None => match tokio::time::timeout(time, future).await {
+                        Ok(()) => Cut::Finished,
+                        // `timeout` polls the future before its timer: it was pending.
+                        Err(_) => Cut::Inside,
+                    },
                 }
+            };
+            let cut = tokio::time::timeout(Duration::from_secs(10), cut)
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "cut {} ({}) did not end in 10 s",
+                        cuts + 1,
+                        CUT_OPERATIONS[op]
+                    )
+                });
+            match (cut, cut_polls) {
+                (Cut::Unstarted, _) => landed.unstarted += 1,
+                (Cut::Inside, Some(_)) => landed.inside_by_polls += 1,
+                (Cut::Inside, None) => landed.inside_by_time += 1,
+                (Cut::Finished, _) => landed.finished += 1,
             }
             cuts += 1;
-            assert_settles(&h.service, &format!("cut {cuts} (operation {op})")).await;
+            assert_settles(&h.service, &format!("cut {cuts} ({})", CUT_OPERATIONS[op])).await;
         }
     }
-    assert!(
-        h.service.registry().active_count() <= 1 + n,
-        "only real customers keep actors"
+    // Every operation that has an await point was cut off at one at least: the sweep of poll
+    // counts reached inside it, rather than only before it started or after it finished.
+    for (op, name) in CUT_OPERATIONS.iter().enumerate() {
+        if op != WITHOUT_AWAIT_POINT {
+            assert!(
+                landed[op].inside_by_polls > 0,
+                "no cut landed inside a {name}: {:?}",
+                landed[op]
+            );
+        }
+    }
+
+    // A cut create either stored its customer (and listed it) or gave back the id it took:
+    // the customer list holds exactly Ann and the customers the cut creates stored, each
+    // once (Ann, created while the start-up listing was held, is both allocated and found by
+    // it).
+    let created = new_emails
+        .iter()
+        .filter(|email| {
+            let found = h.service.customer_by_email(&h.webstore, email).unwrap();
+            found.is_some()
+        })
+        .count();
+    let (_, total) = h.service.customers_page(&h.webstore, page).await.unwrap();
+    assert_eq!(
+        total,
+        1 + created as u64,
+        "the customer list holds Ann and the {created} customers the cut creates stored"
+    );
+    // Only Ann has an actor. The customers the cut creates stored are real but have none:
+    // creates, sign-ins, delivery lists and pages read customers without starting one, and
+    // only Ann is changed or has her orders read. The lookups of a customer that does not
+    // exist leave none. Nothing passivates or stops actors here (the server's housekeeping
+    // does), so cutting requests off did not take Ann's away either.
+    assert_eq!(
+        h.service.registry().active_count(),
+        1,
+        "only Ann's actor is live ({created} cut creates stored a customer, which starts none)"
     );
 
     // Whatever was cut off, the customer works: orders, changes, lists.
