@@ -25,7 +25,7 @@ use crate::http::{
     Embed, OrderView, Params,
 };
 use crate::store::codec::{self, CustomerRecord, IdempotencyRecord, Kind, OrderRecord, Record};
-use crate::store::wal::{self, LogEntry, LoggedWrite};
+use crate::store::log::wal::{self, LogEntry, LoggedWrite};
 use crate::transfer::format::Line;
 
 /// A fuzz target: arbitrary bytes in, whether the server would accept them out.

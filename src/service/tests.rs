@@ -17,14 +17,14 @@ use crate::domain::order::{Order, OrderBody};
 use crate::registry::Registry;
 use crate::store::disk::Reserve;
 use crate::store::{
-    Durability, Entry, OrderPacking, SledStorage, Storage, StoreOptions, WriteBatch,
+    Durability, Entry, PendingWrites, SledSnapshot, Storage, StoreOptions, WriteBatch,
 };
 
-/// sled, except that writes fail while `full` is set (like a full disk) and wait while the
+/// The store's own pending layer over sled, except that writes fail while `full` is set (like a full disk) and wait while the
 /// gate is closed (like a stalled disk), and the scans that list each webstore's stored
 /// customers at start wait while `listing_held` is set (like a start over a large store).
 struct TestDisk {
-    inner: SledStorage,
+    inner: PendingWrites,
     full: AtomicBool,
     gate: Mutex<Gate>,
     gate_changed: Condvar,
@@ -111,12 +111,12 @@ impl Storage for TestDisk {
         self.before_write()?;
         self.inner.put(key, value)
     }
-    fn put_deferred(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
+    fn put_pending(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
         self.before_write()?;
-        self.inner.put_deferred(key, value)
+        self.inner.put_pending(key, value)
     }
-    fn apply_deferred(&self) -> Result<(), StoreError> {
-        self.inner.apply_deferred()
+    fn apply_pending(&self) -> Result<(), StoreError> {
+        self.inner.apply_pending()
     }
     fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
         self.before_write()?;
@@ -144,6 +144,9 @@ impl Storage for TestDisk {
     fn sync(&self) -> Result<(), StoreError> {
         self.inner.sync()
     }
+    fn size_on_disk(&self) -> Result<u64, StoreError> {
+        self.inner.size_on_disk()
+    }
 }
 
 struct Harness {
@@ -161,9 +164,7 @@ fn harness(dir: &Path, call_timeout: Duration) -> Harness {
 /// [`TestDisk::release_listing`] if `listing_held`: until then, a page of customers waits.
 fn harness_with(dir: &Path, call_timeout: Duration, listing_held: bool) -> Harness {
     let disk = Arc::new(TestDisk {
-        inner: SledStorage::open(dir, 1 << 20)
-            .unwrap()
-            .with_packing(Arc::new(OrderPacking)),
+        inner: PendingWrites::over(Arc::new(SledSnapshot::open(dir, 1 << 20).unwrap())),
         full: AtomicBool::new(false),
         gate: Mutex::new(Gate::default()),
         gate_changed: Condvar::new(),

@@ -32,7 +32,12 @@ pub enum StoreError {
         source: CodecError,
     },
     /// The store was written by an incompatible release.
-    #[error("the store at {path} has format {found}, and this release reads format {expected}")]
+    #[error(
+        "the store at {path} has format {found}, and this build reads format {expected} only; \
+         nothing in it was changed. To carry it across: export it with the build that wrote \
+         it (`boxsub export --data-dir {path} --output FILE`), then import that file with \
+         this build into an empty directory (`boxsub import --data-dir NEW_DIR --input FILE`)"
+    )]
     Format {
         /// The directory.
         path: String,

@@ -8,7 +8,7 @@
 //! Must not touch: anything but the `i` records.
 
 use super::codec::{decode, IdempotencyRecord};
-use super::storage::prefix_end;
+use super::snapshot::prefix_end;
 use super::{keys, Store, StoreError};
 
 /// What one sweep step did.

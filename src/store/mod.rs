@@ -1,96 +1,60 @@
-//! Persistence: boxsub's state in one sled tree (layout in [`keys`]), records encoded as in
-//! [`codec`], writes made durable by group commit ([`commit`]) appending them to a
-//! write-ahead log ([`wal`]), with sled flushed behind the log (`checkpoint`) and the log's
-//! tail replayed into it at open. [`Store`] is the repository
-//! the registry and the customer actors use: it knows which keys a change writes and which of
-//! them must be unique. The engine sits behind the small [`Storage`] trait (`storage`,
-//! implemented by [`SledStorage`]) so that tests can inject faults; [`StoreError`] is this
-//! layer's one error type (`error`). This file opens the store and runs its life (admitting
-//! writes, durability, close); what it reads is in `reads`, what it writes in `writes`.
+//! Persistence: the repository ([`Store`]) over three layers, each in its own module, with
+//! arrows one way (docs/storage.md tells the write and read paths end to end):
+//!
+//! - [`log`]: the log that acknowledges. A change's writes are handed to it encoded, and its
+//!   writer is answered once the log holds them durably (today a write-ahead log with group
+//!   commit on the local disk; [`log::ChangeLog`] is all the store asks of a log).
+//! - [`pending`]: the writes the log holds and the snapshot does not yet (a new order's
+//!   record, until a checkpoint packs it into its customer's chunk), merged over the
+//!   snapshot on every read: the one read path.
+//! - [`snapshot`]: sled as a plain ordered key-value map, flushed behind the log at
+//!   checkpoints; it knows nothing of records, chunks or the log.
+//!
+//! [`Store`] is what the registry and the customer actors use: it knows which keys a change
+//! writes (layout in [`keys`], records in [`codec`]) and which of them must be unique. This
+//! file opens the store (its [`format`] first) and runs its life (admitting writes,
+//! durability, close); what it reads is in `reads`, what it writes in `writes`; the repair
+//! after an unclean stop is in [`repair`]. [`StoreError`] is this layer's one error type.
 //!
 //! Must not touch: actors, the registry's maps, HTTP.
 
-mod checkpoint;
 pub mod codec;
-pub mod commit;
-mod deferred;
 pub mod disk;
 mod error;
 pub mod expiry;
+pub mod format;
 pub mod keys;
+pub mod log;
+#[cfg(test)]
+mod model_tests;
 mod opening;
-mod order_chunks;
 pub mod order_ids;
+pub mod pending;
 mod reads;
 pub mod repair;
-mod sled_engine;
-mod storage;
+pub mod snapshot;
 #[cfg(test)]
 mod tests;
-pub mod wal;
 mod writes;
 
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
-use std::time::Duration;
 
-use commit::{Committer, FatalHandler};
 use disk::{DiskState, DiskWatch, Reserve};
-use tokio::sync::oneshot;
-use wal::{LogEntry, WalDir};
+use log::wal::LogEntry;
+use log::{ChangeLog, FatalHandler};
 
 pub use error::StoreError;
-pub use order_chunks::OrderPacking;
+pub use log::{Durability, OnDurable, Written};
+pub use pending::{PendingWrites, Storage};
 pub use reads::{Census, LoadedCustomer};
-pub use sled_engine::SledStorage;
-pub use storage::{Entry, Storage, WriteBatch};
+pub use snapshot::{Entry, SledSnapshot, Snapshot, WriteBatch};
 pub use writes::{
     add_customer_record, add_idempotency_record, add_new_customer, add_order, add_order_record,
     IdempotencyWrite,
 };
 
 use crate::domain::ids::IdRange;
-
-/// Whether a write is acknowledged only once it is on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// Every write goes to the write-ahead log, and is answered once group commit has synced
-    /// it (the default); under heavy load a sync may wait up to `commit_interval` for writers
-    /// to gather (see [`commit`]).
-    Sync {
-        /// How long after a busy sync's start the next may wait for writers; zero for never.
-        commit_interval: Duration,
-    },
-    /// Answer at once, with no log; sled flushes in the background. Loses recent writes on a
-    /// crash.
-    Async,
-}
-
-/// What is to happen once a write is on disk, before its writer is answered (publishing
-/// what it wrote, releasing what the writer held while it was made). Group commit runs it on
-/// its own thread right after the sync, so no task has to be woken for it; without
-/// durability it runs at once. It is dropped unrun if the write never reaches the disk, so
-/// whatever it holds is released either way.
-pub type OnDurable = Box<dyn FnOnce() + Send>;
-
-/// A write made in the engine, on its way to disk: answer its client only once
-/// [`Written::durable`] completes. Dropping it drops nothing but the wait.
-#[must_use = "a write may be acknowledged only once it is durable"]
-pub struct Written {
-    /// Completes once group commit has synced the write; `None` without durability.
-    on_disk: Option<oneshot::Receiver<()>>,
-}
-
-impl Written {
-    /// Completes when the write, and every write submitted before it, is on disk (at once
-    /// without durability).
-    pub async fn durable(self) -> Result<(), StoreError> {
-        match self.on_disk {
-            None => Ok(()),
-            Some(on_disk) => on_disk.await.map_err(|_| StoreError::NotDurable),
-        }
-    }
-}
 
 /// What `open` found.
 #[derive(Debug, Clone, Copy)]
@@ -129,47 +93,17 @@ struct StoreInner {
     on_fatal: FatalHandler,
     /// The data directory's filesystem, when the store has one (tests may not).
     disk: Option<DiskWatch>,
-    /// How writes reach the disk; `None` once closed. Read-locked by every write method
-    /// (shared, never contended); write-locked only by `close`.
-    writes: RwLock<Option<Writes>>,
-}
-
-/// How the store's writes reach the disk while it is open.
-enum Writes {
-    /// Through the write-ahead log: answered once group commit has synced them.
-    Logged(Committer),
-    /// Answered at once, with no log (durability off; log entries are dropped unread);
-    /// sled flushes in the background.
-    AtOnce,
-}
-
-impl Writes {
-    /// Hands `writes` (a log entry's bytes; none for a bare wait) to group commit, with what
-    /// is to run once they are on disk (at once without a log).
-    fn submit(
-        &self,
-        writes: Vec<u8>,
-        on_durable: Option<OnDurable>,
-    ) -> Result<Written, StoreError> {
-        let on_disk = match self {
-            Writes::Logged(committer) => Some(committer.submit(writes, on_durable)?),
-            Writes::AtOnce => {
-                if let Some(on_durable) = on_durable {
-                    on_durable();
-                }
-                None
-            }
-        };
-        Ok(Written { on_disk })
-    }
+    /// The log that acknowledges writes; `None` once closed. Read-locked by every write
+    /// method (shared, never contended); write-locked only by `close`.
+    log: RwLock<Option<Box<dyn ChangeLog>>>,
 }
 
 /// A write method's admission ([`Store::open_for_writes`]): while it is held, `close` waits.
-struct Admitted<'a>(RwLockReadGuard<'a, Option<Writes>>);
+struct Admitted<'a>(RwLockReadGuard<'a, Option<Box<dyn ChangeLog>>>);
 
 impl Admitted<'_> {
-    fn writes(&self) -> &Writes {
-        self.0.as_ref().expect("admitted only while open")
+    fn log(&self) -> &dyn ChangeLog {
+        &**self.0.as_ref().expect("admitted only while open")
     }
 
     /// An entry to record a change's writes in.
@@ -177,70 +111,21 @@ impl Admitted<'_> {
         LogEntry::new()
     }
 
-    /// Whether writes go through the log (durability on): the one place that knows.
+    /// Whether the log makes writes durable (durability on), so that a new record may wait
+    /// in the pending layer.
     fn is_logged(&self) -> bool {
-        matches!(self.writes(), Writes::Logged(_))
+        self.log().is_durable()
     }
 
-    /// Hands the log entry of writes just made in the engine to group commit.
+    /// Hands the log entry of writes just made to the log.
     fn commit(&self, entry: LogEntry) -> Result<Written, StoreError> {
-        self.writes().submit(entry.into_bytes(), None)
+        self.log().submit(entry.into_bytes(), None)
     }
 
-    /// [`Admitted::commit`], with `on_durable` to run once the writes are on disk.
+    /// [`Admitted::commit`], with `on_durable` to run once the writes are durable.
     fn commit_then(&self, entry: LogEntry, on_durable: OnDurable) -> Result<Written, StoreError> {
-        self.writes().submit(entry.into_bytes(), Some(on_durable))
+        self.log().submit(entry.into_bytes(), Some(on_durable))
     }
-}
-
-const FORMAT_MARKER: &str = "boxsub-store-v1";
-
-/// Replays into the engine what the write-ahead log in `dir` holds beyond the last
-/// checkpoint, makes that durable, and, with durability on, starts group commit on a fresh
-/// segment (see [`wal`]).
-fn open_log(
-    storage: &Arc<dyn Storage>,
-    dir: &Path,
-    durability: Durability,
-    on_fatal: &FatalHandler,
-) -> Result<Writes, StoreError> {
-    let wal = WalDir::open(dir)?;
-    let started = std::time::Instant::now();
-    let recovered = wal::recover(&wal, checkpoint::log_start(&**storage)?, &**storage)?;
-    // The replayed writes are durable, and the log starts afresh, before any segment is
-    // written again.
-    checkpoint::mark_log_start(&**storage, recovered.next_seq)?;
-    if recovered.frames > 0 {
-        tracing::info!(
-            frames = recovered.frames,
-            writes = recovered.writes,
-            millis = started.elapsed().as_millis() as u64,
-            "replayed the write-ahead log's writes that the store did not hold yet"
-        );
-    }
-    let Durability::Sync { commit_interval } = durability else {
-        return Ok(Writes::AtOnce);
-    };
-    let mut reusable = recovered.reusable;
-    let seq = recovered.next_seq;
-    let segment = if reusable.is_empty() {
-        wal.create(seq)?
-    } else {
-        wal.recycle(reusable.remove(0), seq)?
-    };
-    let segments = checkpoint::Segments {
-        reusable,
-        next_seq: seq + 1,
-    };
-    Committer::start(
-        storage.clone(),
-        wal,
-        segment,
-        segments,
-        on_fatal.clone(),
-        commit_interval,
-    )
-    .map(Writes::Logged)
 }
 
 impl Store {
@@ -257,13 +142,16 @@ impl Store {
             context: format!("creating data directory {}", dir.display()),
             source,
         })?;
+        // Before anything in the directory is touched: a store of another format is left
+        // exactly as it is.
+        format::check_or_create(dir)?;
         opening::remove_snapshot_leftovers(dir)?;
         let disk = DiskWatch::start(dir, options.reserve).map_err(|source| StoreError::Io {
             context: "starting the disk watch thread".into(),
             source,
         })?;
-        let storage = match SledStorage::open(dir, options.cache_bytes) {
-            Ok(storage) => storage.with_packing(Arc::new(OrderPacking)),
+        let snapshot = match SledSnapshot::open(dir, options.cache_bytes) {
+            Ok(snapshot) => snapshot,
             Err(error) => {
                 let _ = opening::remove_snapshot_leftovers(dir);
                 return Err(opening::explain(dir, error, disk.state()));
@@ -271,7 +159,7 @@ impl Store {
         };
         let disk_at_open = disk.state();
         Store::with_storage(
-            Arc::new(storage),
+            Arc::new(PendingWrites::over(Arc::new(snapshot))),
             dir,
             options.durability,
             on_fatal,
@@ -280,8 +168,9 @@ impl Store {
         .map_err(|error| opening::explain_start(dir, error, disk_at_open))
     }
 
-    /// A store over any [`Storage`] (tests inject faults this way), with an optional watch
-    /// over its directory's filesystem.
+    /// A store over any [`Storage`] (production: [`PendingWrites`] over a [`SledSnapshot`]; tests
+    /// inject faults by wrapping it or by putting a [`Snapshot`] of their own under it), with
+    /// an optional watch over its directory's filesystem.
     pub fn with_storage(
         storage: Arc<dyn Storage>,
         dir: &Path,
@@ -292,17 +181,12 @@ impl Store {
         let format = storage.get(keys::FORMAT_KEY)?;
         let fresh = format.is_none();
         match format {
-            Some(found) if found == FORMAT_MARKER.as_bytes() => {}
-            Some(found) => {
-                return Err(StoreError::Format {
-                    path: dir.display().to_string(),
-                    found: String::from_utf8_lossy(&found).into_owned(),
-                    expected: FORMAT_MARKER.into(),
-                })
-            }
+            Some(found) if found == format::CURRENT.as_bytes() => {}
+            Some(found) => return Err(format::refused(dir, &String::from_utf8_lossy(&found))),
             None => {
-                // A single write, not a batch: see `Storage::apply` on what a batch costs.
-                storage.put(keys::FORMAT_KEY, FORMAT_MARKER.as_bytes().to_vec())?;
+                format::record_if_missing(dir)?;
+                // A single write, not a batch: see `Snapshot::apply` on what a batch costs.
+                storage.put(keys::FORMAT_KEY, format::CURRENT.as_bytes().to_vec())?;
                 storage.sync()?;
             }
         }
@@ -313,13 +197,13 @@ impl Store {
             None => false,
         };
         storage.sync()?;
-        let writes = open_log(&storage, dir, durability, &on_fatal)?;
+        let log = log::open(&storage, dir, durability, &on_fatal)?;
         let store = Store {
             inner: Arc::new(StoreInner {
                 storage,
                 on_fatal,
                 disk,
-                writes: RwLock::new(Some(writes)),
+                log: RwLock::new(Some(log)),
             }),
         };
         if !closed_cleanly && !fresh {
@@ -368,11 +252,11 @@ impl Store {
     /// [`Store::open_for_writes`] for removals, which give space back and so go on while
     /// the disk refuses writes.
     fn open_even_if_refused(&self) -> Result<Admitted<'_>, StoreError> {
-        let writes = self.writes();
-        if writes.is_none() {
+        let log = self.log();
+        if log.is_none() {
             return Err(StoreError::Closed);
         }
-        Ok(Admitted(writes))
+        Ok(Admitted(log))
     }
 
     /// `Err(Refused)` while the disk is nearly full or the directory does not take writes.
@@ -403,17 +287,17 @@ impl Store {
     /// A wait that completes when every write made before the call is durable, submitted
     /// at once (whether or not the disk refuses writes) and awaited later.
     pub fn barrier(&self) -> Result<Written, StoreError> {
-        match self.writes().as_ref() {
+        match self.log().as_ref() {
             None => Err(StoreError::NotDurable),
-            Some(writes) => writes.submit(Vec::new(), None),
+            Some(log) => log.submit(Vec::new(), None),
         }
     }
 
-    /// How writes reach the disk, `None` once closed. Read-locked, shared and never
-    /// contended but by `close`.
-    fn writes(&self) -> RwLockReadGuard<'_, Option<Writes>> {
+    /// The log, `None` once closed. Read-locked, shared and never contended but by
+    /// `close`.
+    fn log(&self) -> RwLockReadGuard<'_, Option<Box<dyn ChangeLog>>> {
         self.inner
-            .writes
+            .log
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -422,19 +306,14 @@ impl Store {
     /// for the write methods under way; every write after it is refused with
     /// [`StoreError::Closed`].
     pub fn close(&self) -> Result<(), StoreError> {
-        let writes = self
+        let log = self
             .inner
-            .writes
+            .log
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
-        let last_segment = match writes {
-            Some(Writes::Logged(mut committer)) => committer.stop(),
-            Some(Writes::AtOnce) | None => None,
-        };
-        // Everything logged is in sled: once sled is on disk, no segment needs replaying.
-        match last_segment {
-            Some(seq) => checkpoint::mark_log_start(&*self.inner.storage, seq + 1)?,
+        match log {
+            Some(mut log) => log.close(&*self.inner.storage)?,
             None => self.inner.storage.sync()?,
         }
         // Last, once everything else is on disk (see `keys::CLEAN_SHUTDOWN_KEY`).
@@ -462,12 +341,10 @@ impl Store {
             )?
             .and_then(|(key, _)| keys::trailing_id(&key))
             .unwrap_or(range.first() - 1);
-        // Stores written before reservations kept an order → customer index instead.
         let reserved = storage
             .get(keys::ORDER_IDS_RESERVED)?
             .and_then(|value| keys::trailing_id(&value))
-            .unwrap_or(0)
-            .max(last_id(keys::LEGACY_ORDER_OWNER)?);
+            .unwrap_or(0);
         if reserved >= range.end() {
             return Err(StoreError::CannotOpen {
                 path: String::new(),
@@ -514,7 +391,7 @@ impl Store {
             cache_bytes: 1 << 20,
             reserve: Reserve::Bytes(0),
         };
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             match Store::open(dir, options, Arc::new(|_: &StoreError| {})) {
                 Ok(store) => return store,
@@ -522,7 +399,7 @@ impl Store {
                     if reason.contains("another process")
                         && std::time::Instant::now() < deadline =>
                 {
-                    std::thread::sleep(Duration::from_millis(10));
+                    std::thread::sleep(std::time::Duration::from_millis(10));
                 }
                 Err(error) => panic!("the store opens: {error}"),
             }

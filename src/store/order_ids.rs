@@ -3,9 +3,10 @@
 //! start; instead the store keeps the highest id ever *reserved*, raised one block ahead of
 //! use. After a restart the sequence continues above it, leaving at most one block unused.
 //!
-//! The reservation is written before any id of its block goes out, through the same sled
-//! log as the orders that use those ids, so an order that is on disk implies its
-//! reservation is too. Must not touch: anything but the reservation key.
+//! The reservation is written before any id of its block goes out, and handed to the log
+//! (`store::log`) ahead of the orders that use those ids: the log answers in order, so an
+//! order that is acknowledged implies its reservation is durable too, and a replay brings
+//! both back. Must not touch: anything but the reservation key.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;

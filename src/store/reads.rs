@@ -5,8 +5,8 @@
 
 use super::codec::{decode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
 use super::error::corrupt;
-use super::order_chunks::{for_each_stored_order, stored_order, StoredOrder};
-use super::storage::prefix_end;
+use super::pending::order_chunks::{for_each_stored_order, stored_order, StoredOrder};
+use super::snapshot::prefix_end;
 use super::{keys, Store, StoreError};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{Frequency, Order};

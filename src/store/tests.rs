@@ -138,20 +138,22 @@ fn a_data_dir_that_is_a_file_is_refused_with_its_path() {
     assert!(error.to_string().contains("not-a-dir"), "{error}");
 }
 
-/// An engine that keeps in memory what it was told and, on disk, only what it held at its
-/// last sync: a crash ([`LossyEngine::after_crash`]) loses every write since. sled after a
-/// `kill -9` or a power cut keeps a prefix of its writes; this keeps the shortest one, so
-/// that everything acknowledged must come back from the write-ahead log.
+/// A snapshot that keeps in memory what it was told and, on disk, only what it held at its
+/// last flush: a crash ([`LossySnapshot::after_crash`]) loses every write since. sled after
+/// a `kill -9` or a power cut keeps a prefix of its writes; this keeps the shortest one, so
+/// that everything acknowledged must come back from the write-ahead log. The store's own
+/// pending layer runs over it, so what waits there is lost at a crash too.
 #[derive(Default)]
-struct LossyEngine {
+pub(crate) struct LossySnapshot {
     live: std::sync::Mutex<std::collections::BTreeMap<Vec<u8>, Vec<u8>>>,
     on_disk: std::sync::Mutex<std::collections::BTreeMap<Vec<u8>, Vec<u8>>>,
 }
 
-impl LossyEngine {
-    fn after_crash(&self) -> Arc<LossyEngine> {
+impl LossySnapshot {
+    /// What a process starting after a crash finds: the state of the last flush.
+    pub(crate) fn after_crash(&self) -> Arc<LossySnapshot> {
         let on_disk = self.on_disk.lock().unwrap().clone();
-        Arc::new(LossyEngine {
+        Arc::new(LossySnapshot {
             live: std::sync::Mutex::new(on_disk.clone()),
             on_disk: std::sync::Mutex::new(on_disk),
         })
@@ -160,9 +162,17 @@ impl LossyEngine {
     fn live(&self) -> std::sync::MutexGuard<'_, std::collections::BTreeMap<Vec<u8>, Vec<u8>>> {
         self.live.lock().unwrap()
     }
+
+    /// Every entry it holds now (in memory), in key order.
+    pub(crate) fn entries(&self) -> Vec<Entry> {
+        self.live()
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect()
+    }
 }
 
-impl Storage for LossyEngine {
+impl Snapshot for LossySnapshot {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.live().get(key).cloned())
     }
@@ -192,16 +202,6 @@ impl Storage for LossyEngine {
         }
         Ok(holds)
     }
-    fn scan(&self, prefix: &[u8], skip: usize, limit: usize) -> Result<Vec<Entry>, StoreError> {
-        Ok(self
-            .live()
-            .range(prefix.to_vec()..)
-            .take_while(|(key, _)| key.starts_with(prefix))
-            .skip(skip)
-            .take(limit)
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect())
-    }
     fn for_each_between(
         &self,
         from: &[u8],
@@ -229,16 +229,17 @@ impl Storage for LossyEngine {
             .last()
             .map(|(key, value)| (key.clone(), value.clone())))
     }
-    fn sync(&self) -> Result<(), StoreError> {
+    fn flush(&self) -> Result<(), StoreError> {
         let live = self.live().clone();
         *self.on_disk.lock().unwrap() = live;
         Ok(())
     }
 }
 
-fn over(engine: &Arc<LossyEngine>, dir: &Path) -> Store {
+/// A durable store over `snapshot`, with the store's own pending layer between.
+fn over(snapshot: &Arc<LossySnapshot>, dir: &Path) -> Store {
     Store::with_storage(
-        engine.clone(),
+        Arc::new(PendingWrites::over(snapshot.clone())),
         dir,
         Durability::Sync {
             commit_interval: std::time::Duration::ZERO,
@@ -334,7 +335,7 @@ fn assert_all_there(store: &Store, expected: &[(Customer, Vec<u64>)]) {
 #[test]
 fn every_acknowledged_write_comes_back_from_the_log_after_a_crash() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Arc::new(LossyEngine::default());
+    let engine = Arc::new(LossySnapshot::default());
     let store = over(&engine, dir.path());
     let expected = acknowledged_changes(&store);
     // The crash: the engine keeps only what it held at its last sync, which is at open,
@@ -359,7 +360,7 @@ fn every_acknowledged_write_comes_back_from_the_log_after_a_crash() {
 #[test]
 fn a_torn_last_frame_is_dropped_whole_and_what_came_before_it_is_kept() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Arc::new(LossyEngine::default());
+    let engine = Arc::new(LossySnapshot::default());
     let store = over(&engine, dir.path());
     let expected = acknowledged_changes(&store);
     // One more create, its frame then cut short as a crash in mid-append leaves it.
@@ -377,9 +378,12 @@ fn a_torn_last_frame_is_dropped_whole_and_what_came_before_it_is_kept() {
         .unwrap();
     let after = engine.after_crash();
     drop(store);
-    let wal = wal::WalDir::open(dir.path()).unwrap();
+    let wal = log::wal::WalDir::open(dir.path()).unwrap();
     let last = *wal.segments().unwrap().first().unwrap();
-    let path = dir.path().join(wal::DIR_NAME).join(format!("{last:016x}"));
+    let path = dir
+        .path()
+        .join(log::wal::DIR_NAME)
+        .join(format!("{last:016x}"));
     let bytes = std::fs::read(&path).unwrap();
     let end = bytes.iter().rposition(|byte| *byte != 0).unwrap() + 1;
     for cut in [end - 1, end - 20, end - 60] {

@@ -6,7 +6,7 @@
 //! the [`Written`] it gets back), reads.
 
 use super::codec::{encode, CustomerRecord, IdempotencyRecord, OrderRecord};
-use super::wal::LogEntry;
+use super::log::wal::LogEntry;
 use super::{keys, OnDurable, Store, StoreError, WriteBatch, Written};
 use crate::domain::customer::Customer;
 use crate::domain::idempotency::Pending;
@@ -151,7 +151,7 @@ impl Store {
     }
 
     /// Sets `key` and records it in `entry`, letting the engine apply it later, since the
-    /// log makes it durable (see `Storage::put_deferred`): an order record, written once by
+    /// log makes it durable (see `Storage::put_pending`): an order record, written once by
     /// its customer's actor and then only read. Only for writes that go through the log.
     fn put_behind_log(
         &self,
@@ -160,7 +160,7 @@ impl Store {
         value: Vec<u8>,
     ) -> Result<(), StoreError> {
         entry.set(key, &value);
-        self.written(self.inner.storage.put_deferred(key, value))
+        self.written(self.inner.storage.put_pending(key, value))
     }
 
     /// Removes `key` where it still holds `expected`, recording it in `entry` if it did;

@@ -24,5 +24,6 @@ mod orders;
 mod robustness;
 mod schedules;
 mod sign_in;
+mod store_format;
 mod transfer;
 mod verify;

@@ -25,11 +25,10 @@ use tokio::sync::oneshot;
 
 use super::checkpoint::{self, Segments};
 use super::wal::{Frame, LogWriter, Segment, SpareSlot, WalDir};
-use super::{OnDurable, Storage, StoreError};
+use super::{FatalHandler, OnDurable};
 use crate::metrics::METRICS;
-
-/// Called when the store could not be made durable. In the server it ends the process.
-pub type FatalHandler = Arc<dyn Fn(&StoreError) + Send + Sync>;
+use crate::store::error::StoreError;
+use crate::store::pending::Storage;
 
 /// Where the flusher appends: the write-ahead log ([`LogWriter`]), or a stand-in in tests.
 pub trait Log: Send + 'static {

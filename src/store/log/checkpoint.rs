@@ -18,11 +18,11 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::commit::FatalHandler;
-use super::keys;
 use super::wal::{Segment, SpareSlot, WalDir};
-use super::{Storage, StoreError};
+use super::FatalHandler;
 use crate::metrics::METRICS;
+use crate::store::error::StoreError;
+use crate::store::pending::Storage;
 
 /// How long the checkpointer waits before trying again to make a spare segment it could not.
 pub const RETRY_SPARE: Duration = Duration::from_secs(1);
@@ -35,20 +35,23 @@ pub struct Segments {
     pub next_seq: u64,
 }
 
+/// The key under which the snapshot records where the log starts (`m wal-from`).
+pub const LOG_START_KEY: &[u8] = b"mwal-from";
+
 /// Records in `storage`, durably, that the log starts at segment `from`.
 pub fn mark_log_start(storage: &dyn Storage, from: u64) -> Result<(), StoreError> {
     // The writes the log holds before `from` reach sled's log ahead of the mark: sled
     // recovers a prefix of its log, so the mark must never be on disk without them.
-    storage.apply_deferred()?;
-    storage.put(keys::WAL_FROM, from.to_be_bytes().to_vec())?;
+    storage.apply_pending()?;
+    storage.put(LOG_START_KEY, from.to_be_bytes().to_vec())?;
     storage.sync()
 }
 
 /// Where the log starts, as the last checkpoint recorded it (0 for a store that has none).
 pub fn log_start(storage: &dyn Storage) -> Result<u64, StoreError> {
     Ok(storage
-        .get(keys::WAL_FROM)?
-        .and_then(|value| keys::trailing_id(&value))
+        .get(LOG_START_KEY)?
+        .and_then(|value| value.try_into().ok().map(u64::from_be_bytes))
         .unwrap_or(0))
 }
 

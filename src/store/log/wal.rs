@@ -38,8 +38,8 @@ use std::io::{ErrorKind, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::storage::Storage;
-use super::StoreError;
+use crate::store::error::StoreError;
+use crate::store::pending::Storage;
 
 /// Size of a segment; a batch larger than what is left of one starts the next, and one
 /// larger than a whole segment grows it. Checkpoints follow segments, so this also bounds
@@ -433,7 +433,7 @@ pub struct Recovered {
 
 /// Replays into `storage`, in order, every whole frame of the segments numbered `from` and
 /// up (the earlier ones are checkpointed), and says where the log continues. Replayed puts
-/// may wait in the engine (`Storage::put_deferred`); the caller applies them, makes the replay
+/// may wait in the engine (`Storage::put_pending`); the caller applies them, makes the replay
 /// durable and records the new checkpoint before reusing any segment
 /// (`checkpoint::mark_log_start` does all three).
 pub fn recover(wal: &WalDir, from: u64, storage: &dyn Storage) -> Result<Recovered, StoreError> {
@@ -460,7 +460,7 @@ pub fn recover(wal: &WalDir, from: u64, storage: &dyn Storage) -> Result<Recover
                     // replayed put into the engine (orders packed into their customer's
                     // chunks, skipping those a chunk holds already) before it marks the log's
                     // new start.
-                    LoggedWrite::Set { key, value } => storage.put_deferred(key, value.to_vec())?,
+                    LoggedWrite::Set { key, value } => storage.put_pending(key, value.to_vec())?,
                     LoggedWrite::RemoveIf { key, expected } => {
                         storage.remove_if(key, expected)?;
                     }

@@ -1,22 +1,22 @@
-//! Puts that sled applies later: the write-ahead log already makes a new order durable, so
-//! its record need not enter sled's tree on the request path. A deferred put waits in a
-//! lock-free ordered map that every read consults first, and is applied to sled in key
-//! order, in one pass, by the next checkpoint (before it marks the log's new start) or by a
-//! `sync`; the puts of one group (a customer's orders) are handed over together, for the
-//! store's packing to fold into one entry (`store::order_chunks`). Applied in a batch and
-//! away from the request, sled's inserts no longer crowd the request's own work out of the
-//! cores' caches: a durable order costs about 3 µs less CPU in all (docs/benchmarks.md,
-//! "2026-11-24, night: order records applied behind the log").
+//! The waiting puts: the write-ahead log already makes a new order durable, so its record
+//! need not enter the snapshot on the request path. A put waits in a lock-free ordered map
+//! that every read consults first, and is applied to the snapshot in key order, in one pass,
+//! by the next checkpoint (before it marks the log's new start) or by a flush; the puts of
+//! one group (a customer's orders) are handed over together, for [`super::order_chunks`] to
+//! fold into chunks. Applied in a batch and away from the request, the snapshot's inserts no
+//! longer crowd the request's own work out of the cores' caches: a durable order costs about
+//! 3 µs less CPU in all (docs/benchmarks.md, "2026-11-24, night: order records applied
+//! behind the log").
 //!
 //! The rules that keep reads and writes right while puts wait:
 //!
-//! - A read looks here before it looks in sled, and a pass removes an entry only after
-//!   writing it to sled, so a read never misses a put in between.
-//! - A scan takes its snapshot of the waiting puts before it walks sled, for the same
+//! - A read looks here before it looks in the snapshot, and a pass removes an entry only
+//!   after writing it to the snapshot, so a read never misses a put in between.
+//! - A scan takes its copy of the waiting puts before it walks the snapshot, for the same
 //!   reason; where both hold a key, the waiting value is the newer.
 //! - A direct write of a key that waits applies the waiting put first, under the lock a pass
 //!   holds, so that an older value never lands after a newer one.
-//! - At most [`CAPACITY`] puts wait: past that a put is written to sled at once, so memory
+//! - At most [`CAPACITY`] puts wait: past that a put is written to the snapshot at once, so memory
 //!   stays bounded should checkpoints fall behind.
 //!
 //! Must not touch: what the keys mean (the store's writers choose which puts may wait), the
@@ -34,23 +34,23 @@ use sled::IVec;
 pub const CAPACITY: usize = 1 << 17;
 
 /// Puts waiting to be applied to the engine, readable in key order.
-pub struct DeferredPuts {
+pub struct WaitingPuts {
     waiting: SkipMap<IVec, IVec>,
     /// Held while waiting puts are applied, by a pass or before a direct write.
     applying: Mutex<()>,
     capacity: usize,
 }
 
-impl Default for DeferredPuts {
+impl Default for WaitingPuts {
     fn default() -> Self {
-        DeferredPuts::with_capacity(CAPACITY)
+        WaitingPuts::with_capacity(CAPACITY)
     }
 }
 
-impl DeferredPuts {
+impl WaitingPuts {
     /// Room for at most `capacity` waiting puts.
     pub fn with_capacity(capacity: usize) -> Self {
-        DeferredPuts {
+        WaitingPuts {
             waiting: SkipMap::new(),
             applying: Mutex::new(()),
             capacity,
@@ -62,7 +62,7 @@ impl DeferredPuts {
     ///
     /// The caller is the key's only writer meanwhile (the store's writers of one key take
     /// turns).
-    pub fn defer(&self, key: &[u8], value: IVec) -> Result<(), IVec> {
+    pub fn wait(&self, key: &[u8], value: IVec) -> Result<(), IVec> {
         if self.waiting.len() >= self.capacity && !self.waiting.contains_key(key) {
             return Err(value);
         }
@@ -171,22 +171,18 @@ impl DeferredPuts {
     }
 }
 
-/// Merges `waiting` (a snapshot from [`DeferredPuts::between`], in key order) into the
-/// engine's entries of the same range (in key order), calling `visit` with each key once
-/// until it returns false; a waiting value wins over the engine's.
-pub fn visit_merged<K, V, E>(
+/// Merges `waiting` (a copy from [`WaitingPuts::between`], in key order) into the entries
+/// that `walk` hands its callback (the snapshot's entries of the same range, in key order,
+/// for as long as the callback returns true), calling `visit` with each key once until it
+/// returns false; a waiting value wins over the snapshot's.
+pub fn visit_merged<E>(
     waiting: Vec<(IVec, IVec)>,
-    engine: impl Iterator<Item = Result<(K, V), E>>,
+    walk: impl FnOnce(&mut dyn FnMut(&[u8], &[u8]) -> bool) -> Result<(), E>,
     visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
-) -> Result<(), E>
-where
-    K: AsRef<[u8]>,
-    V: AsRef<[u8]>,
-{
+) -> Result<(), E> {
     let mut waiting = waiting.into_iter().peekable();
-    for entry in engine {
-        let (key, value) = entry?;
-        let key = key.as_ref();
+    let mut stopped = false;
+    walk(&mut |key, value| {
         let mut shadowed = false;
         while let Some((next, _)) = waiting.peek() {
             let order = next.as_ref().cmp(key);
@@ -195,20 +191,25 @@ where
             }
             let (next, waiting_value) = waiting.next().expect("peeked");
             if !visit(&next, &waiting_value) {
-                return Ok(());
+                stopped = true;
+                return false;
             }
             if order == Ordering::Equal {
                 shadowed = true;
                 break;
             }
         }
-        if !shadowed && !visit(key, value.as_ref()) {
-            return Ok(());
+        if !shadowed && !visit(key, value) {
+            stopped = true;
+            return false;
         }
-    }
-    for (key, value) in waiting {
-        if !visit(&key, &value) {
-            break;
+        true
+    })?;
+    if !stopped {
+        for (key, value) in waiting {
+            if !visit(&key, &value) {
+                break;
+            }
         }
     }
     Ok(())
@@ -236,10 +237,15 @@ mod tests {
         stop_after: usize,
     ) -> Vec<(Vec<u8>, Vec<u8>)> {
         let mut seen = Vec::new();
-        let entries = engine
-            .iter()
-            .map(|(k, v)| Ok::<_, ()>((k.clone(), v.clone())));
-        visit_merged(waiting_of(waiting), entries, &mut |key, value| {
+        let walk = |callback: &mut dyn FnMut(&[u8], &[u8]) -> bool| {
+            for (key, value) in engine {
+                if !callback(key, value) {
+                    break;
+                }
+            }
+            Ok::<_, ()>(())
+        };
+        visit_merged(waiting_of(waiting), walk, &mut |key, value| {
             seen.push((key.to_vec(), value.to_vec()));
             seen.len() < stop_after
         })
@@ -274,30 +280,25 @@ mod tests {
     #[test]
     fn an_engine_error_ends_the_walk_with_it() {
         let mut seen = 0;
-        let entries = vec![
-            Ok((iv(b"a"), iv(b"1"))),
-            Err("broken"),
-            Ok((iv(b"c"), iv(b"3"))),
-        ];
-        let result = visit_merged(
-            vec![(iv(b"b"), iv(b"2"))],
-            entries.into_iter(),
-            &mut |_, _| {
-                seen += 1;
-                true
-            },
-        );
+        let walk = |callback: &mut dyn FnMut(&[u8], &[u8]) -> bool| {
+            callback(b"a", b"1");
+            Err("broken")
+        };
+        let result = visit_merged(vec![(iv(b"b"), iv(b"2"))], walk, &mut |_, _| {
+            seen += 1;
+            true
+        });
         assert_eq!(result, Err("broken"));
         assert_eq!(seen, 1);
     }
 
     #[test]
     fn waiting_puts_are_read_in_key_order_until_applied() {
-        let puts = DeferredPuts::default();
-        puts.defer(b"b", iv(b"2")).unwrap();
-        puts.defer(b"a", iv(b"1")).unwrap();
-        puts.defer(b"c", iv(b"3")).unwrap();
-        puts.defer(b"a", iv(b"1 again")).unwrap();
+        let puts = WaitingPuts::default();
+        puts.wait(b"b", iv(b"2")).unwrap();
+        puts.wait(b"a", iv(b"1")).unwrap();
+        puts.wait(b"c", iv(b"3")).unwrap();
+        puts.wait(b"a", iv(b"1 again")).unwrap();
         assert_eq!(puts.get(b"a"), Some(iv(b"1 again")));
         assert_eq!(puts.get(b"d"), None);
         let range: Vec<_> = puts.between(b"a", Some(b"c"));
@@ -341,9 +342,9 @@ mod tests {
 
     #[test]
     fn puts_sharing_a_group_prefix_are_written_as_one_run() {
-        let puts = DeferredPuts::default();
+        let puts = WaitingPuts::default();
         for key in [&b"a1"[..], b"a2", b"b1", b"c", b"c1", b"c2"] {
-            puts.defer(key, iv(key)).unwrap();
+            puts.wait(key, iv(key)).unwrap();
         }
         let mut runs = Vec::new();
         let count = puts
@@ -374,11 +375,11 @@ mod tests {
 
     #[test]
     fn a_put_made_while_its_older_value_is_applied_still_waits() {
-        let puts = DeferredPuts::default();
-        puts.defer(b"k", iv(b"old")).unwrap();
+        let puts = WaitingPuts::default();
+        puts.wait(b"k", iv(b"old")).unwrap();
         puts.apply_all(no_groups, |_, run| {
             // The key's writer puts again between the pass's read and its removal.
-            puts.defer(run[0].0, iv(b"new")).unwrap();
+            puts.wait(run[0].0, iv(b"new")).unwrap();
             Ok::<_, ()>(())
         })
         .unwrap();
@@ -388,9 +389,9 @@ mod tests {
 
     #[test]
     fn a_failed_pass_leaves_what_it_did_not_write_waiting() {
-        let puts = DeferredPuts::default();
+        let puts = WaitingPuts::default();
         for key in [b"a", b"b", b"c"] {
-            puts.defer(key, iv(key)).unwrap();
+            puts.wait(key, iv(key)).unwrap();
         }
         let result = puts.apply_all(no_groups, |_, run| {
             if run[0].0 == b"b" {
@@ -407,9 +408,9 @@ mod tests {
 
     #[test]
     fn a_direct_write_applies_its_keys_waiting_put_first() {
-        let puts = DeferredPuts::default();
-        puts.defer(b"a", iv(b"1")).unwrap();
-        puts.defer(b"b", iv(b"2")).unwrap();
+        let puts = WaitingPuts::default();
+        puts.wait(b"a", iv(b"1")).unwrap();
+        puts.wait(b"b", iv(b"2")).unwrap();
         let mut written = Vec::new();
         puts.apply_key(b"a", |key, value| {
             written.push((key.to_vec(), value.to_vec()));
@@ -425,11 +426,11 @@ mod tests {
 
     #[test]
     fn past_its_capacity_a_new_key_is_given_back_and_a_waiting_one_replaced() {
-        let puts = DeferredPuts::with_capacity(2);
-        puts.defer(b"a", iv(b"1")).unwrap();
-        puts.defer(b"b", iv(b"2")).unwrap();
-        assert_eq!(puts.defer(b"c", iv(b"3")), Err(iv(b"3")));
-        puts.defer(b"a", iv(b"1 again")).unwrap();
+        let puts = WaitingPuts::with_capacity(2);
+        puts.wait(b"a", iv(b"1")).unwrap();
+        puts.wait(b"b", iv(b"2")).unwrap();
+        assert_eq!(puts.wait(b"c", iv(b"3")), Err(iv(b"3")));
+        puts.wait(b"a", iv(b"1 again")).unwrap();
         assert_eq!(puts.len(), 2);
         assert_eq!(puts.get(b"a"), Some(iv(b"1 again")));
     }

@@ -1,0 +1,1 @@
+//! The model test of the whole store (being written).
