@@ -383,21 +383,37 @@ def text_input(max_len, nullable=False, description=None):
     return s
 
 
-schemas["AddressInput"] = {
+ADDRESS_INPUT_PROPERTIES = {
+    name: text_input(1000 if name == "delivery_note" else 255, nullable=True)
+    for name in ADDRESS_FIELDS
+}
+ADDRESS_INPUT_COMMON = (
+    "Each field is a string (a number is kept as its JSON text), trimmed, at most 255 "
+    "characters (`delivery_note`: 1000). An empty string or `null` clears the field. "
+    "`null` for the whole address is ignored. Unknown fields are ignored. Which fields a "
+    "webstore requires is in its `require_*` settings (`GET /v1/webstore`); "
+    "`require_phone` means at least one of `home_phone`, `mobile_phone`, `work_phone` "
+    "(error field `address.phone`).")
+
+# Two schemas, not one shared: a create and a partial update differ in what must be
+# present, and a tool that learns rules from one operation's answers must not carry them
+# to the other.
+schemas["AddressCreate"] = {
     "type": ["object", "null"],
     "description": (
-        "Address fields to set. Each is a string (a number is kept as its JSON text), "
-        "trimmed, at most 255 characters (`delivery_note`: 1000). An empty string or "
-        "`null` clears the field. Absent fields are kept on update. Which fields are "
-        "required depends on the webstore's `require_*` settings (`GET /v1/webstore`): "
-        "a required field must be non-blank on create, and must not be cleared on update. "
-        "`require_phone` means at least one of `home_phone`, `mobile_phone`, "
-        "`work_phone` (error field `address.phone`). `null` for the whole address is "
-        "ignored. Unknown fields are ignored."),
-    "properties": {
-        name: text_input(1000 if name == "delivery_note" else 255, nullable=True)
-        for name in ADDRESS_FIELDS
-    },
+        "The new customer's address. A field the webstore requires must be present and "
+        "non-blank (`can't be blank` otherwise); the others may be left out. "
+        + ADDRESS_INPUT_COMMON),
+    "properties": ADDRESS_INPUT_PROPERTIES,
+}
+schemas["AddressUpdate"] = {
+    "type": ["object", "null"],
+    "description": (
+        "A partial update of the address: every field is optional, and a field left out "
+        "keeps its value, so `{\"city\": \"York\"}` changes the city alone. A field the "
+        "webstore requires may be changed but not cleared (`can't be blank`). "
+        + ADDRESS_INPUT_COMMON),
+    "properties": ADDRESS_INPUT_PROPERTIES,
 }
 
 NAME_TEXT = {
@@ -427,7 +443,6 @@ customer_props = {
     "delivery_service_id": dict(
         sref("IdInput"),
         description="A delivery service of the caller's webstore (`is invalid` otherwise)."),
-    "address": sref("AddressInput"),
     "password": PASSWORD,
 }
 
@@ -437,7 +452,7 @@ schemas["CustomerCreate"] = {
         "A new customer. Unknown fields, and fields the server owns (`id`, `number`, "
         "`name`, ...), are ignored."),
     "required": ["first_name", "email", "delivery_service_id"],
-    "properties": customer_props,
+    "properties": dict(customer_props, address=sref("AddressCreate")),
     "examples": [CUSTOMER_CREATE_EX["customer"]],
 }
 schemas["CustomerUpdate"] = {
@@ -446,7 +461,7 @@ schemas["CustomerUpdate"] = {
         "The fields to change; absent fields keep their value (PATCH and PUT alike). "
         "`first_name`, `email` and `delivery_service_id` may not be `null` or blank. "
         "Unknown fields are ignored."),
-    "properties": customer_props,
+    "properties": dict(customer_props, address=sref("AddressUpdate")),
     "examples": [{"last_name": "Lee", "address": {"delivery_note": "Back door"}}],
 }
 
