@@ -1,36 +1,25 @@
-//! The key layout of boxsub's one sled tree. Numbers are big-endian so that byte order is
-//! numeric order, which the range scans below rely on.
+//! The keys of boxsub's store. The layout itself (each key, its value and who writes it) is
+//! documented once, in `docs/storage.md` ("## Key layout"), and [`layout`] holds that table
+//! to the code: a test below reads the document and compares. Numbers are big-endian so that
+//! byte order is numeric order, which the range scans below rely on.
 //!
-//! A customer is written key by key, not in a batch (sled 0.34's batches cost about three
-//! times a customer create's CPU; see `Storage::apply`): its email's `e` entry, its number's
-//! `n` entry, then its `c` record. The record is the commit point: a customer exists when its
-//! record does, and an `e` entry counts only while the record it names holds that email. A
-//! crash between the writes can leave entries naming no record; the store is then opened
-//! without the clean-shutdown marker below, and `store::repair` puts the entries right from
-//! the records before anything is served. A keyed create writes its `i` record first, then
-//! what it creates; the service counts an `i` record only while the customer or order its
-//! `Location` names exists. Only imports still write batches.
-//!
-//! | prefix | key                                   | value                          |
-//! |--------|---------------------------------------|--------------------------------|
-//! | `c`    | customer id                           | customer record                |
-//! | `o`    | customer id, order id                 | order record                   |
-//! | `r`    | order id                              | customer id (no longer written) |
-//! | `e`    | webstore id, 0, folded email          | customer id                    |
-//! | `n`    | webstore id, 0, customer number       | customer id                    |
-//! | `i`    | webstore id, 0, idempotency key       | idempotency record             |
-//! | `m`    | name                                  | store metadata                 |
+//! A customer is written key by key, not in a batch (see `Snapshot::apply` on what a batch
+//! costs in sled 0.34, and docs/design.md, "Why not batches everywhere"): its email's `e`
+//! entry, its number's `n` entry, then its `c` record. The record is the commit point: a
+//! customer exists when its record does, and an `e` entry counts only while the record it
+//! names holds that email. A crash between the writes can leave entries naming no record;
+//! the store is then opened without the clean-shutdown marker below, and `store::repair`
+//! puts the entries right from the records before anything is served. A keyed create writes
+//! its `i` record first, then what it creates; the service counts an `i` record only while
+//! the customer or order its `Location` names exists. Only imports and seeding still write
+//! batches.
 //!
 //! The order → customer index is not stored: it is rebuilt in memory from the `o` keys.
-//! Stores written before that change still hold `r` entries; only their highest id is read,
-//! so that order ids continue above it.
 
 /// A customer record.
 pub const CUSTOMER: u8 = b'c';
 /// An order record, under its customer.
 pub const ORDER: u8 = b'o';
-/// Order id → customer id, written by earlier releases (see the table above).
-pub const LEGACY_ORDER_OWNER: u8 = b'r';
 /// Folded email → customer id, per webstore.
 pub const EMAIL: u8 = b'e';
 /// Customer number → customer id, per webstore.
@@ -46,9 +35,9 @@ pub const FORMAT_KEY: &[u8] = b"mformat";
 /// made durable) when it is opened. Its absence at open means the last process stopped
 /// without closing the store.
 pub const CLEAN_SHUTDOWN_KEY: &[u8] = b"mclean-shutdown";
-/// Key of the first write-ahead log segment not yet checkpointed into the store (see
-/// `store::checkpoint`): a start replays the log from there.
-pub const WAL_FROM: &[u8] = b"mwal-from";
+/// Key of the first write-ahead log segment not yet checkpointed into the snapshot (see
+/// `store::log::checkpoint`, which owns it): a start replays the log from there.
+pub const WAL_FROM: &[u8] = super::log::checkpoint::LOG_START_KEY;
 /// Key of the highest order id reserved (see `store::order_ids`).
 pub const ORDER_IDS_RESERVED: &[u8] = b"morder-ids-reserved";
 
@@ -77,8 +66,8 @@ pub fn order(customer: u64, order: u64) -> Vec<u8> {
 }
 
 /// `o` + customer id + the id of its first order + 0: a chunk of a customer's orders (see
-/// `store::order_chunks`). The last byte keeps the chunk's key apart from its first order's
-/// own key, under which that order's record may still wait to be packed.
+/// `store::pending::order_chunks`). The last byte keeps the chunk's key apart from its first
+/// order's own key, under which that order's record may still wait to be packed.
 pub fn order_chunk(customer: u64, first_order: u64) -> Vec<u8> {
     let mut key = order(customer, first_order);
     key.push(0);
@@ -151,6 +140,30 @@ pub fn trailing_id(bytes: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(tail))
 }
 
+/// The key layout as `docs/storage.md` tables it ("## Key layout"), in its order: each row's
+/// first column without its backticks, and an example key built as the store builds it. The
+/// test below holds the document's table to this list.
+pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("c + customer id", customer(7)),
+        ("o + customer id + order id", order(7, 9)),
+        ("o + customer id + first order id + 0", order_chunk(7, 9)),
+        (
+            "e + webstore id + 0 + folded email",
+            email("shop", "ann@example.com"),
+        ),
+        ("n + webstore id + 0 + customer number", number("shop", 3)),
+        (
+            "i + webstore id + 0 + idempotency key",
+            idempotency("shop", "k1"),
+        ),
+        ("m format", FORMAT_KEY.to_vec()),
+        ("m clean-shutdown", CLEAN_SHUTDOWN_KEY.to_vec()),
+        ("m wal-from", WAL_FROM.to_vec()),
+        ("m order-ids-reserved", ORDER_IDS_RESERVED.to_vec()),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -174,5 +187,55 @@ mod tests {
             idempotency_parts(&idempotency("shop", "key-1")),
             Some(("shop", "key-1"))
         );
+    }
+
+    /// The first column of the table under `## Key layout` in `markdown`, backticks removed,
+    /// row by row (the header row and the separator row skipped).
+    fn key_table(markdown: &str) -> Vec<String> {
+        let mut lines = markdown
+            .lines()
+            .skip_while(|line| line.trim() != "## Key layout")
+            .skip(1)
+            .skip_while(|line| !line.trim_start().starts_with('|'));
+        let header = lines.next().expect("a table under ## Key layout");
+        assert!(
+            header.contains("key") && header.contains("value") && header.contains("written by"),
+            "the table's header is `key | value | written by`: {header}"
+        );
+        let separator = lines.next().unwrap_or_default();
+        assert!(
+            separator.trim().starts_with("|-") || separator.trim().starts_with("| -"),
+            "a separator row after the header: {separator}"
+        );
+        lines
+            .take_while(|line| line.trim_start().starts_with('|'))
+            .map(|row| {
+                let first = row.split('|').nth(1).unwrap_or_default();
+                first.replace('`', "").trim().to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_key_table_in_docs_storage_md_is_the_code_s() {
+        let documented = key_table(include_str!("../../docs/storage.md"));
+        let layout = layout();
+        let names: Vec<&str> = layout.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            documented, names,
+            "docs/storage.md's key table and keys::layout() differ"
+        );
+        for (name, key) in &layout {
+            let letter = name.as_bytes()[0];
+            assert_eq!(key.first(), Some(&letter), "{name}: the key's first byte");
+            if letter == META {
+                let word = name.split_whitespace().nth(1).expect("`m` and a name");
+                assert_eq!(
+                    key.as_slice(),
+                    [b"m".as_slice(), word.as_bytes()].concat(),
+                    "{name}"
+                );
+            }
+        }
     }
 }

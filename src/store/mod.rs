@@ -12,7 +12,7 @@
 //!
 //! [`Store`] is what the registry and the customer actors use: it knows which keys a change
 //! writes (layout in [`keys`], records in [`codec`]) and which of them must be unique. This
-//! file opens the store (its [`format`] first) and runs its life (admitting writes,
+//! file opens the store (its [`mod@format`] first) and runs its life (admitting writes,
 //! durability, close); what it reads is in `reads`, what it writes in `writes`; the repair
 //! after an unclean stop is in [`repair`]. [`StoreError`] is this layer's one error type.
 //!
@@ -168,9 +168,9 @@ impl Store {
         .map_err(|error| opening::explain_start(dir, error, disk_at_open))
     }
 
-    /// A store over any [`Storage`] (production: [`PendingWrites`] over a [`SledSnapshot`]; tests
-    /// inject faults by wrapping it or by putting a [`Snapshot`] of their own under it), with
-    /// an optional watch over its directory's filesystem.
+    /// A store over any [`Storage`] (production: [`PendingWrites`] over a [`SledSnapshot`];
+    /// tests inject faults by wrapping it or by putting a [`Snapshot`] of their own under it),
+    /// with an optional watch over its directory's filesystem.
     pub fn with_storage(
         storage: Arc<dyn Storage>,
         dir: &Path,

@@ -1,5 +1,5 @@
 //! The store's reads: single records, the scans that rebuild the in-memory indexes at start,
-//! the exports' walks over every record, and the census of `boxsub verify`. A record that
+//! the exports' walks over every record, and the census of `--verify-store`. A record that
 //! does not decode is an error naming its key. Must not touch: writes (`writes`), the
 //! store's life (`super`).
 

@@ -1,7 +1,7 @@
 //! The store's writes: which keys a change writes, in which order, each a single-key write
 //! (see [`super::keys`] on commit points), under the guard that lets `close` wait for them,
 //! and each recorded in the change's log entry, handed to group commit once the change is
-//! made ([`super::wal`]); and the batch builders that `boxsub-tools seed` and imports share, so
+//! made ([`super::log::wal`]); and the batch builders that `boxsub-tools seed` and imports share, so
 //! that the layout has one author. Must not touch: durability (a writer waits for it through
 //! the [`Written`] it gets back), reads.
 
@@ -243,7 +243,7 @@ fn new_customer_entries(customer: &Customer, webstore_id: &str) -> [(Vec<u8>, Ve
     ]
 }
 
-/// Adds the writes that store a new customer to `batch` ([`new_customer_entries`], in their
+/// Adds the writes that store a new customer to `batch` (`new_customer_entries`, in their
 /// order). `boxsub-tools seed` writes customers through this, so the layout has one author.
 pub fn add_new_customer(batch: &mut WriteBatch, customer: &Customer, webstore_id: &str) {
     for (key, value) in new_customer_entries(customer, webstore_id) {

@@ -1,7 +1,8 @@
-//! Checkpoints: sled made durable behind the write-ahead log ([`super::wal`]), a segment at a
-//! time, on a thread of its own. When group commit moves on from a segment, every write that
-//! segment holds is already in sled's memory (a writer hands its writes to group commit only
-//! after making them), so one sled flush and fsync puts them all on disk. The same flush
+//! Checkpoints: the snapshot made durable behind the write-ahead log ([`super::wal`]), a
+//! segment at a time, on a thread of its own. When group commit moves on from a segment,
+//! every write that segment holds is already in the pending layer or the snapshot's memory (a
+//! writer hands its writes to group commit only after making them), so one pass applying the
+//! pending writes, then one sled flush and fsync, puts them all on disk. The same flush
 //! records that the log now starts at the next segment (`m wal-from`, written just before
 //! it: sled recovers a prefix of its own log, so the mark is never on disk without the
 //! writes before it). The segment is then renamed to become the writer's next spare. The
@@ -29,7 +30,7 @@ pub const RETRY_SPARE: Duration = Duration::from_secs(1);
 
 /// The segments the log may reuse, and the number the next spare takes.
 pub struct Segments {
-    /// Segments whose writes are all in sled on disk, oldest first.
+    /// Segments whose writes are all in the snapshot on disk, oldest first.
     pub reusable: Vec<u64>,
     /// The sequence number of the next spare.
     pub next_seq: u64,

@@ -1,5 +1,6 @@
-//! Group commit: a writer hands the single-key writes it has just made in sled to the
-//! flusher thread, encoded for the write-ahead log ([`super::wal`]), and waits. The flusher
+//! Group commit: a writer hands the single-key writes it has just made (in the pending
+//! layer) to the flusher thread, encoded for the write-ahead log ([`super::wal`]), and
+//! waits. The flusher
 //! takes every submission that has arrived, appends them to the log as one frame,
 //! `fdatasync`s it once for all of them, and only then answers them. Durability then costs
 //! one append and one sync per batch, not per write; sled itself is flushed behind the log,

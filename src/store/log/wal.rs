@@ -61,8 +61,8 @@ const REMOVE_IF: u8 = 2;
 const REMOVE: u8 = 3;
 
 /// The single-key writes of one change, encoded for the log, in the order they were made.
-/// Whether they reach a log at all is the store's to decide (`Writes` in `store/mod.rs`):
-/// without durability the bytes are dropped unread.
+/// Whether they reach a log at all is the log's to decide ([`super::ChangeLog`]): without
+/// durability ([`super::NoLog`]) the bytes are dropped unread.
 #[derive(Debug, Default)]
 pub struct LogEntry {
     writes: Vec<u8>,

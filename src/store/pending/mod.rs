@@ -1,5 +1,5 @@
 //! The pending layer: the writes the log already holds and the snapshot does not yet, over
-//! the snapshot. A new order's record waits here ([`waiting`]) instead of entering the
+//! the snapshot. A new order's record waits here (`waiting`) instead of entering the
 //! snapshot on the request path; a checkpoint applies every waiting put in one pass, a
 //! customer's orders packed into chunks ([`order_chunks`]). Every read of the store comes
 //! through here and sees the waiting puts over the snapshot's entries (the one read path);

@@ -429,11 +429,14 @@ mod tests {
         seen
     }
 
+    /// A chunk's key and the ids it holds.
+    type ChunkIds = (Vec<u8>, Vec<u64>);
+
     /// Checks the snapshot's layout: under `o` only chunks, each order once, each chunk's
     /// key its first order's; gives the (customer, id) it holds.
     fn held_once(snapshot: &LossySnapshot) -> Vec<(u64, u64)> {
         let mut held = Vec::new();
-        let mut by_customer: BTreeMap<u64, Vec<(Vec<u8>, Vec<u64>)>> = BTreeMap::new();
+        let mut by_customer: BTreeMap<u64, Vec<ChunkIds>> = BTreeMap::new();
         for (key, value) in snapshot.entries() {
             if key.first() != Some(&keys::ORDER) {
                 continue;
