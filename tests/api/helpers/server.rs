@@ -22,6 +22,7 @@ use super::fixtures::{default_catalogue, store_a, Creds};
 /// How long the server may take to print its `listening on` line.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The command that runs the binary under test, with the environment cleared of
 /// everything that could change its configuration.
 pub fn boxsub_command() -> Command {
     clean(Command::new(env!("CARGO_BIN_EXE_boxsub")))
