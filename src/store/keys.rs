@@ -36,8 +36,8 @@ pub const FORMAT_KEY: &[u8] = b"mformat";
 /// without closing the store.
 pub const CLEAN_SHUTDOWN_KEY: &[u8] = b"mclean-shutdown";
 /// Key of the first write-ahead log segment not yet checkpointed into the snapshot (see
-/// `store::log::checkpoint`, which owns it): a start replays the log from there.
-pub const WAL_FROM: &[u8] = super::log::checkpoint::LOG_START_KEY;
+/// `store::log::checkpoint`, which writes it): a start replays the log from there.
+pub const WAL_FROM: &[u8] = b"mwal-from";
 /// Key of the highest order id reserved (see `store::order_ids`).
 pub const ORDER_IDS_RESERVED: &[u8] = b"morder-ids-reserved";
 

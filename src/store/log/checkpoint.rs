@@ -23,6 +23,7 @@ use super::wal::{Segment, SpareSlot, WalDir};
 use super::FatalHandler;
 use crate::metrics::METRICS;
 use crate::store::error::StoreError;
+use crate::store::keys;
 use crate::store::pending::Storage;
 
 /// How long the checkpointer waits before trying again to make a spare segment it could not.
@@ -37,7 +38,7 @@ pub struct Segments {
 }
 
 /// The key under which the snapshot records where the log starts (`m wal-from`).
-pub const LOG_START_KEY: &[u8] = b"mwal-from";
+const LOG_START_KEY: &[u8] = keys::WAL_FROM;
 
 /// Records in `storage`, durably, that the log starts at segment `from`.
 pub fn mark_log_start(storage: &dyn Storage, from: u64) -> Result<(), StoreError> {
