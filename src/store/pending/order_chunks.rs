@@ -27,10 +27,10 @@
 
 use std::collections::BTreeMap;
 
-use super::super::codec::{encode_order_chunk, order_parts, CodecError};
-use super::super::error::{corrupt, StoreError};
-use super::super::keys;
 use super::Storage;
+use crate::store::codec::{encode_order_chunk, order_parts, CodecError};
+use crate::store::error::{corrupt, StoreError};
+use crate::store::keys;
 use crate::store::snapshot::{prefix_end, Entry, Snapshot};
 
 /// The most orders one chunk holds: about 2 KiB of value, small enough that rewriting a
