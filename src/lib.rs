@@ -19,7 +19,8 @@
 //!   one warp filter for authentication, routing, parsing, rendering and errors.
 //! - [`index`]: in-memory indexes of the stored orders (owner by order id; orders by
 //!   webstore and weekday), published to by actors once an order is durable.
-//! - [`store`]: persistence in sled: record encoding, key layout, group commit.
+//! - [`store`]: persistence in three layers (the log that acknowledges, pending writes, the
+//!   sled snapshot) under the repository that knows the key layout and record encoding.
 //! - [`transfer`]: export, import and online backups of a store.
 //! - [`metrics`]: the Prometheus metric families every layer counts into.
 //! - [`config`], [`commands`], [`startup`], [`keygen`]: the service binary's command line,
