@@ -116,7 +116,7 @@ pub fn seed_orders(
     store.apply(batch)?;
     let orders = last_order_id(customers, orders_per_customer);
     // Made durable by the close.
-    drop(store.reserve_order_ids(orders)?);
+    drop(store.reserve_order_ids(0, orders)?);
     store.close()?;
     Ok(Seeded {
         customers,

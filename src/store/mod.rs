@@ -342,8 +342,8 @@ impl Store {
             .and_then(|(key, _)| keys::trailing_id(&key))
             .unwrap_or(range.first() - 1);
         let reserved = storage
-            .get(keys::ORDER_IDS_RESERVED)?
-            .and_then(|value| keys::trailing_id(&value))
+            .last(keys::ORDER_IDS_RESERVED)?
+            .and_then(|(key, _)| keys::trailing_id(&key))
             .unwrap_or(0);
         if reserved >= range.end() {
             return Err(StoreError::CannotOpen {

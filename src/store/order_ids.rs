@@ -50,7 +50,8 @@ impl OrderIds {
             let through = id.saturating_add(BLOCK);
             // Not waited for: group commit answers in order, so the reservation is on disk
             // before any order with an id of the block is acknowledged.
-            drop(self.store.reserve_order_ids(through)?);
+            let previous = self.reserved.load(Ordering::Acquire);
+            drop(self.store.reserve_order_ids(previous, through)?);
             self.reserved.store(through, Ordering::Release);
         }
         Ok(id)

@@ -54,7 +54,7 @@ fn no_write_lands_after_close() {
     let after_close = store.create_customer(&customer(9, "late@b.c"), "shop", None);
     assert!(matches!(after_close, Err(StoreError::Closed)));
     assert!(matches!(
-        store.reserve_order_ids(10),
+        store.reserve_order_ids(0, 10),
         Err(StoreError::Closed)
     ));
     let mut kept = Vec::new();

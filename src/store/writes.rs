@@ -42,15 +42,19 @@ impl IdempotencyWrite {
 }
 
 impl Store {
-    /// Records that order ids up to `through` may be in use (see [`super::order_ids`]).
-    pub fn reserve_order_ids(&self, through: u64) -> Result<Written, StoreError> {
+    /// Records that order ids up to `through` may be in use (see [`super::order_ids`]),
+    /// in place of the reservation up to `previous`. Each reservation is a key of its own
+    /// and the highest counts, so that a crash that keeps this write in the snapshot but
+    /// loses its log frame cannot have the replay of an older reservation lower it again.
+    pub fn reserve_order_ids(&self, previous: u64, through: u64) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
         let mut entry = open.entry();
-        self.put(
-            &mut entry,
-            keys::ORDER_IDS_RESERVED,
-            through.to_be_bytes().to_vec(),
-        )?;
+        self.put(&mut entry, &keys::order_ids_reserved(through), Vec::new())?;
+        if previous < through {
+            let key = keys::order_ids_reserved(previous);
+            entry.remove(&key);
+            self.written(self.inner.storage.remove(&key))?;
+        }
         open.commit(entry)
     }
 
@@ -75,9 +79,12 @@ impl Store {
     }
 
     /// Writes a changed customer, its record alone when the email stays. An email change
-    /// writes the new email's index entry, then the record (the commit point), then removes
-    /// the old entry if it still names this customer: a create may have taken the old email
-    /// as soon as the record stopped holding it. The caller holds the new email's claim.
+    /// writes the new email's index entry, then the record (the commit point), and leaves
+    /// the old email's entry: it names nobody once the record holds the new email (an entry
+    /// counts only while its record holds that email), and the next customer to take the old
+    /// email overwrites it. Removing it would break a crash: the snapshot may keep a change
+    /// whose log frame was lost while the replay of an earlier frame puts the old record
+    /// back, and that record needs its entry. The caller holds the new email's claim.
     pub fn update_customer(
         &self,
         customer: &Customer,
@@ -99,7 +106,6 @@ impl Store {
             holder.clone(),
         )?;
         self.put(&mut entry, &keys::customer(customer.id.0), record)?;
-        self.remove_if(&mut entry, &keys::email(webstore_id, &old_key), &holder)?;
         open.commit(entry)
     }
 
@@ -161,21 +167,6 @@ impl Store {
     ) -> Result<(), StoreError> {
         entry.set(key, &value);
         self.written(self.inner.storage.put_pending(key, value))
-    }
-
-    /// Removes `key` where it still holds `expected`, recording it in `entry` if it did;
-    /// whether it did.
-    fn remove_if(
-        &self,
-        entry: &mut LogEntry,
-        key: &[u8],
-        expected: &[u8],
-    ) -> Result<bool, StoreError> {
-        let removed = self.written_bool(self.inner.storage.remove_if(key, expected))?;
-        if removed {
-            entry.remove_if(key, expected);
-        }
-        Ok(removed)
     }
 
     /// Writes a batch of removals, even while writes are refused: removing gives space back
