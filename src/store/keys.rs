@@ -50,6 +50,12 @@ pub fn order_ids_reserved(through: u64) -> Vec<u8> {
     key
 }
 
+/// The highest order id a key of [`order_ids_reserved`] reserves (`None` for any other key).
+pub fn reserved_through(key: &[u8]) -> Option<u64> {
+    let through = key.strip_prefix(ORDER_IDS_RESERVED)?;
+    Some(u64::from_be_bytes(through.try_into().ok()?))
+}
+
 fn with_id(prefix: u8, id: u64) -> Vec<u8> {
     let mut key = Vec::with_capacity(9);
     key.push(prefix);
@@ -195,6 +201,9 @@ mod tests {
         assert_eq!(order_or_chunk_ids(&order_chunk(7, 42)), Some((7, 42, true)));
         assert_eq!(order_or_chunk_ids(&order(7, 42)), Some((7, 42, false)));
         assert_eq!(order_or_chunk_ids(&customer(7)), None);
+        assert!(order_ids_reserved(255) < order_ids_reserved(256));
+        assert_eq!(reserved_through(&order_ids_reserved(17)), Some(17));
+        assert_eq!(reserved_through(ORDER_IDS_RESERVED), None);
         assert_eq!(
             idempotency_parts(&idempotency("shop", "key-1")),
             Some(("shop", "key-1"))

@@ -343,7 +343,7 @@ impl Store {
             .unwrap_or(range.first() - 1);
         let reserved = storage
             .last(keys::ORDER_IDS_RESERVED)?
-            .and_then(|(key, _)| keys::trailing_id(&key))
+            .and_then(|(key, _)| keys::reserved_through(&key))
             .unwrap_or(0);
         if reserved >= range.end() {
             return Err(StoreError::CannotOpen {
