@@ -132,7 +132,7 @@ mod tests {
     fn a_record_replaced_since_it_was_read_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        let key = keys::idempotency("shop", "k");
+        let key = keys::idempotency_version("shop", "k", 1);
         let old = encode(&record(1_000));
         store.inner.storage.put(&key, old.clone()).unwrap();
         // A new request took the key again after the sweep read the old record.

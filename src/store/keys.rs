@@ -133,20 +133,42 @@ pub fn number(webstore: &str, number: u64) -> Vec<u8> {
     key
 }
 
-/// `i` + webstore id + 0 + idempotency key.
+/// `i` + webstore id + 0 + idempotency key + 0: where the versions of one key's record are.
+/// A client key is printable ASCII, so the 0 ends it.
 pub fn idempotency(webstore: &str, idempotency_key: &str) -> Vec<u8> {
     let mut key = webstore_prefix(IDEMPOTENCY, webstore);
     key.extend_from_slice(idempotency_key.as_bytes());
+    key.push(0);
     key
 }
 
-/// The webstore id and client key of an `i` key.
-pub fn idempotency_parts(key: &[u8]) -> Option<(&str, &str)> {
+/// [`idempotency`] + version (big-endian): one version of a key's record. A key is written
+/// again only once its record no longer counts (expired, or naming nothing), under a higher
+/// version (the clock's nanoseconds, above the version it replaces), and the highest version
+/// is the record: so the replay of an earlier version after a crash can never take a later
+/// one back (see `Store::create_customer`). Imports write version 1.
+pub fn idempotency_version(webstore: &str, idempotency_key: &str, version: u64) -> Vec<u8> {
+    let mut key = idempotency(webstore, idempotency_key);
+    key.extend_from_slice(&version.to_be_bytes());
+    key
+}
+
+/// The webstore id, client key and version of an `i` key.
+pub fn idempotency_parts(key: &[u8]) -> Option<(&str, &str, u64)> {
     let rest = key.strip_prefix(&[IDEMPOTENCY])?;
     let split = rest.iter().position(|b| *b == 0)?;
     let webstore = std::str::from_utf8(&rest[..split]).ok()?;
-    let client_key = std::str::from_utf8(&rest[split + 1..]).ok()?;
-    Some((webstore, client_key))
+    let tail = &rest[split + 1..];
+    let (client_key, version) = tail.split_at_checked(tail.len().checked_sub(9)?)?;
+    let [0, version @ ..] = version else {
+        return None;
+    };
+    let client_key = std::str::from_utf8(client_key).ok()?;
+    Some((
+        webstore,
+        client_key,
+        u64::from_be_bytes(version.try_into().ok()?),
+    ))
 }
 
 /// The big-endian id at the end of a key or in a value.
@@ -169,8 +191,8 @@ pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("n + webstore id + 0 + customer number", number("shop", 3)),
         (
-            "i + webstore id + 0 + idempotency key",
-            idempotency("shop", "k1"),
+            "i + webstore id + 0 + idempotency key + 0 + version",
+            idempotency_version("shop", "k1", 1),
         ),
         ("m format", FORMAT_KEY.to_vec()),
         ("m clean-shutdown", CLEAN_SHUTDOWN_KEY.to_vec()),
@@ -205,9 +227,12 @@ mod tests {
         assert_eq!(reserved_through(&order_ids_reserved(17)), Some(17));
         assert_eq!(reserved_through(ORDER_IDS_RESERVED), None);
         assert_eq!(
-            idempotency_parts(&idempotency("shop", "key-1")),
-            Some(("shop", "key-1"))
+            idempotency_parts(&idempotency_version("shop", "key-1", 3)),
+            Some(("shop", "key-1", 3))
         );
+        assert_eq!(idempotency_parts(&idempotency("shop", "key-1")), None);
+        assert!(idempotency_version("s", "k", 255) < idempotency_version("s", "k", 256));
+        assert!(idempotency_version("s", "k", u64::MAX) < idempotency_version("s", "k!", 0));
     }
 
     /// The first column of the table under `## Key layout` in `markdown`, backticks removed,

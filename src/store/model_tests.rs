@@ -42,10 +42,10 @@ const RESERVE_AHEAD: u64 = 16;
 /// Whether a torn crash may find the snapshot flushed after its unacknowledged write began:
 /// sled's background flush landing between a write reaching sled and its log frame reaching
 /// the disk. The replay of the frames before the torn one then sets the keys they wrote
-/// back under the lost write's flushed ones. The store now keeps an email change's old entry
-/// and a reservation per key, so that an email and the order ids come out right (the two
-/// tests at the end); a keyed create's idempotency record can still be set back to an
-/// earlier one (the ignored test). Set to true once that is handled too; until then such a
+/// back under the lost write's flushed ones. The store keeps an email change's old entry, a
+/// reservation per key and an idempotency record per version, so that these come out right
+/// (the tests at the end); a create's email entry can still be set back to an earlier
+/// customer's (the ignored test). Set to true once that is handled too; until then such a
 /// crash flushes only in the middle of a create, before its record.
 const FLUSH_BEFORE_A_TORN_APPEND: bool = false;
 /// Cases of a plain `cargo test`.
@@ -614,7 +614,14 @@ impl Harness {
                     .filter(|(_, record)| model.now - record.created_at >= *ttl as i64)
                     .map(|(key, _)| key.clone())
                     .collect();
-                assert_eq!(removed, expired.len(), "records the sweep removed");
+                // An earlier version of a key that a crash's replay put back below the
+                // current one is removed too once expired, so a sweep may remove more
+                // entries than the model has records; what stays is checked after the step.
+                assert!(
+                    removed >= expired.len(),
+                    "records the sweep removed: {removed}, expired: {}",
+                    expired.len()
+                );
                 for key in expired {
                     let record = model.idempotency.remove(&key).unwrap();
                     model.may_return.insert(key, record);
@@ -1251,11 +1258,9 @@ fn an_email_change_lost_in_a_crash_leaves_the_customer_owning_its_email() {
 /// A keyed create whose record an expiry sweep removes; then a keyed create reusing the key,
 /// unacknowledged, in the snapshot and flushed, its log frame torn by a crash: the customer
 /// is kept (the snapshot holds it), but the replay of the first create's frame puts the old,
-/// expired record back over the new one, so a retry with the key creates again. Still open:
-/// a keyed create's record and its customer are separate keys that the replay of an older
-/// frame can set apart.
+/// expired record back over the new one, so a retry with the key creates again. (It did
+/// while a key had one record; now each write of a key is a version above the last.)
 #[test]
-#[ignore = "store bug: a kept unacknowledged create gets an earlier idempotency record back"]
 fn a_keyed_create_kept_after_a_crash_keeps_its_own_idempotency_record() {
     let ops = [
         Op::Write(Write::Create {
@@ -1317,6 +1322,47 @@ fn an_order_kept_after_a_crash_stays_below_the_reservation() {
             unacked: Some(Write::Orders {
                 who: Pick(0),
                 count: 1,
+                key: None,
+            }),
+            flush: Some(FlushAt::After),
+            torn: true,
+            truncate: false,
+            at: Pick(0),
+        },
+    ];
+    run(&ops, None, true);
+}
+
+/// A customer's acknowledged create with `e0@shop.test` in one webstore and an acknowledged
+/// change of its email to `e1`; then another customer's create taking `e0`, unacknowledged,
+/// in the snapshot and flushed, its log frame torn by a crash. The new customer is kept
+/// (the snapshot holds its record), but the replay of the first create's frame sets the
+/// `e0` entry back to the first customer, whose record has moved on: `e0` names nobody, and
+/// the kept customer cannot be found by its email. Not handled yet: an email's entry is one
+/// key that the replay of an older frame can set back (the general case is in
+/// docs/storage.md, "Crashes").
+#[test]
+#[ignore = "store bug: a kept create's email entry is set back by the replay of an older create"]
+fn a_create_kept_after_a_crash_owns_the_email_an_earlier_customer_gave_up() {
+    let ops = [
+        Op::Write(Write::Create {
+            webstore: 1,
+            email: 0,
+            shout: false,
+            name: 0,
+            key: None,
+        }),
+        Op::Write(Write::Update {
+            who: Pick(0),
+            name: 0,
+            email: Some((1, false)),
+        }),
+        Op::Crash {
+            unacked: Some(Write::Create {
+                webstore: 1,
+                email: 0,
+                shout: false,
+                name: 0,
                 key: None,
             }),
             flush: Some(FlushAt::After),

@@ -69,9 +69,13 @@ impl Store {
         check(keys::CUSTOMER, &mut census.customers, |v| {
             decode::<CustomerRecord>(v).map(drop)
         })?;
-        check(keys::IDEMPOTENCY, &mut census.idempotency_records, |v| {
-            decode::<IdempotencyRecord>(v).map(drop)
-        })?;
+        if failure.is_none() {
+            // Every version decodes; the census counts keys (their last versions).
+            self.for_each_idempotency(&mut |_, _, _| {
+                census.idempotency_records += 1;
+                true
+            })?;
+        }
         if failure.is_none() {
             self.for_each_order_of(&[keys::ORDER], &mut |stored| {
                 match stored.record.and_then(decode_order) {
@@ -232,18 +236,33 @@ impl Store {
     }
 
     /// Calls `visit` with the webstore id, client key and record of every stored
-    /// idempotency record, in key order, until it returns false.
+    /// idempotency record (the last version of each key, see [`keys::idempotency_version`]),
+    /// in key order, until it returns false.
     pub fn for_each_idempotency(
         &self,
         visit: &mut dyn FnMut(&str, &str, IdempotencyRecord) -> bool,
     ) -> Result<(), StoreError> {
+        // A key's versions come together, lowest first: each is handed on once the next
+        // entry shows it was the key's last.
+        let mut held: Option<(String, String, IdempotencyRecord)> = None;
+        let mut more = true;
         self.for_each_record(keys::IDEMPOTENCY, &mut |key, bytes: &[u8]| {
             let record = decode::<IdempotencyRecord>(bytes)?;
-            match keys::idempotency_parts(key) {
-                Some((webstore_id, client_key)) => Ok(visit(webstore_id, client_key, record)),
-                None => Err(CodecError::NotARecord),
+            let Some((webstore_id, client_key, _)) = keys::idempotency_parts(key) else {
+                return Err(CodecError::NotARecord);
+            };
+            if let Some((held_webstore, held_key, held_record)) = held.take() {
+                if (held_webstore.as_str(), held_key.as_str()) != (webstore_id, client_key) {
+                    more = visit(&held_webstore, &held_key, held_record);
+                }
             }
-        })
+            held = Some((webstore_id.to_owned(), client_key.to_owned(), record));
+            Ok(more)
+        })?;
+        if let (true, Some((webstore_id, client_key, record))) = (more, held) {
+            visit(&webstore_id, &client_key, record);
+        }
+        Ok(())
     }
 
     fn for_each_record(&self, prefix: u8, visit: &mut RecordVisitor<'_>) -> Result<(), StoreError> {
@@ -278,21 +297,21 @@ impl Store {
         Ok(self
             .inner
             .storage
-            .get(&keys::idempotency(webstore_id, key))?
+            .last(&keys::idempotency(webstore_id, key))?
             .is_some())
     }
 
-    /// A stored idempotency record.
+    /// A stored idempotency record: the last version of the key's (see
+    /// [`keys::idempotency_version`]).
     pub fn idempotency(
         &self,
         webstore_id: &str,
         key: &str,
     ) -> Result<Option<IdempotencyRecord>, StoreError> {
-        let store_key = keys::idempotency(webstore_id, key);
         self.inner
             .storage
-            .get(&store_key)?
-            .map(|bytes| decode(&bytes).map_err(|source| corrupt(&store_key, source)))
+            .last(&keys::idempotency(webstore_id, key))?
+            .map(|(store_key, bytes)| decode(&bytes).map_err(|source| corrupt(&store_key, source)))
             .transpose()
     }
 

@@ -137,7 +137,10 @@ impl Store {
 
     /// Writes the idempotency record of a keyed create, before what it creates: a record
     /// whose customer or order was never written (a crash in between) is stale, and the
-    /// service treats its key as free (`IdempotencyGate::once`).
+    /// service treats its key as free (`IdempotencyGate::once`). A key is written only when
+    /// its record no longer counts, and then under the next version, the one it replaces
+    /// removed: a crash that keeps this write in the snapshot but loses its log frame cannot
+    /// have the replay of the earlier version take it back (the last version counts).
     fn put_idempotency(
         &self,
         entry: &mut LogEntry,
@@ -146,8 +149,27 @@ impl Store {
         let Some(write) = idempotency else {
             return Ok(());
         };
-        let key = keys::idempotency(&write.webstore_id, &write.key);
-        self.put(entry, &key, encode(&write.record))
+        let storage = &self.inner.storage;
+        let replaced = storage.last(&keys::idempotency(&write.webstore_id, &write.key))?;
+        // Above the version it replaces, and above any an expiry sweep removed (those are
+        // older than the clock's nanoseconds now), so that no earlier version of the key
+        // comes back above this one.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
+            });
+        let version = replaced
+            .as_ref()
+            .and_then(|(key, _)| keys::idempotency_parts(key))
+            .map_or(now, |(_, _, version)| now.max(version.saturating_add(1)));
+        let key = keys::idempotency_version(&write.webstore_id, &write.key, version);
+        self.put(entry, &key, encode(&write.record))?;
+        if let Some((replaced, _)) = replaced {
+            entry.remove(&replaced);
+            self.written(storage.remove(&replaced))?;
+        }
+        Ok(())
     }
 
     /// Sets `key` in the engine and records it in `entry`.
@@ -271,5 +293,8 @@ pub fn add_idempotency_record(
     key: &str,
     record: &IdempotencyRecord,
 ) {
-    batch.put(keys::idempotency(webstore_id, key), encode(record));
+    batch.put(
+        keys::idempotency_version(webstore_id, key, 1),
+        encode(record),
+    );
 }

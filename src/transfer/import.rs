@@ -252,7 +252,7 @@ fn undo(store: &Store, input: &Path, through: u64) -> Result<(), TransferError> 
             }
             Record::Order(order) => batch.delete(keys::order(order.customer_id, order.id)),
             Record::Idempotency(webstore, key, _) => {
-                batch.delete(keys::idempotency(&webstore, &key))
+                batch.delete(keys::idempotency_version(&webstore, &key, 1))
             }
         }
         Ok(true)

@@ -559,7 +559,7 @@ async fn a_record_of_a_create_cut_before_its_write_frees_its_key() {
         };
         store
             .put_raw(
-                &keys::idempotency(crate::helpers::STORE_A, key),
+                &keys::idempotency_version(crate::helpers::STORE_A, key, 1),
                 encode(&record),
             )
             .unwrap();
