@@ -277,18 +277,18 @@ impl Registry {
                 _ => emails.forget_hint(email_key, id),
             }
         }
-        // The customer is read anyway, so its email is checked on it (as it is now, live or
+        // Each customer is read anyway, so its email is checked on it (as it is now, live or
         // stored) rather than on a second read of its record.
-        let Some(id) = self.store.email_entry(&webstore.settings.id, email_key)? else {
-            return Ok(None);
-        };
-        let found = self
-            .customer(webstore.idx, id)?
-            .filter(|customer| customer.email.index_key() == email_key);
-        if found.is_some() {
-            emails.remember(email_key, id);
+        for id in self.store.email_entries(&webstore.settings.id, email_key)? {
+            let found = self
+                .customer(webstore.idx, id)?
+                .filter(|customer| customer.email.index_key() == email_key);
+            if found.is_some() {
+                emails.remember(email_key, id);
+                return Ok(found);
+            }
         }
-        Ok(found)
+        Ok(None)
     }
 
     /// Stores a new customer (with its email's index entry, number and idempotency record;

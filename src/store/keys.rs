@@ -119,13 +119,24 @@ pub fn webstore_prefix(prefix: u8, webstore: &str) -> Vec<u8> {
     key
 }
 
-/// `e` + webstore id + 0 + folded email.
+/// `e` + webstore id + 0 + folded email + 0: where the entries of one email are, one for
+/// each customer that has held it. An email is printable text, so the 0 ends it.
 pub fn email(webstore: &str, email_key: &str) -> Vec<u8> {
     let mut key = webstore_prefix(EMAIL, webstore);
     key.extend_from_slice(email_key.as_bytes());
+    key.push(0);
     key
 }
 
+/// [`email`] + customer id: the entry of one customer that holds or held the email. An
+/// entry counts only while its customer's record holds the email; a customer's entry is
+/// never overwritten by another's, so the replay of an older create after a crash cannot
+/// take an email from the customer that holds it now (see `Store::email_owner`).
+pub fn email_holder(webstore: &str, email_key: &str, customer: u64) -> Vec<u8> {
+    let mut key = email(webstore, email_key);
+    key.extend_from_slice(&customer.to_be_bytes());
+    key
+}
 /// `n` + webstore id + 0 + customer number.
 pub fn number(webstore: &str, number: u64) -> Vec<u8> {
     let mut key = webstore_prefix(NUMBER, webstore);
@@ -186,8 +197,8 @@ pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
         ("o + customer id + order id", order(7, 9)),
         ("o + customer id + first order id + 0", order_chunk(7, 9)),
         (
-            "e + webstore id + 0 + folded email",
-            email("shop", "ann@example.com"),
+            "e + webstore id + 0 + folded email + 0 + customer id",
+            email_holder("shop", "ann@example.com", 7),
         ),
         ("n + webstore id + 0 + customer number", number("shop", 3)),
         (

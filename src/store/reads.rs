@@ -103,38 +103,43 @@ impl Store {
         Ok(ids)
     }
 
-    /// The customer a folded email's index entry names, unchecked: the entry may be left by
-    /// a write a crash cut short, or by an email change. A caller that reads the customer
-    /// anyway checks its email itself; [`Store::email_owner`] checks the record.
-    pub fn email_entry(
+    /// The customers a folded email's index entries name, unchecked: one entry for each
+    /// customer that has held the email (see [`keys::email_holder`]), including entries left
+    /// by a write a crash cut short. A caller that reads the customer anyway checks its email
+    /// itself; [`Store::email_owner`] checks the records.
+    pub fn email_entries(
         &self,
         webstore_id: &str,
         email_key: &str,
-    ) -> Result<Option<CustomerId>, StoreError> {
-        Ok(self
-            .inner
+    ) -> Result<Vec<CustomerId>, StoreError> {
+        let mut ids = Vec::new();
+        self.inner
             .storage
-            .get(&keys::email(webstore_id, email_key))?
-            .and_then(|value| keys::trailing_id(&value))
-            .map(CustomerId))
+            .for_each(&keys::email(webstore_id, email_key), &mut |key, _| {
+                ids.extend(keys::trailing_id(key).map(CustomerId));
+                true
+            })?;
+        Ok(ids)
     }
 
-    /// The customer holding a folded email in a webstore: the one its index entry names, if
-    /// that customer's record still holds the email. An entry whose record was never written
-    /// (a crash between the two) or has moved on to another email names nobody.
+    /// The customer holding a folded email in a webstore: of the customers its entries name,
+    /// the one whose record holds the email. An entry whose record was never written (a crash
+    /// between the two) or has moved on to another email names nobody.
     pub fn email_owner(
         &self,
         webstore_id: &str,
         email_key: &str,
     ) -> Result<Option<CustomerId>, StoreError> {
-        let Some(id) = self.email_entry(webstore_id, email_key)? else {
-            return Ok(None);
-        };
-        let holds = self.load_customer_record(id)?.is_some_and(|record| {
-            record.webstore_id == webstore_id
-                && crate::domain::email::fold(&record.email) == email_key
-        });
-        Ok(holds.then_some(id))
+        for id in self.email_entries(webstore_id, email_key)? {
+            let holds = self.load_customer_record(id)?.is_some_and(|record| {
+                record.webstore_id == webstore_id
+                    && crate::domain::email::fold(&record.email) == email_key
+            });
+            if holds {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
     }
 
     /// One stored order of a customer.

@@ -3,8 +3,8 @@
 //! entry, its number entry, then its record. sled recovers a prefix of its log, so a crash
 //! can leave the first two without the record, never the record without them. An email entry
 //! that names no record (or a record that holds another email) already counts for nothing
-//! (`Store::email_owner` checks the record) and is overwritten by the next customer to take
-//! the email. A number entry naming no record would be listed, and its id given out again; so
+//! (`Store::email_owner` checks the records of the email's entries, one per customer that
+//! has held it). A number entry naming no record would be listed, and its id given out again; so
 //! every number entry whose customer has no record is removed (with a compare-and-swap), from
 //! one pass over the record keys and one over the number entries, without decoding anything.
 //!
@@ -114,7 +114,7 @@ mod tests {
         // stays, naming nobody).
         let change = [
             (
-                keys::email(webstore_id, &moved.email.index_key()),
+                keys::email_holder(webstore_id, &moved.email.index_key(), 1),
                 Some(ann_id.clone()),
             ),
             (

@@ -79,12 +79,13 @@ impl Store {
     }
 
     /// Writes a changed customer, its record alone when the email stays. An email change
-    /// writes the new email's index entry, then the record (the commit point), and leaves
-    /// the old email's entry: it names nobody once the record holds the new email (an entry
-    /// counts only while its record holds that email), and the next customer to take the old
-    /// email overwrites it. Removing it would break a crash: the snapshot may keep a change
-    /// whose log frame was lost while the replay of an earlier frame puts the old record
-    /// back, and that record needs its entry. The caller holds the new email's claim.
+    /// writes the customer's entry under the new email, then the record (the commit point),
+    /// and leaves its entry under the old email: it names nobody once the record holds the
+    /// new email (an entry counts only while its record holds that email), and a customer
+    /// that takes the old email writes an entry of its own. Removing it would break a crash:
+    /// the snapshot may keep a change whose log frame was lost while the replay of an earlier
+    /// frame puts the old record back, and that record needs its entry. The caller holds the
+    /// new email's claim.
     pub fn update_customer(
         &self,
         customer: &Customer,
@@ -99,11 +100,10 @@ impl Store {
             self.put(&mut entry, &keys::customer(customer.id.0), record)?;
             return open.commit(entry);
         }
-        let holder = customer.id.0.to_be_bytes().to_vec();
         self.put(
             &mut entry,
-            &keys::email(webstore_id, &new_key),
-            holder.clone(),
+            &keys::email_holder(webstore_id, &new_key, customer.id.0),
+            customer.id.0.to_be_bytes().to_vec(),
         )?;
         self.put(&mut entry, &keys::customer(customer.id.0), record)?;
         open.commit(entry)
@@ -245,7 +245,7 @@ fn new_customer_entries(customer: &Customer, webstore_id: &str) -> [(Vec<u8>, Ve
     let id = customer.id.0.to_be_bytes().to_vec();
     [
         (
-            keys::email(webstore_id, &customer.email.index_key()),
+            keys::email_holder(webstore_id, &customer.email.index_key(), customer.id.0),
             id.clone(),
         ),
         (keys::number(webstore_id, customer.number), id),
@@ -277,7 +277,10 @@ pub fn add_customer_record(batch: &mut WriteBatch, record: &CustomerRecord) {
     let id = record.id.to_be_bytes().to_vec();
     batch.put(keys::customer(record.id), encode(record));
     let email_key = crate::domain::email::fold(&record.email);
-    batch.put(keys::email(&record.webstore_id, &email_key), id.clone());
+    batch.put(
+        keys::email_holder(&record.webstore_id, &email_key, record.id),
+        id.clone(),
+    );
     batch.put(keys::number(&record.webstore_id, record.number), id);
 }
 

@@ -247,7 +247,11 @@ fn undo(store: &Store, input: &Path, through: u64) -> Result<(), TransferError> 
             Record::Customer(customer) => {
                 batch.delete(keys::customer(customer.id));
                 let email_key = crate::domain::email::fold(&customer.email);
-                batch.delete(keys::email(&customer.webstore_id, &email_key));
+                batch.delete(keys::email_holder(
+                    &customer.webstore_id,
+                    &email_key,
+                    customer.id,
+                ));
                 batch.delete(keys::number(&customer.webstore_id, customer.number));
             }
             Record::Order(order) => batch.delete(keys::order(order.customer_id, order.id)),

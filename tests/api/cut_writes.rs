@@ -40,9 +40,15 @@ async fn creates_and_email_changes_cut_before_their_record_leave_nothing_behind(
     write_and_crash(
         &dir,
         &[
-            (keys::email(STORE_A, "cut@example.com"), cut_id),
+            (
+                keys::email_holder(STORE_A, "cut@example.com", cut_id),
+                cut_id,
+            ),
             (keys::number(STORE_A, 3), cut_id),
-            (keys::email(STORE_A, "ann.new@example.com"), ann as u64),
+            (
+                keys::email_holder(STORE_A, "ann.new@example.com", ann as u64),
+                ann as u64,
+            ),
         ],
     );
 
