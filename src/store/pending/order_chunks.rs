@@ -60,62 +60,48 @@ pub struct Packed {
     pub removed: Vec<Vec<u8>>,
 }
 
-/// The chunks of one customer read from the snapshot, from the one that covers an id on.
-struct HeldChunks {
-    /// Each chunk's key and ids, in key order.
-    chunks: Vec<(Vec<u8>, Vec<u64>)>,
-    /// Every order they hold, by id.
-    orders: BTreeMap<u64, Vec<u8>>,
-}
-
-/// Reads the chunks of the customer `prefix` (`o` + customer id) from the one that covers
-/// `from_id` (or from the first, if none does) to the last.
+/// Reads the chunks (key and value) of the customer `prefix` (`o` + customer id) from the
+/// one that covers `from_id` (or from the first, if none does) to the last: for new orders,
+/// the last chunk alone.
 fn held_from(
     snapshot: &dyn Snapshot,
     prefix: &[u8],
     customer: u64,
     from_id: u64,
-) -> Result<HeldChunks, StoreError> {
+) -> Result<Vec<Entry>, StoreError> {
     let beyond = prefix_end(&keys::order(customer, from_id));
     let start = snapshot
         .last_between(prefix, beyond.as_deref())?
         .map_or_else(|| prefix.to_vec(), |(key, _)| key);
-    let mut held = HeldChunks {
-        chunks: Vec::new(),
-        orders: BTreeMap::new(),
-    };
+    let mut held = Vec::new();
     let mut failed = None;
     snapshot.for_each_between(&start, prefix_end(prefix).as_deref(), &mut |key, value| {
-        let Some((_, first, true)) = keys::order_or_chunk_ids(key) else {
-            failed = Some(StoreError::Engine {
-                context: "packing orders".into(),
-                detail: format!(
-                    "{} is under a customer's orders but is no chunk (an order's own key \
-                     never reaches the snapshot)",
-                    String::from_utf8_lossy(key).escape_debug()
-                ),
-            });
-            return false;
-        };
-        match order_parts(first, value) {
-            Ok(parts) => {
-                let ids = parts.iter().map(|(id, _)| *id).collect();
-                for (id, record) in parts {
-                    held.orders.insert(id, record.to_vec());
-                }
-                held.chunks.push((key.to_vec(), ids));
-                true
-            }
-            Err(source) => {
-                failed = Some(corrupt(key, source));
-                false
-            }
+        if keys::order_or_chunk_ids(key).is_some_and(|(_, _, chunk)| chunk) {
+            held.push((key.to_vec(), value.to_vec()));
+            return true;
         }
+        failed = Some(StoreError::Engine {
+            context: "packing orders".into(),
+            detail: format!(
+                "{} is under a customer's orders but is no chunk (an order's own key never \
+                 reaches the snapshot)",
+                String::from_utf8_lossy(key).escape_debug()
+            ),
+        });
+        false
     })?;
     match failed {
         Some(error) => Err(error),
         None => Ok(held),
     }
+}
+
+/// What a rewrite of a customer's chunks does to its orders.
+enum Change<'a> {
+    /// Orders to hold, each id with its encoded record.
+    Put(Vec<(u64, &'a [u8])>),
+    /// An order to hold no more.
+    Remove(u64),
 }
 
 /// Packs `run`, the waiting order records of the customer `prefix` (`o` + customer id), in
@@ -127,61 +113,68 @@ pub fn pack(
     prefix: &[u8],
     run: &[(&[u8], &[u8])],
 ) -> Result<Packed, StoreError> {
-    let puts: Vec<(u64, &[u8])> = run
+    let puts = run
         .iter()
         .filter_map(|(key, value)| keys::order_ids(key).map(|(_, id)| (id, *value)))
         .collect();
-    rewrite(snapshot, prefix, puts.iter().map(|(id, _)| *id), |orders| {
-        let mut changed = Vec::new();
-        for (id, record) in &puts {
-            if orders.get(id).map(Vec::as_slice) != Some(*record) {
-                orders.insert(*id, record.to_vec());
-                changed.push(*id);
-            }
-        }
-        changed
-    })
+    rewrite(snapshot, prefix, Change::Put(puts))
 }
 
 /// What to write so that the customer `prefix` no longer holds order `id` (an import taken
 /// back); nothing if no chunk holds it.
 pub fn unpack(snapshot: &dyn Snapshot, prefix: &[u8], id: u64) -> Result<Packed, StoreError> {
-    rewrite(snapshot, prefix, [id], |orders| {
-        orders.remove(&id).map(|_| id).into_iter().collect()
-    })
+    rewrite(snapshot, prefix, Change::Remove(id))
 }
 
-/// Reads the customer's chunks from the one covering the least of `ids` on, lets `change`
-/// change their orders (it returns the ids it changed), and cuts the result into chunks
-/// again: the chunks that differ are written, the keys left empty removed.
+/// Reads the customer's chunks from the one covering the least id `change` touches on,
+/// applies `change` to their orders, and cuts the result into chunks again: the chunks that
+/// differ are written, the keys left empty removed. Records are moved as the bytes they are,
+/// borrowed from the chunks read and the puts, never decoded.
 fn rewrite(
     snapshot: &dyn Snapshot,
     prefix: &[u8],
-    ids: impl IntoIterator<Item = u64>,
-    change: impl FnOnce(&mut BTreeMap<u64, Vec<u8>>) -> Vec<u64>,
+    change: Change<'_>,
 ) -> Result<Packed, StoreError> {
-    let (Some(customer), Some(min_id)) = (keys::trailing_id(prefix), ids.into_iter().min()) else {
+    let min_id = match &change {
+        Change::Put(puts) => puts.iter().map(|(id, _)| *id).min(),
+        Change::Remove(id) => Some(*id),
+    };
+    let (Some(customer), Some(min_id)) = (keys::trailing_id(prefix), min_id) else {
         return Ok(Packed::default());
     };
-    let mut held = held_from(snapshot, prefix, customer, min_id)?;
-    let changed = change(&mut held.orders);
+    let raw = held_from(snapshot, prefix, customer, min_id)?;
+    let mut held_chunks = Vec::with_capacity(raw.len());
+    let mut orders: BTreeMap<u64, &[u8]> = BTreeMap::new();
+    for (key, value) in &raw {
+        let first = keys::order_or_chunk_ids(key).map_or(0, |(_, first, _)| first);
+        let parts = order_parts(first, value).map_err(|source| corrupt(key, source))?;
+        held_chunks.push((key, parts.iter().map(|(id, _)| *id).collect::<Vec<u64>>()));
+        orders.extend(parts);
+    }
+    let mut changed = Vec::new();
+    match change {
+        Change::Put(puts) => {
+            for (id, record) in puts {
+                if orders.get(&id) != Some(&record) {
+                    orders.insert(id, record);
+                    changed.push(id);
+                }
+            }
+        }
+        Change::Remove(id) => changed.extend(orders.remove(&id).map(|_| id)),
+    }
     if changed.is_empty() {
         return Ok(Packed::default());
     }
-    let orders: Vec<(u64, &[u8])> = held
-        .orders
-        .iter()
-        .map(|(id, record)| (*id, record.as_slice()))
-        .collect();
+    let orders: Vec<(u64, &[u8])> = orders.into_iter().collect();
     let mut packed = Packed::default();
     let mut new_chunks = Vec::new();
     for chunk in orders.chunks(CHUNK_ORDERS) {
         let key = keys::order_chunk(customer, chunk[0].0);
         let ids: Vec<u64> = chunk.iter().map(|(id, _)| *id).collect();
-        let unchanged = held
-            .chunks
+        let unchanged = held_chunks
             .iter()
-            .any(|(old_key, old_ids)| *old_key == key && *old_ids == ids)
+            .any(|(old_key, old_ids)| **old_key == key && *old_ids == ids)
             && !ids.iter().any(|id| changed.contains(id));
         if !unchanged {
             packed
@@ -190,10 +183,9 @@ fn rewrite(
         }
         new_chunks.push((key, ids));
     }
-    packed.removed = held
-        .chunks
+    packed.removed = held_chunks
         .iter()
-        .map(|(key, _)| key)
+        .map(|(key, _)| *key)
         .filter(|key| !new_chunks.iter().any(|(new, _)| new == *key))
         .cloned()
         .collect();
