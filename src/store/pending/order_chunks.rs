@@ -69,13 +69,23 @@ fn held_from(
     customer: u64,
     from_id: u64,
 ) -> Result<Vec<Entry>, StoreError> {
+    let end = prefix_end(prefix);
+    // New orders come after every order held: the customer's last chunk covers them, and
+    // one read finds it.
+    if let Some((key, value)) = snapshot.last_between(prefix, end.as_deref())? {
+        if let Some((_, first, true)) = keys::order_or_chunk_ids(&key) {
+            if first <= from_id {
+                return Ok(vec![(key, value)]);
+            }
+        }
+    }
     let beyond = prefix_end(&keys::order(customer, from_id));
     let start = snapshot
         .last_between(prefix, beyond.as_deref())?
         .map_or_else(|| prefix.to_vec(), |(key, _)| key);
     let mut held = Vec::new();
     let mut failed = None;
-    snapshot.for_each_between(&start, prefix_end(prefix).as_deref(), &mut |key, value| {
+    snapshot.for_each_between(&start, end.as_deref(), &mut |key, value| {
         if keys::order_or_chunk_ids(key).is_some_and(|(_, _, chunk)| chunk) {
             held.push((key.to_vec(), value.to_vec()));
             return true;
