@@ -51,9 +51,7 @@ impl Store {
         let mut entry = open.entry();
         self.put(&mut entry, &keys::order_ids_reserved(through), Vec::new())?;
         if previous < through {
-            let key = keys::order_ids_reserved(previous);
-            entry.remove(&key);
-            self.written(self.inner.storage.remove(&key))?;
+            self.remove_key(&mut entry, &keys::order_ids_reserved(previous))?;
         }
         open.commit(entry)
     }
@@ -149,8 +147,10 @@ impl Store {
         let Some(write) = idempotency else {
             return Ok(());
         };
-        let storage = &self.inner.storage;
-        let replaced = storage.last(&keys::idempotency(&write.webstore_id, &write.key))?;
+        let replaced = self
+            .inner
+            .storage
+            .last(&keys::idempotency(&write.webstore_id, &write.key))?;
         // Above the version it replaces, and above any an expiry sweep removed (those are
         // older than the clock's nanoseconds now), so that no earlier version of the key
         // comes back above this one.
@@ -166,8 +166,7 @@ impl Store {
         let key = keys::idempotency_version(&write.webstore_id, &write.key, version);
         self.put(entry, &key, encode(&write.record))?;
         if let Some((replaced, _)) = replaced {
-            entry.remove(&replaced);
-            self.written(storage.remove(&replaced))?;
+            self.remove_key(entry, &replaced)?;
         }
         Ok(())
     }
@@ -176,6 +175,12 @@ impl Store {
     fn put(&self, entry: &mut LogEntry, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
         entry.set(key, &value);
         self.written(self.inner.storage.put(key, value))
+    }
+
+    /// Removes `key` in the engine and records it in `entry`.
+    fn remove_key(&self, entry: &mut LogEntry, key: &[u8]) -> Result<(), StoreError> {
+        entry.remove(key);
+        self.written(self.inner.storage.remove(key))
     }
 
     /// Sets `key` and records it in `entry`, letting the engine apply it later, since the

@@ -282,6 +282,7 @@ impl TestApp {
             .await
             .map_err(|e| format!("{request}: reading the body failed: {e:?}"))?
             .to_vec();
+        // Every answer any test gets is held to the OpenAPI document.
         if let Err(mismatch) = super::contract::check(&method_name, path, status, &headers, &body) {
             panic!("{request}: the answer does not match docs/openapi.json: {mismatch}");
         }
@@ -293,7 +294,8 @@ impl TestApp {
         })
     }
 
-    /// Sends any request; `creds: None` sends no credential headers.
+    /// Sends any request; `creds: None` sends no credential headers. A transport failure
+    /// fails the test, with the server's last log lines.
     pub async fn send(
         &self,
         method: Method,
@@ -302,43 +304,9 @@ impl TestApp {
         body: Option<Vec<u8>>,
         headers: &[(&str, &str)],
     ) -> TestResponse {
-        let request = format!("{method} {path}");
-        let method_name = method.as_str().to_owned();
-        let mut builder = self.client.request(method, self.url(path));
-        if let Some(creds) = creds {
-            builder = builder
-                .header("API-Key", creds.key.as_str())
-                .header("API-Secret", creds.secret.as_str());
-        }
-        for (name, value) in headers {
-            builder = builder.header(*name, *value);
-        }
-        if let Some(body) = body {
-            builder = builder.body(body);
-        }
-        let response = builder.send().await.unwrap_or_else(|e| {
-            panic!(
-                "{request} failed: {e:?}\nserver stderr:\n{}",
-                self.stderr_tail()
-            )
-        });
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let body = response
-            .bytes()
+        self.try_send(method, path, creds, body, headers)
             .await
-            .unwrap_or_else(|e| panic!("{request}: reading the body failed: {e:?}"))
-            .to_vec();
-        // Every answer any test gets is held to the OpenAPI document.
-        if let Err(mismatch) = super::contract::check(&method_name, path, status, &headers, &body) {
-            panic!("{request}: the answer does not match docs/openapi.json: {mismatch}");
-        }
-        TestResponse {
-            request,
-            status,
-            headers,
-            body,
-        }
+            .unwrap_or_else(|failure| panic!("{failure}\nserver stderr:\n{}", self.stderr_tail()))
     }
 
     async fn send_json(
