@@ -193,6 +193,68 @@ pub struct ServeConfig {
     #[arg(long = "request-timeout-secs", env = "BOXSUB_REQUEST_TIMEOUT_SECS", default_value = "30",
           value_parser = parse_seconds)]
     pub request_timeout: Duration,
+    /// Join a replicated group: the NATS servers of its changelog (`nats://H:P`, several
+    /// comma-separated). Without it, boxsub runs alone on its write-ahead log.
+    #[arg(long, env = "BOXSUB_CHANGELOG", value_delimiter = ',', value_parser = parse_nats_url)]
+    pub changelog: Vec<String>,
+    /// The group's changelog stream: nodes started with the same one form a group.
+    #[arg(long, env = "BOXSUB_CHANGELOG_STREAM", default_value = "boxsub",
+          value_parser = parse_stream_name)]
+    pub changelog_stream: String,
+    /// This node's name in its group (unique in the group; required with --changelog).
+    #[arg(long, env = "BOXSUB_NODE_NAME", value_parser = parse_node_name)]
+    pub node_name: Option<String>,
+    /// Replicas of the changelog's streams on the NATS servers (3: a quorum of 2 survives the
+    /// loss of one server); used when the group's streams are created.
+    #[arg(long, env = "BOXSUB_CHANGELOG_REPLICAS", default_value_t = 3,
+          value_parser = clap::value_parser!(u16).range(1..=5))]
+    pub changelog_replicas: u16,
+    /// How many changelog messages a standby lets pass between replica snapshots (the
+    /// changelog is trimmed behind the one before the latest).
+    #[arg(long, env = "BOXSUB_CHANGELOG_SNAPSHOT_EVERY", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(10..))]
+    pub changelog_snapshot_every: u64,
+}
+
+/// A NATS server URL.
+fn parse_nats_url(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    let rest = text
+        .strip_prefix("nats://")
+        .or_else(|| text.strip_prefix("tls://"))
+        .ok_or_else(|| format!("{text:?} is not a NATS URL: give nats://HOST:PORT"))?;
+    if rest.is_empty() || rest.contains('/') {
+        return Err(format!("{text:?} is not a NATS URL: give nats://HOST:PORT"));
+    }
+    Ok(text.to_owned())
+}
+
+/// A JetStream stream name: letters, digits, `-` and `_`.
+fn parse_stream_name(text: &str) -> Result<String, String> {
+    name_of(text, 32, "a stream name", |c| {
+        c.is_ascii_alphanumeric() || c == '-' || c == '_'
+    })
+}
+
+/// A node name: letters, digits, `-`, `_` and `.`.
+fn parse_node_name(text: &str) -> Result<String, String> {
+    name_of(text, 64, "a node name", |c| {
+        c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+    })
+}
+
+fn name_of(
+    text: &str,
+    max: usize,
+    what: &str,
+    allowed: fn(char) -> bool,
+) -> Result<String, String> {
+    if text.is_empty() || text.len() > max || !text.chars().all(allowed) {
+        return Err(format!(
+            "{text:?} is not {what}: give 1 to {max} letters, digits, '-' or '_'"
+        ));
+    }
+    Ok(text.to_owned())
 }
 
 /// The values of `--durability`.
@@ -216,6 +278,27 @@ impl ServeConfig {
             Some(mb) => Reserve::Bytes(mb.saturating_mul(1 << 20)),
             None => Reserve::Percent(self.min_free_percent),
         }
+    }
+
+    /// The group this node joins (`--changelog`), if any; an error names what is missing.
+    pub fn group(&self) -> Result<Option<crate::replication::GroupSettings>, String> {
+        if self.changelog.is_empty() {
+            return Ok(None);
+        }
+        let node = self
+            .node_name
+            .clone()
+            .ok_or("--changelog needs --node-name (BOXSUB_NODE_NAME): each node of a group has a name of its own")?;
+        if self.durability == DurabilityFlag::Off {
+            return Err("--changelog acknowledges writes once the group holds them: it cannot run with --durability off".into());
+        }
+        Ok(Some(crate::replication::GroupSettings {
+            servers: self.changelog.clone(),
+            stream: self.changelog_stream.clone(),
+            node,
+            replicas: usize::from(self.changelog_replicas),
+            snapshot_every: self.changelog_snapshot_every,
+        }))
     }
 
     /// The actor call deadline.

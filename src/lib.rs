@@ -43,7 +43,9 @@ pub mod http;
 pub mod index;
 pub mod keygen;
 pub mod metrics;
+pub mod node;
 pub mod registry;
+pub mod replication;
 #[cfg(feature = "tools")]
 pub mod seed;
 pub mod service;

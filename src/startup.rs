@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -18,6 +19,8 @@ use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS};
 use crate::http::server::ConnectionLimits;
 use crate::http::watch::PhaseDeadlines;
 use crate::http::{RequestLimits, RouteSettings};
+use crate::node::Node;
+use crate::replication::{GroupSettings, Primary, StartPrimary};
 use crate::service::{Service, ServiceError, ServiceSettings};
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 
@@ -56,6 +59,9 @@ pub enum StartupError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// The flags contradict each other or miss one.
+    #[error("{0}")]
+    Config(String),
     /// The service could not be built.
     #[error("starting the service: {0}")]
     Service(#[from] ServiceError),
@@ -67,10 +73,15 @@ pub struct Application {
     addr: SocketAddr,
     /// The listener of `--metrics ADDR`, when metrics have an address of their own.
     metrics_listener: Option<TcpListener>,
-    service: Arc<Service>,
+    /// What the HTTP layer serves: the service, or none while a group's standby.
+    node: Arc<Node>,
+    /// Alone (the service runs from start to stop) or in a replicated group.
+    mode: Mode,
     uses_demo_catalogue: bool,
     shutdown_grace: Duration,
     idle: Duration,
+    /// Whether to read every record after start-up (not when `--verify-store` did).
+    census: bool,
     connections: ConnectionLimits,
     requests: RequestLimits,
     metrics: MetricsAt,
@@ -82,6 +93,23 @@ pub struct Application {
     /// starts waits for it instead of ending the process (their default action).
     hangups: std::io::Result<Signal>,
     backup_requests: std::io::Result<Signal>,
+}
+
+/// How the node runs.
+enum Mode {
+    /// Alone, on its own write-ahead log: the service is built at start.
+    Standalone(Arc<Service>),
+    /// In a replicated group: the service is built whenever the node takes over.
+    Group(Box<GroupLaunch>),
+}
+
+/// What a node of a group needs to run.
+struct GroupLaunch {
+    settings: GroupSettings,
+    data_dir: PathBuf,
+    options: StoreOptions,
+    commit_interval: Duration,
+    start_primary: StartPrimary,
 }
 
 /// Connections allowed at once by default, when the open-files limit leaves room for them.
@@ -112,7 +140,11 @@ impl Application {
             "connection limits"
         );
         let catalogue = load_catalogue(config.catalogue.as_deref())?;
-        let store = open_store(config)?;
+        let group = config.group().map_err(StartupError::Config)?;
+        let store = match group {
+            None => Some(open_store(config)?),
+            Some(_) => None,
+        };
         let listener =
             TcpListener::bind(&config.addr)
                 .await
@@ -135,33 +167,61 @@ impl Application {
             }
             _ => None,
         };
-        let hashers = std::thread::available_parallelism().map_or(2, |n| n.get());
-        let service = Service::new(
-            catalogue,
-            store,
-            ServiceSettings {
-                call_timeout: config.call_timeout(),
-                password_hashers: hashers,
-                // About a second and a half of argon2 work queued per core; past that, 503.
-                password_queue: hashers * 32,
-                max_calls_per_customer: 256,
-                max_calls_in_flight: 16_384,
-                id_range: config.id_range(),
-                idempotency_ttl_secs: config.idempotency_ttl_secs,
-            },
-        )?;
-        let service = Arc::new(service);
-        if !config.verify_store {
-            spawn_census(service.clone());
-        }
+        let settings = service_settings(config);
+        let idle = Duration::from_secs(config.idle_secs.max(1));
+        let census = !config.verify_store;
+        let (node, mode) = match (store, group) {
+            (Some(store), _) => {
+                let service = Arc::new(Service::new(catalogue, store, settings)?);
+                (
+                    Arc::new(Node::standalone(service.clone())),
+                    Mode::Standalone(service),
+                )
+            }
+            (None, Some(group)) => {
+                let node = Arc::new(Node::in_group(&group.node));
+                let file = config.catalogue.clone();
+                let start_primary: StartPrimary = Box::new(move |store: Store| {
+                    // The catalogue file as it is now (it may have changed while this node
+                    // was a standby), or the one read at start if it no longer parses.
+                    let catalogue = match load_catalogue(file.as_deref()) {
+                        Ok(current) => current,
+                        Err(error) => {
+                            tracing::error!(%error, "the catalogue file is refused; serving the one read at start");
+                            catalogue.clone()
+                        }
+                    };
+                    let service = Arc::new(
+                        Service::new(catalogue, store, settings.clone())
+                            .map_err(|error| error.to_string())?,
+                    );
+                    let duties = PrimaryDuties::start(service.clone(), idle, census);
+                    Ok(Primary {
+                        service,
+                        duties: Box::new(duties),
+                    })
+                });
+                let launch = GroupLaunch {
+                    settings: group,
+                    data_dir: config.data_dir.clone(),
+                    options: store_options(config),
+                    commit_interval: Duration::from_micros(config.commit_interval_us),
+                    start_primary,
+                };
+                (node, Mode::Group(Box::new(launch)))
+            }
+            (None, None) => unreachable!("a store is opened unless the node is in a group"),
+        };
         Ok(Application {
             listener,
             addr,
             metrics_listener,
-            service,
+            node,
+            mode,
             uses_demo_catalogue: config.catalogue.is_none(),
             shutdown_grace: Duration::from_secs(config.shutdown_grace_secs),
-            idle: Duration::from_secs(config.idle_secs.max(1)),
+            idle,
+            census,
             connections: ConnectionLimits {
                 max_connections,
                 deadlines: PhaseDeadlines {
@@ -211,29 +271,58 @@ impl Application {
     /// within the grace period (idle keep-alive connections are closed), stops the actors and
     /// makes the final flush.
     pub async fn run_until_stopped(mut self, shutdown: impl Future<Output = ()> + Send + 'static) {
-        let housekeeping = spawn_housekeeping(self.service.clone(), self.idle);
         let reloads = spawn_reloads(
-            self.service.clone(),
+            self.node.clone(),
             self.catalogue_file.clone(),
             std::mem::replace(&mut self.hangups, Err(std::io::ErrorKind::Other.into())),
         );
         let backups = spawn_backups(
-            self.service.clone(),
+            self.node.clone(),
             self.backup_dir.clone(),
             std::mem::replace(
                 &mut self.backup_requests,
                 Err(std::io::ErrorKind::Other.into()),
             ),
         );
-        let expiry = spawn_idempotency_expiry(self.service.clone());
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         let stopped = |mut stop: tokio::sync::watch::Receiver<bool>| async move {
             let _ = stop.wait_for(|stop| *stop).await;
         };
+        // Alone, the service's duties run from start to stop; in a group, the node's life
+        // (standby, primary, standby again) runs beside the server, and starts them whenever
+        // it takes over.
+        let (duties, group) = match self.mode {
+            Mode::Standalone(service) => (
+                Some((
+                    PrimaryDuties::start(service.clone(), self.idle, self.census),
+                    service,
+                )),
+                None,
+            ),
+            Mode::Group(launch) => {
+                let GroupLaunch {
+                    settings,
+                    data_dir,
+                    options,
+                    commit_interval,
+                    start_primary,
+                } = *launch;
+                let life = tokio::spawn(crate::replication::run(
+                    settings,
+                    data_dir,
+                    options,
+                    commit_interval,
+                    self.node.clone(),
+                    start_primary,
+                    stop_rx.clone(),
+                ));
+                (None, Some(life))
+            }
+        };
         let metrics_server = match self.metrics_listener.take() {
             Some(listener) => Some(tokio::spawn(crate::http::server::serve(
                 listener,
-                crate::http::metrics_routes(self.service.clone()),
+                crate::http::metrics_routes(self.node.clone()),
                 self.connections,
                 stopped(stop_rx.clone()),
             ))),
@@ -245,7 +334,7 @@ impl Application {
         };
         let server = crate::http::server::serve(
             self.listener,
-            crate::http::routes(self.service.clone(), settings),
+            crate::http::routes(self.node.clone(), settings),
             self.connections,
             stopped(stop_rx),
         );
@@ -260,18 +349,55 @@ impl Application {
                 }
             }
         }
-        housekeeping.abort();
+        let _ = stop_tx.send(true);
         reloads.abort();
         backups.abort();
-        expiry.abort();
         if let Some(metrics_server) = metrics_server {
             metrics_server.abort();
         }
-        let registry = self.service.registry();
-        registry.stop_all();
-        match registry.store().close() {
-            Ok(()) => tracing::info!("store flushed and closed"),
-            Err(error) => tracing::error!(%error, "final flush of the store failed"),
+        if let Some((duties, service)) = duties {
+            drop(duties);
+            let registry = service.registry();
+            registry.stop_all();
+            match registry.store().close() {
+                Ok(()) => tracing::info!("store flushed and closed"),
+                Err(error) => tracing::error!(%error, "final flush of the store failed"),
+            }
+        }
+        if let Some(life) = group {
+            // The node's life closes its store itself once it sees the stop.
+            if tokio::time::timeout(Duration::from_secs(30), life)
+                .await
+                .is_err()
+            {
+                tracing::error!("the node did not stop within 30 s");
+            }
+        }
+    }
+}
+
+/// The background work of the service a node serves: upkeep, idempotency expiry and the
+/// census after start-up. Stopped (aborted) when dropped, as when a group's primary steps
+/// down.
+struct PrimaryDuties(Vec<tokio::task::JoinHandle<()>>);
+
+impl PrimaryDuties {
+    fn start(service: Arc<Service>, idle: Duration, census: bool) -> PrimaryDuties {
+        let mut tasks = vec![
+            spawn_housekeeping(service.clone(), idle),
+            spawn_idempotency_expiry(service.clone()),
+        ];
+        if census {
+            tasks.push(spawn_census(service));
+        }
+        PrimaryDuties(tasks)
+    }
+}
+
+impl Drop for PrimaryDuties {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
         }
     }
 }
@@ -347,23 +473,44 @@ fn load_catalogue(path: Option<&std::path::Path>) -> Result<Catalogue, StartupEr
     })
 }
 
-fn open_store(config: &ServeConfig) -> Result<Store, StartupError> {
-    let opening = Instant::now();
-    let store_error = |source| StartupError::Store {
-        path: config.data_dir.display().to_string(),
-        source,
-    };
+/// How `serve`'s store is opened.
+fn store_options(config: &ServeConfig) -> StoreOptions {
     let durability = match config.durability {
         DurabilityFlag::On => Durability::Sync {
             commit_interval: Duration::from_micros(config.commit_interval_us),
         },
         DurabilityFlag::Off => Durability::Async,
     };
-    let options = StoreOptions {
+    StoreOptions {
         durability,
         cache_bytes: config.cache_mb.max(1) * 1024 * 1024,
         reserve: config.reserve(),
+    }
+}
+
+/// The service's settings from `serve`'s flags.
+fn service_settings(config: &ServeConfig) -> ServiceSettings {
+    let hashers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    ServiceSettings {
+        call_timeout: config.call_timeout(),
+        password_hashers: hashers,
+        // About a second and a half of argon2 work queued per core; past that, 503.
+        password_queue: hashers * 32,
+        max_calls_per_customer: 256,
+        max_calls_in_flight: 16_384,
+        id_range: config.id_range(),
+        idempotency_ttl_secs: config.idempotency_ttl_secs,
+    }
+}
+
+fn open_store(config: &ServeConfig) -> Result<Store, StartupError> {
+    let opening = Instant::now();
+    let store_error = |source| StartupError::Store {
+        path: config.data_dir.display().to_string(),
+        source,
     };
+    let options = store_options(config);
+    let durability = options.durability;
     let store = Store::open(
         &config.data_dir,
         options,
@@ -400,12 +547,12 @@ fn open_store(config: &ServeConfig) -> Result<Store, StartupError> {
 /// Reads every record of the store, logging what it holds and any record it cannot read.
 /// Runs after start-up, so that a large store is served at once, and after the stored orders
 /// are indexed, so that it does not slow down what order lookups wait for.
-fn spawn_census(service: Arc<Service>) {
+fn spawn_census(service: Arc<Service>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         service.registry().orders_indexed().await;
         let store = service.registry().store().clone();
         let _ = tokio::task::spawn_blocking(move || census(&store)).await;
-    });
+    })
 }
 
 fn census(store: &Store) {
@@ -429,7 +576,7 @@ fn census(store: &Store) {
 /// catalogue that is broken, or drops a webstore that has customers, is refused with a
 /// logged error and the one in force keeps serving.
 fn spawn_reloads(
-    service: Arc<Service>,
+    node: Arc<Node>,
     file: Option<std::path::PathBuf>,
     hangups: std::io::Result<Signal>,
 ) -> tokio::task::JoinHandle<()> {
@@ -441,6 +588,12 @@ fn spawn_reloads(
         while hangups.recv().await.is_some() {
             let Some(file) = &file else {
                 tracing::warn!("SIGHUP: serving the built-in demo catalogue, nothing to reload");
+                continue;
+            };
+            let Some(service) = node.service() else {
+                tracing::info!(
+                    "SIGHUP on a standby: the catalogue file is read when it takes over"
+                );
                 continue;
             };
             let outcome = match std::fs::read_to_string(file) {
@@ -477,7 +630,7 @@ fn spawn_reloads(
 /// file, fsynced, then renamed to `boxsub-backup-<UTC time>.jsonl` in `dir`. Restore it with
 /// `boxsub import` into an empty data directory. One backup at a time.
 fn spawn_backups(
-    service: Arc<Service>,
+    node: Arc<Node>,
     dir: std::path::PathBuf,
     signals: std::io::Result<Signal>,
 ) -> tokio::task::JoinHandle<()> {
@@ -487,7 +640,12 @@ fn spawn_backups(
             return;
         };
         while signals.recv().await.is_some() {
+            let Some(service) = node.service() else {
+                tracing::warn!("SIGUSR1 on a standby: backups are written by the group's primary");
+                continue;
+            };
             let store = service.registry().store().clone();
+            drop(service);
             let dir = dir.clone();
             let started = std::time::Instant::now();
             match tokio::task::spawn_blocking(move || write_backup(&store, &dir)).await {

@@ -50,6 +50,10 @@ pub enum ApiError {
     /// Overloaded or shutting down; nothing was changed.
     #[error("unavailable")]
     Unavailable,
+    /// This node of a replicated group does not take requests now (a standby, or a node
+    /// catching up or stepping down); nothing was changed.
+    #[error("not the primary")]
+    NotPrimary,
     /// The request ran past its deadline and was cut off where it was.
     #[error("deadline exceeded")]
     DeadlineExceeded,
@@ -77,6 +81,7 @@ impl ApiError {
             ApiError::InvalidJson | ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable
+            | ApiError::NotPrimary
             | ApiError::DeadlineExceeded
             | ApiError::WritesRefused(_)
             | ApiError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -103,6 +108,10 @@ impl ApiError {
                 "Too many failed sign-in attempts for this email. Try again later."
             }
             ApiError::Unavailable => "Service temporarily unavailable. Try again shortly.",
+            ApiError::NotPrimary => {
+                "This node is a standby of its group and takes no requests. Nothing was \
+                 changed; try again shortly (through the group's front end)."
+            }
             ApiError::DeadlineExceeded => {
                 "The request took too long and was cut off. A create may have been stored: \
                  repeat it with the same Idempotency-Key to find out."
@@ -139,7 +148,7 @@ impl ApiError {
                 let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
             }
-            ApiError::Unavailable | ApiError::DeadlineExceeded => {
+            ApiError::Unavailable | ApiError::NotPrimary | ApiError::DeadlineExceeded => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             // Answered before the body was read (or with its reading broken off): the

@@ -26,6 +26,7 @@ use warp::reply::Response;
 use warp::Filter;
 
 use crate::domain::catalogue::Webstore;
+use crate::node::Node;
 use crate::service::Service;
 
 pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
@@ -57,14 +58,13 @@ pub struct RouteSettings {
 
 /// Every route of the API, as one filter that never rejects.
 pub fn routes(
-    service: Arc<Service>,
+    node: Arc<Node>,
     settings: RouteSettings,
 ) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
-    let service = warp::any().map(move || service.clone());
+    let node = warp::any().map(move || node.clone());
     let limits = warp::any().map(move || settings);
     let query = warp::query::raw().or(warp::any().map(String::new)).unify();
-    service
-        .and(limits)
+    node.and(limits)
         .and(warp::method())
         .and(warp::path::full())
         .and(query)
@@ -87,7 +87,7 @@ pub(crate) struct Call<'a> {
 /// metrics). Dropping the request's future there (or when its client goes away) is safe:
 /// everything it holds is released by guards.
 async fn handle<S, B>(
-    service: Arc<Service>,
+    node: Arc<Node>,
     settings: RouteSettings,
     method: Method,
     path: FullPath,
@@ -102,8 +102,10 @@ where
     let path = path.as_str();
     let mut record = RequestRecord::begin(&method, router::route(&method, path), &headers);
     let mut response = if path == "/metrics" {
-        metrics(&service, &method, settings.metrics)
-    } else {
+        metrics(&node, &method, settings.metrics)
+    } else if path == "/health" {
+        health(&node, &method)
+    } else if let Some(service) = node.service() {
         let request = Request {
             method: &method,
             path,
@@ -119,6 +121,8 @@ where
                 ApiError::DeadlineExceeded.into_response()
             }
         }
+    } else {
+        ApiError::NotPrimary.into_response()
     };
     record.finish(&mut response);
     response
@@ -127,14 +131,14 @@ where
 /// The routes of a listener of its own for the metrics: `GET /metrics`, and 404 for
 /// anything else.
 pub fn metrics_routes(
-    service: Arc<Service>,
+    node: Arc<Node>,
 ) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
     warp::any().and(warp::method()).and(warp::path::full()).map(
         move |method: Method, path: FullPath| {
             let route = router::route(&method, path.as_str());
             let record = RequestRecord::begin(&method, route, &HeaderMap::new());
             let mut response = if path.as_str() == "/metrics" {
-                metrics(&service, &method, true)
+                metrics(&node, &method, true)
             } else {
                 ApiError::NotFound.into_response()
             };
@@ -145,15 +149,45 @@ pub fn metrics_routes(
 }
 
 /// `GET /metrics`: the Prometheus text exposition, without credentials.
-fn metrics(service: &Service, method: &Method, served_here: bool) -> Response {
+fn metrics(node: &Node, method: &Method, served_here: bool) -> Response {
     if !served_here {
         return ApiError::NotFound.into_response();
     }
     if method != Method::GET {
         return ApiError::MethodNotAllowed("GET").into_response();
     }
-    service.observe();
+    if let Some(service) = node.service() {
+        service.observe();
+    }
     metrics_response()
+}
+
+/// `GET /health`, without credentials: 200 while the node takes requests (a single node, or
+/// a group's primary), 503 otherwise (a standby, or a node catching up or stepping down),
+/// with what the node is doing. What a load balancer's health check asks.
+fn health(node: &Node, method: &Method) -> Response {
+    if method != Method::GET && method != Method::HEAD {
+        return ApiError::MethodNotAllowed("GET").into_response();
+    }
+    let health = node.health();
+    let status = if health.is_serving() {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    use warp::Reply;
+    let mut response = warp::reply::with_status(warp::reply::json(&health), status).into_response();
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        warp::http::HeaderValue::from_static("no-store"),
+    );
+    if !health.is_serving() {
+        response.headers_mut().insert(
+            header::RETRY_AFTER,
+            warp::http::HeaderValue::from_static("1"),
+        );
+    }
+    response
 }
 
 /// The current metrics as a response (also what a separate metrics listener serves).

@@ -86,6 +86,8 @@ pub enum Route {
     OpenApi,
     /// `/metrics`.
     Metrics,
+    /// `/health`.
+    Health,
     /// Any path no endpoint has.
     Unmatched,
 }
@@ -109,6 +111,7 @@ impl Route {
             Deliveries => "/v1/deliveries",
             OpenApi => "/v1/openapi.json",
             Metrics => "/metrics",
+            Health => "/health",
             Unmatched => "unmatched",
         }
     }
@@ -158,6 +161,7 @@ pub fn route(method: &Method, path: &str) -> Route {
                 .map_or(Route::Unmatched, Endpoint::route)
         }
         Err(RouteError::NotFound) if path == "/metrics" => Route::Metrics,
+        Err(RouteError::NotFound) if path == "/health" => Route::Health,
         Err(RouteError::NotFound) => Route::Unmatched,
     }
 }

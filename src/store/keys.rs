@@ -38,6 +38,22 @@ pub const CLEAN_SHUTDOWN_KEY: &[u8] = b"mclean-shutdown";
 /// Key of the first write-ahead log segment not yet checkpointed into the snapshot (see
 /// `store::log::checkpoint`, which writes it): a start replays the log from there.
 pub const WAL_FROM: &[u8] = b"mwal-from";
+/// Key of the last replicated changelog message this node's snapshot holds (see
+/// `store::replica`): a standby resumes after it.
+pub const REPLICA_APPLIED: &[u8] = b"mreplica-applied";
+/// Key of the mark a node writes before it takes writes as a group's primary (see
+/// `store::replica`): its snapshot may then hold writes the changelog never took, so it is
+/// rebuilt from the group before it follows again.
+pub const REPLICA_PRIMARY: &[u8] = b"mreplica-primary";
+/// The keys that describe this node's copy rather than the data: never in a replica
+/// snapshot, never loaded from one.
+pub const NODE_LOCAL: [&[u8]; 5] = [
+    FORMAT_KEY,
+    CLEAN_SHUTDOWN_KEY,
+    WAL_FROM,
+    REPLICA_APPLIED,
+    REPLICA_PRIMARY,
+];
 /// Key of the highest order id reserved (see `store::order_ids`).
 pub const ORDER_IDS_RESERVED: &[u8] = b"morder-ids-reserved";
 
@@ -208,6 +224,8 @@ pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
         ("m format", FORMAT_KEY.to_vec()),
         ("m clean-shutdown", CLEAN_SHUTDOWN_KEY.to_vec()),
         ("m wal-from", WAL_FROM.to_vec()),
+        ("m replica-applied", REPLICA_APPLIED.to_vec()),
+        ("m replica-primary", REPLICA_PRIMARY.to_vec()),
         (
             "m order-ids-reserved + highest order id reserved",
             order_ids_reserved(17),

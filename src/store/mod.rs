@@ -32,6 +32,7 @@ pub mod order_ids;
 pub mod pending;
 mod reads;
 pub mod repair;
+pub mod replica;
 pub mod snapshot;
 #[cfg(test)]
 mod tests;
@@ -138,6 +139,19 @@ impl Store {
         options: StoreOptions,
         on_fatal: FatalHandler,
     ) -> Result<Store, StoreError> {
+        let (storage, disk) = Store::open_storage(dir, options)?;
+        let disk_at_open = disk.state();
+        Store::with_storage(storage, dir, options.durability, on_fatal, Some(disk))
+            .map_err(|error| opening::explain_start(dir, error, disk_at_open))
+    }
+
+    /// The pending layer over sled in `dir` (created when empty, its format checked and its
+    /// snapshot leftovers removed), and the watch over the directory's filesystem: what
+    /// [`Store::open`] and a replica ([`replica::Replica::open`]) run on.
+    fn open_storage(
+        dir: &Path,
+        options: StoreOptions,
+    ) -> Result<(Arc<dyn Storage>, DiskWatch), StoreError> {
         std::fs::create_dir_all(dir).map_err(|source| StoreError::Io {
             context: format!("creating data directory {}", dir.display()),
             source,
@@ -157,15 +171,42 @@ impl Store {
                 return Err(opening::explain(dir, error, disk.state()));
             }
         };
-        let disk_at_open = disk.state();
-        Store::with_storage(
-            Arc::new(PendingWrites::over(Arc::new(snapshot))),
-            dir,
-            options.durability,
-            on_fatal,
-            Some(disk),
-        )
-        .map_err(|error| opening::explain_start(dir, error, disk_at_open))
+        let storage: Arc<dyn Storage> = Arc::new(PendingWrites::over(Arc::new(snapshot)));
+        Store::check_format(&*storage, dir)?;
+        Ok((storage, disk))
+    }
+
+    /// Refuses a store of another format; records the current one in a new store.
+    fn check_format(storage: &dyn Storage, dir: &Path) -> Result<bool, StoreError> {
+        match storage.get(keys::FORMAT_KEY)? {
+            Some(found) if found == format::CURRENT.as_bytes() => Ok(false),
+            Some(found) => Err(format::refused(dir, &String::from_utf8_lossy(&found))),
+            None => {
+                format::record_if_missing(dir)?;
+                // A single write, not a batch: see `Snapshot::apply` on what a batch costs.
+                storage.put(keys::FORMAT_KEY, format::CURRENT.as_bytes().to_vec())?;
+                storage.sync()?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// A store over `storage` that hands its writes to `log` (a replica promoted to take
+    /// writes: [`replica::Replica::promote`]).
+    fn with_log(
+        storage: Arc<dyn Storage>,
+        log: Box<dyn ChangeLog>,
+        on_fatal: FatalHandler,
+        disk: Option<DiskWatch>,
+    ) -> Store {
+        Store {
+            inner: Arc::new(StoreInner {
+                storage,
+                on_fatal,
+                disk,
+                log: RwLock::new(Some(log)),
+            }),
+        }
     }
 
     /// A store over any [`Storage`] (production: [`PendingWrites`] over a [`SledSnapshot`];
@@ -178,18 +219,7 @@ impl Store {
         on_fatal: FatalHandler,
         disk: Option<DiskWatch>,
     ) -> Result<Store, StoreError> {
-        let format = storage.get(keys::FORMAT_KEY)?;
-        let fresh = format.is_none();
-        match format {
-            Some(found) if found == format::CURRENT.as_bytes() => {}
-            Some(found) => return Err(format::refused(dir, &String::from_utf8_lossy(&found))),
-            None => {
-                format::record_if_missing(dir)?;
-                // A single write, not a batch: see `Snapshot::apply` on what a batch costs.
-                storage.put(keys::FORMAT_KEY, format::CURRENT.as_bytes().to_vec())?;
-                storage.sync()?;
-            }
-        }
+        let fresh = Store::check_format(&*storage, dir)?;
         // The marker goes before anything else is written, durably: a crash from here on
         // must find it gone.
         let closed_cleanly = match storage.get(keys::CLEAN_SHUTDOWN_KEY)? {
@@ -198,14 +228,7 @@ impl Store {
         };
         storage.sync()?;
         let log = log::open(&storage, dir, durability, &on_fatal)?;
-        let store = Store {
-            inner: Arc::new(StoreInner {
-                storage,
-                on_fatal,
-                disk,
-                log: RwLock::new(Some(log)),
-            }),
-        };
+        let store = Store::with_log(storage, log, on_fatal, disk);
         if !closed_cleanly && !fresh {
             let started = std::time::Instant::now();
             let repaired = store.repair_customer_indexes()?;
@@ -266,6 +289,12 @@ impl Store {
             Some(disk) => disk.writable().map_err(StoreError::Refused),
             None => Ok(()),
         }
+    }
+
+    /// How many handles on the store exist (a deposed primary waits for its own to be the
+    /// last before it rebuilds the copy under it).
+    pub fn handles(&self) -> usize {
+        Arc::strong_count(&self.inner)
     }
 
     /// Bytes the store's files take on disk.

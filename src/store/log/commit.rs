@@ -195,8 +195,9 @@ impl Committer {
         Ok(committer)
     }
 
-    /// Starts a flusher appending to `log`, without checkpoints (tests).
-    pub(super) fn with_log(
+    /// Starts a flusher appending to `log`, without checkpoints (a remote log, whose
+    /// checkpoints are its own: [`super::remote`]; tests).
+    pub fn with_log(
         log: impl Log,
         on_fatal: FatalHandler,
         interval: Duration,

@@ -15,6 +15,7 @@
 
 pub mod checkpoint;
 pub mod commit;
+pub mod remote;
 pub mod wal;
 
 use std::path::Path;

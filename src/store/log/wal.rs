@@ -133,8 +133,9 @@ pub enum LoggedWrite<'a> {
     },
 }
 
-/// The writes of a frame's payload, or `None` at the first that does not parse.
-fn parse_writes(mut payload: &[u8]) -> Option<Vec<LoggedWrite<'_>>> {
+/// The writes of a frame's payload (also a replicated changelog message's), or `None` at
+/// the first that does not parse.
+pub fn parse_writes(mut payload: &[u8]) -> Option<Vec<LoggedWrite<'_>>> {
     fn take<'a>(bytes: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
         if bytes.len() < n {
             return None;
@@ -193,6 +194,11 @@ impl Frame {
     /// Its size on disk, header included.
     pub fn len(&self) -> usize {
         self.bytes.len()
+    }
+
+    /// The entries' encoded writes, without the header: what a replicated log carries.
+    pub fn payload(&self) -> &[u8] {
+        &self.bytes[FRAME_HEADER..]
     }
 
     /// Empties it for the next batch, keeping its memory.
@@ -454,24 +460,36 @@ pub fn recover(wal: &WalDir, from: u64, storage: &dyn Storage) -> Result<Recover
             remedy: "restore the data directory from a backup".into(),
         })?;
         for writes in frames {
-            for write in writes {
-                match write {
-                    // Logged, so it may wait: the caller's checkpoint writes every
-                    // replayed put into the engine (orders packed into their customer's
-                    // chunks, skipping those a chunk holds already) before it marks the log's
-                    // new start.
-                    LoggedWrite::Set { key, value } => storage.put_pending(key, value.to_vec())?,
-                    LoggedWrite::RemoveIf { key, expected } => {
-                        storage.remove_if(key, expected)?;
-                    }
-                    LoggedWrite::Remove { key } => storage.remove(key)?,
-                }
-                recovered.writes += 1;
-            }
+            recovered.writes += replay(storage, writes)?;
             recovered.frames += 1;
         }
     }
     Ok(recovered)
+}
+
+/// Applies `writes`, read back from a log, to `storage` in order; how many there were.
+/// Replaying a suffix of a log again from any earlier point gives the same state (sets and
+/// removals repeat; a removal where the key held a value is skipped once a later write
+/// changed it), which is what lets a restart replay from its last checkpoint.
+pub fn replay<'a>(
+    storage: &dyn Storage,
+    writes: impl IntoIterator<Item = LoggedWrite<'a>>,
+) -> Result<u64, StoreError> {
+    let mut count = 0;
+    for write in writes {
+        match write {
+            // Logged, so it may wait: the caller's checkpoint writes every replayed put into
+            // the engine (orders packed into their customer's chunks, skipping those a chunk
+            // holds already) before it marks how far the snapshot holds the log.
+            LoggedWrite::Set { key, value } => storage.put_pending(key, value.to_vec())?,
+            LoggedWrite::RemoveIf { key, expected } => {
+                storage.remove_if(key, expected)?;
+            }
+            LoggedWrite::Remove { key } => storage.remove(key)?,
+        }
+        count += 1;
+    }
+    Ok(count)
 }
 
 /// Where group commit appends: the segment being written, and the next one once the

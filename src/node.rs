@@ -1,0 +1,171 @@
+//! This process's place in its deployment, as the HTTP layer sees it: the service it serves
+//! (none while it is a standby) and what `GET /health` says. A single node serves its
+//! service from start to stop; a node of a replicated group (`crate::replication`) is a
+//! standby until it takes the primary's place, and again after it steps down. The service
+//! is swapped in and out whole, so a request is served by the node's service of the moment
+//! it arrived, or answered 503 by the HTTP layer when there is none.
+//!
+//! Must not touch: how a role is won or lost (replication), what the service does.
+
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
+use serde::Serialize;
+
+use crate::service::Service;
+
+/// What the node is doing, as `/health` reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// A single node, serving (no group).
+    Standalone,
+    /// The group's primary, serving.
+    Serving,
+    /// Connecting to the group's changelog.
+    Connecting,
+    /// Loading a replica snapshot (an empty or rebuilt copy).
+    Loading,
+    /// Applying the changelog, behind its end.
+    CatchingUp,
+    /// A standby, applying the changelog as it grows.
+    Following,
+    /// A primary that learnt another node took its place: it acknowledges nothing more and
+    /// is rebuilding its copy to follow again.
+    Deposed,
+    /// Shutting down.
+    Stopping,
+}
+
+const STATES: [State; 8] = [
+    State::Standalone,
+    State::Serving,
+    State::Connecting,
+    State::Loading,
+    State::CatchingUp,
+    State::Following,
+    State::Deposed,
+    State::Stopping,
+];
+
+/// The node's role: whether it takes writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// It serves the API.
+    Primary,
+    /// It follows the group and answers the API with 503.
+    Standby,
+}
+
+/// What `GET /health` answers.
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    /// Primary or standby.
+    pub role: Role,
+    /// The node's name (`--node-name`), empty for a single node.
+    pub node: String,
+    /// What it is doing.
+    pub state: State,
+    /// In a group: the sequence number of the last changelog message applied (a primary:
+    /// published).
+    pub applied: u64,
+    /// In a group: how many changelog messages it has yet to apply (at its last look).
+    pub lag: u64,
+}
+
+impl Health {
+    /// Whether the node takes requests (`/health` answers 200).
+    pub fn is_serving(&self) -> bool {
+        self.role == Role::Primary
+    }
+}
+
+/// The node: its service of the moment and its state.
+pub struct Node {
+    name: String,
+    service: ArcSwapOption<Service>,
+    state: AtomicU8,
+    applied: AtomicU64,
+    lag: AtomicU64,
+}
+
+impl Node {
+    /// A single node serving `service` from the start.
+    pub fn standalone(service: Arc<Service>) -> Node {
+        Node {
+            name: String::new(),
+            service: ArcSwapOption::from(Some(service)),
+            state: AtomicU8::new(State::Standalone as u8),
+            applied: AtomicU64::new(0),
+            lag: AtomicU64::new(0),
+        }
+    }
+
+    /// A node of a replicated group named `name`, a standby until it takes over.
+    pub fn in_group(name: &str) -> Node {
+        Node {
+            name: name.to_owned(),
+            service: ArcSwapOption::empty(),
+            state: AtomicU8::new(State::Connecting as u8),
+            applied: AtomicU64::new(0),
+            lag: AtomicU64::new(0),
+        }
+    }
+
+    /// The service requests go to, none while the node does not take them.
+    pub fn service(&self) -> Option<Arc<Service>> {
+        self.service.load_full()
+    }
+
+    /// Starts serving `service` as the group's primary.
+    pub fn serve(&self, service: Arc<Service>) {
+        self.service.store(Some(service));
+        self.set_state(State::Serving);
+    }
+
+    /// Stops serving (requests from now on get 503), returning the service that served, and
+    /// says why.
+    pub fn withdraw(&self, state: State) -> Option<Arc<Service>> {
+        self.set_state(state);
+        self.service.swap(None)
+    }
+
+    /// Records what the node is doing.
+    pub fn set_state(&self, state: State) {
+        self.state.store(state as u8, Ordering::Relaxed);
+    }
+
+    /// Records how far the node has applied the changelog, and how far behind its end it is.
+    pub fn set_progress(&self, applied: u64, lag: u64) {
+        self.applied.store(applied, Ordering::Relaxed);
+        self.lag.store(lag, Ordering::Relaxed);
+    }
+
+    /// What the node is doing.
+    pub fn state(&self) -> State {
+        STATES
+            .get(usize::from(self.state.load(Ordering::Relaxed)))
+            .copied()
+            .unwrap_or(State::Stopping)
+    }
+
+    /// What `GET /health` answers.
+    pub fn health(&self) -> Health {
+        let state = self.state();
+        let serving =
+            matches!(state, State::Standalone | State::Serving) && self.service.load().is_some();
+        Health {
+            role: if serving {
+                Role::Primary
+            } else {
+                Role::Standby
+            },
+            node: self.name.clone(),
+            state,
+            applied: self.applied.load(Ordering::Relaxed),
+            lag: self.lag.load(Ordering::Relaxed),
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! The group's changelog on NATS JetStream, and its replica snapshots: the one place that
+//! speaks to NATS. Two streams per group, both replicated (`--changelog-replicas`, 3 by
+//! default) on file storage:
+//!
+//! - `NAME` (subject `boxsub.NAME.log`): one message per group commit of the primary, and
+//!   the primary's heartbeats and takeovers ([`Kind`], in the `Boxsub-Kind` header; the
+//!   node in `Boxsub-Node`). Every publish states the sequence it expects last
+//!   ([`Changelog::append`]): that is the fencing.
+//! - `NAME_SNAPSHOTS` (subjects `boxsub.NAME.snapshot.>`): replica snapshots, each as parts
+//!   on `…snapshot.part.SEQ` then one `…snapshot.done` message naming its sequence, part
+//!   count and checksum ([`SnapshotInfo`]).
+//!
+//! Must not touch: the store (messages are opaque bytes here), roles and timings (the
+//! follower and the publisher decide those).
+
+use std::time::Duration;
+
+use async_nats::header::HeaderMap;
+use async_nats::jetstream::{self, consumer, context::PublishErrorKind, stream};
+use bytes::Bytes;
+use futures_util::StreamExt;
+
+use super::{GroupSettings, ReplicationError};
+
+/// What a changelog message carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The writes of one group commit (the payload).
+    Writes,
+    /// A node takes the primary's place from here on (no payload).
+    Takeover,
+    /// The primary is alive and idle (no payload).
+    Heartbeat,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Writes => "writes",
+            Kind::Takeover => "takeover",
+            Kind::Heartbeat => "heartbeat",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Kind> {
+        [Kind::Writes, Kind::Takeover, Kind::Heartbeat]
+            .into_iter()
+            .find(|kind| kind.name() == name)
+    }
+}
+
+const KIND_HEADER: &str = "Boxsub-Kind";
+const NODE_HEADER: &str = "Boxsub-Node";
+const SNAPSHOT_SEQ_HEADER: &str = "Boxsub-Snapshot-Seq";
+const SNAPSHOT_PARTS_HEADER: &str = "Boxsub-Snapshot-Parts";
+const SNAPSHOT_CRC_HEADER: &str = "Boxsub-Snapshot-Crc32";
+
+/// One changelog message as the group reads it.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Its sequence number in the stream.
+    pub seq: u64,
+    /// What it carries.
+    pub kind: Kind,
+    /// The node that published it.
+    pub node: String,
+    /// Its message id (`Nats-Msg-Id`), which names the publish that wrote it.
+    pub id: String,
+    /// The writes of a [`Kind::Writes`] message.
+    pub payload: Bytes,
+}
+
+/// A publish the stream took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Appended {
+    /// The message's sequence number.
+    pub seq: u64,
+    /// The stream held a message of the same id already: this is its number.
+    pub duplicate: bool,
+}
+
+/// Why a publish to the changelog failed.
+#[derive(Debug)]
+pub enum AppendError {
+    /// The stream's last message is not the one expected: another node has written since,
+    /// so this one is no longer the primary.
+    Fenced,
+    /// The publish could not be confirmed (no quorum, no connection, timed out): it may or
+    /// may not be in the stream.
+    Unconfirmed(String),
+}
+
+/// The latest complete replica snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// The changelog message it holds the store through.
+    pub seq: u64,
+    /// How many parts it has.
+    pub parts: u64,
+    /// CRC-32 of every part's bytes, in order.
+    pub crc32: u32,
+    /// The sequence of its `done` message in the snapshot stream.
+    pub done_at: u64,
+}
+
+/// A connection to a group's changelog.
+#[derive(Clone)]
+pub struct Changelog {
+    jetstream: jetstream::Context,
+    settings: GroupSettings,
+    log_subject: String,
+    snapshots_stream: String,
+    part_prefix: String,
+    done_subject: String,
+}
+
+/// How long one publish may wait for its acknowledgement before it is retried.
+const ACK_TIMEOUT: Duration = Duration::from_secs(2);
+
+impl Changelog {
+    /// Connects to the NATS servers of `settings` and makes sure the group's streams exist.
+    pub async fn connect(settings: &GroupSettings) -> Result<Changelog, ReplicationError> {
+        let client = async_nats::ConnectOptions::new()
+            .name(format!("boxsub {}", settings.node))
+            .connection_timeout(Duration::from_secs(2))
+            .connect(settings.servers.clone())
+            .await
+            .map_err(|error| ReplicationError::nats("connecting to the NATS servers", error))?;
+        let jetstream = jetstream::ContextBuilder::new()
+            .timeout(ACK_TIMEOUT)
+            .build(client);
+        let name = &settings.stream;
+        let changelog = Changelog {
+            jetstream,
+            settings: settings.clone(),
+            log_subject: format!("boxsub.{name}.log"),
+            snapshots_stream: format!("{name}_SNAPSHOTS"),
+            part_prefix: format!("boxsub.{name}.snapshot.part"),
+            done_subject: format!("boxsub.{name}.snapshot.done"),
+        };
+        changelog.ensure_streams().await?;
+        Ok(changelog)
+    }
+
+    /// Creates the group's streams if they do not exist yet (the first node of a group does).
+    async fn ensure_streams(&self) -> Result<(), ReplicationError> {
+        let replicas = self.settings.replicas;
+        let log = stream::Config {
+            name: self.settings.stream.clone(),
+            subjects: vec![self.log_subject.clone()],
+            storage: stream::StorageType::File,
+            num_replicas: replicas,
+            // Retries of a publish whose acknowledgement was lost are recognised by their
+            // message id within this window (see `Publisher`).
+            duplicate_window: Duration::from_secs(120),
+            ..Default::default()
+        };
+        let snapshots = stream::Config {
+            name: self.snapshots_stream.clone(),
+            subjects: vec![format!("boxsub.{}.snapshot.>", self.settings.stream)],
+            storage: stream::StorageType::File,
+            num_replicas: replicas,
+            ..Default::default()
+        };
+        for config in [log, snapshots] {
+            let name = config.name.clone();
+            self.jetstream
+                .get_or_create_stream(config)
+                .await
+                .map_err(|error| {
+                    ReplicationError::nats(format!("creating stream {name}"), error)
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The stream's first and last sequence numbers (first is last + 1 when it is empty).
+    pub async fn bounds(&self) -> Result<(u64, u64), ReplicationError> {
+        let mut stream = self.log_stream().await?;
+        let info = stream
+            .info()
+            .await
+            .map_err(|error| ReplicationError::nats("reading the changelog's state", error))?;
+        Ok((info.state.first_sequence, info.state.last_sequence))
+    }
+
+    async fn log_stream(&self) -> Result<stream::Stream, ReplicationError> {
+        self.jetstream
+            .get_stream(&self.settings.stream)
+            .await
+            .map_err(|error| ReplicationError::nats("opening the changelog stream", error))
+    }
+
+    /// Publishes one message that must follow message `expected_last`; its sequence number,
+    /// and whether the stream already held a message of this `id` (then the number is that
+    /// message's). `id` names it for the stream's duplicate detection, so that a retry of a
+    /// publish whose acknowledgement was lost is not stored twice.
+    pub async fn append(
+        &self,
+        kind: Kind,
+        payload: Bytes,
+        expected_last: u64,
+        id: &str,
+    ) -> Result<Appended, AppendError> {
+        let publish = jetstream::message::PublishMessage::build()
+            .payload(payload)
+            .header(KIND_HEADER, kind.name())
+            .header(NODE_HEADER, self.settings.node.as_str())
+            .message_id(id)
+            .expected_last_sequence(expected_last);
+        let acked = match self
+            .jetstream
+            .send_publish(self.log_subject.clone(), publish)
+            .await
+        {
+            Ok(ack) => ack.await,
+            Err(error) => Err(error),
+        };
+        match acked {
+            // The stream recognised the id: a retry of a publish it took before. Only a
+            // retry of this node's own publish may be answered so (see `Publisher`); ids are
+            // never reused otherwise.
+            Ok(ack) => Ok(Appended {
+                seq: ack.sequence,
+                duplicate: ack.duplicate,
+            }),
+            Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {
+                Err(AppendError::Fenced)
+            }
+            Err(error) => Err(AppendError::Unconfirmed(error.to_string())),
+        }
+    }
+
+    /// The message at `seq`, if the stream still holds it.
+    pub async fn entry(&self, seq: u64) -> Result<Option<Entry>, ReplicationError> {
+        let stream = self.log_stream().await?;
+        match stream.get_raw_message(seq).await {
+            Ok(message) => Ok(Some(parse_entry(seq, &message.headers, message.payload)?)),
+            Err(error) if error.to_string().contains("no message found") => Ok(None),
+            Err(error) => Err(ReplicationError::nats(
+                format!("reading changelog message {seq}"),
+                error,
+            )),
+        }
+    }
+
+    /// The messages from `from` on, in order, as they come (an ordered consumer: it
+    /// recreates itself past a lost connection without skipping or repeating any).
+    pub async fn follow(
+        &self,
+        from: u64,
+    ) -> Result<impl futures_util::Stream<Item = Result<Entry, ReplicationError>>, ReplicationError>
+    {
+        let stream = self.log_stream().await?;
+        let consumer = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                deliver_policy: consumer::DeliverPolicy::ByStartSequence {
+                    start_sequence: from.max(1),
+                },
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| ReplicationError::nats("following the changelog", error))?;
+        let messages = consumer
+            .messages()
+            .await
+            .map_err(|error| ReplicationError::nats("following the changelog", error))?;
+        Ok(messages.map(|message| {
+            let message =
+                message.map_err(|error| ReplicationError::nats("reading the changelog", error))?;
+            let seq = message
+                .info()
+                .map_err(|error| ReplicationError::nats("reading a message's sequence", error))?
+                .stream_sequence;
+            let headers = message.headers.clone().unwrap_or_default();
+            parse_entry(seq, &headers, message.payload.clone())
+        }))
+    }
+
+    /// Removes the messages below `seq` (trimming behind a replica snapshot).
+    pub async fn trim_below(&self, seq: u64) -> Result<u64, ReplicationError> {
+        let stream = self.log_stream().await?;
+        let purged = stream
+            .purge()
+            .sequence(seq)
+            .await
+            .map_err(|error| ReplicationError::nats("trimming the changelog", error))?;
+        Ok(purged.purged)
+    }
+
+    /// The latest complete replica snapshot, if any.
+    pub async fn latest_snapshot(&self) -> Result<Option<SnapshotInfo>, ReplicationError> {
+        let stream = self.snapshots().await?;
+        let message = match stream
+            .get_last_raw_message_by_subject(&self.done_subject)
+            .await
+        {
+            Ok(message) => message,
+            Err(error) if error.to_string().contains("no message found") => return Ok(None),
+            Err(error) => return Err(ReplicationError::nats("reading the latest snapshot", error)),
+        };
+        let number = |name: &str| -> Result<u64, ReplicationError> {
+            message
+                .headers
+                .get(name)
+                .and_then(|value| value.as_str().parse().ok())
+                .ok_or_else(|| ReplicationError::Malformed(format!("snapshot without {name}")))
+        };
+        Ok(Some(SnapshotInfo {
+            seq: number(SNAPSHOT_SEQ_HEADER)?,
+            parts: number(SNAPSHOT_PARTS_HEADER)?,
+            crc32: u32::try_from(number(SNAPSHOT_CRC_HEADER)?)
+                .map_err(|_| ReplicationError::Malformed("snapshot checksum".into()))?,
+            done_at: message.sequence,
+        }))
+    }
+
+    async fn snapshots(&self) -> Result<stream::Stream, ReplicationError> {
+        self.jetstream
+            .get_stream(&self.snapshots_stream)
+            .await
+            .map_err(|error| ReplicationError::nats("opening the snapshot stream", error))
+    }
+
+    /// Publishes one part of the snapshot of message `seq`; waits for its acknowledgement.
+    pub async fn put_snapshot_part(&self, seq: u64, part: Vec<u8>) -> Result<(), ReplicationError> {
+        self.jetstream
+            .publish(format!("{}.{seq}", self.part_prefix), Bytes::from(part))
+            .await
+            .map_err(|error| ReplicationError::nats("publishing a snapshot part", error))?
+            .await
+            .map_err(|error| ReplicationError::nats("publishing a snapshot part", error))?;
+        Ok(())
+    }
+
+    /// Completes the snapshot of message `seq`, unless another node completed one since
+    /// `previous` (the `done_at` of the latest snapshot seen, 0 for none): whether it did.
+    pub async fn finish_snapshot(
+        &self,
+        seq: u64,
+        parts: u64,
+        crc32: u32,
+        previous: u64,
+    ) -> Result<bool, ReplicationError> {
+        let publish = jetstream::message::PublishMessage::build()
+            .header(SNAPSHOT_SEQ_HEADER, seq.to_string().as_str())
+            .header(SNAPSHOT_PARTS_HEADER, parts.to_string().as_str())
+            .header(SNAPSHOT_CRC_HEADER, crc32.to_string().as_str())
+            .header(NODE_HEADER, self.settings.node.as_str())
+            .expected_last_subject_sequence(previous);
+        let acked = match self
+            .jetstream
+            .send_publish(self.done_subject.clone(), publish)
+            .await
+        {
+            Ok(ack) => ack.await,
+            Err(error) => Err(error),
+        };
+        match acked {
+            Ok(_) => Ok(true),
+            Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => Ok(false),
+            Err(error) => Err(ReplicationError::nats("completing a snapshot", error)),
+        }
+    }
+
+    /// Removes every part of snapshots other than the one of message `keep`.
+    pub async fn remove_snapshot_parts_except(&self, keep: u64) -> Result<(), ReplicationError> {
+        let stream = self.snapshots().await?;
+        let info = stream.clone();
+        let subjects = info
+            .info_with_subjects(format!("{}.*", self.part_prefix))
+            .await
+            .map_err(|error| ReplicationError::nats("listing snapshot parts", error))?;
+        let subjects: Vec<String> = subjects
+            .filter_map(|subject| async move { subject.ok().map(|(name, _)| name) })
+            .collect()
+            .await;
+        let kept = format!("{}.{keep}", self.part_prefix);
+        for subject in subjects.into_iter().filter(|subject| *subject != kept) {
+            stream
+                .purge()
+                .filter(subject)
+                .await
+                .map_err(|error| ReplicationError::nats("removing old snapshot parts", error))?;
+        }
+        Ok(())
+    }
+
+    /// The parts of the snapshot of message `seq`, in order.
+    pub async fn snapshot_parts(
+        &self,
+        seq: u64,
+    ) -> Result<impl futures_util::Stream<Item = Result<Bytes, ReplicationError>>, ReplicationError>
+    {
+        let stream = self.snapshots().await?;
+        let consumer = stream
+            .create_consumer(consumer::pull::OrderedConfig {
+                filter_subject: format!("{}.{seq}", self.part_prefix),
+                deliver_policy: consumer::DeliverPolicy::All,
+                ..Default::default()
+            })
+            .await
+            .map_err(|error| ReplicationError::nats("reading a snapshot", error))?;
+        let messages = consumer
+            .messages()
+            .await
+            .map_err(|error| ReplicationError::nats("reading a snapshot", error))?;
+        Ok(messages.map(|message| {
+            message
+                .map(|message| message.payload.clone())
+                .map_err(|error| ReplicationError::nats("reading a snapshot part", error))
+        }))
+    }
+}
+
+fn parse_entry(seq: u64, headers: &HeaderMap, payload: Bytes) -> Result<Entry, ReplicationError> {
+    let header = |name: &str| headers.get(name).map(|value| value.as_str().to_owned());
+    let kind = header(KIND_HEADER)
+        .as_deref()
+        .and_then(Kind::parse)
+        .ok_or_else(|| {
+            ReplicationError::Malformed(format!(
+                "changelog message {seq} has no {KIND_HEADER} boxsub writes"
+            ))
+        })?;
+    Ok(Entry {
+        seq,
+        kind,
+        node: header(NODE_HEADER).unwrap_or_default(),
+        id: header("Nats-Msg-Id").unwrap_or_default(),
+        payload,
+    })
+}
