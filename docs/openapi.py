@@ -788,8 +788,10 @@ responses = {
             "(too many requests in flight or queued for one customer, too many connections, "
             "too many password checks queued; `Retry-After: 1`), the request ran past its "
             "deadline (30 s by default; `Retry-After: 1`), the store failed "
-            "(`Retry-After: 5`), or, for writes, the disk is nearly full or read-only "
-            "(`Retry-After: 30`; reads still work)."),
+            "(`Retry-After: 5`), for writes, the disk is nearly full or read-only "
+            "(`Retry-After: 30`; reads still work), or this node is a standby of a "
+            "replicated group (`Retry-After: 1`: the group's front end sends the retry to "
+            "the primary)."),
         "headers": hdrs("Retry-After"),
         "content": json_content(sref("Message"), msg_ex(
             ("overloaded", "Service temporarily unavailable. Try again shortly."),
@@ -800,7 +802,9 @@ responses = {
             ("read_only", "The storage of the service is read-only, so writes are refused. "
                           "Nothing was changed; reads still work."),
             ("storage", "The storage of the service failed. Nothing was changed; try again "
-                        "later."))),
+                        "later."),
+            ("standby", "This node is a standby of its group and takes no requests. Nothing "
+                        "was changed; try again shortly (through the group's front end)."))),
     },
 }
 
@@ -995,6 +999,44 @@ paths["/v1/ping"] = {
         "Service",
         {"204": {"description": "The service is up.", "headers": hdrs()}},
         auth=False),
+}
+
+HEALTH = {
+    "type": "object",
+    "required": ["role", "node", "state", "applied", "lag"],
+    "additionalProperties": False,
+    "properties": {
+        "role": {"type": "string", "enum": ["primary", "standby"],
+                 "description": "Whether this node takes requests."},
+        "node": {"type": "string",
+                 "description": "The node's name in its group (`--node-name`); empty alone."},
+        "state": {"type": "string",
+                  "enum": ["standalone", "serving", "stalled", "connecting", "loading", "catching_up",
+                           "following", "deposed", "stopping"],
+                  "description": "What the node is doing."},
+        "applied": {"type": "integer", "minimum": 0,
+                    "description": "In a group: the last changelog message applied (on the "
+                                   "primary: published)."},
+        "lag": {"type": "integer", "minimum": 0,
+                "description": "In a group: changelog messages still to apply."},
+    },
+}
+
+paths["/health"] = {
+    "get": {
+        "operationId": "health", "summary": "Whether this node takes requests",
+        "description": (
+            "For load balancers (HAProxy's `option httpchk GET /health`): 200 on a node that "
+            "takes requests (a single node, or a replicated group's primary), 503 on a "
+            "standby or a node catching up or stepping down. Needs no credentials."),
+        "tags": ["Service"], "security": [], "parameters": [],
+        "responses": {
+            "200": {"description": "This node takes requests.", "headers": hdrs(),
+                    "content": json_content(HEALTH)},
+            "503": {"description": "This node takes no requests now.",
+                    "headers": hdrs("Retry-After"), "content": json_content(HEALTH)},
+        },
+    },
 }
 
 paths["/v1/openapi.json"] = {

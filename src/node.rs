@@ -31,6 +31,9 @@ pub enum State {
     CatchingUp,
     /// A standby, applying the changelog as it grows.
     Following,
+    /// The group's primary, waiting for the changelog to acknowledge (a NATS server lost,
+    /// the stream electing a leader): it takes no new requests until it does, or steps down.
+    Stalled,
     /// A primary that learnt another node took its place: it acknowledges nothing more and
     /// is rebuilding its copy to follow again.
     Deposed,
@@ -38,13 +41,15 @@ pub enum State {
     Stopping,
 }
 
-const STATES: [State; 8] = [
+/// Every state, in the enum's order (a state is stored as its index).
+const STATES: [State; 9] = [
     State::Standalone,
     State::Serving,
     State::Connecting,
     State::Loading,
     State::CatchingUp,
     State::Following,
+    State::Stalled,
     State::Deposed,
     State::Stopping,
 ];
@@ -137,6 +142,18 @@ impl Node {
         self.state.store(state as u8, Ordering::Relaxed);
     }
 
+    /// Records that the primary's changelog stalls (or no longer does).
+    pub fn set_stalled(&self, stalled: bool) {
+        let (from, to) = if stalled {
+            (State::Serving, State::Stalled)
+        } else {
+            (State::Stalled, State::Serving)
+        };
+        let _ =
+            self.state
+                .compare_exchange(from as u8, to as u8, Ordering::Relaxed, Ordering::Relaxed);
+    }
+
     /// Records how far the node has applied the changelog, and how far behind its end it is.
     pub fn set_progress(&self, applied: u64, lag: u64) {
         self.applied.store(applied, Ordering::Relaxed);
@@ -167,5 +184,38 @@ impl Node {
             applied: self.applied.load(Ordering::Relaxed),
             lag: self.lag.load(Ordering::Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_state_is_read_back_as_stored() {
+        let node = Node::in_group("a");
+        for (index, state) in STATES.into_iter().enumerate() {
+            assert_eq!(state as usize, index);
+            node.set_state(state);
+            assert_eq!(node.state(), state);
+            assert_eq!(
+                node.health().role,
+                Role::Standby,
+                "no service: never primary"
+            );
+        }
+    }
+
+    #[test]
+    fn a_stall_is_only_a_serving_primary_s() {
+        let node = Node::in_group("a");
+        node.set_state(State::Following);
+        node.set_stalled(true);
+        assert_eq!(node.state(), State::Following);
+        node.set_state(State::Serving);
+        node.set_stalled(true);
+        assert_eq!(node.state(), State::Stalled);
+        node.set_stalled(false);
+        assert_eq!(node.state(), State::Serving);
     }
 }

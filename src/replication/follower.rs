@@ -111,7 +111,20 @@ pub async fn follow(
                     stream_last = changelog.bounds().await?.1.max(applied);
                     lag_measured = Instant::now();
                 }
-                node.set_progress(applied, stream_last - applied);
+                let lag = stream_last - applied;
+                node.set_progress(applied, lag);
+                node.set_state(if lag > 0 {
+                    State::CatchingUp
+                } else {
+                    State::Following
+                });
+                // Under a steady flow the stream is never quiet: snapshots are written
+                // between messages too, when the copy is close to the stream's end.
+                if lag < CHECKPOINT_EVERY {
+                    snapshots
+                        .maybe_write(changelog, settings, replica, applied)
+                        .await;
+                }
             }
             Ok(None) => {
                 return Err(ReplicationError::Malformed(
@@ -186,7 +199,7 @@ impl SnapshotSchedule {
     ) {
         if self
             .looked
-            .is_some_and(|looked| looked.elapsed() < Duration::from_secs(2))
+            .is_some_and(|looked| looked.elapsed() < Duration::from_secs(1))
         {
             return;
         }

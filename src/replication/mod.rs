@@ -345,6 +345,17 @@ fn promote(
         let node = node.clone();
         Box::new(move |seq| node.set_progress(seq, 0))
     };
+    let on_stalled = {
+        let node = node.clone();
+        Box::new(move |stalled| {
+            if stalled {
+                tracing::warn!(
+                    "the changelog does not acknowledge; reporting this primary stalled"
+                );
+            }
+            node.set_stalled(stalled);
+        })
+    };
     let chain = Chain::new(
         changelog.clone(),
         tokio::runtime::Handle::current(),
@@ -352,6 +363,7 @@ fn promote(
         takeover,
         on_deposed,
         on_published,
+        on_stalled,
     );
     chain.start_heartbeats().map_err(|source| StoreError::Io {
         context: "starting the heartbeat thread".into(),

@@ -15,7 +15,7 @@
 //! Must not touch: the store's writes (the payload is opaque), roles (the supervisor acts on
 //! a deposition).
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -31,8 +31,19 @@ use crate::store::log::wal::Frame;
 pub const HEARTBEAT_EVERY: Duration = Duration::from_millis(500);
 
 /// How long a publish is retried while its acknowledgement does not come (no quorum, a
-/// NATS server restarting) before the primary gives up its place.
-pub const GIVE_UP_AFTER: Duration = Duration::from_secs(4);
+/// NATS server restarting) before the primary gives up its place. A stream whose leader
+/// died elects another in about 5 to 7 s (measured with `kill -9` of the leader's server):
+/// the primary rides that out, reporting itself stalled meanwhile (see [`Chain::stalled`]).
+pub const GIVE_UP_AFTER: Duration = Duration::from_secs(15);
+
+/// How long a publish may wait for its acknowledgement before the primary reports itself
+/// stalled (`/health` answers 503, so a load balancer stops sending it requests), as long as
+/// a standby would wait before taking over.
+pub const STALLED_AFTER: Duration = super::LEASE;
+
+/// The largest changelog message: NATS refuses a message (payload and headers) over its
+/// `max_payload`, 1 MiB by default; headers take well under 8 KiB.
+pub const MAX_MESSAGE_BYTES: usize = (1 << 20) - 8 * 1024;
 
 /// What the primary has published: where its chain of messages stands.
 pub struct Chain {
@@ -44,6 +55,11 @@ pub struct Chain {
     on_deposed: Box<dyn Fn() + Send + Sync>,
     /// Called with each message's sequence number once it is in the stream.
     on_published: Box<dyn Fn(u64) + Send + Sync>,
+    /// Called when a publish has waited [`STALLED_AFTER`] (true) and when the stall ends.
+    on_stalled: Box<dyn Fn(bool) + Send + Sync>,
+    /// When the publish under way started, in milliseconds after `created`; 0 for none.
+    publishing_since: AtomicU64,
+    created: Instant,
     stopped: AtomicBool,
 }
 
@@ -68,6 +84,7 @@ impl Chain {
         takeover: u64,
         on_deposed: Box<dyn Fn() + Send + Sync>,
         on_published: Box<dyn Fn(u64) + Send + Sync>,
+        on_stalled: Box<dyn Fn(bool) + Send + Sync>,
     ) -> Arc<Chain> {
         Arc::new(Chain {
             changelog,
@@ -82,6 +99,9 @@ impl Chain {
             }),
             on_deposed,
             on_published,
+            on_stalled,
+            publishing_since: AtomicU64::new(0),
+            created: Instant::now(),
             stopped: AtomicBool::new(false),
         })
     }
@@ -114,6 +134,8 @@ impl Chain {
         let id = format!("{}:{}:{}", self.node, state.term, state.published);
         let expected = state.last;
         let started = Instant::now();
+        let since = u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.publishing_since.store(since.max(1), Ordering::Relaxed);
         let mut attempts = 0;
         let outcome = loop {
             attempts += 1;
@@ -155,6 +177,7 @@ impl Chain {
                 }
             }
         };
+        self.publishing_since.store(0, Ordering::Relaxed);
         match outcome {
             Ok(seq) => {
                 state.last = seq;
@@ -170,6 +193,12 @@ impl Chain {
                 Err(reason)
             }
         }
+    }
+
+    /// Whether the publish under way has waited [`STALLED_AFTER`] for its acknowledgement.
+    pub fn stalled(&self) -> bool {
+        let since = self.publishing_since.load(Ordering::Relaxed);
+        since != 0 && self.created.elapsed() >= Duration::from_millis(since) + STALLED_AFTER
     }
 
     /// Publishes a heartbeat if nothing was published for [`HEARTBEAT_EVERY`].
@@ -189,12 +218,29 @@ impl Chain {
         std::thread::Builder::new()
             .name("boxsub-heartbeat".into())
             .spawn(move || {
-                while !chain.stopped.load(Ordering::Relaxed) && !chain.deposed() {
-                    chain.beat();
+                let mut was_stalled = false;
+                while !chain.stopped.load(Ordering::Relaxed) {
+                    // Looked at before `beat`, which waits while a publish is under way.
+                    let stalled = chain.stalled();
+                    if stalled != was_stalled {
+                        (chain.on_stalled)(stalled);
+                        was_stalled = stalled;
+                    }
+                    if !stalled && !chain.publishing() {
+                        chain.beat();
+                    }
+                    if chain.deposed() {
+                        return;
+                    }
                     std::thread::sleep(HEARTBEAT_EVERY / 4);
                 }
             })
             .map(|_| ())
+    }
+
+    /// Whether a publish is under way.
+    fn publishing(&self) -> bool {
+        self.publishing_since.load(Ordering::Relaxed) != 0
     }
 
     /// Stops the heartbeats (the primary is closing).
@@ -206,7 +252,8 @@ impl Chain {
 /// Group commit's log on a primary: each batch becomes one changelog message.
 pub struct Publisher {
     chain: Arc<Chain>,
-    payload: Vec<u8>,
+    /// The batch being published, cut between whole changes to fit messages.
+    parts: Vec<Bytes>,
 }
 
 impl Publisher {
@@ -214,24 +261,31 @@ impl Publisher {
     pub fn new(chain: Arc<Chain>) -> Publisher {
         Publisher {
             chain,
-            payload: Vec::new(),
+            parts: Vec::new(),
         }
     }
 }
 
 impl Log for Publisher {
     fn append(&mut self, frame: &mut Frame) -> std::io::Result<()> {
-        self.payload.clear();
-        self.payload.extend_from_slice(frame.payload());
+        self.parts = frame
+            .parts(MAX_MESSAGE_BYTES)
+            .into_iter()
+            .map(Bytes::copy_from_slice)
+            .collect();
         Ok(())
     }
 
+    /// Publishes the batch, a message per part, in order. If a later part fails, the earlier
+    /// ones are in the changelog (whole changes) while their writers hear of a failure, as
+    /// when an acknowledgement is lost: a keyed retry finds them.
     fn sync(&mut self) -> std::io::Result<()> {
-        let payload = Bytes::copy_from_slice(&self.payload);
-        self.chain
-            .publish(Kind::Writes, payload)
-            .map(|_| ())
-            .map_err(std::io::Error::other)
+        for part in self.parts.drain(..) {
+            self.chain
+                .publish(Kind::Writes, part)
+                .map_err(std::io::Error::other)?;
+        }
+        Ok(())
     }
 
     fn seq(&self) -> u64 {

@@ -170,12 +170,16 @@ pub fn parse_writes(mut payload: &[u8]) -> Option<Vec<LoggedWrite<'_>>> {
 #[derive(Debug)]
 pub struct Frame {
     bytes: Vec<u8>,
+    /// Where each entry's writes end in `bytes`, so that a log with a message size limit
+    /// can cut the frame between whole changes ([`Frame::parts`]).
+    ends: Vec<usize>,
 }
 
 impl Default for Frame {
     fn default() -> Self {
         Frame {
             bytes: vec![0; FRAME_HEADER],
+            ends: Vec::new(),
         }
     }
 }
@@ -184,6 +188,28 @@ impl Frame {
     /// Adds an entry's encoded writes.
     pub fn push(&mut self, writes: &[u8]) {
         self.bytes.extend_from_slice(writes);
+        if !writes.is_empty() {
+            self.ends.push(self.bytes.len());
+        }
+    }
+
+    /// The payload cut into parts of whole entries, each at most `max_bytes` long unless a
+    /// single entry is longer, in order: a change is never split between two parts.
+    pub fn parts(&self, max_bytes: usize) -> Vec<&[u8]> {
+        let mut parts = Vec::new();
+        let mut start = FRAME_HEADER;
+        let mut end = FRAME_HEADER;
+        for &entry_end in &self.ends {
+            if entry_end - start > max_bytes && end > start {
+                parts.push(&self.bytes[start..end]);
+                start = end;
+            }
+            end = entry_end;
+        }
+        if end > start {
+            parts.push(&self.bytes[start..end]);
+        }
+        parts
     }
 
     /// Whether it carries no write.
@@ -204,6 +230,7 @@ impl Frame {
     /// Empties it for the next batch, keeping its memory.
     pub fn clear(&mut self) {
         self.bytes.truncate(FRAME_HEADER);
+        self.ends.clear();
     }
 
     /// The frame as it goes into segment `seq`: the header filled in.
@@ -571,6 +598,19 @@ impl LogWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_frame_is_cut_between_whole_entries() {
+        let mut frame = Frame::default();
+        for entry in [&b"aaaa"[..], b"bb", b"cccccccc", b"d"] {
+            frame.push(entry);
+        }
+        frame.push(b"");
+        assert_eq!(frame.parts(6), vec![&b"aaaabb"[..], b"cccccccc", b"d"]);
+        assert_eq!(frame.parts(100), vec![&b"aaaabbccccccccd"[..]]);
+        frame.clear();
+        assert!(frame.parts(6).is_empty());
+    }
     use proptest::prelude::*;
 
     fn entry(writes: &[(u8, &[u8], &[u8])]) -> Vec<u8> {

@@ -11,7 +11,9 @@
 //! - [`contract`]: the OpenAPI check every answer of [`TestApp::send`] goes through;
 //! - [`assertions`]: assertions on answers and resources;
 //! - [`fixtures`]: the test webstores' credentials, catalogue, bodies and messages;
-//! - [`skip`]: what a test does when the host lacks something it needs.
+//! - [`skip`]: what a test does when the host lacks something it needs;
+//! - [`nats`] and [`haproxy`]: a real three-node NATS JetStream cluster and a real
+//!   HAProxy on loopback, for the replicated group's tests.
 //!
 //! Every process started here is owned by a value whose `Drop` kills and reaps
 //! it; every wait is bounded in count and time.
@@ -20,6 +22,8 @@ mod assertions;
 mod client;
 pub mod contract;
 mod fixtures;
+mod haproxy;
+mod nats;
 mod server;
 mod skip;
 
@@ -34,6 +38,8 @@ pub use fixtures::{
     MSG_METHOD_NOT_ALLOWED, MSG_MISSING_CREDS, MSG_NOT_FOUND, MSG_TOO_LARGE, NOT_IN_LIST, STORE_A,
     STORE_A_KEY, STORE_A_SECRET, STORE_B, STORE_B_KEY, STORE_B_SECRET, TAKEN, TOO_LONG_255,
 };
+pub use haproxy::Haproxy;
+pub use nats::NatsCluster;
 pub use server::{
     boxsub_command, run_to_exit, spawn_app, spawn_app_logging_to, spawn_app_on,
     spawn_app_on_under_ulimit, spawn_app_on_with, spawn_app_with, spawn_demo_app, try_spawn_app_on,
