@@ -2,8 +2,9 @@
 //! store, and take the primary's place once the stream has been quiet for a lease.
 //!
 //! - **Applying.** Messages are applied from the one after the copy's last
-//!   ([`Replica::applied`]); every [`CHECKPOINT_EVERY`] messages (and whenever the stream
-//!   goes quiet) the copy is made durable with its position, so a restart resumes there.
+//!   ([`Replica::applied`]); every [`CHECKPOINT_EVERY`] messages or [`CHECKPOINT_AFTER`]
+//!   (and whenever the stream goes quiet) the copy is made durable with its position, so a
+//!   restart resumes there.
 //! - **Catching up from a snapshot.** An empty copy whose stream was trimmed, or a copy that
 //!   fell behind the stream's first message, cannot be brought up by the stream alone: the
 //!   follower says so ([`Followed::NeedsSnapshot`]) and the supervisor rebuilds the copy
@@ -34,6 +35,9 @@ use crate::store::replica::Replica;
 
 /// How many applied messages a checkpoint may leave behind it.
 const CHECKPOINT_EVERY: u64 = 1_000;
+/// How long applied messages may wait for a checkpoint while they keep coming (one sled
+/// flush a second at most; a quiet stream is checkpointed at once).
+const CHECKPOINT_AFTER: Duration = Duration::from_secs(1);
 /// How long the follower waits for a message before it looks at the lease.
 const POLL: Duration = Duration::from_millis(200);
 /// How often the follower asks the stream how far behind it is while messages flow.
@@ -62,6 +66,11 @@ pub async fn follow(
     if applied + 1 < first {
         return Ok(Followed::NeedsSnapshot);
     }
+    tracing::info!(
+        applied,
+        stream_last = last,
+        "following the changelog from the message after this copy's last"
+    );
     node.set_progress(applied, last.saturating_sub(applied));
     node.set_state(if last > applied {
         State::CatchingUp
@@ -71,6 +80,7 @@ pub async fn follow(
     let mut messages = Box::pin(changelog.follow(applied + 1).await?);
     let mut last_seen = Instant::now();
     let mut checkpointed = applied;
+    let mut checkpointed_at = Instant::now();
     let mut lag_measured = Instant::now();
     let mut stream_last = last;
     let mut snapshots = SnapshotSchedule::default();
@@ -103,9 +113,12 @@ pub async fn follow(
                     blocking(replica, move |replica| replica.checkpoint(applied)).await?;
                     return Ok(Followed::TookOver(applied));
                 }
-                if applied - checkpointed >= CHECKPOINT_EVERY {
+                if applied - checkpointed >= CHECKPOINT_EVERY
+                    || checkpointed_at.elapsed() >= CHECKPOINT_AFTER
+                {
                     blocking(replica, move |replica| replica.checkpoint(applied)).await?;
                     checkpointed = applied;
+                    checkpointed_at = Instant::now();
                 }
                 if lag_measured.elapsed() >= MEASURE_LAG_EVERY {
                     stream_last = changelog.bounds().await?.1.max(applied);
@@ -135,6 +148,7 @@ pub async fn follow(
                 if checkpointed != applied {
                     blocking(replica, move |replica| replica.checkpoint(applied)).await?;
                     checkpointed = applied;
+                    checkpointed_at = Instant::now();
                 }
                 stream_last = changelog.bounds().await?.1;
                 lag_measured = Instant::now();

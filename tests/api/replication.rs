@@ -518,6 +518,101 @@ async fn a_node_rejoining_empty_catches_up_under_writes_and_takes_over_holding_e
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_killed_and_restarted_on_their_own_directories_resume_and_lose_nothing() {
+    let _one = ONE_GROUP_AT_A_TIME.lock().await;
+    let test = "nodes_killed_and_restarted_on_their_own_directories_resume_and_lose_nothing";
+    let Some(mut group) = Group::start(test, 2, &[]).await else {
+        return;
+    };
+    let primary = group.primary(Duration::from_secs(20)).await;
+    let standby = 1 - primary;
+    let mut outcomes = BTreeMap::new();
+    for n in 0..60 {
+        outcomes.insert(n, keyed_create(group.app(primary), "k", n).await);
+    }
+    // The standby is killed mid-apply and comes back on its own directory: it resumes after
+    // the last message its copy made durable, not from the start.
+    wait_caught_up(group.app(standby)).await;
+    // A copy is made durable at least every second (see the follower).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    if let Some(mut app) = group.members[standby].app.take() {
+        app.crash();
+    }
+    for n in 60..120 {
+        outcomes.insert(n, keyed_create(group.app(primary), "k", n).await);
+    }
+    group.restart(standby).await;
+    wait_caught_up(group.app(standby)).await;
+    let resumed = group.app(standby).stderr_tail();
+    let line = resumed
+        .lines()
+        .find(|line| line.contains("following the changelog from the message after"))
+        .unwrap_or_else(|| panic!("no resume line:\n{resumed}"));
+    let applied: u64 = line
+        .split("applied=")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no position in {line}"));
+    assert!(
+        applied >= 60,
+        "the restarted standby resumed from {applied}, not where it stopped"
+    );
+    assert!(
+        !resumed.contains("rebuilding"),
+        "a standby's copy is kept:\n{resumed}"
+    );
+    // The primary is killed and restarted on its own directory: the other node takes over,
+    // and the old primary, whose copy may hold writes the changelog refused, rebuilds it
+    // from the group and follows.
+    if let Some(mut app) = group.members[primary].app.take() {
+        app.crash();
+    }
+    until_serving(group.app(standby), Duration::from_secs(20))
+        .await
+        .unwrap_or_else(|| panic!("no takeover:\n{}", group.logs()));
+    for n in 120..150 {
+        outcomes.insert(n, keyed_create(group.app(standby), "k", n).await);
+    }
+    group.restart(primary).await;
+    wait_caught_up(group.app(primary)).await;
+    assert!(
+        group
+            .app(primary)
+            .stderr_tail()
+            .contains("rebuilding it from the group"),
+        "the old primary rebuilt its copy:\n{}",
+        group.app(primary).stderr_tail()
+    );
+    assert!(outcomes.values().all(|o| matches!(o, Outcome::Acked(_))));
+    // Back the other way: the rebuilt node takes over holding everything.
+    if let Some(mut app) = group.members[standby].app.take() {
+        app.crash();
+    }
+    until_serving(group.app(primary), Duration::from_secs(20))
+        .await
+        .unwrap_or_else(|| panic!("no takeover by the rebuilt node:\n{}", group.logs()));
+    assert_nothing_lost_or_doubled(group.app(primary), "k", &outcomes).await;
+}
+
+/// Waits (bounded) until `app` is a standby that holds the whole changelog.
+async fn wait_caught_up(app: &TestApp) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = health(app).await;
+        if body["state"] == "following" && body["lag"] == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never caught up: {body}\n{}",
+            app.stderr_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_primary_frozen_past_its_lease_acknowledges_nothing_and_turns_standby() {
     let _one = ONE_GROUP_AT_A_TIME.lock().await;
     let test = "a_primary_frozen_past_its_lease_acknowledges_nothing_and_turns_standby";
