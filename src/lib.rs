@@ -3,8 +3,9 @@
 //!
 //! # Layout
 //!
-//! Dependencies point one way: `http` → `service` → `registry` → `actors` → `index` →
-//! `store` → `domain`.
+//! Dependencies point one way: `http` → `node` → `service` → `registry` → `actors` →
+//! `index` → `store` → `domain`; `replication` (a group's life) uses `node`, `service` and
+//! `store`, and nothing below it knows of it.
 //!
 //! - [`domain`]: the rules, as pure functions and plain data (catalogue, customers, orders,
 //!   emails, pagination, passwords, sign-in throttling). No I/O, no async.
@@ -15,6 +16,10 @@
 //! - [`service`]: the entry point the front end calls, one type per concern (actor calls,
 //!   idempotency, sign-in throttling, password work); every acquisition is a guard, so a
 //!   request dropped at any await point leaves nothing behind.
+//! - [`node`]: what this process serves right now (the service, none while a group's
+//!   standby) and what `GET /health` says.
+//! - [`replication`]: a replicated group on a NATS JetStream changelog: the primary's fenced
+//!   publishes, the standby's apply and takeover, replica snapshots and trimming.
 //! - [`http`]: the front end: its own accept loop with connection limits and deadlines, and
 //!   one warp filter for authentication, routing, parsing, rendering and errors.
 //! - [`index`]: in-memory indexes of the stored orders (owner by order id; orders by
