@@ -81,9 +81,10 @@ pub struct Health {
 }
 
 impl Health {
-    /// Whether the node takes requests (`/health` answers 200).
+    /// Whether the node takes requests (`/health` answers 200): a primary that is not
+    /// stalled.
     pub fn is_serving(&self) -> bool {
-        self.role == Role::Primary
+        self.role == Role::Primary && self.state != State::Stalled
     }
 }
 
@@ -217,5 +218,14 @@ mod tests {
         assert_eq!(node.state(), State::Stalled);
         node.set_stalled(false);
         assert_eq!(node.state(), State::Serving);
+    }
+
+    #[test]
+    fn a_stalled_primary_is_a_primary_that_takes_no_requests() {
+        let node = Node::in_group("a");
+        node.set_state(State::Stalled);
+        let health = node.health();
+        assert_eq!(health.role, Role::Standby, "no service yet");
+        assert!(!health.is_serving());
     }
 }

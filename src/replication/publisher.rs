@@ -60,6 +60,8 @@ pub struct Chain {
     /// When the publish under way started, in milliseconds after `created`; 0 for none.
     publishing_since: AtomicU64,
     created: Instant,
+    /// Set once the node learns it is no longer the primary (read without the lock).
+    deposed: AtomicBool,
     stopped: AtomicBool,
 }
 
@@ -72,7 +74,6 @@ struct ChainState {
     term: String,
     published: u64,
     last_publish: Instant,
-    deposed: bool,
 }
 
 impl Chain {
@@ -95,13 +96,13 @@ impl Chain {
                 term: format!("{takeover}-{:016x}", super::follower::nonce()),
                 published: 0,
                 last_publish: Instant::now(),
-                deposed: false,
             }),
             on_deposed,
             on_published,
             on_stalled,
             publishing_since: AtomicU64::new(0),
             created: Instant::now(),
+            deposed: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
         })
     }
@@ -114,7 +115,7 @@ impl Chain {
 
     /// Whether the node has learnt it is no longer the primary.
     pub fn deposed(&self) -> bool {
-        self.state().deposed
+        self.deposed.load(Ordering::Relaxed)
     }
 
     /// The sequence number of the last message published.
@@ -126,7 +127,7 @@ impl Chain {
     /// acknowledged it; its sequence number.
     fn publish(&self, kind: Kind, payload: Bytes) -> Result<u64, String> {
         let mut state = self.state();
-        if state.deposed {
+        if self.deposed() {
             return Err("this node is no longer the primary".into());
         }
         state.published += 1;
@@ -186,7 +187,7 @@ impl Chain {
                 Ok(seq)
             }
             Err(reason) => {
-                state.deposed = true;
+                self.deposed.store(true, Ordering::Relaxed);
                 drop(state);
                 tracing::error!(%reason, "stepping down: this node acknowledges no more writes");
                 (self.on_deposed)();
@@ -203,39 +204,44 @@ impl Chain {
 
     /// Publishes a heartbeat if nothing was published for [`HEARTBEAT_EVERY`].
     fn beat(&self) {
-        let idle = {
-            let state = self.state();
-            !state.deposed && state.last_publish.elapsed() >= HEARTBEAT_EVERY
-        };
+        let idle = !self.deposed() && self.state().last_publish.elapsed() >= HEARTBEAT_EVERY;
         if idle {
             let _ = self.publish(Kind::Heartbeat, Bytes::new());
         }
     }
 
-    /// Starts the heartbeat thread; it ends once the chain is stopped or deposed.
+    /// Starts the heartbeat thread, and the thread that reports stalls (apart, since a
+    /// heartbeat itself may be what stalls); both end once the chain is stopped or deposed.
     pub fn start_heartbeats(self: &Arc<Chain>) -> std::io::Result<()> {
         let chain = self.clone();
         std::thread::Builder::new()
             .name("boxsub-heartbeat".into())
             .spawn(move || {
+                while !chain.stopped.load(Ordering::Relaxed) && !chain.deposed() {
+                    if !chain.publishing() {
+                        chain.beat();
+                    }
+                    std::thread::sleep(HEARTBEAT_EVERY / 4);
+                }
+            })?;
+        let chain = self.clone();
+        std::thread::Builder::new()
+            .name("boxsub-stall-watch".into())
+            .spawn(move || {
                 let mut was_stalled = false;
                 while !chain.stopped.load(Ordering::Relaxed) {
-                    // Looked at before `beat`, which waits while a publish is under way.
                     let stalled = chain.stalled();
                     if stalled != was_stalled {
                         (chain.on_stalled)(stalled);
                         was_stalled = stalled;
                     }
-                    if !stalled && !chain.publishing() {
-                        chain.beat();
-                    }
-                    if chain.deposed() {
+                    if chain.deposed.load(Ordering::Relaxed) {
                         return;
                     }
                     std::thread::sleep(HEARTBEAT_EVERY / 4);
                 }
-            })
-            .map(|_| ())
+            })?;
+        Ok(())
     }
 
     /// Whether a publish is under way.

@@ -814,6 +814,70 @@ async fn one_nats_server_killed_mid_load_loses_nothing_and_writes_go_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn without_a_quorum_the_primary_stalls_acknowledges_nothing_and_resumes_after() {
+    let _one = ONE_GROUP_AT_A_TIME.lock().await;
+    let test = "without_a_quorum_the_primary_stalls_acknowledges_nothing_and_resumes_after";
+    let Some(mut group) = Group::start(test, 2, &[]).await else {
+        return;
+    };
+    let primary = group.primary(Duration::from_secs(20)).await;
+    assert!(matches!(
+        keyed_create(group.app(primary), "q", 0).await,
+        Outcome::Acked(_)
+    ));
+    // Two of the three NATS servers die: no quorum, so nothing can be acknowledged.
+    group.nats.kill(1);
+    group.nats.kill(2);
+    let write = {
+        let app = group.members[primary]
+            .app
+            .take()
+            .map(Arc::new)
+            .expect("runs");
+        let writer = app.clone();
+        let task = tokio::spawn(async move { keyed_create(&writer, "q", 1).await });
+        group.members[primary].app = None;
+        (app, task)
+    };
+    let (app, task) = write;
+    // The primary says it is stalled, so a front end stops sending it requests.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = health(&app).await;
+        if status == 503 && body["state"] == "stalled" {
+            break;
+        }
+        assert!(!task.is_finished() || Instant::now() < deadline, "{body}");
+        assert!(
+            Instant::now() < deadline,
+            "the primary never reported a stall: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!task.is_finished(), "a write was answered without a quorum");
+    // A second server returns within the primary's patience: the write goes through.
+    group.nats.restart(1).await;
+    let outcome = tokio::time::timeout(Duration::from_secs(30), task)
+        .await
+        .expect("the write is answered")
+        .expect("the writer");
+    group.members[primary].app = Arc::into_inner(app);
+    let now_primary = group.primary(Duration::from_secs(20)).await;
+    let found = group.app(now_primary).lookup_email("q1@example.com").await;
+    match outcome {
+        Outcome::Acked(id) => {
+            let ids: Vec<i64> = found.iter().filter_map(|c| c["id"].as_i64()).collect();
+            assert_eq!(ids, vec![id], "the acknowledged write is there");
+        }
+        Outcome::Unknown(_) => assert!(found.len() <= 1),
+    }
+    let mut outcomes = BTreeMap::new();
+    outcomes.insert(0, Outcome::Unknown("checked again".into()));
+    outcomes.insert(1, outcome);
+    assert_nothing_lost_or_doubled(group.app(now_primary), "q", &outcomes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_through_haproxy_during_a_failover_see_only_503_or_refusals_for_at_most_5_s() {
     let _one = ONE_GROUP_AT_A_TIME.lock().await;
     let test = "writes_through_haproxy_during_a_failover_see_only_503_or_refusals_for_at_most_5_s";
