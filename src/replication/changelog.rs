@@ -208,15 +208,7 @@ impl Changelog {
             .header(NODE_HEADER, self.settings.node.as_str())
             .message_id(id)
             .expected_last_sequence(expected_last);
-        let acked = match self
-            .jetstream
-            .send_publish(self.log_subject.clone(), publish)
-            .await
-        {
-            Ok(ack) => ack.await,
-            Err(error) => Err(error),
-        };
-        match acked {
+        match self.publish(&self.log_subject, publish).await {
             // The stream recognised the id: a retry of a publish it took before. Only a
             // retry of this node's own publish may be answered so (see `Publisher`); ids are
             // never reused otherwise.
@@ -229,6 +221,18 @@ impl Changelog {
             }
             Err(error) => Err(AppendError::Unconfirmed(error.to_string())),
         }
+    }
+
+    /// Publishes `message` to `subject` and waits for the stream's acknowledgement.
+    async fn publish(
+        &self,
+        subject: &str,
+        message: jetstream::message::PublishMessage,
+    ) -> Result<jetstream::publish::PublishAck, jetstream::context::PublishError> {
+        self.jetstream
+            .send_publish(subject.to_owned(), message)
+            .await?
+            .await
     }
 
     /// The message at `seq`, if the stream still holds it.
@@ -348,15 +352,7 @@ impl Changelog {
             .header(SNAPSHOT_CRC_HEADER, crc32.to_string().as_str())
             .header(NODE_HEADER, self.settings.node.as_str())
             .expected_last_subject_sequence(previous);
-        let acked = match self
-            .jetstream
-            .send_publish(self.done_subject.clone(), publish)
-            .await
-        {
-            Ok(ack) => ack.await,
-            Err(error) => Err(error),
-        };
-        match acked {
+        match self.publish(&self.done_subject, publish).await {
             Ok(_) => Ok(true),
             Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => Ok(false),
             Err(error) => Err(ReplicationError::nats("completing a snapshot", error)),

@@ -17,17 +17,7 @@ use super::StoreError;
 /// Removes the snapshot leftovers in `dir`, logging each; returns their names.
 pub fn remove_snapshot_leftovers(dir: &Path) -> Result<Vec<String>, StoreError> {
     let mut removed = Vec::new();
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
-        Err(source) => {
-            return Err(StoreError::Io {
-                context: format!("listing data directory {}", dir.display()),
-                source,
-            })
-        }
-    };
-    for entry in entries.flatten() {
+    for entry in entries_of(dir)? {
         let name = entry.file_name().to_string_lossy().into_owned();
         if !is_snapshot_leftover(&name) {
             continue;
@@ -50,6 +40,18 @@ pub fn remove_snapshot_leftovers(dir: &Path) -> Result<Vec<String>, StoreError> 
         removed.push(name);
     }
     Ok(removed)
+}
+
+/// The entries of data directory `dir` (none if it does not exist).
+pub fn entries_of(dir: &Path) -> Result<Vec<std::fs::DirEntry>, StoreError> {
+    match std::fs::read_dir(dir) {
+        Ok(entries) => Ok(entries.flatten().collect()),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(source) => Err(StoreError::Io {
+            context: format!("listing data directory {}", dir.display()),
+            source,
+        }),
+    }
 }
 
 /// `snap.<16 hex digits>.generating`: what sled writes before renaming a finished snapshot.

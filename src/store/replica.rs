@@ -170,17 +170,7 @@ const STORE_FILES: [&str; 5] = [
 /// Removes the store in `dir` (which no process may have open), so that the node rebuilds it
 /// from its group; what is removed is logged.
 pub fn wipe(dir: &Path) -> Result<(), StoreError> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(source) => {
-            return Err(StoreError::Io {
-                context: format!("listing data directory {}", dir.display()),
-                source,
-            })
-        }
-    };
-    for entry in entries.flatten() {
+    for entry in super::opening::entries_of(dir)? {
         let name = entry.file_name().to_string_lossy().into_owned();
         if !(STORE_FILES.contains(&name.as_str()) || name.starts_with("snap.")) {
             continue;

@@ -38,18 +38,22 @@ struct Group {
     stream: String,
     members: Vec<Member>,
     extra: Vec<String>,
+    /// Held while the group runs (declared last: released once its processes are gone).
+    _one_at_a_time: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl Group {
     /// A NATS cluster and `nodes` boxsub nodes named `a`, `b`, ... on stream `stream`;
     /// `None` (after SKIPPED) without nats-server.
     async fn start(test: &str, nodes: usize, extra: &[&str]) -> Option<Group> {
+        let one_at_a_time = ONE_GROUP_AT_A_TIME.lock().await;
         let nats = NatsCluster::start(test).await?;
         let mut group = Group {
             nats,
             stream: format!("t{}", std::process::id()),
             members: Vec::new(),
             extra: extra.iter().map(|arg| arg.to_string()).collect(),
+            _one_at_a_time: one_at_a_time,
         };
         for i in 0..nodes {
             let name = ((b'a' + i as u8) as char).to_string();
@@ -300,7 +304,6 @@ async fn until_serving(app: &TestApp, within: Duration) -> Option<Duration> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_standby_answers_503_with_retry_after_and_health_says_what_it_is() {
-    let _one = ONE_GROUP_AT_A_TIME.lock().await;
     let test = "a_standby_answers_503_with_retry_after_and_health_says_what_it_is";
     let Some(group) = Group::start(test, 2, &[]).await else {
         return;
@@ -361,7 +364,6 @@ async fn a_standby_answers_503_with_retry_after_and_health_says_what_it_is() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_primary_killed_with_its_data_deleted_mid_writes_loses_no_acknowledged_write() {
-    let _one = ONE_GROUP_AT_A_TIME.lock().await;
     let test = "the_primary_killed_with_its_data_deleted_mid_writes_loses_no_acknowledged_write";
     let Some(mut group) = Group::start(test, 2, &[]).await else {
         return;
@@ -432,7 +434,6 @@ async fn the_primary_killed_with_its_data_deleted_mid_writes_loses_no_acknowledg
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_node_rejoining_empty_catches_up_under_writes_and_takes_over_holding_everything() {
-    let _one = ONE_GROUP_AT_A_TIME.lock().await;
     let test = "a_node_rejoining_empty_catches_up_under_writes_and_takes_over_holding_everything";
     // Snapshots every 40 messages, so the changelog is trimmed while the test runs and the
     // node that returns empty must start from a snapshot.
@@ -519,7 +520,6 @@ async fn a_node_rejoining_empty_catches_up_under_writes_and_takes_over_holding_e
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn nodes_killed_and_restarted_on_their_own_directories_resume_and_lose_nothing() {
-    let _one = ONE_GROUP_AT_A_TIME.lock().await;
     let test = "nodes_killed_and_restarted_on_their_own_directories_resume_and_lose_nothing";
     let Some(mut group) = Group::start(test, 2, &[]).await else {
         return;
@@ -614,7 +614,6 @@ async fn wait_caught_up(app: &TestApp) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_primary_frozen_past_its_lease_acknowledges_nothing_and_turns_standby() {
-    let _one = ONE_GROUP_AT_A_TIME.lock().await;
     let test = "a_primary_frozen_past_its_lease_acknowledges_nothing_and_turns_standby";
     let Some(group) = Group::start(test, 2, &[]).await else {
         return;
@@ -711,7 +710,6 @@ async fn a_primary_frozen_past_its_lease_acknowledges_nothing_and_turns_standby(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_nats_server_killed_mid_load_loses_nothing_and_writes_go_on() {
-    let _one = ONE_GROUP_AT_A_TIME.lock().await;
     let test = "one_nats_server_killed_mid_load_loses_nothing_and_writes_go_on";
     let Some(mut group) = Group::start(test, 2, &[]).await else {
         return;
@@ -815,7 +813,6 @@ async fn one_nats_server_killed_mid_load_loses_nothing_and_writes_go_on() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_a_quorum_the_primary_stalls_acknowledges_nothing_and_resumes_after() {
-    let _one = ONE_GROUP_AT_A_TIME.lock().await;
     let test = "without_a_quorum_the_primary_stalls_acknowledges_nothing_and_resumes_after";
     let Some(mut group) = Group::start(test, 2, &[]).await else {
         return;
@@ -879,7 +876,6 @@ async fn without_a_quorum_the_primary_stalls_acknowledges_nothing_and_resumes_af
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_through_haproxy_during_a_failover_see_only_503_or_refusals_for_at_most_5_s() {
-    let _one = ONE_GROUP_AT_A_TIME.lock().await;
     let test = "writes_through_haproxy_during_a_failover_see_only_503_or_refusals_for_at_most_5_s";
     let Some(mut group) = Group::start(test, 2, &[]).await else {
         return;

@@ -91,15 +91,26 @@ pub trait ChangeLog: Send + Sync {
 /// The write-ahead log on the local disk, with group commit and checkpoints.
 pub struct FileLog(Committer);
 
+impl Committer {
+    /// [`Committer::submit`], as the [`Written`] a [`ChangeLog`] answers with.
+    fn written(
+        &self,
+        writes: Vec<u8>,
+        on_durable: Option<OnDurable>,
+    ) -> Result<Written, StoreError> {
+        Ok(Written {
+            on_disk: Some(self.submit(writes, on_durable)?),
+        })
+    }
+}
+
 impl ChangeLog for FileLog {
     fn submit(
         &self,
         writes: Vec<u8>,
         on_durable: Option<OnDurable>,
     ) -> Result<Written, StoreError> {
-        Ok(Written {
-            on_disk: Some(self.0.submit(writes, on_durable)?),
-        })
+        self.0.written(writes, on_durable)
     }
 
     fn is_durable(&self) -> bool {

@@ -79,9 +79,7 @@ impl ChangeLog for RemoteLog {
         writes: Vec<u8>,
         on_durable: Option<OnDurable>,
     ) -> Result<Written, StoreError> {
-        Ok(Written {
-            on_disk: Some(self.committer.submit(writes, on_durable)?),
-        })
+        self.committer.written(writes, on_durable)
     }
 
     fn is_durable(&self) -> bool {

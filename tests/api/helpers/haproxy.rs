@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use super::skip::skip_or_fail;
+use super::skip::{host_program, skip_or_fail};
 
 /// The backend's name; its servers are `s0`, `s1`, ... in the order given to
 /// [`Haproxy::start`], so that server `i` is `boxsub/s{i}` on the admin socket.
@@ -33,18 +33,6 @@ const START_ATTEMPTS: usize = 3;
 
 /// How many of HAProxy's last log lines [`Haproxy::logs`] returns.
 const LOG_TAIL_LINES: usize = 200;
-
-/// `haproxy`: Debian's at `/usr/sbin`, or the first on `PATH`.
-fn haproxy_program() -> Option<PathBuf> {
-    let debian = Path::new("/usr/sbin/haproxy");
-    if debian.is_file() {
-        return Some(debian.to_path_buf());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("haproxy"))
-        .find(|candidate| candidate.is_file())
-}
 
 /// The configuration: `port` is the frontend's, `socket` the admin socket's path.
 fn config_text(port: u16, socket: &Path, backends: &[SocketAddr]) -> String {
@@ -122,7 +110,7 @@ impl Haproxy {
     /// It blocks its thread while it waits (HAProxy binds within milliseconds); call it
     /// from a multi-threaded runtime if the backends are tasks of the test's runtime.
     pub fn start(test: &str, backends: &[SocketAddr]) -> Option<Haproxy> {
-        let Some(program) = haproxy_program() else {
+        let Some(program) = host_program("haproxy") else {
             skip_or_fail(
                 test,
                 "haproxy is not installed (neither /usr/sbin/haproxy nor on PATH; Debian \

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use async_nats::jetstream::{self, stream};
 use tempfile::TempDir;
 
-use super::skip::skip_or_fail;
+use super::skip::{host_program, skip_or_fail};
 
 /// How many servers the cluster has: three, the least that keeps a majority with one down.
 const NODES: usize = 3;
@@ -49,18 +49,6 @@ const LOG_TAIL_LINES: usize = 200;
 
 /// The throwaway stream whose creation proves JetStream ready.
 const PROBE_STREAM: &str = "HARNESS_READY";
-
-/// `nats-server`: Debian's at `/usr/sbin`, or the first on `PATH`.
-fn nats_server_program() -> Option<PathBuf> {
-    let debian = Path::new("/usr/sbin/nats-server");
-    if debian.is_file() {
-        return Some(debian.to_path_buf());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("nats-server"))
-        .find(|candidate| candidate.is_file())
-}
 
 /// `count` distinct ports of 127.0.0.1 that were free a moment ago: all are held at once
 /// while they are picked, so that none is picked twice, then released for the servers.
@@ -127,7 +115,7 @@ impl NatsCluster {
     /// stream. `None` after [`skip_or_fail`] for test `test` when `nats-server` is not
     /// installed. Panics, with the servers' logs, if the cluster does not become ready.
     pub async fn start(test: &str) -> Option<NatsCluster> {
-        let Some(program) = nats_server_program() else {
+        let Some(program) = host_program("nats-server") else {
             skip_or_fail(
                 test,
                 "nats-server is not installed (neither /usr/sbin/nats-server nor on PATH; \

@@ -37,3 +37,16 @@ pub fn skip_or_fail(test: &str, reason: &str) {
     );
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
+
+/// A program of the host (`nats-server`, `haproxy`): Debian's in `/usr/sbin`, or the first on
+/// `PATH`; `None` where it is not installed (the caller then calls [`skip_or_fail`]).
+pub fn host_program(name: &str) -> Option<std::path::PathBuf> {
+    let debian = std::path::Path::new("/usr/sbin").join(name);
+    if debian.is_file() {
+        return Some(debian);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
