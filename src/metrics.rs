@@ -64,6 +64,20 @@ pub struct Metrics {
     pub idempotency_expired: IntCounter,
     /// `boxsub_idempotency_records`: records the last complete expiry pass kept.
     pub idempotency_records: IntGauge,
+    /// `boxsub_group_serving`: 1 while this node takes requests (`/health` 200), else 0.
+    pub group_serving: IntGauge,
+    /// `boxsub_changelog_applied`: the last changelog message applied (published, on the
+    /// primary).
+    pub changelog_applied: IntGauge,
+    /// `boxsub_changelog_lag`: changelog messages this node has yet to apply.
+    pub changelog_lag: IntGauge,
+    /// `boxsub_changelog_takeovers_total`: times this node took the primary's place.
+    pub changelog_takeovers: IntCounter,
+    /// `boxsub_changelog_publish_retries_total`: publishes retried for want of an
+    /// acknowledgement.
+    pub changelog_publish_retries: IntCounter,
+    /// `boxsub_changelog_snapshots_total`: replica snapshots this node wrote.
+    pub changelog_snapshots: IntCounter,
 }
 
 /// The process's metrics.
@@ -225,6 +239,38 @@ impl Metrics {
                 &registry,
                 "boxsub_idempotency_records_expired_total",
                 "Idempotency records removed after their time to live.",
+            ),
+            group_serving: gauge(
+                &registry,
+                "boxsub_group_serving",
+                "1 while this node takes requests (a single node, or a group's primary that \
+                 is not stalled), else 0.",
+            ),
+            changelog_applied: gauge(
+                &registry,
+                "boxsub_changelog_applied",
+                "In a replicated group: the last changelog message this node applied (on the \
+                 primary: published).",
+            ),
+            changelog_lag: gauge(
+                &registry,
+                "boxsub_changelog_lag",
+                "In a replicated group: changelog messages this node has yet to apply.",
+            ),
+            changelog_takeovers: counter(
+                &registry,
+                "boxsub_changelog_takeovers_total",
+                "Times this node took the primary's place in its group.",
+            ),
+            changelog_publish_retries: counter(
+                &registry,
+                "boxsub_changelog_publish_retries_total",
+                "Changelog publishes retried because their acknowledgement did not come.",
+            ),
+            changelog_snapshots: counter(
+                &registry,
+                "boxsub_changelog_snapshots_total",
+                "Replica snapshots this node wrote.",
             ),
             idempotency_records: gauge(
                 &registry,

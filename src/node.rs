@@ -13,6 +13,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwapOption;
 use serde::Serialize;
 
+use crate::metrics::METRICS;
 use crate::service::Service;
 
 /// What the node is doing, as `/health` reports it.
@@ -100,6 +101,7 @@ pub struct Node {
 impl Node {
     /// A single node serving `service` from the start.
     pub fn standalone(service: Arc<Service>) -> Node {
+        METRICS.group_serving.set(1);
         Node {
             name: String::new(),
             service: ArcSwapOption::from(Some(service)),
@@ -134,13 +136,29 @@ impl Node {
     /// Stops serving (requests from now on get 503), returning the service that served, and
     /// says why.
     pub fn withdraw(&self, state: State) -> Option<Arc<Service>> {
+        let service = self.service.swap(None);
         self.set_state(state);
-        self.service.swap(None)
+        service
     }
 
     /// Records what the node is doing.
     pub fn set_state(&self, state: State) {
         self.state.store(state as u8, Ordering::Relaxed);
+        self.count_serving();
+    }
+
+    fn count_serving(&self) {
+        METRICS.group_serving.set(i64::from(
+            self.health_state().0 && self.state() != State::Stalled,
+        ));
+    }
+
+    /// Whether the node is a primary (it has a service and a primary's state).
+    fn health_state(&self) -> (bool, State) {
+        let state = self.state();
+        let primary = matches!(state, State::Standalone | State::Serving | State::Stalled)
+            && self.service.load().is_some();
+        (primary, state)
     }
 
     /// Records that the primary's changelog stalls (or no longer does).
@@ -159,6 +177,12 @@ impl Node {
     pub fn set_progress(&self, applied: u64, lag: u64) {
         self.applied.store(applied, Ordering::Relaxed);
         self.lag.store(lag, Ordering::Relaxed);
+        METRICS
+            .changelog_applied
+            .set(i64::try_from(applied).unwrap_or(i64::MAX));
+        METRICS
+            .changelog_lag
+            .set(i64::try_from(lag).unwrap_or(i64::MAX));
     }
 
     /// What the node is doing.

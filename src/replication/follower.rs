@@ -30,6 +30,7 @@ use futures_util::StreamExt;
 
 use super::changelog::{AppendError, Changelog, Kind, SnapshotInfo};
 use super::{GroupSettings, ReplicationError, LEASE};
+use crate::metrics::METRICS;
 use crate::node::{Node, State};
 use crate::store::replica::Replica;
 
@@ -169,6 +170,7 @@ pub async fn follow(
                         .await
                     {
                         Ok(appended) if !appended.duplicate => {
+                            METRICS.changelog_takeovers.inc();
                             let seq = appended.seq;
                             blocking(replica, move |replica| replica.checkpoint(seq)).await?;
                             return Ok(Followed::TookOver(seq));
@@ -281,6 +283,7 @@ pub async fn write_snapshot(
         tracing::info!("another node completed a snapshot first; this one is dropped");
         return Ok(None);
     }
+    METRICS.changelog_snapshots.inc();
     changelog.remove_snapshot_parts_except(applied).await?;
     let mut trimmed = 0;
     if let Some(previous) = previous {

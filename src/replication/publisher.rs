@@ -23,6 +23,7 @@ use bytes::Bytes;
 use tokio::runtime::Handle;
 
 use super::changelog::{AppendError, Changelog, Kind};
+use crate::metrics::METRICS;
 use crate::store::log::commit::Log;
 use crate::store::log::wal::Frame;
 
@@ -174,6 +175,7 @@ impl Chain {
                         ));
                     }
                     tracing::warn!(%reason, attempts, "changelog publish unconfirmed; retrying");
+                    METRICS.changelog_publish_retries.inc();
                     std::thread::sleep(Duration::from_millis(100));
                 }
             }

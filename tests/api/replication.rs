@@ -352,6 +352,26 @@ async fn a_standby_answers_503_with_retry_after_and_health_says_what_it_is() {
         assert_eq!(response.status, 503, "{method} {path} on a standby");
         assert_eq!(response.header("Retry-After").as_deref(), Some("1"));
     }
+    // The metrics say the same, on both.
+    for (app, serving) in [(standby_app, 0.0), (group.app(primary), 1.0)] {
+        let metrics = app.send(Method::GET, "/metrics", None, None, &[]).await;
+        assert_eq!(metrics.status, 200);
+        let text = metrics.text();
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|line| {
+                    line.strip_prefix(name)?
+                        .strip_prefix(' ')?
+                        .trim()
+                        .parse::<f64>()
+                        .ok()
+                })
+                .unwrap_or_else(|| panic!("{name} missing from /metrics"))
+        };
+        assert_eq!(value("boxsub_group_serving"), serving);
+        assert!(value("boxsub_changelog_applied") > 1.0);
+        assert_eq!(value("boxsub_changelog_lag"), 0.0);
+    }
     assert!(
         group
             .app(primary)
