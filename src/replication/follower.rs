@@ -35,10 +35,10 @@ use crate::node::{Node, State};
 use crate::store::replica::Replica;
 
 /// How many applied messages a checkpoint may leave behind it.
-const CHECKPOINT_EVERY: u64 = 1_000;
+pub const CHECKPOINT_EVERY: u64 = 1_000;
 /// How long applied messages may wait for a checkpoint while they keep coming (one sled
 /// flush a second at most; a quiet stream is checkpointed at once).
-const CHECKPOINT_AFTER: Duration = Duration::from_secs(1);
+pub const CHECKPOINT_AFTER: Duration = Duration::from_secs(1);
 /// How long the follower waits for a message before it looks at the lease.
 const POLL: Duration = Duration::from_millis(200);
 /// How often the follower asks the stream how far behind it is while messages flow.
