@@ -695,6 +695,16 @@ responses = {
         "content": json_content(sref("Message"), msg_ex(
             ("unreadable_body", "Could not read the request body"))),
     },
+    "Misdirected": {
+        "description": (
+            "The caller's webstore is not served by this node: a deployment sharded by "
+            "webstore routes each API key to its shard, and this request reached another "
+            "(or one the webstore has moved away from). Nothing was changed."),
+        "headers": hdrs(),
+        "content": json_content(sref("Message"), msg_ex(
+            ("misdirected", "This webstore is not served here. Nothing was changed; send the "
+                            "request through the deployment's front end."))),
+    },
     "Unauthorized": {
         "description": (
             "`API-Key` or `API-Secret` missing, empty or wrong. Checked before anything "
@@ -791,7 +801,8 @@ responses = {
             "(`Retry-After: 5`), for writes, the disk is nearly full or read-only "
             "(`Retry-After: 30`; reads still work), or this node is a standby of a "
             "replicated group (`Retry-After: 1`: the group's front end sends the retry to "
-            "the primary)."),
+            "the primary), or, for writes, the webstore is moving to another shard "
+            "(`Retry-After: 1`; reads still work)."),
         "headers": hdrs("Retry-After"),
         "content": json_content(sref("Message"), msg_ex(
             ("overloaded", "Service temporarily unavailable. Try again shortly."),
@@ -804,7 +815,9 @@ responses = {
             ("storage", "The storage of the service failed. Nothing was changed; try again "
                         "later."),
             ("standby", "This node is a standby of its group and takes no requests. Nothing "
-                        "was changed; try again shortly (through the group's front end)."))),
+                        "was changed; try again shortly (through the group's front end)."),
+            ("moving", "This webstore is moving between hosts: writes are paused for a "
+                       "moment. Nothing was changed; try again shortly (reads still work)."))),
     },
 }
 
@@ -892,6 +905,7 @@ def common(body=False, auth=True, unprocessable=None, not_found=False, throttled
         out["400"] = r("BadRequest")
     if auth:
         out["401"] = r("Unauthorized")
+        out["421"] = r("Misdirected")
     if not_found:
         out["404"] = r("NotFound")
     out["405"] = r("MethodNotAllowed")

@@ -193,6 +193,12 @@ pub struct ServeConfig {
     #[arg(long = "request-timeout-secs", env = "BOXSUB_REQUEST_TIMEOUT_SECS", default_value = "30",
           value_parser = parse_seconds)]
     pub request_timeout: Duration,
+    /// Serve only these webstores of the catalogue (comma-separated ids): a shard of a
+    /// deployment sharded by webstore. Requests for any other get 421. Without it, every
+    /// webstore. A webstore this node's store has released to another shard is never
+    /// served again, whatever this says.
+    #[arg(long, env = "BOXSUB_WEBSTORES", value_delimiter = ',')]
+    pub webstores: Option<Vec<String>>,
     /// Join a replicated group: the NATS servers of its changelog (`nats://H:P`, several
     /// comma-separated). Without it, boxsub runs alone on its write-ahead log.
     #[arg(long, env = "BOXSUB_CHANGELOG", value_delimiter = ',', value_parser = parse_nats_url)]

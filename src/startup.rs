@@ -140,6 +140,19 @@ impl Application {
             "connection limits"
         );
         let catalogue = load_catalogue(config.catalogue.as_deref())?;
+        if let Some(named) = &config.webstores {
+            let unknown: Vec<&str> = named
+                .iter()
+                .filter(|id| catalogue.webstore_by_id(id).is_none())
+                .map(String::as_str)
+                .collect();
+            if !unknown.is_empty() {
+                return Err(StartupError::Config(format!(
+                    "--webstores names webstores the catalogue does not have: {}",
+                    unknown.join(", ")
+                )));
+            }
+        }
         let group = config.group().map_err(StartupError::Config)?;
         let store = match group {
             None => Some(open_store(config)?),
@@ -500,6 +513,7 @@ fn service_settings(config: &ServeConfig) -> ServiceSettings {
         max_calls_in_flight: 16_384,
         id_range: config.id_range(),
         idempotency_ttl_secs: config.idempotency_ttl_secs,
+        webstores: config.webstores.clone(),
     }
 }
 

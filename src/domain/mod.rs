@@ -11,6 +11,7 @@ pub mod ids;
 pub mod order;
 pub mod paging;
 pub mod password;
+pub mod placement;
 pub mod schedule;
 pub mod throttle;
 pub mod time_zones;

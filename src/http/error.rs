@@ -50,6 +50,12 @@ pub enum ApiError {
     /// Overloaded or shutting down; nothing was changed.
     #[error("unavailable")]
     Unavailable,
+    /// The caller's webstore is not served by this node (another shard has it).
+    #[error("misdirected")]
+    Misdirected,
+    /// The caller's webstore is moving to another shard: its writes wait a moment.
+    #[error("moving")]
+    Moving,
     /// This node of a replicated group does not take requests now (a standby, or a node
     /// catching up or stepping down); nothing was changed.
     #[error("not the primary")]
@@ -80,7 +86,9 @@ impl ApiError {
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::InvalidJson | ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Misdirected => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Unavailable
+            | ApiError::Moving
             | ApiError::NotPrimary
             | ApiError::DeadlineExceeded
             | ApiError::WritesRefused(_)
@@ -108,6 +116,14 @@ impl ApiError {
                 "Too many failed sign-in attempts for this email. Try again later."
             }
             ApiError::Unavailable => "Service temporarily unavailable. Try again shortly.",
+            ApiError::Misdirected => {
+                "This webstore is not served here. Nothing was changed; send the request \
+                 through the deployment's front end."
+            }
+            ApiError::Moving => {
+                "This webstore is moving between hosts: writes are paused for a moment. \
+                 Nothing was changed; try again shortly (reads still work)."
+            }
             ApiError::NotPrimary => {
                 "This node is a standby of its group and takes no requests. Nothing was \
                  changed; try again shortly (through the group's front end)."
@@ -148,7 +164,10 @@ impl ApiError {
                 let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
             }
-            ApiError::Unavailable | ApiError::NotPrimary | ApiError::DeadlineExceeded => {
+            ApiError::Unavailable
+            | ApiError::NotPrimary
+            | ApiError::Moving
+            | ApiError::DeadlineExceeded => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             // Answered before the body was read (or with its reading broken off): the

@@ -27,6 +27,7 @@ use warp::Filter;
 
 use crate::domain::catalogue::Webstore;
 use crate::node::Node;
+use crate::service::placement::Served;
 use crate::service::Service;
 
 pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
@@ -237,7 +238,25 @@ where
     }
     let webstore = authenticate(service, headers)?;
     record.webstore(&webstore.settings.id);
+    let placement = service.placement();
+    if placement.served(&webstore.settings.id) == Served::Elsewhere {
+        return Err(ApiError::Misdirected);
+    }
     let endpoint = router::resolve(method, path)?;
+    // A write holds its webstore's ticket until it is answered, so that a move's freeze
+    // waits for it (see `service::placement`).
+    let _write = if endpoint.writes() {
+        Some(
+            placement
+                .begin_write(&webstore.settings.id)
+                .map_err(|refused| match refused {
+                    Served::Elsewhere => ApiError::Misdirected,
+                    Served::Frozen | Served::Here => ApiError::Moving,
+                })?,
+        )
+    } else {
+        None
+    };
     let call = Call {
         service,
         webstore: &webstore,

@@ -126,6 +126,12 @@ impl Route {
 }
 
 impl Endpoint {
+    /// Whether the endpoint changes what the store holds (a sign-in only reads).
+    pub fn writes(self) -> bool {
+        use Endpoint::*;
+        matches!(self, CreateCustomer | UpdateCustomer(_) | CreateOrder)
+    }
+
     /// The route template of the endpoint.
     pub fn route(self) -> Route {
         use Endpoint::*;

@@ -22,6 +22,7 @@ mod delivery_lists;
 pub mod idempotency;
 mod orders;
 pub mod passwords;
+pub mod placement;
 pub mod sign_in;
 
 use std::sync::Arc;
@@ -46,6 +47,7 @@ use calls::ActorCalls;
 use delivery_lists::DeliveryLists;
 use idempotency::IdempotencyGate;
 use passwords::PasswordWork;
+use placement::Placement;
 use sign_in::SignInThrottles;
 
 /// Why the service refused or failed a request.
@@ -147,6 +149,9 @@ pub struct ServiceSettings {
     pub id_range: IdRange,
     /// How long idempotency records count, in seconds.
     pub idempotency_ttl_secs: u64,
+    /// The webstores this node serves (`--webstores`), `None` for every one of the
+    /// catalogue; the store's ownership records override it (see [`placement`]).
+    pub webstores: Option<Vec<String>>,
 }
 
 /// How many guards the service has handed out and not yet had back. All zero when no request
@@ -178,6 +183,7 @@ pub struct Service {
     throttles: SignInThrottles,
     passwords: PasswordWork,
     delivery_lists: DeliveryLists,
+    placement: Placement,
 }
 
 impl Service {
@@ -188,7 +194,9 @@ impl Service {
         settings: ServiceSettings,
     ) -> Result<Service, ServiceError> {
         let catalogue = Arc::new(CurrentCatalogue::new(catalogue));
+        let placement = Placement::new(settings.webstores.clone(), store.ownership_records()?);
         Ok(Service {
+            placement,
             registry: Registry::open(catalogue.clone(), store, settings.id_range)?,
             calls: ActorCalls::new(
                 settings.max_calls_in_flight,
@@ -206,6 +214,11 @@ impl Service {
     /// How long idempotency records count, in seconds.
     pub fn idempotency_ttl_secs(&self) -> u64 {
         self.idempotency.ttl_secs()
+    }
+
+    /// Which webstores this node serves, and their write gates.
+    pub fn placement(&self) -> &Placement {
+        &self.placement
     }
 
     /// The registry (start-up and shutdown use it).

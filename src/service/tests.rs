@@ -189,6 +189,7 @@ fn harness_with(dir: &Path, call_timeout: Duration, listing_held: bool) -> Harne
         max_calls_in_flight: 64,
         id_range: Default::default(),
         idempotency_ttl_secs: 86_400,
+        webstores: None,
     };
     let catalogue = Arc::new(Catalogue::demo(0));
     let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();
@@ -655,6 +656,7 @@ async fn below_the_free_space_reserve_writes_are_refused_and_reads_go_on() {
         max_calls_in_flight: 64,
         id_range: Default::default(),
         idempotency_ttl_secs: 86_400,
+        webstores: None,
     };
     let catalogue = Arc::new(Catalogue::demo(0));
     let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();

@@ -28,6 +28,8 @@ pub const NUMBER: u8 = b'n';
 pub const IDEMPOTENCY: u8 = b'i';
 /// Store metadata.
 pub const META: u8 = b'm';
+/// A webstore's ownership on this shard (taken from, or released to, another).
+pub const OWNERSHIP: u8 = b'w';
 
 /// Key of the store's format marker.
 pub const FORMAT_KEY: &[u8] = b"mformat";
@@ -198,6 +200,14 @@ pub fn idempotency_parts(key: &[u8]) -> Option<(&str, &str, u64)> {
     ))
 }
 
+/// `w` + webstore id: what this shard records of the webstore's ownership.
+pub fn ownership(webstore: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(1 + webstore.len());
+    key.push(OWNERSHIP);
+    key.extend_from_slice(webstore.as_bytes());
+    key
+}
+
 /// The big-endian id at the end of a key or in a value.
 pub fn trailing_id(bytes: &[u8]) -> Option<u64> {
     let tail: [u8; 8] = bytes.get(bytes.len().checked_sub(8)?..)?.try_into().ok()?;
@@ -221,6 +231,7 @@ pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
             "i + webstore id + 0 + idempotency key + 0 + version",
             idempotency_version("shop", "k1", 1),
         ),
+        ("w + webstore id", ownership("shop")),
         ("m format", FORMAT_KEY.to_vec()),
         ("m clean-shutdown", CLEAN_SHUTDOWN_KEY.to_vec()),
         ("m wal-from", WAL_FROM.to_vec()),

@@ -10,6 +10,7 @@ use super::snapshot::prefix_end;
 use super::{keys, Store, StoreError};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{Frequency, Order};
+use crate::domain::placement::Ownership;
 use crate::domain::schedule::Schedule;
 
 /// Visits one stored record (key, value): whether to go on, or why it does not decode.
@@ -106,6 +107,21 @@ impl Store {
     /// The customers a folded email's index entries name, unchecked: one entry for each
     /// customer that has held the email (see [`keys::email_holder`]), including entries left
     /// by a write a crash cut short. A caller that reads the customer anyway checks its email
+    /// Every webstore whose ownership this shard records, with what it records.
+    pub fn ownership_records(&self) -> Result<Vec<(String, Ownership)>, StoreError> {
+        let mut records = Vec::new();
+        self.inner
+            .storage
+            .for_each(&[keys::OWNERSHIP], &mut |key, value| {
+                let id = String::from_utf8_lossy(&key[1..]).into_owned();
+                if let Some(ownership) = value.first().copied().and_then(Ownership::from_byte) {
+                    records.push((id, ownership));
+                }
+                true
+            })?;
+        Ok(records)
+    }
+
     /// itself; [`Store::email_owner`] checks the records.
     pub fn email_entries(
         &self,

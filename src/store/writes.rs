@@ -11,6 +11,7 @@ use super::{keys, OnDurable, Store, StoreError, WriteBatch, Written};
 use crate::domain::customer::Customer;
 use crate::domain::idempotency::Pending;
 use crate::domain::order::Order;
+use crate::domain::placement::Ownership;
 
 /// An idempotency record to write in the same batch as the record it answers for.
 pub struct IdempotencyWrite {
@@ -194,6 +195,15 @@ impl Store {
     ) -> Result<(), StoreError> {
         entry.set(key, &value);
         self.written(self.inner.storage.put_pending(key, value))
+    }
+
+    /// Records, durably once the answer completes, what this shard holds of webstore `id`'s
+    /// ownership.
+    pub fn set_ownership(&self, id: &str, ownership: Ownership) -> Result<Written, StoreError> {
+        let open = self.open_for_writes()?;
+        let mut entry = open.entry();
+        self.put(&mut entry, &keys::ownership(id), vec![ownership.to_byte()])?;
+        open.commit(entry)
     }
 
     /// Writes a batch of removals, even while writes are refused: removing gives space back

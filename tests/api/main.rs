@@ -25,6 +25,7 @@ mod orders;
 mod replication;
 mod robustness;
 mod schedules;
+mod sharding;
 mod sign_in;
 mod store_format;
 mod transfer;

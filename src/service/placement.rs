@@ -1,0 +1,215 @@
+//! Which webstores this node serves, and the gate every write of a webstore passes: the
+//! node's `--webstores` and its store's ownership records decide what it serves
+//! ([`crate::domain::placement::serves`]); a webstore being moved to another shard is
+//! frozen (its writes refused while reads go on) until the move releases it.
+//!
+//! A write holds a [`WriteTicket`] for as long as it runs, and a freeze waits until none is
+//! held: once [`Placement::freeze`] returns, every write of the webstore that was admitted
+//! has finished, and no other will be, so an export then holds all of them. The ticket is
+//! counted before the frozen flag is read, and the freeze sets the flag before it reads the
+//! count (both sequentially consistent), so no write slips between them. The ticket is given
+//! back by its `Drop`, wherever its request's future is dropped.
+//!
+//! Must not touch: HTTP (the front end turns a refusal into 421 or 503), the store's records
+//! (read at start, written by the service's owner of a move).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dashmap::DashMap;
+
+use crate::domain::placement::{serves, Ownership};
+
+/// Whether a webstore's request may go on here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// Served here.
+    Here,
+    /// Served here, but its writes are frozen (it is moving to another shard).
+    Frozen,
+    /// Not served here: another shard has it (or will).
+    Elsewhere,
+}
+
+/// One served webstore's write gate.
+#[derive(Debug, Default)]
+struct Gate {
+    frozen: AtomicBool,
+    writes: AtomicUsize,
+}
+
+/// The webstores this node serves.
+#[derive(Debug)]
+pub struct Placement {
+    /// `--webstores`, or `None` for every webstore of the catalogue.
+    named: Option<Vec<String>>,
+    /// What the store records, by webstore id.
+    recorded: DashMap<String, Ownership>,
+    /// The write gates of webstores served here, made on first use.
+    gates: DashMap<String, Arc<Gate>>,
+}
+
+/// A write of one webstore, under way: a freeze waits for it. Given back on drop.
+#[must_use = "the write is admitted only while the ticket is held"]
+pub struct WriteTicket(Arc<Gate>);
+
+impl Drop for WriteTicket {
+    fn drop(&mut self) {
+        self.0.writes.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Placement {
+    /// The placement of a node started with `named` (`--webstores`), whose store records
+    /// `recorded`.
+    pub fn new(named: Option<Vec<String>>, recorded: Vec<(String, Ownership)>) -> Placement {
+        Placement {
+            named,
+            recorded: recorded.into_iter().collect(),
+            gates: DashMap::new(),
+        }
+    }
+
+    /// Whether webstore `id` is served here.
+    pub fn served(&self, id: &str) -> Served {
+        let recorded = self.recorded.get(id).map(|entry| *entry);
+        if !serves(self.named.as_deref(), recorded, id) {
+            return Served::Elsewhere;
+        }
+        match self.gates.get(id) {
+            Some(gate) if gate.frozen.load(Ordering::SeqCst) => Served::Frozen,
+            _ => Served::Here,
+        }
+    }
+
+    /// Admits a write of webstore `id`, or says why not.
+    pub fn begin_write(&self, id: &str) -> Result<WriteTicket, Served> {
+        match self.served(id) {
+            Served::Here => {}
+            refused => return Err(refused),
+        }
+        let gate = self.gate(id);
+        // Counted first, then the flag read: see the module.
+        gate.writes.fetch_add(1, Ordering::SeqCst);
+        let ticket = WriteTicket(gate);
+        if ticket.0.frozen.load(Ordering::SeqCst) {
+            return Err(Served::Frozen);
+        }
+        Ok(ticket)
+    }
+
+    fn gate(&self, id: &str) -> Arc<Gate> {
+        if let Some(gate) = self.gates.get(id) {
+            return gate.clone();
+        }
+        self.gates.entry(id.to_owned()).or_default().clone()
+    }
+
+    /// Freezes webstore `id`'s writes and waits, at most `within`, until the writes under
+    /// way have finished; whether they have (the webstore stays frozen either way).
+    pub async fn freeze(&self, id: &str, within: Duration) -> bool {
+        let gate = self.gate(id);
+        gate.frozen.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + within;
+        while gate.writes.load(Ordering::SeqCst) > 0 {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        true
+    }
+
+    /// Lets webstore `id`'s writes in again.
+    pub fn unfreeze(&self, id: &str) {
+        self.gate(id).frozen.store(false, Ordering::SeqCst);
+    }
+
+    /// Records (in memory; the caller made it durable) what this shard holds of `id`.
+    pub fn record(&self, id: &str, ownership: Ownership) {
+        self.recorded.insert(id.to_owned(), ownership);
+        if ownership == Ownership::Taken {
+            self.unfreeze(id);
+        }
+    }
+
+    /// The webstores of `ids` served here.
+    pub fn served_of<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+        ids.into_iter()
+            .filter(|id| self.served(id) != Served::Elsewhere)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(ids: &[&str]) -> Option<Vec<String>> {
+        Some(ids.iter().map(|id| id.to_string()).collect())
+    }
+
+    #[test]
+    fn only_named_or_taken_webstores_are_served_and_released_ones_never() {
+        let placement = Placement::new(
+            named(&["a", "b"]),
+            vec![
+                ("b".into(), Ownership::Released),
+                ("c".into(), Ownership::Taken),
+            ],
+        );
+        assert_eq!(placement.served("a"), Served::Here);
+        assert_eq!(placement.served("b"), Served::Elsewhere);
+        assert_eq!(placement.served("c"), Served::Here);
+        assert_eq!(placement.served("d"), Served::Elsewhere);
+        assert!(matches!(placement.begin_write("b"), Err(Served::Elsewhere)));
+        assert_eq!(placement.served_of(["a", "b", "c", "d"]), ["a", "c"]);
+    }
+
+    #[tokio::test]
+    async fn a_freeze_waits_for_the_writes_under_way_and_refuses_new_ones() {
+        let placement = Arc::new(Placement::new(None, Vec::new()));
+        let ticket = placement.begin_write("a").expect("admitted");
+        let freezing = {
+            let placement = placement.clone();
+            tokio::spawn(async move { placement.freeze("a", Duration::from_secs(10)).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(
+            !freezing.is_finished(),
+            "the freeze waits for the write under way"
+        );
+        assert!(matches!(placement.begin_write("a"), Err(Served::Frozen)));
+        assert_eq!(placement.served("a"), Served::Frozen);
+        assert!(
+            placement.begin_write("b").is_ok(),
+            "other webstores write on"
+        );
+        drop(ticket);
+        assert!(
+            freezing.await.unwrap(),
+            "the freeze completes once the write is done"
+        );
+        placement.unfreeze("a");
+        assert!(placement.begin_write("a").is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_freeze_gives_up_waiting_at_its_deadline_but_stays() {
+        let placement = Placement::new(None, Vec::new());
+        let _ticket = placement.begin_write("a").expect("admitted");
+        assert!(!placement.freeze("a", Duration::from_millis(20)).await);
+        assert_eq!(placement.served("a"), Served::Frozen);
+    }
+
+    #[test]
+    fn a_ticket_dropped_anywhere_is_given_back() {
+        let placement = Placement::new(None, Vec::new());
+        for _ in 0..100 {
+            let ticket = placement.begin_write("a").expect("admitted");
+            drop(ticket);
+        }
+        assert_eq!(placement.gate("a").writes.load(Ordering::SeqCst), 0);
+    }
+}
