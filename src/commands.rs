@@ -22,6 +22,10 @@ pub async fn run(command: Command) -> ExitCode {
         Command::CheckCatalogue { file } => check_catalogue(&file),
         Command::Export(config) => export(&config),
         Command::Import(config) => import(&config),
+        Command::HaproxyConfig {
+            placement,
+            catalogue,
+        } => haproxy_config(&placement, &catalogue),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -47,6 +51,41 @@ async fn serve(config: &ServeConfig) -> Result<(), String> {
         let _ = stdout.flush();
     }
     app.run_until_stopped(shutdown).await;
+    Ok(())
+}
+
+/// `boxsub haproxy-config`: checks the placement file against the catalogue, writes the map
+/// file, prints the configuration.
+fn haproxy_config(placement: &std::path::Path, catalogue: &std::path::Path) -> Result<(), String> {
+    use crate::sharding::{haproxy, placement::PlacementFile};
+    let text = std::fs::read_to_string(catalogue)
+        .map_err(|error| format!("reading {}: {error}", catalogue.display()))?;
+    let catalogue = crate::domain::catalogue::Catalogue::parse(&text, 0)
+        .map_err(|error| format!("{}: {error}", catalogue.display()))?;
+    let file = PlacementFile::read(placement)?;
+    let problems = file.check(&catalogue);
+    if !problems.is_empty() {
+        return Err(format!(
+            "{}:\n  {}",
+            placement.display(),
+            problems.join("\n  ")
+        ));
+    }
+    crate::sharding::placement::write_atomically(
+        &file.haproxy_map,
+        haproxy::map_file(&file, &catalogue).as_bytes(),
+    )?;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(haproxy::config(&file).as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|error| format!("writing the configuration: {error}"))?;
+    eprintln!(
+        "boxsub: wrote the API-key map {} ({} webstores on {} shards)",
+        file.haproxy_map.display(),
+        file.webstores.len(),
+        file.shards.len()
+    );
     Ok(())
 }
 

@@ -73,6 +73,16 @@ pub enum Command {
     /// Read an export into a stopped server's store: refused, writing nothing, if anything in
     /// it would collide with what the store holds.
     Import(ImportConfig),
+    /// Print the `haproxy.cfg` that routes each webstore's API keys to its shard, from a
+    /// placement file, and write the API-key map file the placement file names.
+    HaproxyConfig {
+        /// The placement file (JSON: shards, and the shard of each webstore).
+        #[arg(long)]
+        placement: PathBuf,
+        /// The catalogue (for each webstore's API keys).
+        #[arg(long, env = "BOXSUB_CATALOGUE")]
+        catalogue: PathBuf,
+    },
 }
 
 /// Settings of `boxsub export`.

@@ -27,6 +27,8 @@
 //! - [`store`]: persistence in three layers (the log that acknowledges, pending writes, the
 //!   sled snapshot) under the repository that knows the key layout and record encoding.
 //! - [`transfer`]: export, import and online backups of a store.
+//! - [`sharding`]: the operator's files of a deployment sharded by webstore (the placement
+//!   file, HAProxy's configuration and API-key map).
 //! - [`metrics`]: the Prometheus metric families every layer counts into.
 //! - [`config`], [`commands`], [`startup`], [`keygen`]: the service binary's command line,
 //!   its commands, wiring and shutdown, key generation.
@@ -54,6 +56,7 @@ pub mod replication;
 #[cfg(feature = "tools")]
 pub mod seed;
 pub mod service;
+pub mod sharding;
 pub mod startup;
 pub mod store;
 #[cfg(feature = "tools")]

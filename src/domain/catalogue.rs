@@ -451,6 +451,19 @@ impl Catalogue {
         &self.webstores
     }
 
+    /// The API keys (not their secrets) of the webstore at `idx`, sorted: what a front end
+    /// routes by.
+    pub fn api_keys_of(&self, idx: WebstoreIdx) -> Vec<&str> {
+        let mut keys: Vec<&str> = self
+            .api_keys
+            .iter()
+            .filter(|(_, (owner, _))| *owner == idx)
+            .map(|(key, _)| key.as_str())
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
     /// The webstore at `idx`.
     pub fn webstore(&self, idx: WebstoreIdx) -> Option<&Arc<Webstore>> {
         self.by_idx.get(&idx)

@@ -107,3 +107,130 @@ fn webstores_the_catalogue_does_not_have_are_refused_at_start() {
         finished.stderr
     );
 }
+
+/// A free port of 127.0.0.1, released for whoever binds it next.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn haproxy_from_a_generated_config_routes_each_webstore_to_its_shard() {
+    let test = "haproxy_from_a_generated_config_routes_each_webstore_to_its_shard";
+    let (one, two) = (DataDir::new(), DataDir::new());
+    let shard_one =
+        spawn_app_on_with(&one, &["--webstores", STORE_A, "--id-range", "1"], &[]).await;
+    let shard_two =
+        spawn_app_on_with(&two, &["--webstores", STORE_B, "--id-range", "2"], &[]).await;
+    let files = tempfile::tempdir().expect("a temp dir");
+    let frontend = format!("127.0.0.1:{}", free_port());
+    let socket = files.path().join("admin.sock");
+    let map = files.path().join("shards.map");
+    let placement = files.path().join("placement.json");
+    std::fs::write(
+        &placement,
+        serde_json::to_vec_pretty(&serde_json::json!({
+            "frontend": frontend,
+            "haproxy_socket": socket,
+            "haproxy_map": map,
+            "shards": {
+                "one": {"nodes": [format!("127.0.0.1:{}", shard_one.port)]},
+                "two": {"nodes": [format!("127.0.0.1:{}", shard_two.port)]},
+            },
+            "webstores": {STORE_A: "one", STORE_B: "two"},
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let mut cmd = boxsub_command();
+    cmd.args(["haproxy-config", "--placement"])
+        .arg(&placement)
+        .arg("--catalogue")
+        .arg(&one.catalogue);
+    let generated = run_to_exit(cmd, Duration::from_secs(20));
+    assert!(
+        generated.status.is_some_and(|s| s.success()),
+        "{}",
+        generated.stderr
+    );
+    let map_text = std::fs::read_to_string(&map).expect("the map file is written");
+    assert!(
+        map_text.contains(&format!("{STORE_A_KEY} shard_one")),
+        "{map_text}"
+    );
+    assert!(
+        map_text.contains(&format!("{STORE_B_KEY} shard_two")),
+        "{map_text}"
+    );
+    let config = files.path().join("haproxy.cfg");
+    // The helper gives the output as lines joined without the last end of line.
+    std::fs::write(&config, format!("{}\n", generated.stdout)).unwrap();
+    let Some(haproxy) = Haproxy::start_config(test, &config, frontend.parse().unwrap(), &socket)
+    else {
+        return;
+    };
+    let client = reqwest::Client::new();
+    let base = haproxy.base_url();
+    // Both backends pass their health checks before anything is sent.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let up = (0..2)
+            .filter(|&i| {
+                haproxy
+                    .server_status_of(["shard_one", "shard_two"][i], 0)
+                    .starts_with("UP")
+            })
+            .count();
+        if up == 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "backends not up:\n{}",
+            haproxy.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for (creds, body) in [
+        (store_a(), customer_body("ann@example.com")),
+        (store_b(), customer_body_b("bob@example.com")),
+    ] {
+        let response = client
+            .post(format!("{base}/v1/customers"))
+            .header("API-Key", creds.key.as_str())
+            .header("API-Secret", creds.secret.as_str())
+            .json(&body)
+            .send()
+            .await
+            .expect("through HAProxy");
+        assert_eq!(response.status(), 201);
+    }
+    let unknown = client
+        .get(format!("{base}/v1/customers"))
+        .header("API-Key", "no-such-key")
+        .header("API-Secret", "x")
+        .send()
+        .await
+        .expect("through HAProxy");
+    assert_eq!(
+        unknown.status(),
+        401,
+        "an unknown key is answered by a node"
+    );
+    // Each shard holds its own webstore's customer and refuses the other's.
+    assert_eq!(shard_one.lookup_email("ann@example.com").await.len(), 1);
+    assert_eq!(
+        shard_one.get_as("/v1/customers", &store_b()).await.status,
+        421
+    );
+    assert_eq!(
+        shard_two
+            .lookup_email_as("bob@example.com", &store_b())
+            .await
+            .len(),
+        1
+    );
+    assert_eq!(shard_two.get("/v1/customers").await.status, 421);
+}

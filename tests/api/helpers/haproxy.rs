@@ -152,10 +152,52 @@ impl Haproxy {
         std::fs::write(&config, config_text(port, &socket, backends))
             .expect("write the HAProxy configuration");
 
+        Haproxy::run(
+            program,
+            &config,
+            SocketAddr::from(([127, 0, 0, 1], port)),
+            socket,
+            log,
+            dir,
+        )
+    }
+
+    /// Starts HAProxy on a configuration of the test's own (`boxsub haproxy-config`'s)
+    /// whose frontend binds `addr` and whose admin socket is `socket`; `None` after
+    /// [`skip_or_fail`] without haproxy. Panics if `haproxy -c` refuses it or it does not
+    /// start.
+    pub fn start_config(
+        test: &str,
+        config: &Path,
+        addr: SocketAddr,
+        socket: &Path,
+    ) -> Option<Haproxy> {
+        let Some(program) = host_program("haproxy") else {
+            skip_or_fail(test, "haproxy is not installed (Debian package haproxy)");
+            return None;
+        };
+        let dir = tempfile::tempdir().expect("create a temp dir for HAProxy");
+        let log = dir.path().join("haproxy.log");
+        Some(
+            Haproxy::run(&program, config, addr, socket.to_path_buf(), log, dir)
+                .unwrap_or_else(|failure| panic!("HAProxy did not start: {failure}")),
+        )
+    }
+
+    /// Checks `config` with `haproxy -c` (panicking if refused), starts HAProxy on it and
+    /// waits until it serves.
+    fn run(
+        program: &Path,
+        config: &Path,
+        addr: SocketAddr,
+        socket: PathBuf,
+        log: PathBuf,
+        dir: TempDir,
+    ) -> Result<Haproxy, String> {
         let check = Command::new(program)
             .arg("-c")
             .arg("-f")
-            .arg(&config)
+            .arg(config)
             .stdin(Stdio::null())
             .output()
             .unwrap_or_else(|error| panic!("run {} -c: {error}", program.display()));
@@ -165,7 +207,7 @@ impl Haproxy {
             check.status,
             String::from_utf8_lossy(&check.stdout),
             String::from_utf8_lossy(&check.stderr),
-            std::fs::read_to_string(&config).unwrap_or_default()
+            std::fs::read_to_string(config).unwrap_or_default()
         );
 
         let output = OpenOptions::new()
@@ -177,7 +219,7 @@ impl Haproxy {
         // `-db`: in the foreground, one process, no master: killing the child stops it all.
         let child = Command::new(program)
             .arg("-f")
-            .arg(&config)
+            .arg(config)
             .arg("-db")
             .stdin(Stdio::null())
             .stdout(Stdio::from(output_too))
@@ -185,7 +227,7 @@ impl Haproxy {
             .spawn()
             .unwrap_or_else(|error| panic!("start {}: {error}", program.display()));
         let mut haproxy = Haproxy {
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+            addr,
             socket,
             log,
             child,
@@ -266,6 +308,18 @@ impl Haproxy {
     /// Server `i`'s status as `show stat` gives it: `UP`, `DOWN`, `MAINT`, `no check`,
     /// or a transition such as `UP 1/2`.
     pub fn server_status(&self, i: usize) -> String {
+        self.status_of(HAPROXY_BACKEND, &format!("s{i}"))
+    }
+
+    /// The status of server `{backend}`'s `i`th, named `{shard}_{i}` as `boxsub
+    /// haproxy-config` names them (its backends are `shard_{shard}`).
+    pub fn server_status_of(&self, backend: &str, i: usize) -> String {
+        let shard = backend.trim_start_matches("shard_");
+        self.status_of(backend, &format!("{shard}_{i}"))
+    }
+
+    /// The `status` column of `show stat` for `backend`/`server`.
+    fn status_of(&self, backend: &str, name: &str) -> String {
         let stat = self.admin("show stat");
         let header = stat
             .lines()
@@ -276,16 +330,11 @@ impl Haproxy {
             .split(',')
             .position(|name| name == "status")
             .unwrap_or_else(|| panic!("`show stat` has no status column:\n{stat}"));
-        let name = format!("s{i}");
         stat.lines()
             .map(|line| line.split(',').collect::<Vec<_>>())
-            .find(|fields| {
-                fields.first() == Some(&HAPROXY_BACKEND) && fields.get(1) == Some(&name.as_str())
-            })
+            .find(|fields| fields.first() == Some(&backend) && fields.get(1) == Some(&name))
             .and_then(|fields| fields.get(column).map(|status| status.to_string()))
-            .unwrap_or_else(|| {
-                panic!("`show stat` has no server {HAPROXY_BACKEND}/{name}:\n{stat}")
-            })
+            .unwrap_or_else(|| panic!("`show stat` has no server {backend}/{name}:\n{stat}"))
     }
 
     /// The last lines HAProxy logged (alerts, health-check transitions, requests).
