@@ -22,6 +22,12 @@ pub async fn run(command: Command) -> ExitCode {
         Command::CheckCatalogue { file } => check_catalogue(&file),
         Command::Export(config) => export(&config),
         Command::Import(config) => import(&config),
+        Command::MoveWebstore {
+            webstore,
+            placement,
+            to,
+            admin_token_file,
+        } => move_webstore(&webstore, &placement, &to, &admin_token_file).await,
         Command::HaproxyConfig {
             placement,
             catalogue,
@@ -47,10 +53,28 @@ async fn serve(config: &ServeConfig) -> Result<(), String> {
         for line in app.banner() {
             let _ = writeln!(stdout, "{line}");
         }
+        if let Some(admin) = app.admin_addr() {
+            let _ = writeln!(stdout, "admin listening on http://{admin}");
+        }
         let _ = writeln!(stdout, "listening on http://{}", app.addr());
         let _ = stdout.flush();
     }
     app.run_until_stopped(shutdown).await;
+    Ok(())
+}
+
+/// `boxsub move-webstore`: the move, and its report on standard output.
+async fn move_webstore(
+    webstore: &str,
+    placement: &std::path::Path,
+    to: &str,
+    token_file: &std::path::Path,
+) -> Result<(), String> {
+    let token = std::fs::read_to_string(token_file)
+        .map_err(|error| format!("reading {}: {error}", token_file.display()))?;
+    let report =
+        crate::sharding::moving::move_webstore(webstore, placement, to, token.trim()).await?;
+    println!("{report}");
     Ok(())
 }
 

@@ -73,6 +73,21 @@ pub enum Command {
     /// Read an export into a stopped server's store: refused, writing nothing, if anything in
     /// it would collide with what the store holds.
     Import(ImportConfig),
+    /// Move a webstore between running shards (freeze, copy, take, switch HAProxy's map,
+    /// release, rewrite the placement file); safe to run again after any failure.
+    MoveWebstore {
+        /// The webstore's id.
+        webstore: String,
+        /// The placement file (rewritten once the move is done).
+        #[arg(long)]
+        placement: PathBuf,
+        /// The shard to move it to.
+        #[arg(long)]
+        to: String,
+        /// The file holding the admin listeners' bearer token.
+        #[arg(long, env = "BOXSUB_ADMIN_TOKEN_FILE")]
+        admin_token_file: PathBuf,
+    },
     /// Print the `haproxy.cfg` that routes each webstore's API keys to its shard, from a
     /// placement file, and write the API-key map file the placement file names.
     HaproxyConfig {
@@ -209,6 +224,14 @@ pub struct ServeConfig {
     /// served again, whatever this says.
     #[arg(long, env = "BOXSUB_WEBSTORES", value_delimiter = ',')]
     pub webstores: Option<Vec<String>>,
+    /// The admin listener's address (moving webstores between shards); it runs only with
+    /// --admin-token-file. Keep it on loopback or a private network: never the public port.
+    #[arg(long, env = "BOXSUB_ADMIN_ADDR", default_value = "127.0.0.1:3001")]
+    pub admin_addr: String,
+    /// A file holding the admin listener's bearer token (at least 16 characters; its
+    /// SHA-256 is kept, the token never logged). Without it, no admin listener.
+    #[arg(long, env = "BOXSUB_ADMIN_TOKEN_FILE")]
+    pub admin_token_file: Option<PathBuf>,
     /// Join a replicated group: the NATS servers of its changelog (`nats://H:P`, several
     /// comma-separated). Without it, boxsub runs alone on its write-ahead log.
     #[arg(long, env = "BOXSUB_CHANGELOG", value_delimiter = ',', value_parser = parse_nats_url)]

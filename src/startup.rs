@@ -73,6 +73,8 @@ pub struct Application {
     addr: SocketAddr,
     /// The listener of `--metrics ADDR`, when metrics have an address of their own.
     metrics_listener: Option<TcpListener>,
+    /// The admin listener and the SHA-256 of its token, with `--admin-token-file`.
+    admin: Option<(TcpListener, [u8; 32])>,
     /// What the HTTP layer serves: the service, or none while a group's standby.
     node: Arc<Node>,
     /// Alone (the service runs from start to stop) or in a replicated group.
@@ -180,6 +182,19 @@ impl Application {
             }
             _ => None,
         };
+        let admin = match &config.admin_token_file {
+            None => None,
+            Some(file) => {
+                let token = admin_token(file).map_err(StartupError::Config)?;
+                let listener = TcpListener::bind(&config.admin_addr)
+                    .await
+                    .map_err(|source| StartupError::Bind {
+                        addr: config.admin_addr.clone(),
+                        source,
+                    })?;
+                Some((listener, token))
+            }
+        };
         let settings = service_settings(config);
         let idle = Duration::from_secs(config.idle_secs.max(1));
         let census = !config.verify_store;
@@ -229,6 +244,7 @@ impl Application {
             listener,
             addr,
             metrics_listener,
+            admin,
             node,
             mode,
             uses_demo_catalogue: config.catalogue.is_none(),
@@ -260,6 +276,13 @@ impl Application {
     /// The address actually bound.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The admin listener's address, when there is one.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin
+            .as_ref()
+            .and_then(|(listener, _)| listener.local_addr().ok())
     }
 
     /// Lines to print before serving: the demo credentials with a warning, when they apply.
@@ -341,6 +364,14 @@ impl Application {
             ))),
             None => None,
         };
+        let admin_server = self.admin.take().map(|(listener, token)| {
+            tokio::spawn(crate::http::server::serve(
+                listener,
+                crate::http::admin::admin_routes(self.node.clone(), token),
+                self.connections,
+                stopped(stop_rx.clone()),
+            ))
+        });
         let settings = RouteSettings {
             limits: self.requests,
             metrics: self.metrics == MetricsAt::Main,
@@ -367,6 +398,9 @@ impl Application {
         backups.abort();
         if let Some(metrics_server) = metrics_server {
             metrics_server.abort();
+        }
+        if let Some(admin_server) = admin_server {
+            admin_server.abort();
         }
         if let Some((duties, service)) = duties {
             drop(duties);
@@ -484,6 +518,21 @@ fn load_catalogue(path: Option<&std::path::Path>) -> Result<Catalogue, StartupEr
         path: shown,
         source,
     })
+}
+
+/// The SHA-256 of the admin token in `file` (trimmed; at least 16 characters).
+fn admin_token(file: &std::path::Path) -> Result<[u8; 32], String> {
+    use sha2::Digest;
+    let text = std::fs::read_to_string(file)
+        .map_err(|error| format!("reading the admin token file {}: {error}", file.display()))?;
+    let token = text.trim();
+    if token.chars().count() < 16 {
+        return Err(format!(
+            "the admin token in {} is shorter than 16 characters: use `boxsub keygen`'s secret",
+            file.display()
+        ));
+    }
+    Ok(sha2::Sha256::digest(token.as_bytes()).into())
 }
 
 /// How `serve`'s store is opened.

@@ -12,6 +12,10 @@ pub enum Ownership {
     Taken,
     /// Given away to another shard: never served here again.
     Released,
+    /// Being moved to another shard: served for reads, its writes refused, until the move
+    /// releases it (or is called off). Durable, so that a restart midway does not take
+    /// writes the other shard would never see.
+    Moving,
 }
 
 impl Ownership {
@@ -20,6 +24,7 @@ impl Ownership {
         match self {
             Ownership::Taken => 1,
             Ownership::Released => 2,
+            Ownership::Moving => 3,
         }
     }
 
@@ -28,6 +33,7 @@ impl Ownership {
         match byte {
             1 => Some(Ownership::Taken),
             2 => Some(Ownership::Released),
+            3 => Some(Ownership::Moving),
             _ => None,
         }
     }
@@ -39,7 +45,9 @@ pub fn serves(named: Option<&[String]>, recorded: Option<Ownership>, id: &str) -
     match recorded {
         Some(Ownership::Released) => false,
         Some(Ownership::Taken) => true,
-        None => named.is_none_or(|named| named.iter().any(|named| named == id)),
+        Some(Ownership::Moving) | None => {
+            named.is_none_or(|named| named.iter().any(|named| named == id))
+        }
     }
 }
 

@@ -50,6 +50,9 @@ pub enum ApiError {
     /// Overloaded or shutting down; nothing was changed.
     #[error("unavailable")]
     Unavailable,
+    /// An admin step the node's state does not allow (the detail is for the operator).
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// The caller's webstore is not served by this node (another shard has it).
     #[error("misdirected")]
     Misdirected,
@@ -87,6 +90,7 @@ impl ApiError {
             ApiError::InvalidJson | ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Misdirected => StatusCode::MISDIRECTED_REQUEST,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::Unavailable
             | ApiError::Moving
             | ApiError::NotPrimary
@@ -116,6 +120,7 @@ impl ApiError {
                 "Too many failed sign-in attempts for this email. Try again later."
             }
             ApiError::Unavailable => "Service temporarily unavailable. Try again shortly.",
+            ApiError::Conflict(_) => "Conflict",
             ApiError::Misdirected => {
                 "This webstore is not served here. Nothing was changed; send the request \
                  through the deployment's front end."
@@ -152,6 +157,8 @@ impl ApiError {
         let status = self.status_code();
         let body = match &self {
             ApiError::Invalid(errors) => serde_json::json!({ "errors": errors_object(errors) }),
+            // Only the admin listener answers it, to an operator: the detail helps.
+            ApiError::Conflict(detail) => serde_json::json!({ "message": detail }),
             other => serde_json::json!({ "message": other.message() }),
         };
         let mut response = json_response(status, &body);
@@ -216,6 +223,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::WritesRefused(refusal) => ApiError::WritesRefused(refusal),
             ServiceError::Storage(detail) => ApiError::Storage(detail),
             ServiceError::Internal(detail) => ApiError::Internal(detail),
+            ServiceError::Conflict(detail) => ApiError::Conflict(detail),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! Must not touch: domain rules beyond parsing inputs, the registry's maps, actor messages or
 //! storage; everything goes through [`crate::service::Service`].
 
+pub mod admin;
 mod body;
 mod error;
 mod handlers;

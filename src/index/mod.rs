@@ -140,6 +140,39 @@ impl Indexes {
         })
     }
 
+    /// Adds the stored orders of `customers` (all of `webstore`, just imported into a
+    /// running node: none of them is indexed yet); how many.
+    pub fn adopt(
+        &self,
+        store: &Store,
+        webstore: WebstoreIdx,
+        customers: &[CustomerId],
+    ) -> Result<u64, StoreError> {
+        let mut adopted = 0;
+        for customer in customers {
+            store.for_each_order_schedule(
+                customer.0..customer.0 + 1,
+                &mut |order, owner, schedule| {
+                    self.owners.publish(order, owner);
+                    adopted += 1;
+                    if let Ok((frequency, schedule)) = schedule {
+                        self.deliveries.publish(
+                            webstore,
+                            Scheduled {
+                                order,
+                                customer: owner,
+                                frequency,
+                                schedule,
+                            },
+                        );
+                    }
+                },
+            )?;
+        }
+        self.deliveries.touch(webstore);
+        Ok(adopted)
+    }
+
     /// One scan thread's share: the customers in `range` and their orders.
     fn fill_range(
         &self,

@@ -188,6 +188,16 @@ impl Registry {
         Ok(self.webstores.entry(webstore.idx).or_insert(state).clone())
     }
 
+    /// Takes in `webstore` as the store now holds it (just imported into this running node,
+    /// which did not serve it before): its state read afresh, its orders indexed; how many
+    /// orders.
+    pub fn adopt_webstore(&self, webstore: &Webstore) -> Result<u64, StoreError> {
+        let state = self.new_state(&webstore.settings.id)?;
+        self.webstores.insert(webstore.idx, state);
+        let customers = self.store.customer_ids(&webstore.settings.id)?;
+        self.indexes.adopt(&self.store, webstore.idx, &customers)
+    }
+
     /// A webstore's state, continuing its customer numbers from the store; a thread lists
     /// its stored customers.
     fn new_state(&self, webstore_id: &str) -> Result<Arc<WebstoreState>, StoreError> {

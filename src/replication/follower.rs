@@ -41,6 +41,10 @@ pub const CHECKPOINT_EVERY: u64 = 1_000;
 pub const CHECKPOINT_AFTER: Duration = Duration::from_secs(1);
 /// How long the follower waits for a message before it looks at the lease.
 const POLL: Duration = Duration::from_millis(200);
+/// How long the consumer may deliver nothing while the changelog holds messages after the
+/// copy's before the follower starts a new one: a consumer on a NATS server that died can
+/// stop delivering without an error (seen with `kill -9` of a server under load).
+const STUCK_AFTER: Duration = Duration::from_secs(2);
 /// How often the follower asks the stream how far behind it is while messages flow.
 const MEASURE_LAG_EVERY: Duration = Duration::from_secs(1);
 /// The size of a replica snapshot's parts (a NATS message is at most 1 MiB by default).
@@ -160,6 +164,13 @@ pub async fn follow(
                 } else {
                     State::Following
                 });
+                if lag > 0 && last_seen.elapsed() >= STUCK_AFTER {
+                    return Err(ReplicationError::Malformed(format!(
+                        "the changelog's consumer delivered nothing for {} s while {lag} \
+                         messages wait",
+                        STUCK_AFTER.as_secs()
+                    )));
+                }
                 if lag == 0 && last_seen.elapsed() >= LEASE {
                     // Unique to this attempt: the stream's duplicate detection would answer a
                     // takeover id it has seen (an earlier life of this node's) with that

@@ -20,6 +20,7 @@ mod customers;
 mod deliveries;
 mod delivery_lists;
 pub mod idempotency;
+pub mod moves;
 mod orders;
 pub mod passwords;
 pub mod placement;
@@ -75,6 +76,10 @@ pub enum ServiceError {
     /// The store failed; nothing was acknowledged.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// A step of a move between shards that this node's state does not allow (taking a
+    /// webstore it released, importing one it serves); nothing was changed.
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// A bug or a broken invariant; the detail is for the log only.
     #[error("internal error: {0}")]
     Internal(String),

@@ -77,6 +77,9 @@ impl Placement {
         if !serves(self.named.as_deref(), recorded, id) {
             return Served::Elsewhere;
         }
+        if recorded == Some(Ownership::Moving) {
+            return Served::Frozen;
+        }
         match self.gates.get(id) {
             Some(gate) if gate.frozen.load(Ordering::SeqCst) => Served::Frozen,
             _ => Served::Here,
@@ -111,6 +114,11 @@ impl Placement {
     pub async fn freeze(&self, id: &str, within: Duration) -> bool {
         let gate = self.gate(id);
         gate.frozen.store(true, Ordering::SeqCst);
+        self.drained(&gate, within).await
+    }
+
+    /// Waits, at most `within`, until no write of `gate`'s webstore is under way.
+    async fn drained(&self, gate: &Gate, within: Duration) -> bool {
         let deadline = Instant::now() + within;
         while gate.writes.load(Ordering::SeqCst) > 0 {
             if Instant::now() >= deadline {
@@ -126,12 +134,22 @@ impl Placement {
         self.gate(id).frozen.store(false, Ordering::SeqCst);
     }
 
-    /// Records (in memory; the caller made it durable) what this shard holds of `id`.
-    pub fn record(&self, id: &str, ownership: Ownership) {
-        self.recorded.insert(id.to_owned(), ownership);
-        if ownership == Ownership::Taken {
-            self.unfreeze(id);
+    /// Records (in memory; the caller made it durable) what this shard holds of `id`; `None`
+    /// forgets the record (a move called off).
+    pub fn record(&self, id: &str, ownership: Option<Ownership>) {
+        match ownership {
+            Some(ownership) => {
+                self.recorded.insert(id.to_owned(), ownership);
+            }
+            None => {
+                self.recorded.remove(id);
+            }
         }
+    }
+
+    /// What the store records of `id`.
+    pub fn recorded(&self, id: &str) -> Option<Ownership> {
+        self.recorded.get(id).map(|entry| *entry)
     }
 
     /// The webstores of `ids` served here.

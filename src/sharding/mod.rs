@@ -1,10 +1,12 @@
 //! Sharding by webstore, as operators run it: the placement file that says which shard
 //! serves each webstore (the one source of truth for routing: [`placement`]), and the
 //! HAProxy configuration and API-key map made from it ([`haproxy`]). What a node serves is
-//! the service's to enforce (`service::placement`); this module only reads and writes the
-//! operator's files.
+//! the service's to enforce (`service::placement`); this module reads and writes the
+//! operator's files, and moves a webstore between running shards through their admin
+//! listeners and HAProxy's runtime socket ([`moving`]).
 //!
-//! Must not touch: a running node's state, the store.
+//! Must not touch: a node's store (only its admin listener), the service.
 
 pub mod haproxy;
+pub mod moving;
 pub mod placement;

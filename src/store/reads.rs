@@ -203,6 +203,18 @@ impl Store {
         })
     }
 
+    /// How many orders customer `customer` has stored.
+    pub fn order_count(&self, customer: CustomerId) -> Result<u64, StoreError> {
+        let from = keys::orders_of(customer.0);
+        let to = keys::orders_of(customer.0 + 1);
+        let mut count = 0;
+        for_each_stored_order(&*self.inner.storage, &from, Some(&to), &mut |_| {
+            count += 1;
+            true
+        })?;
+        Ok(count)
+    }
+
     /// Calls `visit` with the id and webstore id of every stored customer with an id in
     /// `customers`, in id order; a record that does not decode is skipped (the census reports
     /// it).

@@ -206,6 +206,45 @@ impl Store {
         open.commit(entry)
     }
 
+    /// Forgets what this shard records of webstore `id`'s ownership (a move called off).
+    pub fn clear_ownership(&self, id: &str) -> Result<Written, StoreError> {
+        let open = self.open_even_if_refused()?;
+        let mut entry = open.entry();
+        self.remove_key(&mut entry, &keys::ownership(id))?;
+        open.commit(entry)
+    }
+
+    /// Removes everything of webstore `id` (its customers, their orders, its email, number
+    /// and idempotency entries) in logged batches of removals: what a shard does once it has
+    /// released a webstore to another, so that nothing of it can be served or exported here
+    /// by mistake. How many keys it removed.
+    pub fn purge_webstore(&self, id: &str) -> Result<u64, StoreError> {
+        let mut doomed: Vec<Vec<u8>> = Vec::new();
+        let storage = &self.inner.storage;
+        for customer in self.customer_ids(id)? {
+            doomed.push(keys::customer(customer.0));
+            storage.for_each(&keys::orders_of(customer.0), &mut |key, _| {
+                doomed.push(key.to_vec());
+                true
+            })?;
+        }
+        for prefix in [keys::EMAIL, keys::NUMBER, keys::IDEMPOTENCY] {
+            storage.for_each(&keys::webstore_prefix(prefix, id), &mut |key, _| {
+                doomed.push(key.to_vec());
+                true
+            })?;
+        }
+        let removed = doomed.len() as u64;
+        for chunk in doomed.chunks(1_000) {
+            let mut batch = WriteBatch::default();
+            for key in chunk {
+                batch.delete(key.clone());
+            }
+            self.remove(batch)?;
+        }
+        Ok(removed)
+    }
+
     /// Writes a batch of removals, even while writes are refused: removing gives space back
     /// (an import that stopped part-way takes back what it wrote). Tools run it on a stopped
     /// server's store and close the store to make it durable.

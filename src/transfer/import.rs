@@ -187,6 +187,26 @@ pub fn import(
     input: &Path,
     progress: &mut Progress,
 ) -> Result<Imported, TransferError> {
+    import_then(store, input, progress, &|store| store.close())
+}
+
+/// [`import`] into a store that stays open (a running node's, through its admin listener):
+/// `durable` makes the writes durable instead of the close.
+pub fn import_live(
+    store: &Store,
+    input: &Path,
+    progress: &mut Progress,
+    durable: &dyn Fn(&Store) -> Result<(), crate::store::StoreError>,
+) -> Result<Imported, TransferError> {
+    import_then(store, input, progress, durable)
+}
+
+fn import_then(
+    store: &Store,
+    input: &Path,
+    progress: &mut Progress,
+    finish: &dyn Fn(&Store) -> Result<(), crate::store::StoreError>,
+) -> Result<Imported, TransferError> {
     let imported = check(store, input, progress)?;
     let mut batch = WriteBatch::default();
     let mut in_batch = 0;
@@ -210,11 +230,11 @@ pub fn import(
     })
     .and_then(|()| {
         store.apply(std::mem::take(&mut batch))?;
-        store.close()?;
+        finish(store)?;
         Ok(())
     });
     if let Err(error) = outcome {
-        let undone = undo(store, input, written_through);
+        let undone = undo(store, input, written_through, finish);
         return Err(TransferError::Refused(format!(
             "the import stopped part-way ({error}); {}",
             match undone {
@@ -237,7 +257,12 @@ pub fn import(
 }
 
 /// Removes what the lines up to `through` wrote.
-fn undo(store: &Store, input: &Path, through: u64) -> Result<(), TransferError> {
+fn undo(
+    store: &Store,
+    input: &Path,
+    through: u64,
+    finish: &dyn Fn(&Store) -> Result<(), crate::store::StoreError>,
+) -> Result<(), TransferError> {
     let mut batch = WriteBatch::default();
     read_records(input, &mut |number, record| {
         if number > through {
@@ -262,5 +287,5 @@ fn undo(store: &Store, input: &Path, through: u64) -> Result<(), TransferError> 
         Ok(true)
     })?;
     store.remove(batch)?;
-    Ok(store.close()?)
+    Ok(finish(store)?)
 }

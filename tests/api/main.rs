@@ -20,6 +20,7 @@ mod host_faults;
 mod hostile;
 mod idempotency;
 mod isolation;
+mod moves;
 mod operations;
 mod orders;
 mod replication;

@@ -1,0 +1,207 @@
+//! The admin listener (`--admin-addr`, with `--admin-token-file`): what moving a webstore
+//! between shards needs from a running node, never on the public port. Every request
+//! carries `Authorization: Bearer TOKEN`; the token's SHA-256 is compared with the file's in
+//! constant time, and neither is ever logged.
+//!
+//! | request | does |
+//! |---|---|
+//! | `GET /admin/webstores/ID` | what this node holds of the webstore (served, recorded, counts) |
+//! | `POST /admin/webstores/ID/freeze` | refuses its writes (503), durably, once those under way are done |
+//! | `POST /admin/webstores/ID/call-off` | takes its writes again (a move called off) |
+//! | `GET /admin/webstores/ID/export` | its export (JSON lines) |
+//! | `POST /admin/webstores/ID/import` | imports an export of it into this running node (not served here yet) |
+//! | `POST /admin/webstores/ID/take` | serves it from now on, durably |
+//! | `POST /admin/webstores/ID/release` | never serves it again, durably, and removes it from the store |
+//!
+//! A node of a replicated group answers 503 here unless it is the primary.
+//!
+//! Must not touch: what the steps do (the service's `moves`), HAProxy, the placement file.
+
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use bytes::Buf;
+use futures_util::{Stream, StreamExt};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use warp::filters::path::FullPath;
+use warp::http::{header, HeaderMap, Method, StatusCode};
+use warp::reply::Response;
+use warp::Filter;
+
+use super::error::ApiError;
+use super::views::json_response;
+use crate::node::Node;
+use crate::service::Service;
+
+/// The largest import body: an export of a large webstore.
+const MAX_IMPORT_BYTES: u64 = 4 << 30;
+
+/// The admin listener's routes: every request authenticated by `token_sha256`.
+pub fn admin_routes(
+    node: Arc<Node>,
+    token_sha256: [u8; 32],
+) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
+    let node = warp::any().map(move || node.clone());
+    node.and(warp::any().map(move || token_sha256))
+        .and(warp::method())
+        .and(warp::path::full())
+        .and(warp::header::headers_cloned())
+        .and(warp::body::stream())
+        .then(handle)
+        .recover(super::error::recover)
+        .unify()
+}
+
+async fn handle<S, B>(
+    node: Arc<Node>,
+    token_sha256: [u8; 32],
+    method: Method,
+    path: FullPath,
+    headers: HeaderMap,
+    body: S,
+) -> Response
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf + Send,
+{
+    if !authorized(&headers, &token_sha256) {
+        return ApiError::BadCredentials.into_response();
+    }
+    let Some(service) = node.service() else {
+        return ApiError::NotPrimary.into_response();
+    };
+    let segments: Vec<&str> = path.as_str().trim_matches('/').split('/').collect();
+    let answer = match (&method, segments.as_slice()) {
+        (&Method::GET, ["admin", "webstores", id]) => held(&service, id),
+        (&Method::POST, ["admin", "webstores", id, "freeze"]) => {
+            match service.freeze_for_move(id).await {
+                Ok(()) => held(&service, id),
+                Err(error) => Err(error.into()),
+            }
+        }
+        (&Method::POST, ["admin", "webstores", id, "call-off"]) => {
+            match service.call_off_move(id).await {
+                Ok(()) => held(&service, id),
+                Err(error) => Err(error.into()),
+            }
+        }
+        (&Method::GET, ["admin", "webstores", id, "export"]) => export(service.clone(), id).await,
+        (&Method::POST, ["admin", "webstores", id, "import"]) => {
+            import(service.clone(), id, body).await
+        }
+        (&Method::POST, ["admin", "webstores", id, "take"]) => {
+            match service.take_webstore(id).await {
+                Ok(()) => held(&service, id),
+                Err(error) => Err(error.into()),
+            }
+        }
+        (&Method::POST, ["admin", "webstores", id, "release"]) => {
+            match service.release_webstore(id).await {
+                Ok(removed) => Ok(json_response(
+                    StatusCode::OK,
+                    &serde_json::json!({"webstore": id, "released": true, "keys_removed": removed}),
+                )),
+                Err(error) => Err(error.into()),
+            }
+        }
+        _ => Err(ApiError::NotFound),
+    };
+    answer.unwrap_or_else(ApiError::into_response)
+}
+
+/// Whether `headers` carry `Authorization: Bearer TOKEN` with the token whose SHA-256 is
+/// `expected` (compared in constant time).
+fn authorized(headers: &HeaderMap, expected: &[u8; 32]) -> bool {
+    let Some(token) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
+    digest.ct_eq(expected).into()
+}
+
+fn held(service: &Service, id: &str) -> Result<Response, ApiError> {
+    let held = service.webstore_held(id)?;
+    Ok(json_response(StatusCode::OK, &held))
+}
+
+async fn export(service: Arc<Service>, id: &str) -> Result<Response, ApiError> {
+    let id = id.to_owned();
+    let bytes = tokio::task::spawn_blocking(move || {
+        let mut out = Vec::new();
+        service.export_webstore(&id, &mut out).map(|_| out)
+    })
+    .await
+    .map_err(|error| ApiError::Internal(error.to_string()))??;
+    let mut response = Response::new(bytes.into());
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        warp::http::HeaderValue::from_static("application/x-ndjson"),
+    );
+    Ok(response)
+}
+
+/// A temporary file removed when dropped (the import's body on disk, for its two passes).
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+async fn import<S, B>(service: Arc<Service>, id: &str, body: S) -> Result<Response, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf + Send,
+{
+    use std::io::Write;
+    let mut body = std::pin::pin!(body);
+    let mut name = [0u8; 8];
+    getrandom::getrandom(&mut name).map_err(|error| ApiError::Internal(error.to_string()))?;
+    let file =
+        TempFile(std::env::temp_dir().join(format!("boxsub-import-{}.jsonl", hex::encode(name))));
+    let mut out = std::io::BufWriter::new(
+        std::fs::File::create(&file.0).map_err(|error| ApiError::Internal(error.to_string()))?,
+    );
+    let mut written = 0u64;
+    while let Some(chunk) = body.next().await {
+        let mut chunk = chunk.map_err(|_| ApiError::UnreadableBody)?;
+        written += chunk.remaining() as u64;
+        if written > MAX_IMPORT_BYTES {
+            return Err(ApiError::PayloadTooLarge);
+        }
+        while chunk.has_remaining() {
+            let part = chunk.chunk();
+            out.write_all(part)
+                .map_err(|error| ApiError::Internal(error.to_string()))?;
+            let n = part.len();
+            chunk.advance(n);
+        }
+    }
+    out.flush()
+        .map_err(|error| ApiError::Internal(error.to_string()))?;
+    drop(out);
+    let id = id.to_owned();
+    let imported = tokio::task::spawn_blocking(move || {
+        let imported = service.import_webstore(&id, &file.0);
+        drop(file);
+        imported
+    })
+    .await
+    .map_err(|error| ApiError::Internal(error.to_string()))??;
+    Ok(json_response(
+        StatusCode::OK,
+        &serde_json::json!({
+            "webstores": imported.webstores,
+            "customers": imported.customers,
+            "orders": imported.orders,
+            "idempotency_records": imported.idempotency_records,
+        }),
+    ))
+}
