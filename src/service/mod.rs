@@ -189,6 +189,8 @@ pub struct Service {
     passwords: PasswordWork,
     delivery_lists: DeliveryLists,
     placement: Placement,
+    /// The ids this node gives out (`--id-range`).
+    id_range: IdRange,
 }
 
 impl Service {
@@ -202,6 +204,7 @@ impl Service {
         let placement = Placement::new(settings.webstores.clone(), store.ownership_records()?);
         Ok(Service {
             placement,
+            id_range: settings.id_range,
             registry: Registry::open(catalogue.clone(), store, settings.id_range)?,
             calls: ActorCalls::new(
                 settings.max_calls_in_flight,

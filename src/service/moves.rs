@@ -43,6 +43,8 @@ pub struct WebstoreHeld {
     pub orders: u64,
     /// Its API keys (not their secrets): what a front end routes by.
     pub api_keys: Vec<String>,
+    /// This node's `--id-range`: two shards with one range would give out the same ids.
+    pub id_range: u16,
 }
 
 impl Service {
@@ -89,6 +91,7 @@ impl Service {
             customers: customers.len() as u64,
             orders,
             api_keys,
+            id_range: self.id_range.number(),
         })
     }
 

@@ -193,6 +193,13 @@ pub async fn move_webstore(
         ));
     }
     let (source_admin, source_held) = reachable(&source.admin, token, id).await?;
+    if source_held["id_range"] == target_held["id_range"] {
+        return Err(format!(
+            "shards {from} and {to} run with the same --id-range ({}): the ids {to} gives out \
+             would collide with {id}'s; give each shard its own range",
+            source_held["id_range"]
+        ));
+    }
     let base = format!("/admin/webstores/{id}");
     let mut frozen_at = None;
     if target_held["recorded"] == "taken" {
