@@ -19,6 +19,7 @@ pub async fn run(command: Command) -> ExitCode {
     let outcome = match command {
         Command::Serve(config) => serve(&config).await,
         Command::Keygen => keygen(),
+        Command::HashPassword => hash_password(),
         Command::CheckCatalogue { file } => check_catalogue(&file),
         Command::Export(config) => export(&config),
         Command::Import(config) => import(&config),
@@ -110,6 +111,23 @@ fn haproxy_config(placement: &std::path::Path, catalogue: &std::path::Path) -> R
         file.webstores.len(),
         file.shards.len()
     );
+    Ok(())
+}
+
+/// `boxsub hash-password`: the first line of standard input (without its line end), hashed.
+fn hash_password() -> Result<(), String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|error| format!("reading the password: {error}"))?;
+    let password = line.trim_end_matches(['\r', '\n']);
+    if password.is_empty() {
+        return Err("no password on standard input".into());
+    }
+    let mut salt = [0u8; 16];
+    getrandom::getrandom(&mut salt).map_err(|error| format!("random salt: {error}"))?;
+    let hash = crate::domain::password::hash_password(password, &salt)?;
+    println!("{hash}");
     Ok(())
 }
 

@@ -61,6 +61,9 @@ pub enum Command {
     Serve(Box<ServeConfig>),
     /// Print a new random API key, its secret, and the secret's SHA-256 for a catalogue.
     Keygen,
+    /// Read a password on standard input and print its argon2id PHC string (OWASP
+    /// parameters), for a producer's `password_hash` in the catalogue.
+    HashPassword,
     /// Check a catalogue file and print every problem with its place; exits non-zero if it
     /// has any.
     CheckCatalogue {

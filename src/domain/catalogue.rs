@@ -353,6 +353,17 @@ pub struct Webstore {
     pub boxes: BTreeMap<u64, BoxDef>,
     /// The zone of `settings.time_zone`: its dates are the webstore's dates.
     pub zone: jiff::tz::TimeZone,
+    /// Its producers' accounts for the web app, by folded email.
+    pub producers: BTreeMap<String, Producer>,
+}
+
+/// A producer's account: who may sign in to the web app and see their webstore's day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Producer {
+    /// The email they sign in with, as the catalogue gives it.
+    pub email: String,
+    /// The argon2id PHC string of their password (`boxsub hash-password`).
+    pub password_hash: String,
 }
 
 impl Webstore {
@@ -451,6 +462,15 @@ impl Catalogue {
         &self.webstores
     }
 
+    /// The webstore whose producer signs in with `email` (any case, trimmed), and the
+    /// producer's account.
+    pub fn producer(&self, email: &str) -> Option<(&Arc<Webstore>, &Producer)> {
+        let key = super::email::fold(email);
+        self.webstores
+            .iter()
+            .find_map(|webstore| webstore.producers.get(&key).map(|p| (webstore, p)))
+    }
+
     /// The API keys (not their secrets) of the webstore at `idx`, sorted: what a front end
     /// routes by.
     pub fn api_keys_of(&self, idx: WebstoreIdx) -> Vec<&str> {
@@ -546,6 +566,8 @@ struct WebstoreFile {
     #[serde(default)]
     api_keys: Vec<ApiKeyFile>,
     #[serde(default)]
+    producers: Vec<ProducerFile>,
+    #[serde(default)]
     delivery_services: Vec<DeliveryServiceFile>,
     #[serde(default)]
     box_items: Vec<BoxItem>,
@@ -572,6 +594,13 @@ fn yes() -> bool {
 struct ApiKeyFile {
     key: String,
     secret_sha256: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProducerFile {
+    email: String,
+    password_hash: String,
 }
 
 #[derive(Deserialize)]
@@ -648,6 +677,7 @@ fn build(
     let mut webstores = Vec::with_capacity(file.webstores.len());
     let mut api_keys = HashMap::new();
     let mut webstore_ids = HashSet::new();
+    let mut producer_emails = HashSet::new();
     let mut next_idx = previous.map_or(0, |p| p.next_idx);
     for (position, raw) in file.webstores.into_iter().enumerate() {
         let before = problems.count();
@@ -683,6 +713,7 @@ fn build(
                 problems.add(&key_place, "this API key is used twice in the catalogue");
             }
         }
+        let producers = build_producers(&place, raw.producers, &mut producer_emails, &mut problems);
         let zone = super::time_zones::resolve(&raw.time_zone);
         if zone.is_none() {
             problems.add(
@@ -739,6 +770,7 @@ fn build(
             extras,
             boxes,
             zone,
+            producers,
         }));
     }
     if !problems.0.is_empty() {
@@ -753,6 +785,55 @@ fn build(
         api_keys,
         next_idx,
     })
+}
+
+/// A webstore's producer accounts by folded email. An email must be a valid address, used
+/// once in the whole catalogue (a producer signs in with it alone), and the hash an argon2id
+/// PHC string (`boxsub hash-password`).
+fn build_producers(
+    place: &str,
+    raw: Vec<ProducerFile>,
+    emails: &mut HashSet<String>,
+    problems: &mut Problems,
+) -> BTreeMap<String, Producer> {
+    let mut producers = BTreeMap::new();
+    for (i, producer) in raw.into_iter().enumerate() {
+        let producer_place = format!("{place}.producers[{i}]");
+        let email = match super::email::Email::parse(&producer.email) {
+            Ok(email) => email,
+            Err(message) => {
+                problems.add(&producer_place, format!("email {message}"));
+                continue;
+            }
+        };
+        let key = email.index_key();
+        if !emails.insert(key.clone()) {
+            problems.add(
+                &producer_place,
+                "this producer email is used twice in the catalogue (a producer signs in with \
+                 their email alone)",
+            );
+            continue;
+        }
+        let is_argon2id = argon2::password_hash::PasswordHash::new(&producer.password_hash)
+            .is_ok_and(|hash| hash.algorithm.as_str() == "argon2id");
+        if !is_argon2id {
+            problems.add(
+                &producer_place,
+                "password_hash must be an argon2id PHC string ($argon2id$...): make it with \
+                 `boxsub hash-password`",
+            );
+            continue;
+        }
+        producers.insert(
+            key,
+            Producer {
+                email: email.as_str().to_owned(),
+                password_hash: producer.password_hash,
+            },
+        );
+    }
+    producers
 }
 
 fn parse_sha256(text: &str) -> Option<[u8; 32]> {
@@ -929,6 +1010,49 @@ fn build_boxes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The demo catalogue with `producers` given to its first and second webstores.
+    fn with_producers(first: serde_json::Value, second: serde_json::Value) -> String {
+        let mut demo: serde_json::Value = serde_json::from_str(DEMO_CATALOGUE_JSON).unwrap();
+        demo["webstores"][0]["producers"] = first;
+        demo["webstores"][1]["producers"] = second;
+        demo.to_string()
+    }
+
+    #[test]
+    fn producers_sign_in_with_a_unique_email_and_an_argon2id_hash() {
+        let hash = super::super::password::hash_password("shed key", &[3; 16]).unwrap();
+        let text = with_producers(
+            serde_json::json!([{"email": " Pat@Farm.example ", "password_hash": hash}]),
+            serde_json::json!([]),
+        );
+        let catalogue = Catalogue::parse(&text, 0).expect("a valid catalogue");
+        let (webstore, producer) = catalogue.producer("pat@farm.EXAMPLE").expect("found");
+        assert_eq!(webstore.idx, catalogue.webstores()[0].idx);
+        assert_eq!(producer.email, "Pat@Farm.example");
+        assert!(catalogue.producer("nobody@farm.example").is_none());
+        let bad = with_producers(
+            serde_json::json!([
+                {"email": "not-an-email", "password_hash": hash},
+                {"email": "pat@farm.example", "password_hash": "$2b$12$bcrypt-is-not-it"},
+                {"email": "sam@farm.example", "password_hash": hash}
+            ]),
+            serde_json::json!([{"email": "SAM@farm.example", "password_hash": hash}]),
+        );
+        let problems = Catalogue::parse(&bad, 0).unwrap_err().to_string();
+        assert!(
+            problems.contains("producers[0]") && problems.contains("email"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("producers[1]") && problems.contains("argon2id"),
+            "{problems}"
+        );
+        assert!(
+            problems.contains("used twice in the catalogue"),
+            "{problems}"
+        );
+    }
 
     #[test]
     fn demo_catalogue_is_valid_and_its_credentials_work() {

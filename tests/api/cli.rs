@@ -323,3 +323,52 @@ fn the_deployed_binary_has_no_tool_subcommands() {
         );
     }
 }
+
+#[test]
+fn hash_password_prints_an_argon2id_hash_of_the_password_on_standard_input() {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = boxsub_command()
+        .arg("hash-password")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin is piped")
+        .write_all(b"shed key 42\n")
+        .unwrap();
+    let output = child.wait_with_output().expect("it exits");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let hash = String::from_utf8(output.stdout).unwrap();
+    let hash = hash.trim();
+    assert!(
+        hash.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"),
+        "{hash}"
+    );
+    assert!(boxsub::domain::password::verify_password(
+        "shed key 42",
+        hash
+    ));
+    assert!(!boxsub::domain::password::verify_password(
+        "shed key 42\n",
+        hash
+    ));
+    // An empty password is refused.
+    let mut empty = boxsub_command()
+        .arg("hash-password")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    empty.stdin.take().unwrap().write_all(b"\n").unwrap();
+    assert!(!empty.wait_with_output().unwrap().status.success());
+}
