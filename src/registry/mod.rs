@@ -106,6 +106,7 @@ impl Registry {
         store: Store,
         range: IdRange,
     ) -> Result<Registry, StoreError> {
+        store.claim_id_range(range)?;
         let high_water = store.high_water(range)?;
         let indexes = Arc::new(Indexes::new(high_water.has_orders, range.first() - 1));
         if !indexes.is_complete() {

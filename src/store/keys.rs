@@ -47,14 +47,18 @@ pub const REPLICA_APPLIED: &[u8] = b"mreplica-applied";
 /// `store::replica`): its snapshot may then hold writes the changelog never took, so it is
 /// rebuilt from the group before it follows again.
 pub const REPLICA_PRIMARY: &[u8] = b"mreplica-primary";
+/// Key of the id range this store's node gives out ids in (`--id-range`), recorded at its
+/// first start: a later start with another range is refused.
+pub const ID_RANGE: &[u8] = b"mid-range";
 /// The keys that describe this node's copy rather than the data: never in a replica
 /// snapshot, never loaded from one.
-pub const NODE_LOCAL: [&[u8]; 5] = [
+pub const NODE_LOCAL: [&[u8]; 6] = [
     FORMAT_KEY,
     CLEAN_SHUTDOWN_KEY,
     WAL_FROM,
     REPLICA_APPLIED,
     REPLICA_PRIMARY,
+    ID_RANGE,
 ];
 /// Key of the highest order id reserved (see `store::order_ids`).
 pub const ORDER_IDS_RESERVED: &[u8] = b"morder-ids-reserved";
@@ -235,6 +239,7 @@ pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
         ("m format", FORMAT_KEY.to_vec()),
         ("m clean-shutdown", CLEAN_SHUTDOWN_KEY.to_vec()),
         ("m wal-from", WAL_FROM.to_vec()),
+        ("m id-range", ID_RANGE.to_vec()),
         ("m replica-applied", REPLICA_APPLIED.to_vec()),
         ("m replica-primary", REPLICA_PRIMARY.to_vec()),
         (

@@ -352,6 +352,38 @@ impl Store {
         self.inner.storage.sync()
     }
 
+    /// Records `range` as the id range this store's node gives out ids in, at its first
+    /// start; refuses a later start with another (every shard keeps its own range for good,
+    /// so that ids never collide across shards).
+    pub fn claim_id_range(&self, range: IdRange) -> Result<(), StoreError> {
+        let storage = &self.inner.storage;
+        let wanted = range.number().to_be_bytes();
+        match storage.get(keys::ID_RANGE)? {
+            Some(recorded) if recorded == wanted => Ok(()),
+            Some(recorded) => {
+                let recorded = <[u8; 2]>::try_from(recorded.as_slice())
+                    .map(u16::from_be_bytes)
+                    .map_or_else(|_| "an unreadable one".to_owned(), |n| n.to_string());
+                Err(StoreError::CannotOpen {
+                    path: String::new(),
+                    reason: format!(
+                        "this store gives out ids in id range {recorded}, and was started with \
+                         --id-range {}",
+                        range.number()
+                    ),
+                    remedy: format!(
+                        "start it with --id-range {recorded}: a data directory keeps its range \
+                         for good, so that ids never collide across hosts"
+                    ),
+                })
+            }
+            None => {
+                storage.put(keys::ID_RANGE, wanted.to_vec())?;
+                storage.sync()
+            }
+        }
+    }
+
     /// The highest ids in use, so that the sequences of this host's id `range` continue
     /// without reuse. Refused when the store has given out ids above the range (it ran with a
     /// higher `--id-range`): ids must keep increasing.

@@ -234,3 +234,30 @@ async fn haproxy_from_a_generated_config_routes_each_webstore_to_its_shard() {
     );
     assert_eq!(shard_two.get("/v1/customers").await.status, 421);
 }
+
+#[tokio::test]
+async fn a_data_directory_keeps_its_id_range_for_good() {
+    let dir = DataDir::new();
+    let app = spawn_app_on_with(&dir, &["--id-range", "3"], &[]).await;
+    let created = app
+        .create_customer_ok(&customer_body("ann@example.com"))
+        .await;
+    assert_eq!(created["id"].as_u64(), Some((3u64 << 40) + 1));
+    drop(app);
+    let mut cmd = boxsub_command();
+    cmd.arg("serve")
+        .args(["--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(&dir.data)
+        .arg("--catalogue")
+        .arg(&dir.catalogue)
+        .args(["--id-range", "4"]);
+    let refused = run_to_exit(cmd, Duration::from_secs(30));
+    assert!(!refused.status.is_some_and(|s| s.success()));
+    assert!(
+        refused.stderr.contains("start it with --id-range 3"),
+        "{}",
+        refused.stderr
+    );
+    let app = spawn_app_on_with(&dir, &["--id-range", "3"], &[]).await;
+    assert_eq!(app.lookup_email("ann@example.com").await.len(), 1);
+}
