@@ -76,26 +76,17 @@ where
     let answer = match (&method, segments.as_slice()) {
         (&Method::GET, ["admin", "webstores", id]) => held(&service, id),
         (&Method::POST, ["admin", "webstores", id, "freeze"]) => {
-            match service.freeze_for_move(id).await {
-                Ok(()) => held(&service, id),
-                Err(error) => Err(error.into()),
-            }
+            then_held(&service, id, service.freeze_for_move(id).await)
         }
         (&Method::POST, ["admin", "webstores", id, "call-off"]) => {
-            match service.call_off_move(id).await {
-                Ok(()) => held(&service, id),
-                Err(error) => Err(error.into()),
-            }
+            then_held(&service, id, service.call_off_move(id).await)
         }
         (&Method::GET, ["admin", "webstores", id, "export"]) => export(service.clone(), id).await,
         (&Method::POST, ["admin", "webstores", id, "import"]) => {
             import(service.clone(), id, body).await
         }
         (&Method::POST, ["admin", "webstores", id, "take"]) => {
-            match service.take_webstore(id).await {
-                Ok(()) => held(&service, id),
-                Err(error) => Err(error.into()),
-            }
+            then_held(&service, id, service.take_webstore(id).await)
         }
         (&Method::POST, ["admin", "webstores", id, "release"]) => {
             match service.release_webstore(id).await {
@@ -123,6 +114,16 @@ fn authorized(headers: &HeaderMap, expected: &[u8; 32]) -> bool {
     };
     let digest: [u8; 32] = Sha256::digest(token.trim().as_bytes()).into();
     digest.ct_eq(expected).into()
+}
+
+/// What the node holds of `id` once a step has succeeded, or why it did not.
+fn then_held(
+    service: &Service,
+    id: &str,
+    step: Result<(), crate::service::ServiceError>,
+) -> Result<Response, ApiError> {
+    step?;
+    held(service, id)
 }
 
 fn held(service: &Service, id: &str) -> Result<Response, ApiError> {

@@ -324,8 +324,8 @@ fn the_deployed_binary_has_no_tool_subcommands() {
     }
 }
 
-#[test]
-fn hash_password_prints_an_argon2id_hash_of_the_password_on_standard_input() {
+/// `boxsub hash-password` with `input` on its standard input.
+fn hash_password_of(input: &[u8]) -> std::process::Output {
     use std::io::Write;
     use std::process::Stdio;
     let mut child = boxsub_command()
@@ -339,9 +339,14 @@ fn hash_password_prints_an_argon2id_hash_of_the_password_on_standard_input() {
         .stdin
         .take()
         .expect("stdin is piped")
-        .write_all(b"shed key 42\n")
-        .unwrap();
-    let output = child.wait_with_output().expect("it exits");
+        .write_all(input)
+        .expect("the password is written");
+    child.wait_with_output().expect("it exits")
+}
+
+#[test]
+fn hash_password_prints_an_argon2id_hash_of_the_password_on_standard_input() {
+    let output = hash_password_of(b"shed key 42\n");
     assert!(
         output.status.success(),
         "{}",
@@ -361,14 +366,8 @@ fn hash_password_prints_an_argon2id_hash_of_the_password_on_standard_input() {
         "shed key 42\n",
         hash
     ));
-    // An empty password is refused.
-    let mut empty = boxsub_command()
-        .arg("hash-password")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary starts");
-    empty.stdin.take().unwrap().write_all(b"\n").unwrap();
-    assert!(!empty.wait_with_output().unwrap().status.success());
+    assert!(
+        !hash_password_of(b"\n").status.success(),
+        "an empty password is refused"
+    );
 }

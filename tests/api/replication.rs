@@ -1021,14 +1021,7 @@ fn a_group_needs_a_node_name_and_durability() {
             "not a node name",
         ),
     ] {
-        let mut cmd = boxsub_command();
-        cmd.arg("serve")
-            .arg("--addr")
-            .arg("127.0.0.1:0")
-            .arg("--data-dir")
-            .arg(&dir.data)
-            .args(&args);
-        let finished = run_to_exit(cmd, Duration::from_secs(20));
+        let finished = serve_to_exit(&dir, &args);
         assert!(
             !finished.status.is_some_and(|s| s.success()),
             "{args:?} was accepted"

@@ -90,16 +90,7 @@ async fn a_released_webstore_is_never_served_again_and_a_taken_one_always() {
 #[test]
 fn webstores_the_catalogue_does_not_have_are_refused_at_start() {
     let dir = DataDir::new();
-    let mut cmd = boxsub_command();
-    cmd.arg("serve")
-        .arg("--addr")
-        .arg("127.0.0.1:0")
-        .arg("--data-dir")
-        .arg(&dir.data)
-        .arg("--catalogue")
-        .arg(&dir.catalogue)
-        .args(["--webstores", &format!("{STORE_A},no-such-store")]);
-    let finished = run_to_exit(cmd, Duration::from_secs(20));
+    let finished = serve_to_exit(&dir, &["--webstores", &format!("{STORE_A},no-such-store")]);
     assert!(!finished.status.is_some_and(|s| s.success()));
     assert!(
         finished.stderr.contains("no-such-store"),
@@ -244,14 +235,7 @@ async fn a_data_directory_keeps_its_id_range_for_good() {
         .await;
     assert_eq!(created["id"].as_u64(), Some((3u64 << 40) + 1));
     drop(app);
-    let mut cmd = boxsub_command();
-    cmd.arg("serve")
-        .args(["--addr", "127.0.0.1:0", "--data-dir"])
-        .arg(&dir.data)
-        .arg("--catalogue")
-        .arg(&dir.catalogue)
-        .args(["--id-range", "4"]);
-    let refused = run_to_exit(cmd, Duration::from_secs(30));
+    let refused = serve_to_exit(&dir, &["--id-range", "4"]);
     assert!(!refused.status.is_some_and(|s| s.success()));
     assert!(
         refused.stderr.contains("start it with --id-range 3"),

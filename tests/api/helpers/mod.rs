@@ -41,7 +41,7 @@ pub use fixtures::{
 pub use haproxy::Haproxy;
 pub use nats::NatsCluster;
 pub use server::{
-    boxsub_command, run_to_exit, spawn_app, spawn_app_logging_to, spawn_app_on,
+    boxsub_command, run_to_exit, serve_to_exit, spawn_app, spawn_app_logging_to, spawn_app_on,
     spawn_app_on_under_ulimit, spawn_app_on_with, spawn_app_with, spawn_demo_app, try_spawn_app_on,
     DataDir, Finished, TestApp,
 };

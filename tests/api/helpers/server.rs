@@ -521,6 +521,19 @@ impl TestApp {
     }
 }
 
+/// `boxsub serve` on `dir` (its catalogue, port 0) with `args`, run as a command expected to
+/// refuse to start: what it printed, and how it exited.
+pub fn serve_to_exit(dir: &DataDir, args: &[&str]) -> Finished {
+    let mut cmd = boxsub_command();
+    cmd.arg("serve")
+        .args(["--addr", "127.0.0.1:0", "--data-dir"])
+        .arg(&dir.data)
+        .arg("--catalogue")
+        .arg(&dir.catalogue)
+        .args(args);
+    run_to_exit(cmd, Duration::from_secs(30))
+}
+
 /// The outcome of running the binary to completion.
 pub struct Finished {
     /// `None` if it was killed after the timeout.
