@@ -240,7 +240,7 @@ where
     let webstore = authenticate(service, headers)?;
     record.webstore(&webstore.settings.id);
     let placement = service.placement();
-    if placement.served(&webstore.settings.id) == Served::Elsewhere {
+    if !placement.serves(&webstore.settings.id) {
         return Err(ApiError::Misdirected);
     }
     let endpoint = router::resolve(method, path)?;

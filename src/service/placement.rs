@@ -73,22 +73,37 @@ impl Placement {
 
     /// Whether webstore `id` is served here.
     pub fn served(&self, id: &str) -> Served {
-        let recorded = self.recorded.get(id).map(|entry| *entry);
+        match self.owned(id) {
+            Served::Here => match self.gates.get(id) {
+                Some(gate) if gate.frozen.load(Ordering::SeqCst) => Served::Frozen,
+                _ => Served::Here,
+            },
+            refused => refused,
+        }
+    }
+
+    /// Whether webstore `id` is served here as its records and `--webstores` say (a durable
+    /// freeze included; the in-memory freeze is its write gate's).
+    fn owned(&self, id: &str) -> Served {
+        let recorded = self.recorded(id);
         if !serves(self.named.as_deref(), recorded, id) {
-            return Served::Elsewhere;
+            Served::Elsewhere
+        } else if recorded == Some(Ownership::Moving) {
+            Served::Frozen
+        } else {
+            Served::Here
         }
-        if recorded == Some(Ownership::Moving) {
-            return Served::Frozen;
-        }
-        match self.gates.get(id) {
-            Some(gate) if gate.frozen.load(Ordering::SeqCst) => Served::Frozen,
-            _ => Served::Here,
-        }
+    }
+
+    /// Whether webstore `id`'s requests are taken here at all (reads go on while it is
+    /// frozen).
+    pub fn serves(&self, id: &str) -> bool {
+        self.owned(id) != Served::Elsewhere
     }
 
     /// Admits a write of webstore `id`, or says why not.
     pub fn begin_write(&self, id: &str) -> Result<WriteTicket, Served> {
-        match self.served(id) {
+        match self.owned(id) {
             Served::Here => {}
             refused => return Err(refused),
         }
@@ -151,13 +166,6 @@ impl Placement {
     pub fn recorded(&self, id: &str) -> Option<Ownership> {
         self.recorded.get(id).map(|entry| *entry)
     }
-
-    /// The webstores of `ids` served here.
-    pub fn served_of<'a>(&self, ids: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-        ids.into_iter()
-            .filter(|id| self.served(id) != Served::Elsewhere)
-            .collect()
-    }
 }
 
 #[cfg(test)]
@@ -182,7 +190,11 @@ mod tests {
         assert_eq!(placement.served("c"), Served::Here);
         assert_eq!(placement.served("d"), Served::Elsewhere);
         assert!(matches!(placement.begin_write("b"), Err(Served::Elsewhere)));
-        assert_eq!(placement.served_of(["a", "b", "c", "d"]), ["a", "c"]);
+        let served: Vec<&str> = ["a", "b", "c", "d"]
+            .into_iter()
+            .filter(|id| placement.serves(id))
+            .collect();
+        assert_eq!(served, ["a", "c"]);
     }
 
     #[tokio::test]

@@ -1217,6 +1217,18 @@ proptest! {
     }
 }
 
+/// A crash of the pinned cases below: `unacked` reached the snapshot, which was flushed, but
+/// its log frame is torn.
+fn torn_after_a_flush(unacked: Write) -> Op {
+    Op::Crash {
+        unacked: Some(unacked),
+        flush: Some(FlushAt::After),
+        torn: true,
+        truncate: false,
+        at: Pick(0),
+    }
+}
+
 /// A customer's acknowledged create and (after a restart, so that the log no longer holds
 /// the create) an acknowledged update keeping its email; then an email change that reaches
 /// the snapshot, which is flushed, but whose log frame is torn by a crash. The replay of the
@@ -1239,17 +1251,11 @@ fn an_email_change_lost_in_a_crash_leaves_the_customer_owning_its_email() {
             name: 1,
             email: None,
         }),
-        Op::Crash {
-            unacked: Some(Write::Update {
-                who: Pick(0),
-                name: 2,
-                email: Some((1, false)),
-            }),
-            flush: Some(FlushAt::After),
-            torn: true,
-            truncate: false,
-            at: Pick(0),
-        },
+        torn_after_a_flush(Write::Update {
+            who: Pick(0),
+            name: 2,
+            email: Some((1, false)),
+        }),
     ];
     run(&ops, None, true);
 }
@@ -1274,19 +1280,13 @@ fn a_keyed_create_kept_after_a_crash_keeps_its_own_idempotency_record() {
             advance: 10,
             batch: 4,
         },
-        Op::Crash {
-            unacked: Some(Write::Create {
-                webstore: 0,
-                email: 1,
-                shout: false,
-                name: 1,
-                key: Some(KeyPick::Reuse(Pick(0))),
-            }),
-            flush: Some(FlushAt::After),
-            torn: true,
-            truncate: false,
-            at: Pick(0),
-        },
+        torn_after_a_flush(Write::Create {
+            webstore: 0,
+            email: 1,
+            shout: false,
+            name: 1,
+            key: Some(KeyPick::Reuse(Pick(0))),
+        }),
     ];
     run(&ops, None, true);
 }
@@ -1317,17 +1317,11 @@ fn an_order_kept_after_a_crash_stays_below_the_reservation() {
             count: RESERVE_AHEAD as usize,
             key: None,
         }),
-        Op::Crash {
-            unacked: Some(Write::Orders {
-                who: Pick(0),
-                count: 1,
-                key: None,
-            }),
-            flush: Some(FlushAt::After),
-            torn: true,
-            truncate: false,
-            at: Pick(0),
-        },
+        torn_after_a_flush(Write::Orders {
+            who: Pick(0),
+            count: 1,
+            key: None,
+        }),
     ];
     run(&ops, None, true);
 }
@@ -1353,19 +1347,13 @@ fn a_create_kept_after_a_crash_owns_the_email_an_earlier_customer_gave_up() {
             name: 0,
             email: Some((1, false)),
         }),
-        Op::Crash {
-            unacked: Some(Write::Create {
-                webstore: 1,
-                email: 0,
-                shout: false,
-                name: 0,
-                key: None,
-            }),
-            flush: Some(FlushAt::After),
-            torn: true,
-            truncate: false,
-            at: Pick(0),
-        },
+        torn_after_a_flush(Write::Create {
+            webstore: 1,
+            email: 0,
+            shout: false,
+            name: 0,
+            key: None,
+        }),
     ];
     run(&ops, None, true);
 }

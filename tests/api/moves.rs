@@ -87,6 +87,11 @@ impl ShardNode {
             .to_owned()
     }
 
+    /// The status of store B's customer list asked of this node directly.
+    async fn store_b_listing(&self) -> u16 {
+        self.app().get_as("/v1/customers", &store_b()).await.status
+    }
+
     fn api(&self) -> String {
         format!("127.0.0.1:{}", self.app().port)
     }
@@ -402,15 +407,7 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
     assert_each_once(&base, &store_b(), "b", &logs["b"]).await;
     assert_each_once(&base, &store_c(), "c", &logs["c"]).await;
     // The source holds nothing of it, and refuses it.
-    assert_eq!(
-        deployment
-            .one
-            .app()
-            .get_as("/v1/customers", &store_b())
-            .await
-            .status,
-        421
-    );
+    assert_eq!(deployment.one.store_b_listing().await, 421);
     let (_, held) = admin(
         &deployment.one,
         reqwest::Method::GET,
@@ -441,12 +438,7 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
     assert!(deployment.start_haproxy(test));
     let base = deployment.base();
     assert_eq!(
-        deployment
-            .one
-            .app()
-            .get_as("/v1/customers", &store_b())
-            .await
-            .status,
+        deployment.one.store_b_listing().await,
         421,
         "released for good"
     );
@@ -502,16 +494,7 @@ async fn a_move_interrupted_on_either_side_or_in_the_command_completes_when_run_
         503,
         "a restarted source stays frozen"
     );
-    assert_eq!(
-        deployment
-            .one
-            .app()
-            .get_as("/v1/customers", &store_b())
-            .await
-            .status,
-        200,
-        "reads go on"
-    );
+    assert_eq!(deployment.one.store_b_listing().await, 200, "reads go on");
     // The target took an import and crashed before taking the webstore.
     let export = reqwest::Client::new()
         .get(format!("http://{}{path}/export", deployment.one.admin()))
@@ -535,16 +518,7 @@ async fn a_move_interrupted_on_either_side_or_in_the_command_completes_when_run_
         app.crash();
     }
     deployment.two.restart().await;
-    assert_eq!(
-        deployment
-            .two
-            .app()
-            .get_as("/v1/customers", &store_b())
-            .await
-            .status,
-        421,
-        "not taken yet"
-    );
+    assert_eq!(deployment.two.store_b_listing().await, 421, "not taken yet");
     deployment.refresh_placement();
     assert!(deployment.start_haproxy(test));
     // Run again, the move completes: nothing lost, nothing twice.
