@@ -24,6 +24,7 @@ pub mod moves;
 mod orders;
 pub mod passwords;
 pub mod placement;
+pub mod producers;
 pub mod sign_in;
 
 use std::sync::Arc;
@@ -191,6 +192,10 @@ pub struct Service {
     placement: Placement,
     /// The ids this node gives out (`--id-range`).
     id_range: IdRange,
+    /// Producers' sign-in throttles, apart from customers'.
+    producer_throttles: SignInThrottles,
+    /// Producers' open sessions in the web app.
+    producer_sessions: producers::ProducerSessions,
 }
 
 impl Service {
@@ -205,6 +210,8 @@ impl Service {
         Ok(Service {
             placement,
             id_range: settings.id_range,
+            producer_throttles: SignInThrottles::default(),
+            producer_sessions: producers::ProducerSessions::default(),
             registry: Registry::open(catalogue.clone(), store, settings.id_range)?,
             calls: ActorCalls::new(
                 settings.max_calls_in_flight,
@@ -336,9 +343,12 @@ impl Service {
         Ok(self.registry.store().writable()?)
     }
 
-    /// Forgets throttling state that has expired; run now and then.
+    /// Forgets throttling state that has expired, and producer sessions idle too long; run
+    /// now and then.
     pub fn prune_throttles(&self) {
         self.throttles.prune();
+        self.producer_throttles.prune();
+        self.producer_sessions.prune();
     }
 
     /// Sets the metrics that are read rather than counted (live actors, the store's size,
