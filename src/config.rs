@@ -41,6 +41,11 @@ pub enum MetricsAt {
     Address(String),
 }
 
+fn parse_public_url(text: &str) -> Result<String, String> {
+    crate::app::PublicOrigin::parse(Some(text))?;
+    Ok(text.trim().to_owned())
+}
+
 fn parse_metrics_at(text: &str) -> Result<MetricsAt, String> {
     match text.trim() {
         "main" => Ok(MetricsAt::Main),
@@ -227,6 +232,12 @@ pub struct ServeConfig {
     /// served again, whatever this says.
     #[arg(long, env = "BOXSUB_WEBSTORES", value_delimiter = ',')]
     pub webstores: Option<Vec<String>>,
+    /// The address producers open the web app at (`https://shop.example`), when boxsub is
+    /// behind a proxy: with `https://` the app's cookies are `Secure`, and its forms must
+    /// come from this origin. Without it, cookies are not `Secure` (boxsub itself speaks
+    /// plain HTTP) and forms must come from the host they were posted to.
+    #[arg(long, env = "BOXSUB_PUBLIC_URL", value_parser = parse_public_url)]
+    pub public_url: Option<String>,
     /// The admin listener's address (moving webstores between shards); it runs only with
     /// --admin-token-file. Keep it on loopback or a private network: never the public port.
     #[arg(long, env = "BOXSUB_ADMIN_ADDR", default_value = "127.0.0.1:3001")]

@@ -39,6 +39,7 @@
 //! targets in `fuzz/` and of their seed replay in `cargo test`).
 
 pub mod actors;
+pub mod app;
 #[cfg(feature = "tools")]
 pub mod bench;
 pub mod commands;

@@ -18,6 +18,7 @@ use crate::config::{DurabilityFlag, ServeConfig};
 use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS};
 use crate::http::server::ConnectionLimits;
 use crate::http::watch::PhaseDeadlines;
+use crate::app::{AppSettings, PublicOrigin};
 use crate::http::{RequestLimits, RouteSettings};
 use crate::node::Node;
 use crate::replication::{GroupSettings, Primary, StartPrimary};
@@ -87,6 +88,8 @@ pub struct Application {
     connections: ConnectionLimits,
     requests: RequestLimits,
     metrics: MetricsAt,
+    /// How the producers' web app is served.
+    app: AppSettings,
     /// The catalogue file, re-read on SIGHUP (none: the demo catalogue, never reloaded).
     catalogue_file: Option<std::path::PathBuf>,
     /// Where SIGUSR1 writes online backups.
@@ -263,6 +266,10 @@ impl Application {
                 request_timeout: config.request_timeout,
             },
             metrics: config.metrics.clone(),
+            app: AppSettings {
+                public: PublicOrigin::parse(config.public_url.as_deref())
+                    .map_err(StartupError::Config)?,
+            },
             catalogue_file: config.catalogue.clone(),
             backup_dir: config
                 .backup_dir
@@ -375,6 +382,7 @@ impl Application {
         let settings = RouteSettings {
             limits: self.requests,
             metrics: self.metrics == MetricsAt::Main,
+            app: Arc::new(self.app.clone()),
         };
         let server = crate::http::server::serve(
             self.listener,

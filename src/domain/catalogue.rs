@@ -14,7 +14,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use super::schedule::WeekDays;
+use super::schedule::{Day, WeekDays};
 
 /// The catalogue built into the binary, for trying boxsub out.
 pub const DEMO_CATALOGUE_JSON: &str = include_str!("demo_catalogue.json");
@@ -367,6 +367,24 @@ pub struct Producer {
 }
 
 impl Webstore {
+    /// Today in the webstore's time zone.
+    pub fn today(&self) -> Day {
+        Day::of(
+            jiff::Timestamp::now()
+                .to_zoned_datetime(self.zone.clone())
+                .date(),
+        )
+    }
+
+    /// The weekdays on which any of its delivery services delivers.
+    pub fn delivery_week_days(&self) -> WeekDays {
+        self.delivery_services
+            .values()
+            .fold(WeekDays::NONE, |days, ds| {
+                WeekDays::from_bits(days.bits() | ds.week_days().bits())
+            })
+    }
+
     /// A box that customers may see and order.
     pub fn visible_box(&self, id: u64) -> Option<&BoxDef> {
         self.boxes.get(&id).filter(|b| !b.hidden)

@@ -294,6 +294,27 @@ pub fn resolve(
 }
 
 /// The first date after `today` whose weekday is one of `days`.
+/// The delivery day of `days` on or after `from` (within a week); `from` itself when `days`
+/// is empty. The day a producer's day page opens on.
+pub fn delivery_day_from(from: Day, days: WeekDays) -> Day {
+    (0..7)
+        .map(|n| from.plus(n))
+        .find(|day| days.contains(day.weekday()))
+        .unwrap_or(from)
+}
+
+/// The delivery days of `days` just before and just after `day` (the day before and after,
+/// when `days` is empty): where a producer's day page leads.
+pub fn delivery_days_around(day: Day, days: WeekDays) -> (Day, Day) {
+    let step = |direction: i32| {
+        (1..=7)
+            .map(|n| day.plus(direction * n))
+            .find(|other| days.contains(other.weekday()))
+            .unwrap_or(day.plus(direction))
+    };
+    (step(-1), step(1))
+}
+
 fn next_day_in(today: Day, days: WeekDays) -> Option<Day> {
     (1..=7)
         .map(|n| today.plus(n))
@@ -497,6 +518,28 @@ mod tests {
                 "{frequency:?} {start:?} {given:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_day_page_opens_on_the_next_delivery_day_and_leads_to_its_neighbours() {
+        let mon_thu = WeekDays::only(1).with(4);
+        // 2026-11-25 is a Wednesday.
+        assert_eq!(delivery_day_from(day("2026-11-25"), mon_thu), day("2026-11-26"));
+        assert_eq!(delivery_day_from(day("2026-11-26"), mon_thu), day("2026-11-26"));
+        assert_eq!(
+            delivery_days_around(day("2026-11-26"), mon_thu),
+            (day("2026-11-23"), day("2026-11-30"))
+        );
+        assert_eq!(
+            delivery_days_around(day("2026-11-25"), mon_thu),
+            (day("2026-11-23"), day("2026-11-26")),
+            "a day off the schedule still leads to the delivery days beside it"
+        );
+        assert_eq!(delivery_day_from(day("2026-11-25"), WeekDays::NONE), day("2026-11-25"));
+        assert_eq!(
+            delivery_days_around(day("2026-11-25"), WeekDays::NONE),
+            (day("2026-11-24"), day("2026-11-26"))
+        );
     }
 
     #[test]

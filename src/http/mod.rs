@@ -26,6 +26,7 @@ use warp::http::{header, HeaderMap, Method, StatusCode};
 use warp::reply::Response;
 use warp::Filter;
 
+use crate::app::{AppAnswer, AppRequest, AppSettings};
 use crate::domain::catalogue::Webstore;
 use crate::node::Node;
 use crate::service::placement::Served;
@@ -35,7 +36,7 @@ pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
 pub use error::ApiError;
 pub use handlers::{sign_in_params, SignInParams};
 pub use router::{needs_credentials, resolve, route, Endpoint, Route, RouteError};
-pub use views::{CustomerView, Embed, OrderView};
+pub use views::{CustomerView, DeliveryView, Embed, OrderView};
 
 use body::read_limited;
 use observe::RequestRecord;
@@ -50,12 +51,14 @@ pub struct RequestLimits {
 }
 
 /// What the front end serves besides the API.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RouteSettings {
     /// Deadlines of each request.
     pub limits: RequestLimits,
     /// Whether `GET /metrics` is served here (it may be on another address, or off).
     pub metrics: bool,
+    /// How the producers' web app (`/app`) is served.
+    pub app: Arc<AppSettings>,
 }
 
 /// Every route of the API, as one filter that never rejects.
@@ -64,7 +67,7 @@ pub fn routes(
     settings: RouteSettings,
 ) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
     let node = warp::any().map(move || node.clone());
-    let limits = warp::any().map(move || settings);
+    let limits = warp::any().map(move || settings.clone());
     let query = warp::query::raw().or(warp::any().map(String::new)).unify();
     node.and(limits)
         .and(warp::method())
@@ -107,6 +110,27 @@ where
         metrics(&node, &method, settings.metrics)
     } else if path == "/health" {
         health(&node, &method)
+    } else if crate::app::owns(path) {
+        match node.service() {
+            Some(service) => {
+                let request = Request {
+                    method: &method,
+                    path,
+                    query: &query,
+                    headers: &headers,
+                    body_timeout: settings.limits.body_timeout,
+                };
+                let answered = app_page(&service, &settings.app, request, body);
+                match tokio::time::timeout(settings.limits.request_timeout, answered).await {
+                    Ok(answer) => answer.unwrap_or_else(ApiError::into_response),
+                    Err(_) => {
+                        crate::metrics::refused(crate::metrics::Refusal::RequestDeadline);
+                        crate::app::unavailable()
+                    }
+                }
+            }
+            None => crate::app::unavailable(),
+        }
     } else if let Some(service) = node.service() {
         let request = Request {
             method: &method,
@@ -200,6 +224,45 @@ pub fn metrics_response() -> Response {
         warp::http::HeaderValue::from_static(crate::metrics::CONTENT_TYPE),
     );
     response
+}
+
+/// An `/app` request: its form read within the request limits (a body the limits refuse
+/// gets the API's answer for it), then the app's answer. A day's CSV is the API's CSV.
+async fn app_page<S, B>(
+    service: &Service,
+    settings: &AppSettings,
+    request: Request<'_>,
+    body: S,
+) -> Result<Response, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf + Send,
+{
+    let form = if *request.method == Method::POST {
+        Some(read_limited(body, content_length(request.headers), request.body_timeout).await?)
+    } else {
+        None
+    };
+    let app_request = AppRequest {
+        method: request.method,
+        path: request.path,
+        headers: request.headers,
+        form,
+    };
+    Ok(match crate::app::handle(service, settings, app_request).await {
+        AppAnswer::Page(response) => response,
+        AppAnswer::DeliveriesCsv {
+            date,
+            webstore,
+            deliveries,
+        } => {
+            let views: Vec<_> = deliveries
+                .iter()
+                .map(|delivery| DeliveryView::new(delivery, &webstore))
+                .collect();
+            crate::app::csv_download(views::csv_response(&views), date)
+        }
+    })
 }
 
 /// The parts of a request that dispatch reads.

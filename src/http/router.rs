@@ -4,6 +4,7 @@
 
 use warp::http::Method;
 
+use crate::app::AppRoute;
 use crate::domain::fields::parse_digits;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::metrics::RouteLabel;
@@ -88,8 +89,36 @@ pub enum Route {
     Metrics,
     /// `/health`.
     Health,
+    /// `/app`.
+    AppHome,
+    /// `/app/sign_in`.
+    AppSignIn,
+    /// `/app/sign_out`.
+    AppSignOut,
+    /// `/app/deliveries/:date`.
+    AppDay,
+    /// `/app/deliveries/:date.csv`.
+    AppDayCsv,
+    /// `/app/app.css`.
+    AppStylesheet,
+    /// Any other path under `/app`.
+    AppUnmatched,
     /// Any path no endpoint has.
     Unmatched,
+}
+
+impl From<AppRoute> for Route {
+    fn from(route: AppRoute) -> Route {
+        match route {
+            AppRoute::Home => Route::AppHome,
+            AppRoute::SignIn => Route::AppSignIn,
+            AppRoute::SignOut => Route::AppSignOut,
+            AppRoute::Day => Route::AppDay,
+            AppRoute::DayCsv => Route::AppDayCsv,
+            AppRoute::Stylesheet => Route::AppStylesheet,
+            AppRoute::Unmatched => Route::AppUnmatched,
+        }
+    }
 }
 
 impl Route {
@@ -112,6 +141,13 @@ impl Route {
             OpenApi => "/v1/openapi.json",
             Metrics => "/metrics",
             Health => "/health",
+            AppHome => AppRoute::Home.template(),
+            AppSignIn => AppRoute::SignIn.template(),
+            AppSignOut => AppRoute::SignOut.template(),
+            AppDay => AppRoute::Day.template(),
+            AppDayCsv => AppRoute::DayCsv.template(),
+            AppStylesheet => AppRoute::Stylesheet.template(),
+            AppUnmatched => AppRoute::Unmatched.template(),
             Unmatched => "unmatched",
         }
     }
@@ -156,6 +192,9 @@ impl Endpoint {
 /// The route of any request: its endpoint's, or [`Route::Unmatched`] for a path no endpoint
 /// has (so that logs and metrics never carry raw, unbounded paths).
 pub fn route(method: &Method, path: &str) -> Route {
+    if crate::app::owns(path) {
+        return crate::app::route(path).0.into();
+    }
     match resolve(method, path) {
         Ok(endpoint) => endpoint.route(),
         // A known path with another method: name the path by any method it allows.

@@ -43,23 +43,58 @@ impl Service {
         delivery_service: Option<u64>,
         page: Page,
     ) -> Result<(Vec<Delivery>, u64), ServiceError> {
+        let list = self.delivery_list(webstore, date, delivery_service).await?;
+        let total = list.entries.len() as u64;
+        let first = usize::try_from(page.offset()).unwrap_or(usize::MAX);
+        let take = usize::try_from(page.per_page).unwrap_or(usize::MAX);
+        let deliveries = self.read_deliveries(webstore, date, &list, first, take)?;
+        Ok((deliveries, total))
+    }
+
+    /// Every delivery of `webstore` on `date`, in delivery order: the API's list with all
+    /// its pages in one, read from one sorted list (what a producer's day page and its CSV
+    /// show).
+    pub async fn all_deliveries(
+        &self,
+        webstore: &Webstore,
+        date: Day,
+    ) -> Result<Vec<Delivery>, ServiceError> {
+        let list = self.delivery_list(webstore, date, None).await?;
+        self.read_deliveries(webstore, date, &list, 0, usize::MAX)
+    }
+
+    /// The sorted list of `webstore`'s deliveries on `date`: the one kept, if it is current,
+    /// or a new one, kept for the next pages.
+    async fn delivery_list(
+        &self,
+        webstore: &Webstore,
+        date: Day,
+        delivery_service: Option<u64>,
+    ) -> Result<Arc<SortedList>, ServiceError> {
         let key = ListKey {
             webstore: webstore.idx,
             date,
             delivery_service,
         };
         let generation = self.registry.deliveries_generation(webstore.idx);
-        let list = match self.delivery_lists.current(key, generation) {
-            Some(list) => list,
-            None => {
-                let list = Arc::new(self.sorted_deliveries(key).await?);
-                self.delivery_lists.keep(key, list.clone());
-                list
-            }
-        };
-        let total = list.entries.len() as u64;
-        let first = usize::try_from(page.offset()).unwrap_or(usize::MAX);
-        let take = usize::try_from(page.per_page).unwrap_or(usize::MAX);
+        if let Some(list) = self.delivery_lists.current(key, generation) {
+            return Ok(list);
+        }
+        let list = Arc::new(self.sorted_deliveries(key).await?);
+        self.delivery_lists.keep(key, list.clone());
+        Ok(list)
+    }
+
+    /// The deliveries of entries `first..first + take` of `list`, with their customers and
+    /// orders as they are now.
+    fn read_deliveries(
+        &self,
+        webstore: &Webstore,
+        date: Day,
+        list: &SortedList,
+        first: usize,
+        take: usize,
+    ) -> Result<Vec<Delivery>, ServiceError> {
         let on_page = list.entries.iter().skip(first).take(take);
         let mut deliveries = Vec::with_capacity(on_page.len());
         for entry in on_page {
@@ -84,7 +119,7 @@ impl Service {
                 customer,
             });
         }
-        Ok((deliveries, total))
+        Ok(deliveries)
     }
 
     /// Every delivery for `key` in delivery order: by delivery service, customer number and

@@ -1,0 +1,327 @@
+//! A producer's delivery day as the page shows it: the packing summary (boxes by count,
+//! extras by quantity, exclusions and substitutions by item) and the delivery list grouped
+//! into routes (one per delivery service), computed from the service's list of that day's
+//! deliveries, which is the API's list. Pure: names come from the catalogue given, nothing
+//! is read here. Must not touch: HTTP, templates (the page renders this), the service.
+
+use std::collections::BTreeMap;
+
+use crate::domain::catalogue::Webstore;
+use crate::domain::schedule::Day;
+use crate::service::Delivery;
+
+/// The day's deliveries, summed and grouped.
+#[derive(Debug, Default)]
+pub struct DayView {
+    /// How many deliveries in all.
+    pub total: usize,
+    /// Each box delivered, with how many, by box id.
+    pub boxes: Vec<Counted>,
+    /// Each extra delivered, with the sum of its quantities, by extra id.
+    pub extras: Vec<Counted>,
+    /// Each item excluded, with how many boxes exclude it, by item id.
+    pub exclusions: Vec<Counted>,
+    /// Each item substituted, with how many boxes substitute it, by item id.
+    pub substitutions: Vec<Counted>,
+    /// The routes, in the list's order (by delivery service id).
+    pub routes: Vec<RouteView>,
+}
+
+/// A thing of the catalogue and how many of it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Counted {
+    /// Its id in the catalogue.
+    pub id: u64,
+    /// Its name (with the unit, for an extra), or its id when the catalogue no longer has it.
+    pub name: String,
+    /// How many.
+    pub count: u64,
+}
+
+/// One delivery service's deliveries of the day.
+#[derive(Debug)]
+pub struct RouteView {
+    /// The delivery service's id.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// Its deliveries, in the list's order.
+    pub rows: Vec<DeliveryRow>,
+}
+
+/// One delivery, as the list's row shows it.
+#[derive(Debug)]
+pub struct DeliveryRow {
+    /// The order delivered.
+    pub order_id: u64,
+    /// The customer's number, zero-padded.
+    pub customer_number: String,
+    /// The customer's name.
+    pub customer_name: String,
+    /// The address lines present (address 1 and 2, suburb, city, postcode).
+    pub address: Vec<String>,
+    /// The delivery note, if any.
+    pub delivery_note: Option<String>,
+    /// The phones present, labelled (`mobile 021 …`).
+    pub phones: Vec<String>,
+    /// The box's name.
+    pub box_name: String,
+    /// The items excluded, by name.
+    pub exclusions: Vec<String>,
+    /// The items substituted, by name.
+    pub substitutions: Vec<String>,
+    /// The extras delivered this time (`2 × Eggs (dozen)`); one-off extras only on the
+    /// order's first delivery, as the API.
+    pub extras: Vec<String>,
+}
+
+/// Address fields shown as the address, by position in the customer's address.
+const ADDRESS_LINES: std::ops::Range<usize> = 0..5;
+/// The delivery note's position.
+const DELIVERY_NOTE: usize = 5;
+/// The phones' positions and labels.
+const PHONES: [(usize, &str); 3] = [(7, "mobile"), (6, "home"), (8, "work")];
+
+impl DayView {
+    /// The day of `deliveries` (the list in delivery order) in `webstore`.
+    pub fn of(deliveries: &[Delivery], webstore: &Webstore) -> DayView {
+        let mut boxes = BTreeMap::<u64, u64>::new();
+        let mut extras = BTreeMap::<u64, u64>::new();
+        let mut exclusions = BTreeMap::<u64, u64>::new();
+        let mut substitutions = BTreeMap::<u64, u64>::new();
+        let mut routes: Vec<RouteView> = Vec::new();
+        for delivery in deliveries {
+            let details = &delivery.order.details;
+            *boxes.entry(details.box_id).or_default() += 1;
+            for id in &details.exclusions {
+                *exclusions.entry(*id).or_default() += 1;
+            }
+            for id in &details.substitutions {
+                *substitutions.entry(*id).or_default() += 1;
+            }
+            if delivery.with_extras {
+                for line in &details.extras {
+                    *extras.entry(line.id).or_default() += u64::from(line.quantity);
+                }
+            }
+            let service_id = delivery.customer.delivery_service_id;
+            if routes.last().is_none_or(|route| route.id != service_id) {
+                routes.push(RouteView {
+                    id: service_id,
+                    name: webstore
+                        .delivery_services
+                        .get(&service_id)
+                        .map_or_else(|| format!("Delivery service {service_id}"), |ds| {
+                            ds.name.clone()
+                        }),
+                    rows: Vec::new(),
+                });
+            }
+            if let Some(route) = routes.last_mut() {
+                route.rows.push(DeliveryRow::of(delivery, webstore));
+            }
+        }
+        let counted = |counts: BTreeMap<u64, u64>, name: &dyn Fn(u64) -> String| {
+            counts
+                .into_iter()
+                .map(|(id, count)| Counted {
+                    id,
+                    name: name(id),
+                    count,
+                })
+                .collect()
+        };
+        DayView {
+            total: deliveries.len(),
+            boxes: counted(boxes, &|id| box_name(webstore, id)),
+            extras: counted(extras, &|id| extra_name(webstore, id)),
+            exclusions: counted(exclusions, &|id| item_name(webstore, id)),
+            substitutions: counted(substitutions, &|id| item_name(webstore, id)),
+            routes,
+        }
+    }
+}
+
+impl DeliveryRow {
+    fn of(delivery: &Delivery, webstore: &Webstore) -> DeliveryRow {
+        let details = &delivery.order.details;
+        let customer = &delivery.customer;
+        let field = |i: usize| customer.address.0.get(i).cloned().flatten();
+        let extras = if delivery.with_extras {
+            details
+                .extras
+                .iter()
+                .map(|line| format!("{} × {}", line.quantity, extra_name(webstore, line.id)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        DeliveryRow {
+            order_id: delivery.order.id.0,
+            customer_number: customer.number_label(),
+            customer_name: customer.name(),
+            address: ADDRESS_LINES.filter_map(field).collect(),
+            delivery_note: field(DELIVERY_NOTE),
+            phones: PHONES
+                .iter()
+                .filter_map(|(i, label)| field(*i).map(|phone| format!("{label} {phone}")))
+                .collect(),
+            box_name: box_name(webstore, details.box_id),
+            exclusions: details
+                .exclusions
+                .iter()
+                .map(|id| item_name(webstore, *id))
+                .collect(),
+            substitutions: details
+                .substitutions
+                .iter()
+                .map(|id| item_name(webstore, *id))
+                .collect(),
+            extras,
+        }
+    }
+}
+
+fn box_name(webstore: &Webstore, id: u64) -> String {
+    webstore
+        .boxes
+        .get(&id)
+        .map_or_else(|| format!("Box {id}"), |b| b.name.clone())
+}
+
+fn item_name(webstore: &Webstore, id: u64) -> String {
+    webstore
+        .box_items
+        .get(&id)
+        .map_or_else(|| format!("Item {id}"), |item| item.name.clone())
+}
+
+fn extra_name(webstore: &Webstore, id: u64) -> String {
+    webstore.extras.get(&id).map_or_else(
+        || format!("Extra {id}"),
+        |extra| format!("{} ({})", extra.name, extra.unit),
+    )
+}
+
+/// `Thursday 26 November 2026`.
+pub fn long_date(day: Day) -> String {
+    day.date().strftime("%A %-d %B %Y").to_string()
+}
+
+/// `Thu 26 Nov`.
+pub fn short_date(day: Day) -> String {
+    day.date().strftime("%a %-d %b").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::domain::catalogue::{Catalogue, WebstoreIdx, DEMO_CATALOGUE_JSON};
+    use crate::domain::email::Email;
+    use crate::domain::customer::{Address, Customer};
+    use crate::domain::ids::{CustomerId, OrderId};
+    use crate::domain::order::{ExtraLine, Frequency, NewOrder, Order};
+    use crate::domain::schedule::{Schedule, WeekDays};
+
+    fn delivery(
+        order: u64,
+        service: u64,
+        box_id: u64,
+        extras: &[(u64, u32)],
+        excluded: &[u64],
+        with_extras: bool,
+    ) -> Delivery {
+        let mut address = Address::default();
+        address.0[0] = Some(format!("{order} Orchard Road"));
+        address.0[5] = Some("Leave by the <gate>".into());
+        address.0[7] = Some("021 555 0101".into());
+        let customer = Customer {
+            id: CustomerId(order),
+            number: order,
+            first_name: "Ana".into(),
+            last_name: Some("Lee".into()),
+            webstore: WebstoreIdx(0),
+            email: Email::parse(&format!("c{order}@example.com")).unwrap(),
+            delivery_service_id: service,
+            address,
+            password_hash: None,
+        };
+        Delivery {
+            date: Day(20_000),
+            order: Order {
+                id: OrderId(order),
+                customer_id: CustomerId(order),
+                details: NewOrder {
+                    box_id,
+                    frequency: Frequency::Weekly,
+                    extras_one_off: false,
+                    extras: extras
+                        .iter()
+                        .map(|(id, quantity)| ExtraLine {
+                            id: *id,
+                            quantity: *quantity,
+                        })
+                        .collect(),
+                    exclusions: excluded.to_vec(),
+                    substitutions: Vec::new(),
+                    schedule: Schedule {
+                        start: Day(20_000),
+                        week_days: WeekDays::only(Day(20_000).weekday()),
+                    },
+                },
+                created_at: 0,
+            },
+            customer: Arc::new(customer),
+            with_extras,
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_what_the_list_delivers_and_routes_follow_the_list() {
+        let catalogue = Catalogue::parse(DEMO_CATALOGUE_JSON, 0).unwrap();
+        let webstore = catalogue.webstores()[0].clone();
+        let services: Vec<u64> = webstore.delivery_services.keys().copied().collect();
+        let boxes: Vec<u64> = webstore.boxes.keys().copied().collect();
+        let extra = *webstore.extras.keys().next().unwrap();
+        let item = *webstore.box_items.keys().next().unwrap();
+        let deliveries = [
+            delivery(1, services[0], boxes[0], &[(extra, 2)], &[item], true),
+            delivery(2, services[0], boxes[0], &[(extra, 3)], &[], true),
+            // A one-off extra on a later delivery: not delivered, not counted.
+            delivery(3, services[1], boxes[1], &[(extra, 5)], &[item], false),
+        ];
+        let day = DayView::of(&deliveries, &webstore);
+        assert_eq!(day.total, 3);
+        let counts = |counted: &[Counted]| -> Vec<(u64, u64)> {
+            counted.iter().map(|c| (c.id, c.count)).collect()
+        };
+        assert_eq!(counts(&day.boxes), vec![(boxes[0], 2), (boxes[1], 1)]);
+        assert_eq!(counts(&day.extras), vec![(extra, 5)]);
+        assert_eq!(counts(&day.exclusions), vec![(item, 2)]);
+        assert!(day.substitutions.is_empty());
+        let routes: Vec<(u64, Vec<u64>)> = day
+            .routes
+            .iter()
+            .map(|route| (route.id, route.rows.iter().map(|row| row.order_id).collect()))
+            .collect();
+        assert_eq!(
+            routes,
+            vec![(services[0], vec![1, 2]), (services[1], vec![3])]
+        );
+        let row = &day.routes[1].rows[0];
+        assert!(row.extras.is_empty(), "not this delivery's extras");
+        assert_eq!(row.address, vec!["3 Orchard Road".to_owned()]);
+        assert_eq!(row.delivery_note.as_deref(), Some("Leave by the <gate>"));
+        assert_eq!(row.phones, vec!["mobile 021 555 0101".to_owned()]);
+        assert_eq!(day.routes[0].rows[0].extras.len(), 1);
+    }
+
+    #[test]
+    fn dates_read_as_a_producer_says_them() {
+        let day = Day::of(jiff::civil::Date::constant(2026, 11, 26));
+        assert_eq!(long_date(day), "Thursday 26 November 2026");
+        assert_eq!(short_date(day), "Thu 26 Nov");
+    }
+}

@@ -1,0 +1,209 @@
+//! What keeps the app's pages to their producer and its forms to the app: reading the
+//! session and form cookies from a request, writing them (`HttpOnly`, `SameSite`, `Path=/app`,
+//! and `Secure` when the app is served over HTTPS), and telling a form posted from the app's
+//! own pages from one posted by another site (the `Sec-Fetch-Site` and `Origin` headers the
+//! browser sets, and a form token compared in constant time). Pure. Must not touch: the
+//! service (sessions themselves are the service's), templates.
+
+use subtle::ConstantTimeEq;
+use warp::http::{header, HeaderMap, HeaderValue};
+
+/// The session cookie: the id of a producer's session.
+pub const SESSION_COOKIE: &str = "boxsub_session";
+/// The sign-in form's cookie: the token its form must carry back (before there is a
+/// session, the form token lives here).
+pub const FORM_COOKIE: &str = "boxsub_form";
+
+/// Where the app is served from, as its operator said (`--public-url`), which decides
+/// whether cookies are `Secure` and which origin a form must come from.
+#[derive(Debug, Clone, Default)]
+pub struct PublicOrigin {
+    /// `https://shop.example` (scheme, host and port, no path); `None` when not given, and
+    /// then a form's origin must name the host the request was sent to.
+    origin: Option<String>,
+    /// Whether the app is served over HTTPS (cookies are then `Secure`).
+    https: bool,
+}
+
+impl PublicOrigin {
+    /// From `--public-url`: an `http://` or `https://` URL (anything after the host is
+    /// ignored); `None` for no URL.
+    pub fn parse(url: Option<&str>) -> Result<PublicOrigin, String> {
+        let Some(url) = url.map(str::trim).filter(|url| !url.is_empty()) else {
+            return Ok(PublicOrigin::default());
+        };
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| format!("--public-url {url:?} is not an http:// or https:// URL"))?;
+        let scheme = scheme.to_ascii_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return Err(format!(
+                "--public-url {url:?} is not an http:// or https:// URL"
+            ));
+        }
+        let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        if host.is_empty() || host.contains('@') {
+            return Err(format!("--public-url {url:?} names no host"));
+        }
+        Ok(PublicOrigin {
+            origin: Some(format!("{scheme}://{}", host.to_ascii_lowercase())),
+            https: scheme == "https",
+        })
+    }
+
+    /// Whether cookies carry `Secure`.
+    pub fn https(&self) -> bool {
+        self.https
+    }
+
+    /// Whether a form posted with these headers comes from the app's own pages: a browser
+    /// that says where the request comes from (`Sec-Fetch-Site`) must say the same origin,
+    /// and an `Origin` header must be the app's (the public URL's, or the request's host).
+    pub fn same_origin(&self, headers: &HeaderMap) -> bool {
+        let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+        if let Some(site) = text("sec-fetch-site") {
+            if !site.eq_ignore_ascii_case("same-origin") && !site.eq_ignore_ascii_case("none") {
+                return false;
+            }
+        }
+        let Some(origin) = text(header::ORIGIN.as_str()) else {
+            // Browsers send Origin with every POST; a client without it is no browser a
+            // cross-site form could drive.
+            return true;
+        };
+        let origin = origin.trim().to_ascii_lowercase();
+        match &self.origin {
+            Some(expected) => origin == *expected,
+            None => {
+                let host = text(header::HOST.as_str()).map(str::to_ascii_lowercase);
+                let origin_host = origin.split_once("://").map(|(_, host)| host);
+                host.is_some() && origin_host == host.as_deref()
+            }
+        }
+    }
+
+    /// A `Set-Cookie` value giving `name` the value `value` for the app's paths.
+    pub fn set_cookie(&self, name: &str, value: &str, same_site: &str) -> HeaderValue {
+        let secure = if self.https { "; Secure" } else { "" };
+        cookie_header(&format!(
+            "{name}={value}; Path=/app; HttpOnly; SameSite={same_site}{secure}"
+        ))
+    }
+
+    /// A `Set-Cookie` value that removes cookie `name`.
+    pub fn clear_cookie(&self, name: &str, same_site: &str) -> HeaderValue {
+        let secure = if self.https { "; Secure" } else { "" };
+        cookie_header(&format!(
+            "{name}=; Path=/app; Max-Age=0; HttpOnly; SameSite={same_site}{secure}"
+        ))
+    }
+}
+
+fn cookie_header(text: &str) -> HeaderValue {
+    // Names are constants and values hex tokens, so the header is always valid.
+    HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""))
+}
+
+/// The value of cookie `name` in the request's `Cookie` headers, if it is a token (hex
+/// digits only, as boxsub writes them): anything else is as good as no cookie.
+pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value.trim())
+        .filter(|value| is_token(value))
+}
+
+/// Whether `text` looks like a token boxsub made: 64 hex digits.
+pub fn is_token(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether the token a form carried is the one expected, compared in constant time.
+pub fn tokens_match(carried: Option<&str>, expected: &str) -> bool {
+    carried.is_some_and(|carried| bool::from(carried.as_bytes().ct_eq(expected.as_bytes())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        map
+    }
+
+    const TOKEN: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+
+    #[test]
+    fn a_public_url_decides_secure_cookies_and_the_forms_origin() {
+        let https = PublicOrigin::parse(Some("https://Shop.Example:8443/app/")).unwrap();
+        assert!(https.https());
+        let cookie = https.set_cookie(SESSION_COOKIE, TOKEN, "Lax");
+        let cookie = cookie.to_str().unwrap();
+        for part in ["HttpOnly", "SameSite=Lax", "Secure", "Path=/app"] {
+            assert!(cookie.contains(part), "{cookie}");
+        }
+        assert!(https.same_origin(&headers(&[("origin", "https://shop.example:8443")])));
+        assert!(!https.same_origin(&headers(&[("origin", "http://shop.example:8443")])));
+        assert!(!https.same_origin(&headers(&[("origin", "https://evil.example")])));
+
+        let plain = PublicOrigin::parse(None).unwrap();
+        assert!(!plain.https());
+        assert!(!plain
+            .set_cookie(SESSION_COOKIE, TOKEN, "Lax")
+            .to_str()
+            .unwrap()
+            .contains("Secure"));
+        assert!(plain.same_origin(&headers(&[
+            ("host", "127.0.0.1:3000"),
+            ("origin", "http://127.0.0.1:3000")
+        ])));
+        assert!(!plain.same_origin(&headers(&[
+            ("host", "127.0.0.1:3000"),
+            ("origin", "http://evil.example")
+        ])));
+        assert!(!plain.same_origin(&headers(&[("host", "a"), ("origin", "null")])));
+        assert!(!plain.same_origin(&headers(&[("sec-fetch-site", "cross-site")])));
+        assert!(!plain.same_origin(&headers(&[("sec-fetch-site", "same-site")])));
+        assert!(plain.same_origin(&headers(&[])), "no browser headers at all");
+
+        for bad in ["ftp://x", "shop.example", "https://", "https://u@evil"] {
+            assert!(PublicOrigin::parse(Some(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn cookies_are_read_by_name_and_only_as_tokens() {
+        let map = headers(&[
+            ("cookie", "a=1; boxsub_session=nothex"),
+            ("cookie", &format!("boxsub_form={TOKEN}")),
+        ]);
+        assert_eq!(cookie(&map, SESSION_COOKIE), None);
+        assert_eq!(cookie(&map, FORM_COOKIE), Some(TOKEN));
+        assert!(tokens_match(Some(TOKEN), TOKEN));
+        assert!(!tokens_match(Some(&TOKEN[1..]), TOKEN));
+        assert!(!tokens_match(None, TOKEN));
+    }
+
+    proptest! {
+        #[test]
+        fn no_cookie_header_makes_a_token_of_something_else(raw in "[ -~]{0,200}") {
+            let mut map = HeaderMap::new();
+            if let Ok(value) = HeaderValue::from_str(&raw) {
+                map.insert(header::COOKIE, value);
+            }
+            if let Some(found) = cookie(&map, SESSION_COOKIE) {
+                prop_assert!(is_token(found));
+            }
+        }
+    }
+}

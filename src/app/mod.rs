@@ -1,0 +1,612 @@
+//! The producers' web app under `/app`: server-rendered pages for a producer's delivery day
+//! (the packing summary and the delivery list by route, printable one route per A4 page),
+//! behind a sign-in with the producer accounts of the catalogue. It is a front end of its
+//! own beside the API: the HTTP front end hands it every `/app` request, and it reaches the
+//! rest only through [`crate::service::Service`], like the API. It decides its pages' status
+//! codes; every page carries a `Content-Security-Policy` without scripts and may not be
+//! framed. No page needs JavaScript, and none has any.
+//!
+//! Must not touch: the registry, actors or store; the API's JSON and its errors.
+
+mod day;
+mod guard;
+mod pages;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use askama::Template;
+use bytes::Bytes;
+use warp::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use warp::reply::Response;
+
+use crate::domain::catalogue::Webstore;
+use crate::domain::schedule::{delivery_day_from, delivery_days_around, parse_iso_date, Day};
+use crate::service::producers::{ProducerSession, SignInRefused};
+use crate::service::{Delivery, Service, ServiceError};
+
+pub use day::DayView;
+pub use guard::PublicOrigin;
+use guard::{cookie, tokens_match, FORM_COOKIE, SESSION_COOKIE};
+use pages::{DayPage, MessagePage, SignInPage};
+
+/// The app's stylesheet, served at `/app/app.css`.
+const STYLESHEET: &str = include_str!("app.css");
+
+/// No script, style and images from the app alone, forms posted to the app alone, and never
+/// inside a frame.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src 'self'; \
+     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The app's routes: what logs and metrics name an `/app` request by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppRoute {
+    /// `/app`: leads to the next delivery day.
+    Home,
+    /// `/app/sign_in`.
+    SignIn,
+    /// `/app/sign_out`.
+    SignOut,
+    /// `/app/deliveries/:date`.
+    Day,
+    /// `/app/deliveries/:date.csv`.
+    DayCsv,
+    /// `/app/app.css`.
+    Stylesheet,
+    /// Any other path under `/app`.
+    Unmatched,
+}
+
+impl AppRoute {
+    /// The template, as logs and metrics name it.
+    pub fn template(self) -> &'static str {
+        match self {
+            AppRoute::Home => "/app",
+            AppRoute::SignIn => "/app/sign_in",
+            AppRoute::SignOut => "/app/sign_out",
+            AppRoute::Day => "/app/deliveries/:date",
+            AppRoute::DayCsv => "/app/deliveries/:date.csv",
+            AppRoute::Stylesheet => "/app/app.css",
+            AppRoute::Unmatched => "/app/*",
+        }
+    }
+}
+
+/// Whether `path` is the app's.
+pub fn owns(path: &str) -> bool {
+    path == "/app" || path.starts_with("/app/")
+}
+
+/// The route of an app path, and the date it names (for a day and its CSV).
+pub fn route(path: &str) -> (AppRoute, Option<Day>) {
+    let path = path.strip_suffix('/').unwrap_or(path);
+    match path {
+        "/app" => return (AppRoute::Home, None),
+        "/app/sign_in" => return (AppRoute::SignIn, None),
+        "/app/sign_out" => return (AppRoute::SignOut, None),
+        "/app/app.css" => return (AppRoute::Stylesheet, None),
+        _ => {}
+    }
+    let Some(date) = path.strip_prefix("/app/deliveries/") else {
+        return (AppRoute::Unmatched, None);
+    };
+    let (date, route) = match date.strip_suffix(".csv") {
+        Some(date) => (date, AppRoute::DayCsv),
+        None => (date, AppRoute::Day),
+    };
+    // `parse_iso_date` trims; a path's date is exactly ten characters.
+    match parse_iso_date(date).filter(|_| date.len() == 10) {
+        Some(day) => (route, Some(day)),
+        None => (AppRoute::Unmatched, None),
+    }
+}
+
+/// How the app is served.
+#[derive(Debug, Clone, Default)]
+pub struct AppSettings {
+    /// The public URL's origin, if the operator gave one (`--public-url`).
+    pub public: PublicOrigin,
+}
+
+/// An `/app` request: its head, and for a POST its form body, already read within the
+/// front end's limits.
+pub struct AppRequest<'a> {
+    /// Its method.
+    pub method: &'a Method,
+    /// Its path.
+    pub path: &'a str,
+    /// Its headers.
+    pub headers: &'a HeaderMap,
+    /// Its body, for a POST.
+    pub form: Option<Bytes>,
+}
+
+/// What the app answers: a page, or a day's CSV, which is the API's own CSV and which the
+/// API's front end therefore writes.
+pub enum AppAnswer {
+    /// A response to send as it is.
+    Page(Response),
+    /// The deliveries of a day, to send as the API's delivery list CSV.
+    DeliveriesCsv {
+        /// The day.
+        date: Day,
+        /// The producer's webstore.
+        webstore: Arc<Webstore>,
+        /// Every delivery of the day, in the list's order.
+        deliveries: Vec<Delivery>,
+    },
+}
+
+/// Why a page cannot be shown.
+#[derive(Debug)]
+enum AppError {
+    /// No session, or one that ended: to the sign-in form.
+    NotSignedIn,
+    /// No such page.
+    NotFound,
+    /// The page exists; these methods are allowed on it.
+    MethodNotAllowed(&'static str),
+    /// A form that did not come from the app's own page, or whose token is wrong.
+    ForgedForm,
+    /// The producer's webstore is served by another node now.
+    Misdirected,
+    /// The service could not answer.
+    Service(ServiceError),
+}
+
+impl From<ServiceError> for AppError {
+    fn from(error: ServiceError) -> Self {
+        AppError::Service(error)
+    }
+}
+
+/// Answers one `/app` request.
+pub async fn handle(service: &Service, settings: &AppSettings, request: AppRequest<'_>) -> AppAnswer {
+    let (route, date) = route(request.path);
+    let answer = match route {
+        AppRoute::Stylesheet => only_get(request.method).map(|()| stylesheet()),
+        AppRoute::SignIn if is_get(request.method) => Ok(sign_in_form(service, settings, &request)),
+        AppRoute::SignIn if request.method == Method::POST => {
+            sign_in(service, settings, &request).await
+        }
+        AppRoute::SignIn => Err(AppError::MethodNotAllowed("GET, POST")),
+        AppRoute::SignOut if request.method == Method::POST => {
+            sign_out(service, settings, &request)
+        }
+        AppRoute::SignOut => Err(AppError::MethodNotAllowed("POST")),
+        AppRoute::Home => match only_get(request.method) {
+            Ok(()) => signed_in(service, request.headers).map(|session| {
+                let webstore = &session.webstore;
+                let day = delivery_day_from(webstore.today(), webstore.delivery_week_days());
+                see_other(&format!("/app/deliveries/{}", day.date()))
+            }),
+            Err(error) => Err(error),
+        },
+        AppRoute::Day | AppRoute::DayCsv => match (only_get(request.method), date) {
+            (Err(error), _) => Err(error),
+            (Ok(()), None) => Err(AppError::NotFound),
+            (Ok(()), Some(date)) => {
+                return match day(service, &request, date, route == AppRoute::DayCsv).await {
+                    Ok(answer) => answer,
+                    Err(error) => AppAnswer::Page(secured(error_page(error))),
+                };
+            }
+        },
+        AppRoute::Unmatched => Err(AppError::NotFound),
+    };
+    AppAnswer::Page(secured(answer.unwrap_or_else(error_page)))
+}
+
+/// A day's CSV (`csv`, the API's CSV of the day's whole list) as a download named after the
+/// date, with the headers of every app response.
+pub fn csv_download(mut csv: Response, date: Day) -> Response {
+    let disposition = format!("attachment; filename=\"deliveries-{}.csv\"", date.date());
+    if let Ok(value) = HeaderValue::from_str(&disposition) {
+        csv.headers_mut()
+            .insert(header::CONTENT_DISPOSITION, value);
+    }
+    csv.headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    secured(csv)
+}
+
+/// The page of a standby or a node catching up: the app is not served here now.
+pub fn unavailable() -> Response {
+    secured(error_page(AppError::Service(ServiceError::Busy)))
+}
+
+fn is_get(method: &Method) -> bool {
+    method == Method::GET || method == Method::HEAD
+}
+
+fn only_get(method: &Method) -> Result<(), AppError> {
+    if is_get(method) {
+        Ok(())
+    } else {
+        Err(AppError::MethodNotAllowed("GET"))
+    }
+}
+
+/// The session the request's cookie names.
+fn signed_in(service: &Service, headers: &HeaderMap) -> Result<ProducerSession, AppError> {
+    cookie(headers, SESSION_COOKIE)
+        .and_then(|id| service.producer_session(id))
+        .ok_or(AppError::NotSignedIn)
+}
+
+/// `GET /app/sign_in`: the form (or, signed in already, the app).
+fn sign_in_form(service: &Service, settings: &AppSettings, request: &AppRequest<'_>) -> Response {
+    if signed_in(service, request.headers).is_ok() {
+        return see_other("/app");
+    }
+    sign_in_page(settings, request.headers, StatusCode::OK, &[], "")
+}
+
+/// The sign-in form with `alerts`, keeping the form cookie the browser has (or setting a new
+/// one), so that the form's token and the cookie agree.
+fn sign_in_page(
+    settings: &AppSettings,
+    headers: &HeaderMap,
+    status: StatusCode,
+    alerts: &[String],
+    email: &str,
+) -> Response {
+    let (token, new_token) = match cookie(headers, FORM_COOKIE) {
+        Some(token) => (token.to_owned(), false),
+        None => match crate::service::producers::random_token() {
+            Ok(token) => (token, true),
+            Err(error) => return error_page(AppError::Service(error)),
+        },
+    };
+    let page = SignInPage {
+        alerts,
+        email,
+        form_token: &token,
+    };
+    let mut response = html(status, page.render());
+    if new_token {
+        response.headers_mut().append(
+            header::SET_COOKIE,
+            settings.public.set_cookie(FORM_COOKIE, &token, "Strict"),
+        );
+    }
+    response
+}
+
+/// The sign-in form's fields.
+#[derive(serde::Deserialize, Default)]
+struct SignInForm {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    form_token: String,
+}
+
+/// The sign-out form's field.
+#[derive(serde::Deserialize, Default)]
+struct TokenForm {
+    #[serde(default)]
+    form_token: String,
+}
+
+/// `POST /app/sign_in`.
+async fn sign_in(
+    service: &Service,
+    settings: &AppSettings,
+    request: &AppRequest<'_>,
+) -> Result<Response, AppError> {
+    let headers = request.headers;
+    let form: SignInForm = parse_form(request.form.as_ref());
+    let form_cookie = cookie(headers, FORM_COOKIE);
+    let genuine = settings.public.same_origin(headers)
+        && form_cookie.is_some_and(|expected| tokens_match(Some(&form.form_token), expected));
+    if !genuine {
+        let alert = "This form expired or came from another site: please sign in again.";
+        return Ok(sign_in_page(
+            settings,
+            headers,
+            StatusCode::FORBIDDEN,
+            &[alert.to_owned()],
+            "",
+        ));
+    }
+    let mut blank = Vec::new();
+    if form.email.trim().is_empty() {
+        blank.push("Email can't be blank.".to_owned());
+    }
+    if form.password.is_empty() {
+        blank.push("Password can't be blank.".to_owned());
+    }
+    if !blank.is_empty() {
+        return Ok(sign_in_page(
+            settings,
+            headers,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &blank,
+            form.email.trim(),
+        ));
+    }
+    match service.producer_sign_in(&form.email, form.password).await {
+        Ok(signed_in) => {
+            let mut response = see_other("/app");
+            response.headers_mut().append(
+                header::SET_COOKIE,
+                settings
+                    .public
+                    .set_cookie(SESSION_COOKIE, &signed_in.session_id, "Lax"),
+            );
+            Ok(response)
+        }
+        Err(SignInRefused::Wrong) => Ok(sign_in_page(
+            settings,
+            headers,
+            StatusCode::UNAUTHORIZED,
+            &["Wrong email or password.".to_owned()],
+            form.email.trim(),
+        )),
+        Err(SignInRefused::Throttled(retry_after)) => {
+            let minutes = retry_after.as_secs().div_ceil(60).max(1);
+            let alert = format!(
+                "Too many failed sign-ins for this email: try again in {minutes} minute{}.",
+                if minutes == 1 { "" } else { "s" }
+            );
+            let mut response = sign_in_page(
+                settings,
+                headers,
+                StatusCode::TOO_MANY_REQUESTS,
+                &[alert],
+                form.email.trim(),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, retry_after_value(retry_after));
+            Ok(response)
+        }
+        Err(SignInRefused::Failed(error)) => Err(AppError::Service(error)),
+    }
+}
+
+/// `POST /app/sign_out`: ends the session on the server and forgets its cookie.
+fn sign_out(
+    service: &Service,
+    settings: &AppSettings,
+    request: &AppRequest<'_>,
+) -> Result<Response, AppError> {
+    let form: TokenForm = parse_form(request.form.as_ref());
+    let Some(id) = cookie(request.headers, SESSION_COOKIE) else {
+        return Ok(see_other("/app/sign_in"));
+    };
+    let Some(session) = service.producer_session(id) else {
+        return Ok(see_other("/app/sign_in"));
+    };
+    if !settings.public.same_origin(request.headers)
+        || !tokens_match(Some(&form.form_token), &session.form_token)
+    {
+        return Err(AppError::ForgedForm);
+    }
+    service.producer_sign_out(id);
+    let mut response = see_other("/app/sign_in");
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        settings.public.clear_cookie(SESSION_COOKIE, "Lax"),
+    );
+    Ok(response)
+}
+
+/// `GET /app/deliveries/:date` and its CSV.
+async fn day(
+    service: &Service,
+    request: &AppRequest<'_>,
+    date: Day,
+    csv: bool,
+) -> Result<AppAnswer, AppError> {
+    let session = signed_in(service, request.headers)?;
+    let webstore = session.webstore;
+    if !service.placement().serves(&webstore.settings.id) {
+        return Err(AppError::Misdirected);
+    }
+    let deliveries = service.all_deliveries(&webstore, date).await?;
+    if csv {
+        return Ok(AppAnswer::DeliveriesCsv {
+            date,
+            webstore,
+            deliveries,
+        });
+    }
+    let view = DayView::of(&deliveries, &webstore);
+    let (prev, next) = delivery_days_around(date, webstore.delivery_week_days());
+    let page = DayPage {
+        webstore: &webstore.settings.name,
+        date: date.date().to_string(),
+        date_label: day::long_date(date),
+        prev: prev.date().to_string(),
+        prev_label: day::short_date(prev),
+        next: next.date().to_string(),
+        next_label: day::short_date(next),
+        form_token: &session.form_token,
+        day: &view,
+    };
+    Ok(AppAnswer::Page(secured(html(StatusCode::OK, page.render()))))
+}
+
+fn parse_form<T: serde::de::DeserializeOwned + Default>(body: Option<&Bytes>) -> T {
+    // A malformed form is a form with no fields: the checks that follow name what is missing.
+    body.and_then(|body| serde_urlencoded::from_bytes(body).ok())
+        .unwrap_or_default()
+}
+
+fn stylesheet() -> Response {
+    let mut response = Response::new(STYLESHEET.into());
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/css; charset=utf-8"),
+    );
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=3600"),
+    );
+    response
+}
+
+fn html(status: StatusCode, rendered: askama::Result<String>) -> Response {
+    match rendered {
+        Ok(body) => {
+            let mut response = Response::new(body.into());
+            *response.status_mut() = status;
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            response.headers_mut().insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("no-store"),
+            );
+            response
+        }
+        Err(error) => {
+            tracing::error!(%error, "an app page failed to render");
+            plain(StatusCode::INTERNAL_SERVER_ERROR, "The page failed to render.")
+        }
+    }
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response {
+    let mut response = Response::new(text.into());
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn see_other(location: &str) -> Response {
+    let mut response = Response::new(Bytes::new().into());
+    *response.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(value) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    response
+        .headers_mut()
+        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+fn retry_after_value(after: Duration) -> HeaderValue {
+    HeaderValue::from(after.as_secs().max(1))
+}
+
+/// The page of an error, with its status.
+fn error_page(error: AppError) -> Response {
+    let message = |status: StatusCode, title: &str, detail: &str| {
+        let page = MessagePage {
+            title,
+            detail,
+            link: "/app",
+            link_text: "Back to the delivery days",
+        };
+        html(status, page.render())
+    };
+    match error {
+        AppError::NotSignedIn => see_other("/app/sign_in"),
+        AppError::NotFound => message(
+            StatusCode::NOT_FOUND,
+            "Page not found",
+            "There is no such page. A day's address is /app/deliveries/YYYY-MM-DD.",
+        ),
+        AppError::MethodNotAllowed(allow) => {
+            let mut response = message(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "Method not allowed",
+                "This page cannot be asked for that way.",
+            );
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static(allow));
+            response
+        }
+        AppError::ForgedForm => message(
+            StatusCode::FORBIDDEN,
+            "Form refused",
+            "This form expired or came from another site; nothing was done.",
+        ),
+        AppError::Misdirected => message(
+            StatusCode::MISDIRECTED_REQUEST,
+            "Served elsewhere",
+            "Your webstore is served by another node now: open the app again in a moment.",
+        ),
+        AppError::Service(error) => {
+            let (status, detail) = match &error {
+                ServiceError::Busy | ServiceError::Throttled { .. } => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "The service is busy or not serving here now: try again in a moment.",
+                ),
+                ServiceError::NotFound => (StatusCode::NOT_FOUND, "There is no such page."),
+                other => {
+                    tracing::error!(error = %other, "an app page failed");
+                    (
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "Something went wrong on our side; nothing was changed.",
+                    )
+                }
+            };
+            let mut response = message(status, "Not available", detail);
+            if status == StatusCode::SERVICE_UNAVAILABLE {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            response
+        }
+    }
+}
+
+/// Every app response: no scripts, no framing, no sniffing, no referrer beyond the app.
+fn secured(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_paths_resolve_to_routes_and_dates() {
+        let day = parse_iso_date("2026-11-26");
+        assert_eq!(route("/app"), (AppRoute::Home, None));
+        assert_eq!(route("/app/"), (AppRoute::Home, None));
+        assert_eq!(route("/app/sign_in"), (AppRoute::SignIn, None));
+        assert_eq!(route("/app/deliveries/2026-11-26"), (AppRoute::Day, day));
+        assert_eq!(
+            route("/app/deliveries/2026-11-26.csv"),
+            (AppRoute::DayCsv, day)
+        );
+        for unmatched in [
+            "/app/deliveries/2026-02-30",
+            "/app/deliveries/2026-11-26.pdf",
+            "/app/deliveries/ 2026-11-26",
+            "/app/deliveries/",
+            "/app/x",
+        ] {
+            assert_eq!(route(unmatched), (AppRoute::Unmatched, None), "{unmatched}");
+        }
+        assert!(owns("/app") && owns("/app/x") && !owns("/apple") && !owns("/v1/app"));
+    }
+}
