@@ -15,7 +15,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use crate::actors::customer::unix_now;
 use crate::config::MetricsAt;
 use crate::config::{DurabilityFlag, ServeConfig};
-use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS};
+use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS, DEMO_PRODUCERS};
 use crate::http::server::ConnectionLimits;
 use crate::http::watch::PhaseDeadlines;
 use crate::app::{AppSettings, PublicOrigin};
@@ -305,6 +305,11 @@ impl Application {
         for (webstore, key, secret) in DEMO_CREDENTIALS {
             lines.push(format!(
                 "demo webstore {webstore}: API-Key: {key} API-Secret: {secret}"
+            ));
+        }
+        for (webstore, email, password) in DEMO_PRODUCERS {
+            lines.push(format!(
+                "demo webstore {webstore}: producer app /app/sign_in: {email} / {password}"
             ));
         }
         lines

@@ -34,6 +34,21 @@ pub const DEMO_CREDENTIALS: [(&str, &str, &str); 2] = [
     ),
 ];
 
+/// The demo catalogue's producer accounts for the web app, `(webstore id, email, password)`:
+/// public like its API credentials.
+pub const DEMO_PRODUCERS: [(&str, &str, &str); 2] = [
+    (
+        "fantastic-vege-people",
+        "producer@fantastic-vege-people.example",
+        "demo-producer-fantastic-vege-people",
+    ),
+    (
+        "green-valley-farm",
+        "producer@green-valley-farm.example",
+        "demo-producer-green-valley-farm",
+    ),
+];
+
 /// A webstore's number within a running process: its position in the first catalogue
 /// loaded, kept by its id through reloads (a webstore added later gets the next number, and
 /// a number is never given to another webstore). The registry keys its per-webstore state by
@@ -1081,6 +1096,11 @@ mod tests {
             assert!(catalogue.authenticate(key, "wrong").is_none());
         }
         assert!(catalogue.authenticate("nobody", "x").is_none());
+        for (webstore_id, email, password) in DEMO_PRODUCERS {
+            let (webstore, producer) = catalogue.producer(email).expect("a demo producer");
+            assert_eq!(webstore.settings.id, webstore_id);
+            assert!(super::super::password::verify_password(password, &producer.password_hash));
+        }
     }
 
     #[test]
