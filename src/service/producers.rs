@@ -81,7 +81,10 @@ pub fn random_token() -> Result<String, ServiceError> {
 impl ProducerSessions {
     /// Forgets the sessions idle for longer than [`IDLE`].
     pub fn prune(&self) {
-        let now = Instant::now();
+        self.prune_at(Instant::now());
+    }
+
+    fn prune_at(&self, now: Instant) {
         self.sessions.retain(|_, session| {
             let last = *session.last_used.lock().unwrap_or_else(|e| e.into_inner());
             now.duration_since(last) < IDLE
@@ -135,9 +138,13 @@ impl Service {
     /// The session `session_id` names, if it is open and its webstore still in the
     /// catalogue; using it keeps it open.
     pub fn producer_session(&self, session_id: &str) -> Option<ProducerSession> {
+        self.producer_session_at(session_id, Instant::now())
+    }
+
+    /// [`Service::producer_session`] as of `now`.
+    fn producer_session_at(&self, session_id: &str, now: Instant) -> Option<ProducerSession> {
         let key = digest(session_id);
         let session = self.producer_sessions.sessions.get(&key)?;
-        let now = Instant::now();
         {
             let mut last = session.last_used.lock().unwrap_or_else(|e| e.into_inner());
             if now.duration_since(*last) >= IDLE {
@@ -212,6 +219,37 @@ mod tests {
             service.producer_session(&signed_in.session_id).is_none(),
             "a session signed out opens nothing"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_ends_after_twelve_hours_idle_and_use_keeps_it_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service(dir.path());
+        let first = service
+            .producer_sign_in("pat@farm.example", "shed key".into())
+            .await
+            .unwrap();
+        let second = service
+            .producer_sign_in("pat@farm.example", "shed key".into())
+            .await
+            .unwrap();
+        let start = Instant::now();
+        let almost = start + IDLE - Duration::from_secs(60);
+        assert!(service
+            .producer_session_at(&first.session_id, almost)
+            .is_some());
+        // Used just before the end of its idle time, the first session lasts another 12 h.
+        let later = almost + IDLE - Duration::from_secs(60);
+        assert!(service.producer_session_at(&first.session_id, later).is_some());
+        assert!(
+            service
+                .producer_session_at(&second.session_id, later)
+                .is_none(),
+            "idle for more than 12 h"
+        );
+        assert_eq!(service.producer_sessions().open(), 1, "the ended one is gone");
+        service.producer_sessions().prune_at(later + IDLE);
+        assert_eq!(service.producer_sessions().open(), 0, "pruned when idle");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
