@@ -13,12 +13,12 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::actors::customer::unix_now;
+use crate::app::{AppSettings, PublicOrigin};
 use crate::config::MetricsAt;
 use crate::config::{DurabilityFlag, ServeConfig};
 use crate::domain::catalogue::{Catalogue, CatalogueError, DEMO_CREDENTIALS, DEMO_PRODUCERS};
 use crate::http::server::ConnectionLimits;
 use crate::http::watch::PhaseDeadlines;
-use crate::app::{AppSettings, PublicOrigin};
 use crate::http::{RequestLimits, RouteSettings};
 use crate::node::Node;
 use crate::replication::{GroupSettings, Primary, StartPrimary};

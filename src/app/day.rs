@@ -108,12 +108,10 @@ impl DayView {
             if routes.last().is_none_or(|route| route.id != service_id) {
                 routes.push(RouteView {
                     id: service_id,
-                    name: webstore
-                        .delivery_services
-                        .get(&service_id)
-                        .map_or_else(|| format!("Delivery service {service_id}"), |ds| {
-                            ds.name.clone()
-                        }),
+                    name: webstore.delivery_services.get(&service_id).map_or_else(
+                        || format!("Delivery service {service_id}"),
+                        |ds| ds.name.clone(),
+                    ),
                     rows: Vec::new(),
                 });
             }
@@ -219,8 +217,8 @@ mod tests {
 
     use super::*;
     use crate::domain::catalogue::{Catalogue, WebstoreIdx, DEMO_CATALOGUE_JSON};
-    use crate::domain::email::Email;
     use crate::domain::customer::{Address, Customer};
+    use crate::domain::email::Email;
     use crate::domain::ids::{CustomerId, OrderId};
     use crate::domain::order::{ExtraLine, Frequency, NewOrder, Order};
     use crate::domain::schedule::{Schedule, WeekDays};
@@ -304,7 +302,12 @@ mod tests {
         let routes: Vec<(u64, Vec<u64>)> = day
             .routes
             .iter()
-            .map(|route| (route.id, route.rows.iter().map(|row| row.order_id).collect()))
+            .map(|route| {
+                (
+                    route.id,
+                    route.rows.iter().map(|row| row.order_id).collect(),
+                )
+            })
             .collect();
         assert_eq!(
             routes,

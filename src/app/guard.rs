@@ -174,7 +174,10 @@ mod tests {
         assert!(!plain.same_origin(&headers(&[("host", "a"), ("origin", "null")])));
         assert!(!plain.same_origin(&headers(&[("sec-fetch-site", "cross-site")])));
         assert!(!plain.same_origin(&headers(&[("sec-fetch-site", "same-site")])));
-        assert!(plain.same_origin(&headers(&[])), "no browser headers at all");
+        assert!(
+            plain.same_origin(&headers(&[])),
+            "no browser headers at all"
+        );
 
         for bad in ["ftp://x", "shop.example", "https://", "https://u@evil"] {
             assert!(PublicOrigin::parse(Some(bad)).is_err(), "{bad}");

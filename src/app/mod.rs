@@ -161,7 +161,11 @@ impl From<ServiceError> for AppError {
 }
 
 /// Answers one `/app` request.
-pub async fn handle(service: &Service, settings: &AppSettings, request: AppRequest<'_>) -> AppAnswer {
+pub async fn handle(
+    service: &Service,
+    settings: &AppSettings,
+    request: AppRequest<'_>,
+) -> AppAnswer {
     let (route, date) = route(request.path);
     let answer = match route {
         AppRoute::Stylesheet => only_get(request.method).map(|()| stylesheet()),
@@ -202,8 +206,7 @@ pub async fn handle(service: &Service, settings: &AppSettings, request: AppReque
 pub fn csv_download(mut csv: Response, date: Day) -> Response {
     let disposition = format!("attachment; filename=\"deliveries-{}.csv\"", date.date());
     if let Ok(value) = HeaderValue::from_str(&disposition) {
-        csv.headers_mut()
-            .insert(header::CONTENT_DISPOSITION, value);
+        csv.headers_mut().insert(header::CONTENT_DISPOSITION, value);
     }
     csv.headers_mut()
         .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -428,7 +431,10 @@ async fn day(
         form_token: &session.form_token,
         day: &view,
     };
-    Ok(AppAnswer::Page(secured(html(StatusCode::OK, page.render()))))
+    Ok(AppAnswer::Page(secured(html(
+        StatusCode::OK,
+        page.render(),
+    ))))
 }
 
 fn parse_form<T: serde::de::DeserializeOwned + Default>(body: Option<&Bytes>) -> T {
@@ -460,15 +466,17 @@ fn html(status: StatusCode, rendered: askama::Result<String>) -> Response {
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("text/html; charset=utf-8"),
             );
-            response.headers_mut().insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("no-store"),
-            );
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
             response
         }
         Err(error) => {
             tracing::error!(%error, "an app page failed to render");
-            plain(StatusCode::INTERNAL_SERVER_ERROR, "The page failed to render.")
+            plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "The page failed to render.",
+            )
         }
     }
 }

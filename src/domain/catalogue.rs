@@ -1099,7 +1099,10 @@ mod tests {
         for (webstore_id, email, password) in DEMO_PRODUCERS {
             let (webstore, producer) = catalogue.producer(email).expect("a demo producer");
             assert_eq!(webstore.settings.id, webstore_id);
-            assert!(super::super::password::verify_password(password, &producer.password_hash));
+            assert!(super::super::password::verify_password(
+                password,
+                &producer.password_hash
+            ));
         }
     }
 

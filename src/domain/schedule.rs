@@ -524,8 +524,14 @@ mod tests {
     fn the_day_page_opens_on_the_next_delivery_day_and_leads_to_its_neighbours() {
         let mon_thu = WeekDays::only(1).with(4);
         // 2026-11-25 is a Wednesday.
-        assert_eq!(delivery_day_from(day("2026-11-25"), mon_thu), day("2026-11-26"));
-        assert_eq!(delivery_day_from(day("2026-11-26"), mon_thu), day("2026-11-26"));
+        assert_eq!(
+            delivery_day_from(day("2026-11-25"), mon_thu),
+            day("2026-11-26")
+        );
+        assert_eq!(
+            delivery_day_from(day("2026-11-26"), mon_thu),
+            day("2026-11-26")
+        );
         assert_eq!(
             delivery_days_around(day("2026-11-26"), mon_thu),
             (day("2026-11-23"), day("2026-11-30"))
@@ -535,7 +541,10 @@ mod tests {
             (day("2026-11-23"), day("2026-11-26")),
             "a day off the schedule still leads to the delivery days beside it"
         );
-        assert_eq!(delivery_day_from(day("2026-11-25"), WeekDays::NONE), day("2026-11-25"));
+        assert_eq!(
+            delivery_day_from(day("2026-11-25"), WeekDays::NONE),
+            day("2026-11-25")
+        );
         assert_eq!(
             delivery_days_around(day("2026-11-25"), WeekDays::NONE),
             (day("2026-11-24"), day("2026-11-26"))

@@ -249,20 +249,22 @@ where
         headers: request.headers,
         form,
     };
-    Ok(match crate::app::handle(service, settings, app_request).await {
-        AppAnswer::Page(response) => response,
-        AppAnswer::DeliveriesCsv {
-            date,
-            webstore,
-            deliveries,
-        } => {
-            let views: Vec<_> = deliveries
-                .iter()
-                .map(|delivery| DeliveryView::new(delivery, &webstore))
-                .collect();
-            crate::app::csv_download(views::csv_response(&views), date)
-        }
-    })
+    Ok(
+        match crate::app::handle(service, settings, app_request).await {
+            AppAnswer::Page(response) => response,
+            AppAnswer::DeliveriesCsv {
+                date,
+                webstore,
+                deliveries,
+            } => {
+                let views: Vec<_> = deliveries
+                    .iter()
+                    .map(|delivery| DeliveryView::new(delivery, &webstore))
+                    .collect();
+                crate::app::csv_download(views::csv_response(&views), date)
+            }
+        },
+    )
 }
 
 /// The parts of a request that dispatch reads.

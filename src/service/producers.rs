@@ -240,14 +240,20 @@ mod tests {
             .is_some());
         // Used just before the end of its idle time, the first session lasts another 12 h.
         let later = almost + IDLE - Duration::from_secs(60);
-        assert!(service.producer_session_at(&first.session_id, later).is_some());
+        assert!(service
+            .producer_session_at(&first.session_id, later)
+            .is_some());
         assert!(
             service
                 .producer_session_at(&second.session_id, later)
                 .is_none(),
             "idle for more than 12 h"
         );
-        assert_eq!(service.producer_sessions().open(), 1, "the ended one is gone");
+        assert_eq!(
+            service.producer_sessions().open(),
+            1,
+            "the ended one is gone"
+        );
         service.producer_sessions().prune_at(later + IDLE);
         assert_eq!(service.producer_sessions().open(), 0, "pruned when idle");
     }
