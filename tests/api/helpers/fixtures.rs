@@ -245,6 +245,35 @@ pub fn default_catalogue() -> Value {
     json!({"webstores": [store_a_json(), store_b_json()]})
 }
 
+/// Store A's producer account in [`producers_catalogue`]: email and password.
+pub const PRODUCER_A: (&str, &str) = ("packer@store-a.example", "shed key for store a");
+/// Store B's producer account in [`producers_catalogue`].
+pub const PRODUCER_B: (&str, &str) = ("packer@store-b.example", "shed key for store b");
+
+/// The default catalogue with a producer account in each store ([`PRODUCER_A`],
+/// [`PRODUCER_B`]), their passwords hashed as `boxsub hash-password` would, and in store A a
+/// second delivery service on the Courier's days (93, "Van North", Mondays and Thursdays), so
+/// that one day has two routes.
+pub fn producers_catalogue() -> Value {
+    let mut cat = default_catalogue();
+    cat["webstores"][0]["delivery_services"]
+        .as_array_mut()
+        .expect("store A has delivery services")
+        .push(delivery_service(
+            93,
+            "Van North",
+            "4.00",
+            &["mon", "thu"],
+            false,
+        ));
+    for (i, (email, password)) in [PRODUCER_A, PRODUCER_B].into_iter().enumerate() {
+        let hash = boxsub::domain::password::hash_password(password, &[i as u8 + 1; 16])
+            .expect("a password hashes");
+        cat["webstores"][i]["producers"] = json!([{"email": email, "password_hash": hash}]);
+    }
+    cat
+}
+
 /// The default catalogue with every `require_*` of store A switched off.
 pub fn relaxed_catalogue() -> Value {
     let mut cat = default_catalogue();

@@ -1,0 +1,745 @@
+//! The producers' web app over plain HTTP, as a browser's requests would reach it (the
+//! browser itself is in `app_browser`): signing in (right, wrong, unknown, blank, throttled),
+//! the day page against `GET /v1/deliveries` (rows, routes, counts, the CSV), isolation
+//! between webstores, signing out, forms from other sites, `Secure` cookies behind an HTTPS
+//! public URL, and the headers and redirects of every page.
+//!
+//! Store A's Courier (91) and Van North (93, in [`producers_catalogue`]) deliver on Mondays
+//! and Thursdays, its Market Pickup (92) on Tuesdays and Saturdays; store B's service (95) on
+//! Mondays, Wednesdays and Fridays. Monday 2027-01-11 is a day of both stores.
+
+use std::collections::BTreeMap;
+
+use reqwest::header::{HeaderMap, LOCATION, SET_COOKIE};
+use serde_json::{json, Value};
+
+use crate::helpers::{
+    customer_body, id_of, producers_catalogue, spawn_app_on_with, store_b, DataDir, TestApp,
+    PRODUCER_A, PRODUCER_B,
+};
+
+const DAY: &str = "2027-01-11";
+
+/// A browser without JavaScript: it keeps the app's cookies and follows nothing by itself.
+struct Visitor<'a> {
+    app: &'a TestApp,
+    client: reqwest::Client,
+    cookies: BTreeMap<String, String>,
+    /// The `Origin` its forms carry (a browser sends the page's origin with every POST).
+    origin: String,
+}
+
+/// An answer of the app.
+struct Page {
+    status: u16,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl Page {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|value| value.to_str().ok())
+    }
+
+    fn location(&self) -> Option<&str> {
+        self.header(LOCATION.as_str())
+    }
+
+    /// Every value of attribute `name` on the page, in order.
+    fn attributes(&self, name: &str) -> Vec<String> {
+        let needle = format!(" {name}=\"");
+        self.body
+            .match_indices(&needle)
+            .map(|(at, _)| {
+                let rest = &self.body[at + needle.len()..];
+                rest[..rest.find('"').expect("a closed attribute")].to_owned()
+            })
+            .collect()
+    }
+
+    /// `(first, second)` attribute pairs of the elements carrying both, in order.
+    fn pairs(&self, first: &str, second: &str) -> Vec<(u64, u64)> {
+        let needle = format!(" {first}=\"");
+        self.body
+            .match_indices(&needle)
+            .map(|(at, _)| {
+                let element = &self.body[at..at + self.body[at..].find('>').unwrap()];
+                let value = |name: &str| -> u64 {
+                    let key = format!(" {name}=\"");
+                    let start = element.find(&key).expect(name) + key.len();
+                    element[start..start + element[start..].find('"').unwrap()]
+                        .parse()
+                        .unwrap()
+                };
+                (value(first), value(second))
+            })
+            .collect()
+    }
+
+    /// The form token of the page's (first) form.
+    fn form_token(&self) -> String {
+        let needle = "name=\"form_token\" value=\"";
+        let start = self.body.find(needle).expect("a form token") + needle.len();
+        self.body[start..start + 64].to_owned()
+    }
+}
+
+impl<'a> Visitor<'a> {
+    fn new(app: &'a TestApp) -> Self {
+        let origin = app.url("");
+        Visitor {
+            app,
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap(),
+            cookies: BTreeMap::new(),
+            origin,
+        }
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    async fn answer(&mut self, request: reqwest::RequestBuilder) -> Page {
+        let response = request
+            .header("Cookie", self.cookie_header())
+            .send()
+            .await
+            .expect("the app answers");
+        for set in response.headers().get_all(SET_COOKIE) {
+            let set = set.to_str().unwrap();
+            let (name, value) = set.split(';').next().unwrap().split_once('=').unwrap();
+            if value.is_empty() || set.contains("Max-Age=0") {
+                self.cookies.remove(name);
+            } else {
+                self.cookies.insert(name.to_owned(), value.to_owned());
+            }
+        }
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response.text().await.unwrap();
+        assert!(status < 500, "a 5xx from the app: {status} {body}");
+        Page {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    async fn get(&mut self, path: &str) -> Page {
+        let request = self.client.get(self.app.url(path));
+        self.answer(request).await
+    }
+
+    async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
+        let request = self
+            .client
+            .post(self.app.url(path))
+            .header("Origin", self.origin.clone())
+            .header("Sec-Fetch-Site", "same-origin")
+            .form(form);
+        self.answer(request).await
+    }
+
+    /// Opens the sign-in form and posts it.
+    async fn sign_in(&mut self, (email, password): (&str, &str)) -> Page {
+        let form = self.get("/app/sign_in").await;
+        assert_eq!(form.status, 200, "{}", form.body);
+        let token = form.form_token();
+        self.post(
+            "/app/sign_in",
+            &[
+                ("email", email),
+                ("password", password),
+                ("form_token", &token),
+            ],
+        )
+        .await
+    }
+
+    async fn signed_in(app: &'a TestApp, producer: (&str, &str)) -> Visitor<'a> {
+        let mut visitor = Visitor::new(app);
+        let answer = visitor.sign_in(producer).await;
+        assert_eq!(answer.status, 303, "{}", answer.body);
+        assert_eq!(answer.location(), Some("/app"));
+        visitor
+    }
+}
+
+async fn producers_app(extra_args: &[&str]) -> (DataDir, TestApp) {
+    let dir = DataDir::with_catalogue(producers_catalogue());
+    let app = spawn_app_on_with(&dir, extra_args, &[]).await;
+    (dir, app)
+}
+
+async fn customer_a(app: &TestApp, email: &str, service: u64, name: &str) -> i64 {
+    let mut body = customer_body(email);
+    body["delivery_service_id"] = json!(service);
+    body["first_name"] = json!(name);
+    body["address"]["delivery_note"] = json!("Behind the <shed> & left");
+    id_of(&app.create_customer_ok(&body).await)
+}
+
+async fn order_a(app: &TestApp, customer: i64, fields: Value) -> i64 {
+    let mut body = json!({"customer_id": customer, "box_id": 217, "frequency": "weekly",
+                          "start_date": "2027-01-04", "week_days": [1, 4]});
+    for (key, value) in fields.as_object().unwrap() {
+        body[key] = value.clone();
+    }
+    id_of(&app.create_order_ok(&body).await)
+}
+
+/// Store A's deliveries on [`DAY`] over two routes, with exclusions, substitutions, extras
+/// (one-off ones that went with an earlier delivery) and a name with markup; one store B
+/// delivery. Returns store B's order id.
+async fn seed_the_day(app: &TestApp) -> i64 {
+    let ann = customer_a(app, "ann@example.com", 91, "Ann <b>Bold</b>").await;
+    let bea = customer_a(app, "bea@example.com", 93, "Bea").await;
+    let cal = customer_a(app, "cal@example.com", 91, "Cal").await;
+    order_a(
+        app,
+        ann,
+        json!({"exclusions": [240, 241], "extras": [{"id": 28, "quantity": 2}]}),
+    )
+    .await;
+    order_a(
+        app,
+        bea,
+        json!({"substitutions": [242], "extras": [{"id": 29, "quantity": 3}],
+               "extras_one_off": true}),
+    )
+    .await;
+    order_a(app, bea, json!({"box_id": 219, "exclusions": [240]})).await;
+    order_a(app, cal, json!({"box_id": 218})).await;
+    order_a(app, cal, json!({"extras": [{"id": 28, "quantity": 1}]})).await;
+    // Not on the day: a Tuesday service.
+    let dan = customer_a(app, "dan@example.com", 92, "Dan").await;
+    order_a(
+        app,
+        dan,
+        json!({"start_date": "2027-01-05", "week_days": [2]}),
+    )
+    .await;
+
+    let b_customer = id_of(&app.create_customer_b_ok("jana@example.com").await);
+    let b_order = app
+        .post_json_as(
+            "/v1/orders",
+            &json!({"order": {"customer_id": b_customer, "box_id": 300, "frequency": "weekly",
+                              "start_date": DAY, "week_days": [1]}}),
+            &store_b(),
+        )
+        .await;
+    b_order.assert_status(201);
+    id_of(&b_order.json())
+}
+
+/// The API's list of the day, all of it, for store A or B.
+async fn api_list(app: &TestApp, store_b_list: bool) -> Vec<Value> {
+    let path = format!("/v1/deliveries?date={DAY}&per_page=1000");
+    let response = if store_b_list {
+        app.get_as(&path, &store_b()).await
+    } else {
+        app.get(&path).await
+    };
+    response.assert_status(200);
+    response.json().as_array().cloned().unwrap()
+}
+
+async fn api_csv(app: &TestApp) -> String {
+    let response = app
+        .send(
+            reqwest::Method::GET,
+            &format!("/v1/deliveries?date={DAY}&per_page=1000"),
+            Some(&crate::helpers::store_a()),
+            None,
+            &[("Accept", "text/csv")],
+        )
+        .await;
+    response.assert_status(200);
+    response.text()
+}
+
+fn ids(list: &[Value], key: &str) -> Vec<u64> {
+    list.iter()
+        .map(|entry| entry[key].as_u64().unwrap())
+        .collect()
+}
+
+/// `(id, count)` of each thing in `list`'s `field`, summing `quantity` when it has one.
+fn tally(list: &[Value], field: &str) -> Vec<(u64, u64)> {
+    let mut counts = BTreeMap::<u64, u64>::new();
+    for entry in list {
+        for thing in entry[field].as_array().unwrap() {
+            let quantity = thing.get("quantity").map_or(1, |q| q.as_u64().unwrap());
+            *counts.entry(thing["id"].as_u64().unwrap()).or_default() += quantity;
+        }
+    }
+    counts.into_iter().collect()
+}
+
+#[tokio::test]
+async fn the_day_page_shows_exactly_the_apis_list_and_its_counts() {
+    let (_dir, app) = producers_app(&[]).await;
+    seed_the_day(&app).await;
+    let list = api_list(&app, false).await;
+    assert_eq!(list.len(), 5, "the seeded day: {list:?}");
+    let mut producer = Visitor::signed_in(&app, PRODUCER_A).await;
+
+    let page = producer.get(&format!("/app/deliveries/{DAY}")).await;
+    assert_eq!(page.status, 200, "{}", page.body);
+
+    // Rows: the API's, in its order.
+    let rows: Vec<u64> = page
+        .attributes("data-order-id")
+        .iter()
+        .map(|id| id.parse().unwrap())
+        .collect();
+    assert_eq!(rows, ids(&list, "order_id"));
+    // Routes: one per delivery service, in the list's order.
+    let mut services = ids(&list, "delivery_service_id");
+    services.dedup();
+    assert_eq!(services, vec![91, 93]);
+    let routes: Vec<u64> = page
+        .attributes("data-delivery-service-id")
+        .iter()
+        .map(|id| id.parse().unwrap())
+        .collect();
+    assert_eq!(routes, services);
+    // Counts: the list's.
+    let mut boxes = BTreeMap::<u64, u64>::new();
+    for entry in &list {
+        *boxes.entry(entry["box_id"].as_u64().unwrap()).or_default() += 1;
+    }
+    assert_eq!(
+        page.pairs("data-box-id", "data-count"),
+        boxes.into_iter().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        page.pairs("data-extra-id", "data-quantity"),
+        tally(&list, "extras")
+    );
+    assert_eq!(
+        tally(&list, "extras"),
+        vec![(28, 3)],
+        "Bea's one-off eggs went on the 7th"
+    );
+    let summary_of = |table: &str| -> Vec<(u64, u64)> {
+        let start = page.body.find(&format!("<table id=\"{table}\"")).unwrap();
+        let end = start + page.body[start..].find("</table>").unwrap();
+        Page {
+            status: 200,
+            headers: HeaderMap::new(),
+            body: page.body[start..end].to_owned(),
+        }
+        .pairs("data-item-id", "data-count")
+    };
+    assert_eq!(summary_of("exclusions"), tally(&list, "exclusions"));
+    assert_eq!(summary_of("substitutions"), tally(&list, "substitutions"));
+
+    // Every value is escaped by the template engine.
+    assert!(
+        page.body.contains("Ann &#60;b&#62;Bold&#60;/b&#62;")
+            || page.body.contains("Ann &lt;b&gt;Bold&lt;/b&gt;"),
+        "the name is escaped"
+    );
+    assert!(!page.body.contains("<b>Bold</b>"));
+    assert!(!page.body.contains("<shed>"));
+
+    // Links: the delivery days around (Tuesday 5th is Market Pickup's, Tuesday 12th too).
+    assert_eq!(
+        page.attributes("href")
+            .into_iter()
+            .filter(|href| href.starts_with("/app/deliveries/"))
+            .collect::<Vec<_>>(),
+        [
+            "/app/deliveries/2027-01-09",
+            "/app/deliveries/2027-01-12",
+            "/app/deliveries/2027-01-11.csv"
+        ]
+    );
+
+    // The CSV is the API's, byte for byte.
+    let csv = producer.get(&format!("/app/deliveries/{DAY}.csv")).await;
+    assert_eq!(csv.status, 200);
+    assert_eq!(csv.header("content-type"), Some("text/csv; charset=utf-8"));
+    assert_eq!(
+        csv.header("content-disposition"),
+        Some("attachment; filename=\"deliveries-2027-01-11.csv\"")
+    );
+    assert_eq!(csv.body, api_csv(&app).await);
+
+    // A day without deliveries says so.
+    let empty = producer.get("/app/deliveries/2027-01-13").await;
+    assert_eq!(empty.status, 200);
+    assert!(empty.body.contains("No deliveries on this day."));
+    assert!(empty.attributes("data-order-id").is_empty());
+}
+
+#[tokio::test]
+async fn the_app_opens_on_the_next_delivery_day() {
+    let (_dir, app) = producers_app(&[]).await;
+    let mut producer = Visitor::signed_in(&app, PRODUCER_A).await;
+    let home = producer.get("/app").await;
+    assert_eq!(home.status, 303);
+    // Store A delivers Monday, Tuesday, Thursday and Saturday; its dates are London's.
+    let mut day = jiff::Timestamp::now()
+        .to_zoned_datetime(jiff::tz::TimeZone::get("Europe/London").unwrap())
+        .date();
+    use jiff::civil::Weekday::*;
+    while !matches!(day.weekday(), Monday | Tuesday | Thursday | Saturday) {
+        day = day.tomorrow().unwrap();
+    }
+    let expected = format!("/app/deliveries/{day}");
+    // Around midnight in London the day may turn between the two readings.
+    let tomorrow_too = format!("/app/deliveries/{}", day.tomorrow().unwrap());
+    let location = home.location().unwrap();
+    assert!(
+        location == expected || location == tomorrow_too,
+        "{location}"
+    );
+    assert_eq!(producer.get(location).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_producer_sees_only_their_own_webstore() {
+    let (_dir, app) = producers_app(&[]).await;
+    let b_order = seed_the_day(&app).await;
+    let a_orders = ids(&api_list(&app, false).await, "order_id");
+    let b_list = api_list(&app, true).await;
+    assert_eq!(ids(&b_list, "order_id"), vec![b_order as u64]);
+
+    let mut producer_b = Visitor::signed_in(&app, PRODUCER_B).await;
+    let page = producer_b.get(&format!("/app/deliveries/{DAY}")).await;
+    assert_eq!(page.status, 200);
+    assert_eq!(page.attributes("data-order-id"), vec![b_order.to_string()]);
+    assert_eq!(page.attributes("data-delivery-service-id"), vec!["95"]);
+    let csv = producer_b.get(&format!("/app/deliveries/{DAY}.csv")).await;
+    for a_order in &a_orders {
+        assert!(
+            !page.body.contains(&format!("data-order-id=\"{a_order}\"")),
+            "store A's order {a_order} on store B's page"
+        );
+        assert!(!csv
+            .body
+            .lines()
+            .any(|line| line.split(',').nth(1) == Some(a_order.to_string().as_str())));
+    }
+    assert!(
+        !page.body.contains("Ann"),
+        "store A's customer on store B's page"
+    );
+    assert_eq!(
+        csv.body.lines().count(),
+        2,
+        "a header and store B's delivery"
+    );
+}
+
+#[tokio::test]
+async fn wrong_and_unknown_sign_ins_fail_alike_and_are_throttled() {
+    let (_dir, app) = producers_app(&[]).await;
+    let (email, password) = PRODUCER_A;
+
+    let mut visitor = Visitor::new(&app);
+    let wrong = visitor.sign_in((email, "not the password")).await;
+    let unknown = visitor.sign_in(("nobody@store-a.example", password)).await;
+    for answer in [&wrong, &unknown] {
+        assert_eq!(answer.status, 401);
+        assert!(answer
+            .body
+            .contains("role=\"alert\">Wrong email or password.</p>"));
+        assert!(!visitor.cookies.contains_key("boxsub_session"));
+    }
+    assert_eq!(visitor.get("/app").await.location(), Some("/app/sign_in"));
+
+    // Blank fields: both named.
+    let token = visitor.get("/app/sign_in").await.form_token();
+    let blank = visitor
+        .post("/app/sign_in", &[("email", " "), ("form_token", &token)])
+        .await;
+    assert_eq!(blank.status, 422);
+    assert!(
+        blank.body.contains("Email can&#39;t be blank.")
+            || blank.body.contains("Email can&#x27;t be blank."),
+        "{}",
+        blank.body
+    );
+    assert!(blank.body.contains("Password can"));
+
+    // Ten failures for one email (two above), then even the right password waits.
+    for _ in 0..9 {
+        assert_eq!(visitor.sign_in((email, "guess")).await.status, 401);
+    }
+    let throttled = visitor.sign_in((email, password)).await;
+    assert_eq!(throttled.status, 429, "{}", throttled.body);
+    assert!(throttled.body.contains("Too many failed sign-ins"));
+    let retry_after: u64 = throttled.header("retry-after").unwrap().parse().unwrap();
+    assert!((1..=15 * 60).contains(&retry_after));
+    assert!(!visitor.cookies.contains_key("boxsub_session"));
+    // Another producer is not held back by it.
+    Visitor::signed_in(&app, PRODUCER_B).await;
+}
+
+#[tokio::test]
+async fn signing_out_ends_the_session_on_the_server() {
+    let (_dir, app) = producers_app(&[]).await;
+    let mut producer = Visitor::signed_in(&app, PRODUCER_A).await;
+    let session = producer.cookies["boxsub_session"].clone();
+    let page = producer.get(&format!("/app/deliveries/{DAY}")).await;
+    assert_eq!(page.status, 200);
+    let token = page.form_token();
+
+    // A sign-out with another token does nothing.
+    let forged = producer
+        .post("/app/sign_out", &[("form_token", &"0".repeat(64))])
+        .await;
+    assert_eq!(forged.status, 403);
+    assert_eq!(
+        producer.get(&format!("/app/deliveries/{DAY}")).await.status,
+        200
+    );
+
+    let out = producer
+        .post("/app/sign_out", &[("form_token", &token)])
+        .await;
+    assert_eq!(out.status, 303);
+    assert_eq!(out.location(), Some("/app/sign_in"));
+    assert!(out.header("set-cookie").is_some_and(
+        |cookie| cookie.starts_with("boxsub_session=;") && cookie.contains("Max-Age=0")
+    ));
+
+    // The old cookie, kept by someone, opens nothing.
+    let mut thief = Visitor::new(&app);
+    thief.cookies.insert("boxsub_session".into(), session);
+    for path in [
+        "/app",
+        "/app/deliveries/2027-01-11",
+        "/app/deliveries/2027-01-11.csv",
+    ] {
+        let answer = thief.get(path).await;
+        assert_eq!(answer.status, 303, "{path}");
+        assert_eq!(answer.location(), Some("/app/sign_in"), "{path}");
+    }
+}
+
+#[tokio::test]
+async fn forms_posted_from_another_site_are_refused() {
+    let (_dir, app) = producers_app(&[]).await;
+    let (email, password) = PRODUCER_A;
+    let fields = |token: &str| {
+        vec![
+            ("email".to_owned(), email.to_owned()),
+            ("password".to_owned(), password.to_owned()),
+            ("form_token".to_owned(), token.to_owned()),
+        ]
+    };
+
+    // No form cookie: a page of another site cannot have one.
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let token = "a".repeat(64);
+    let bare = client
+        .post(app.url("/app/sign_in"))
+        .form(&fields(&token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), 403);
+
+    let mut visitor = Visitor::new(&app);
+    let token = visitor.get("/app/sign_in").await.form_token();
+    // The cookie but another token.
+    let wrong_token = fields(&"b".repeat(64));
+    let wrong: Vec<(&str, &str)> = wrong_token
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(visitor.post("/app/sign_in", &wrong).await.status, 403);
+    // The right token, from another origin or a cross-site request.
+    let right_fields = fields(&token);
+    let right: Vec<(&str, &str)> = right_fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    visitor.origin = "http://evil.example".into();
+    assert_eq!(visitor.post("/app/sign_in", &right).await.status, 403);
+    visitor.origin = app.url("");
+    let cross_site = client
+        .post(app.url("/app/sign_in"))
+        .header("Cookie", visitor.cookie_header())
+        .header("Sec-Fetch-Site", "cross-site")
+        .form(&right)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cross_site.status(), 403);
+    assert!(!visitor.cookies.contains_key("boxsub_session"));
+    // And from the app's own page it works.
+    assert_eq!(visitor.post("/app/sign_in", &right).await.status, 303);
+    assert!(visitor.cookies.contains_key("boxsub_session"));
+}
+
+#[tokio::test]
+async fn cookies_are_secure_behind_an_https_public_url() {
+    let (_dir, app) = producers_app(&["--public-url", "https://shop.example"]).await;
+    let mut visitor = Visitor::new(&app);
+    let form = visitor.get("/app/sign_in").await;
+    let form_cookie = form.header("set-cookie").unwrap();
+    for part in [
+        "boxsub_form=",
+        "HttpOnly",
+        "SameSite=Strict",
+        "Secure",
+        "Path=/app",
+    ] {
+        assert!(form_cookie.contains(part), "{form_cookie}");
+    }
+    // Forms must come from the public origin now, not from the address boxsub listens on.
+    let refused = visitor.sign_in(PRODUCER_A).await;
+    assert_eq!(refused.status, 403);
+    visitor.origin = "https://shop.example".into();
+    let signed_in = visitor.sign_in(PRODUCER_A).await;
+    assert_eq!(signed_in.status, 303);
+    let session_cookie = signed_in.header("set-cookie").unwrap();
+    for part in [
+        "boxsub_session=",
+        "HttpOnly",
+        "SameSite=Lax",
+        "Secure",
+        "Path=/app",
+    ] {
+        assert!(session_cookie.contains(part), "{session_cookie}");
+    }
+}
+
+#[tokio::test]
+async fn every_app_answer_forbids_scripts_and_frames_and_pages_need_a_session() {
+    let (_dir, app) = producers_app(&[]).await;
+    let mut stranger = Visitor::new(&app);
+    for path in [
+        "/app",
+        "/app/",
+        "/app/deliveries/2027-01-11",
+        "/app/deliveries/2027-01-11.csv",
+    ] {
+        let answer = stranger.get(path).await;
+        assert_eq!(
+            (answer.status, answer.location()),
+            (303, Some("/app/sign_in")),
+            "{path}"
+        );
+    }
+    let mut producer = Visitor::signed_in(&app, PRODUCER_A).await;
+    let answers = [
+        ("/app/sign_in", stranger.get("/app/sign_in").await, 200),
+        ("day", producer.get("/app/deliveries/2027-01-11").await, 200),
+        (
+            "csv",
+            producer.get("/app/deliveries/2027-01-11.csv").await,
+            200,
+        ),
+        ("css", producer.get("/app/app.css").await, 200),
+        (
+            "bad date",
+            producer.get("/app/deliveries/2027-02-30").await,
+            404,
+        ),
+        ("unknown", producer.get("/app/nothing").await, 404),
+        ("GET sign_out", producer.get("/app/sign_out").await, 405),
+        (
+            "POST day",
+            producer.post("/app/deliveries/2027-01-11", &[]).await,
+            405,
+        ),
+    ];
+    for (what, answer, status) in &answers {
+        assert_eq!(answer.status, *status, "{what}: {}", answer.body);
+        let policy = answer.header("content-security-policy").expect(what);
+        assert!(policy.contains("default-src 'none'"), "{what}: {policy}");
+        assert!(
+            policy.contains("frame-ancestors 'none'"),
+            "{what}: {policy}"
+        );
+        assert!(
+            !policy.contains("unsafe-inline") && !policy.contains("script-src"),
+            "{what}: {policy}"
+        );
+        assert_eq!(answer.header("x-frame-options"), Some("DENY"), "{what}");
+        assert_eq!(
+            answer.header("x-content-type-options"),
+            Some("nosniff"),
+            "{what}"
+        );
+        assert!(!answer.body.contains("<script"), "{what}");
+        if answer.header("content-type") == Some("text/html; charset=utf-8") {
+            assert!(answer
+                .body
+                .contains("<link rel=\"stylesheet\" href=\"/app/app.css\">"));
+            assert!(!answer.body.contains(" style="), "{what}: inline styles");
+        }
+    }
+    assert_eq!(answers[6].1.header("allow"), Some("POST"));
+    assert_eq!(answers[7].1.header("allow"), Some("GET"));
+    assert_eq!(
+        answers[3].1.header("content-type"),
+        Some("text/css; charset=utf-8")
+    );
+}
+
+#[tokio::test]
+async fn hostile_forms_get_a_clear_refusal_and_change_nothing() {
+    let (_dir, app) = producers_app(&[]).await;
+    let mut visitor = Visitor::new(&app);
+    let token = visitor.get("/app/sign_in").await.form_token();
+    // Bytes that are no form at all, a huge email, a body over the limit.
+    let garbage = visitor
+        .client
+        .post(app.url("/app/sign_in"))
+        .header("Cookie", visitor.cookie_header())
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(vec![0xff, 0x00, b'%', b'=', b'&', 0x80])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(garbage.status(), 403, "no token in it");
+    let long_email = format!("{}@store-a.example", "x".repeat(30_000));
+    let long = visitor
+        .post(
+            "/app/sign_in",
+            &[
+                ("email", &long_email),
+                ("password", "p"),
+                ("form_token", &token),
+            ],
+        )
+        .await;
+    assert_eq!(long.status, 401);
+    let huge = visitor
+        .client
+        .post(app.url("/app/sign_in"))
+        .header("Cookie", visitor.cookie_header())
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(vec![b'a'; 2 << 20])
+        .send()
+        .await;
+    if let Ok(huge) = huge {
+        assert_eq!(huge.status(), 413);
+    }
+    // Cookies that are not tokens are no cookies.
+    let mut odd = Visitor::new(&app);
+    odd.cookies
+        .insert("boxsub_session".into(), "../../etc/passwd".into());
+    assert_eq!(odd.get("/app").await.location(), Some("/app/sign_in"));
+    // The producer can still sign in: nothing was throttled or broken by the above.
+    Visitor::signed_in(&app, PRODUCER_A).await;
+    app.assert_alive().await;
+}
