@@ -27,6 +27,11 @@ const NO_WEBSTORE: WebstoreIdx = WebstoreIdx(u32::MAX);
 /// A signed-in producer's session.
 struct Session {
     webstore: WebstoreIdx,
+    /// The account signed in with (its folded email) and the SHA-256 of its password hash
+    /// then: a catalogue reloaded without the account, or with another password, ends the
+    /// session at its next use.
+    email: String,
+    account: [u8; 32],
     /// The token the app's forms carry (sign-out), against cross-site requests.
     form_token: String,
     last_used: Mutex<Instant>,
@@ -112,6 +117,7 @@ impl Service {
             .begin(webstore, fold(email))
             .map_err(SignInRefused::Throttled)?;
         let stored = found.map(|(_, producer)| producer.password_hash.clone());
+        let account = stored.as_deref().map(digest).unwrap_or_default();
         let matches = self
             .passwords
             .check(password, stored, move |matches| attempt.finish(matches))
@@ -128,6 +134,8 @@ impl Service {
             digest(&signed_in.session_id),
             Session {
                 webstore,
+                email: fold(email),
+                account,
                 form_token: signed_in.form_token.clone(),
                 last_used: Mutex::new(Instant::now()),
             },
@@ -135,8 +143,8 @@ impl Service {
         Ok(signed_in)
     }
 
-    /// The session `session_id` names, if it is open and its webstore still in the
-    /// catalogue; using it keeps it open.
+    /// The session `session_id` names, if it is open and its account still in the catalogue
+    /// (same webstore, same password); using it keeps it open.
     pub fn producer_session(&self, session_id: &str) -> Option<ProducerSession> {
         self.producer_session_at(session_id, Instant::now())
     }
@@ -155,7 +163,19 @@ impl Service {
             }
             *last = now;
         }
-        let webstore = self.catalogue().webstore(session.webstore)?.clone();
+        let catalogue = self.catalogue();
+        let still_valid = catalogue
+            .producer(&session.email)
+            .filter(|(webstore, producer)| {
+                webstore.idx == session.webstore
+                    && digest(&producer.password_hash) == session.account
+            });
+        let Some((webstore, _)) = still_valid else {
+            drop(session);
+            self.producer_sessions.sessions.remove(&key);
+            return None;
+        };
+        let webstore = webstore.clone();
         Some(ProducerSession {
             webstore,
             form_token: session.form_token.clone(),
@@ -256,6 +276,59 @@ mod tests {
         );
         service.producer_sessions().prune_at(later + IDLE);
         assert_eq!(service.producer_sessions().open(), 0, "pruned when idle");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_catalogue_reloaded_without_the_account_or_with_a_new_password_ends_its_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service(dir.path());
+        let sign_in = || async {
+            service
+                .producer_sign_in("pat@farm.example", "shed key".into())
+                .await
+                .unwrap()
+                .session_id
+        };
+        let with_producers = |producers: serde_json::Value| {
+            let mut demo: serde_json::Value = serde_json::from_str(DEMO_CATALOGUE_JSON).unwrap();
+            demo["webstores"][0]["producers"] = producers;
+            demo.to_string()
+        };
+        let same = service.catalogue().webstores()[0].producers["pat@farm.example"]
+            .password_hash
+            .clone();
+
+        let kept = sign_in().await;
+        let same_account =
+            serde_json::json!([{"email": "pat@farm.example", "password_hash": same}]);
+        service
+            .reload_catalogue(&with_producers(same_account), 1)
+            .unwrap();
+        assert!(
+            service.producer_session(&kept).is_some(),
+            "nothing changed for it"
+        );
+
+        let new_hash = crate::domain::password::hash_password("new key", &[6; 16]).unwrap();
+        let changed = serde_json::json!([{"email": "pat@farm.example", "password_hash": new_hash}]);
+        service
+            .reload_catalogue(&with_producers(changed), 2)
+            .unwrap();
+        assert!(service.producer_session(&kept).is_none(), "a new password");
+
+        let removed_later = service
+            .producer_sign_in("pat@farm.example", "new key".into())
+            .await
+            .unwrap()
+            .session_id;
+        service
+            .reload_catalogue(&with_producers(serde_json::json!([])), 3)
+            .unwrap();
+        assert!(
+            service.producer_session(&removed_later).is_none(),
+            "no account"
+        );
+        assert_eq!(service.producer_sessions().open(), 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
