@@ -743,3 +743,23 @@ async fn hostile_forms_get_a_clear_refusal_and_change_nothing() {
     Visitor::signed_in(&app, PRODUCER_A).await;
     app.assert_alive().await;
 }
+
+#[tokio::test]
+async fn a_producer_of_a_webstore_served_elsewhere_gets_a_421_page_not_an_empty_day() {
+    let (_dir, app) = producers_app(&["--webstores", "store-b"]).await;
+    let mut producer = Visitor::signed_in(&app, PRODUCER_A).await;
+    for path in [
+        "/app/deliveries/2027-01-11",
+        "/app/deliveries/2027-01-11.csv",
+    ] {
+        let answer = producer.get(path).await;
+        assert_eq!(answer.status, 421, "{path}: {}", answer.body);
+        assert!(answer.body.contains("served by another node"), "{path}");
+        assert!(!answer.body.contains("data-order-id"));
+    }
+    let mut producer_b = Visitor::signed_in(&app, PRODUCER_B).await;
+    assert_eq!(
+        producer_b.get("/app/deliveries/2027-01-11").await.status,
+        200
+    );
+}
