@@ -20,6 +20,10 @@ use crate::domain::email::fold;
 /// How long a session lasts without being used.
 pub const IDLE: Duration = Duration::from_secs(12 * 60 * 60);
 
+/// Sessions one account may have open at once (its browsers and devices); a sign-in past it
+/// ends the account's least recently used session.
+pub const SESSIONS_PER_ACCOUNT: usize = 16;
+
 /// The throttles' key for emails that are no producer's (they are throttled too, so that
 /// the answer does not tell them apart).
 const NO_WEBSTORE: WebstoreIdx = WebstoreIdx(u32::MAX);
@@ -96,6 +100,29 @@ impl ProducerSessions {
         });
     }
 
+    /// Ends the least recently used sessions of account `email` beyond
+    /// [`SESSIONS_PER_ACCOUNT`]` - 1`, so that a new one fits: signing in again and again
+    /// cannot grow the sessions without bound.
+    fn make_room_for(&self, email: &str) {
+        let mut of_account: Vec<([u8; 32], Instant)> = self
+            .sessions
+            .iter()
+            .filter(|entry| entry.email == email)
+            .map(|entry| {
+                let last = *entry.last_used.lock().unwrap_or_else(|e| e.into_inner());
+                (*entry.key(), last)
+            })
+            .collect();
+        if of_account.len() < SESSIONS_PER_ACCOUNT {
+            return;
+        }
+        of_account.sort_unstable_by_key(|(_, last)| *last);
+        let surplus = of_account.len() + 1 - SESSIONS_PER_ACCOUNT;
+        for (key, _) in of_account.into_iter().take(surplus) {
+            self.sessions.remove(&key);
+        }
+    }
+
     /// How many sessions are open (tests and diagnostics).
     pub fn open(&self) -> usize {
         self.sessions.len()
@@ -130,11 +157,13 @@ impl Service {
             session_id: random_token().map_err(SignInRefused::Failed)?,
             form_token: random_token().map_err(SignInRefused::Failed)?,
         };
+        let email = fold(email);
+        self.producer_sessions.make_room_for(&email);
         self.producer_sessions.sessions.insert(
             digest(&signed_in.session_id),
             Session {
                 webstore,
-                email: fold(email),
+                email,
                 account,
                 form_token: signed_in.form_token.clone(),
                 last_used: Mutex::new(Instant::now()),
@@ -329,6 +358,31 @@ mod tests {
             "no account"
         );
         assert_eq!(service.producer_sessions().open(), 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_account_keeps_at_most_sixteen_sessions_ending_the_least_recently_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let service = service(dir.path());
+        let mut ids = Vec::new();
+        for _ in 0..SESSIONS_PER_ACCOUNT {
+            let signed_in = service
+                .producer_sign_in("pat@farm.example", "shed key".into())
+                .await
+                .unwrap();
+            ids.push(signed_in.session_id);
+        }
+        // The oldest is used again: the second oldest is now the least recently used.
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(service.producer_session(&ids[0]).is_some());
+        let newest = service
+            .producer_sign_in("pat@farm.example", "shed key".into())
+            .await
+            .unwrap();
+        assert_eq!(service.producer_sessions().open(), SESSIONS_PER_ACCOUNT);
+        assert!(service.producer_session(&ids[1]).is_none(), "ended");
+        assert!(service.producer_session(&ids[0]).is_some());
+        assert!(service.producer_session(&newest.session_id).is_some());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
