@@ -321,6 +321,72 @@ mod tests {
         assert_eq!(day.routes[0].rows[0].extras.len(), 1);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn the_routes_are_the_list_in_order_and_the_summary_adds_up(
+            orders in proptest::collection::vec(
+                (0usize..2, 0usize..2, 0u32..4, proptest::bool::ANY, 0usize..3),
+                0..60,
+            )
+        ) {
+            let catalogue = Catalogue::parse(DEMO_CATALOGUE_JSON, 0).unwrap();
+            let webstore = catalogue.webstores()[0].clone();
+            let services: Vec<u64> = webstore.delivery_services.keys().copied().collect();
+            let boxes: Vec<u64> = webstore.boxes.keys().copied().collect();
+            let extra = *webstore.extras.keys().next().unwrap();
+            let items: Vec<u64> = webstore.box_items.keys().copied().collect();
+            // The list comes sorted by delivery service, as the service gives it.
+            let mut orders = orders;
+            orders.sort_by_key(|(service, ..)| *service);
+            let deliveries: Vec<Delivery> = orders
+                .iter()
+                .enumerate()
+                .map(|(i, (service, b, quantity, with_extras, excluded))| {
+                    let extras: Vec<(u64, u32)> =
+                        if *quantity > 0 { vec![(extra, *quantity)] } else { vec![] };
+                    delivery(
+                        i as u64 + 1,
+                        services[*service],
+                        boxes[*b],
+                        &extras,
+                        &items[..*excluded],
+                        *with_extras,
+                    )
+                })
+                .collect();
+            let day = DayView::of(&deliveries, &webstore);
+            let rows: Vec<u64> = day
+                .routes
+                .iter()
+                .flat_map(|route| route.rows.iter().map(|row| row.order_id))
+                .collect();
+            let listed: Vec<u64> = deliveries.iter().map(|d| d.order.id.0).collect();
+            proptest::prop_assert_eq!(rows, listed);
+            proptest::prop_assert_eq!(day.total, deliveries.len());
+            let boxed: u64 = day.boxes.iter().map(|b| b.count).sum();
+            proptest::prop_assert_eq!(boxed, deliveries.len() as u64);
+            let delivered_extras: u64 = deliveries
+                .iter()
+                .filter(|d| d.with_extras)
+                .flat_map(|d| d.order.details.extras.iter())
+                .map(|line| u64::from(line.quantity))
+                .sum();
+            proptest::prop_assert_eq!(
+                day.extras.iter().map(|e| e.count).sum::<u64>(),
+                delivered_extras
+            );
+            let excluded: u64 = orders.iter().map(|(.., excluded)| *excluded as u64).sum();
+            proptest::prop_assert_eq!(day.exclusions.iter().map(|e| e.count).sum::<u64>(), excluded);
+            for route in &day.routes {
+                proptest::prop_assert!(!route.rows.is_empty());
+            }
+            let mut route_ids: Vec<u64> = day.routes.iter().map(|route| route.id).collect();
+            let before = route_ids.len();
+            route_ids.dedup();
+            proptest::prop_assert_eq!(route_ids.len(), before, "one section per route");
+        }
+    }
+
     #[test]
     fn dates_read_as_a_producer_says_them() {
         let day = Day::of(jiff::civil::Date::constant(2026, 11, 26));
