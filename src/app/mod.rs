@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use askama::Template;
 use bytes::Bytes;
-use warp::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use warp::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use warp::reply::Response;
 
 use crate::domain::catalogue::Webstore;
@@ -444,62 +444,60 @@ fn parse_form<T: serde::de::DeserializeOwned + Default>(body: Option<&Bytes>) ->
 }
 
 fn stylesheet() -> Response {
-    let mut response = Response::new(STYLESHEET.into());
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/css; charset=utf-8"),
-    );
-    headers.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_static("public, max-age=3600"),
-    );
+    with_headers(
+        Response::new(STYLESHEET.into()),
+        &[
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+    )
+}
+
+/// `response` with these headers set.
+fn with_headers(mut response: Response, headers: &[(HeaderName, &'static str)]) -> Response {
+    for (name, value) in headers {
+        response
+            .headers_mut()
+            .insert(name.clone(), HeaderValue::from_static(value));
+    }
     response
 }
 
 fn html(status: StatusCode, rendered: askama::Result<String>) -> Response {
     match rendered {
-        Ok(body) => {
-            let mut response = Response::new(body.into());
-            *response.status_mut() = status;
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/html; charset=utf-8"),
-            );
-            response
-                .headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-            response
-        }
+        Ok(body) => with_headers(
+            with_status(Response::new(body.into()), status),
+            &[
+                (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+                (header::CACHE_CONTROL, "no-store"),
+            ],
+        ),
         Err(error) => {
             tracing::error!(%error, "an app page failed to render");
-            plain(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "The page failed to render.",
+            with_headers(
+                with_status(
+                    Response::new("The page failed to render.".into()),
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                ),
+                &[(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
             )
         }
     }
 }
 
-fn plain(status: StatusCode, text: &'static str) -> Response {
-    let mut response = Response::new(text.into());
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
-}
-
 fn see_other(location: &str) -> Response {
-    let mut response = Response::new(Bytes::new().into());
-    *response.status_mut() = StatusCode::SEE_OTHER;
+    let mut response = with_headers(
+        with_status(Response::new(Bytes::new().into()), StatusCode::SEE_OTHER),
+        &[(header::CACHE_CONTROL, "no-store")],
+    );
     if let Ok(value) = HeaderValue::from_str(location) {
         response.headers_mut().insert(header::LOCATION, value);
     }
     response
-        .headers_mut()
-        .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+}
+
+fn with_status(mut response: Response, status: StatusCode) -> Response {
+    *response.status_mut() = status;
     response
 }
 
@@ -573,22 +571,16 @@ fn error_page(error: AppError) -> Response {
 }
 
 /// Every app response: no scripts, no framing, no sniffing, no referrer beyond the app.
-fn secured(mut response: Response) -> Response {
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(CONTENT_SECURITY_POLICY),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("same-origin"),
-    );
-    response
+fn secured(response: Response) -> Response {
+    with_headers(
+        response,
+        &[
+            (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "same-origin"),
+        ],
+    )
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ mod views;
 pub mod watch;
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,52 +107,49 @@ where
 {
     let path = path.as_str();
     let mut record = RequestRecord::begin(&method, router::route(&method, path), &headers);
+    let request = Request {
+        method: &method,
+        path,
+        query: &query,
+        headers: &headers,
+        body_timeout: settings.limits.body_timeout,
+    };
+    let deadline = settings.limits.request_timeout;
     let mut response = if path == "/metrics" {
         metrics(&node, &method, settings.metrics)
     } else if path == "/health" {
         health(&node, &method)
     } else if crate::app::owns(path) {
+        // The producers' app: its own pages, also for a standby or a passed deadline.
         match node.service() {
-            Some(service) => {
-                let request = Request {
-                    method: &method,
-                    path,
-                    query: &query,
-                    headers: &headers,
-                    body_timeout: settings.limits.body_timeout,
-                };
-                let answered = app_page(&service, &settings.app, request, body);
-                match tokio::time::timeout(settings.limits.request_timeout, answered).await {
-                    Ok(answer) => answer.unwrap_or_else(ApiError::into_response),
-                    Err(_) => {
-                        crate::metrics::refused(crate::metrics::Refusal::RequestDeadline);
-                        crate::app::unavailable()
-                    }
-                }
-            }
+            Some(service) => within(deadline, app_page(&service, &settings.app, request, body))
+                .await
+                .unwrap_or_else(crate::app::unavailable),
             None => crate::app::unavailable(),
         }
     } else if let Some(service) = node.service() {
-        let request = Request {
-            method: &method,
-            path,
-            query: &query,
-            headers: &headers,
-            body_timeout: settings.limits.body_timeout,
-        };
-        let dispatched = dispatch(&service, request, body, &mut record);
-        match tokio::time::timeout(settings.limits.request_timeout, dispatched).await {
-            Ok(answer) => answer.unwrap_or_else(ApiError::into_response),
-            Err(_) => {
-                crate::metrics::refused(crate::metrics::Refusal::RequestDeadline);
-                ApiError::DeadlineExceeded.into_response()
-            }
-        }
+        within(deadline, dispatch(&service, request, body, &mut record))
+            .await
+            .unwrap_or_else(|| ApiError::DeadlineExceeded.into_response())
     } else {
         ApiError::NotPrimary.into_response()
     };
     record.finish(&mut response);
     response
+}
+
+/// `answer` rendered, or `None` (counted) when it is not ready within `deadline`.
+async fn within(
+    deadline: Duration,
+    answer: impl Future<Output = Result<Response, ApiError>>,
+) -> Option<Response> {
+    match tokio::time::timeout(deadline, answer).await {
+        Ok(answer) => Some(answer.unwrap_or_else(ApiError::into_response)),
+        Err(_) => {
+            crate::metrics::refused(crate::metrics::Refusal::RequestDeadline);
+            None
+        }
+    }
 }
 
 /// The routes of a listener of its own for the metrics: `GET /metrics`, and 404 for
