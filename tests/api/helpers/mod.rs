@@ -12,6 +12,8 @@
 //! - [`assertions`]: assertions on answers and resources;
 //! - [`fixtures`]: the test webstores' credentials, catalogue, bodies and messages;
 //! - [`skip`]: what a test does when the host lacks something it needs;
+//! - [`browser`]: Debian's headless Chromium driven through chromedriver, for the
+//!   producers' web app (with printing to PDF and axe-core);
 //! - [`nats`] and [`haproxy`]: a real three-node NATS JetStream cluster and a real
 //!   HAProxy on loopback, for the replicated group's tests.
 //!
@@ -19,6 +21,7 @@
 //! it; every wait is bounded in count and time.
 
 mod assertions;
+mod browser;
 mod client;
 pub mod contract;
 mod fixtures;
@@ -28,15 +31,17 @@ mod server;
 mod skip;
 
 pub use assertions::{assert_rfc3339_utc, id_of, SoftAsserts};
+pub use browser::{axe_core_source, Browser, BrowserOptions, Viewport};
 pub use client::{
     enc, parse_link_header, path_and_query, query_param, read_raw_response, read_until_closed,
     Closed, RawResponse, TestResponse,
 };
 pub use fixtures::{
-    customer_body, customer_body_b, default_catalogue, relaxed_catalogue, sha256_hex, store_a,
-    store_b, Creds, ADDRESS_FIELDS, BLANK, INVALID, MSG_BAD_CREDS, MSG_INVALID_JSON,
-    MSG_METHOD_NOT_ALLOWED, MSG_MISSING_CREDS, MSG_NOT_FOUND, MSG_TOO_LARGE, NOT_IN_LIST, STORE_A,
-    STORE_A_KEY, STORE_A_SECRET, STORE_B, STORE_B_KEY, STORE_B_SECRET, TAKEN, TOO_LONG_255,
+    customer_body, customer_body_b, default_catalogue, producers_catalogue, relaxed_catalogue,
+    sha256_hex, store_a, store_b, Creds, ADDRESS_FIELDS, BLANK, INVALID, MSG_BAD_CREDS,
+    MSG_INVALID_JSON, MSG_METHOD_NOT_ALLOWED, MSG_MISSING_CREDS, MSG_NOT_FOUND, MSG_TOO_LARGE,
+    NOT_IN_LIST, PRODUCER_A, PRODUCER_B, STORE_A, STORE_A_KEY, STORE_A_SECRET, STORE_B,
+    STORE_B_KEY, STORE_B_SECRET, TAKEN, TOO_LONG_255,
 };
 pub use haproxy::Haproxy;
 pub use nats::NatsCluster;
