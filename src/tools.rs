@@ -1,5 +1,6 @@
 //! The `boxsub-tools` binary's commands: the benchmark (`bench`), the bare warp server it
-//! measures against (`bare-server`), and the seeding of large stores (`seed`). They are built
+//! measures against (`bare-server`), the producer's delivery day against the API's list
+//! (`day-page`), and the seeding of large stores (`seed`). They are built
 //! only with the cargo feature `tools`, so that the `boxsub` binary operators deploy carries
 //! the service alone. Must not touch: the service's own command line ([`crate::config`]).
 
@@ -23,6 +24,9 @@ pub enum ToolCommand {
     /// Benchmark a bare warp server and boxsub on this machine, in one run (boxsub is the
     /// `boxsub` binary beside this one).
     Bench(BenchConfig),
+    /// Time a producer's whole delivery day in the web app (page and CSV) beside the API's
+    /// delivery list of the same day, one request at a time, on a day of N deliveries.
+    DayPage(DayPageConfig),
     /// Write a store of N customers with one order each (for measurements at scale).
     Seed(SeedConfig),
     /// The benchmark's bare warp server (started by `bench`).
@@ -65,6 +69,20 @@ pub struct BenchConfig {
     pub only: Option<String>,
 }
 
+/// Settings of `boxsub-tools day-page`.
+#[derive(Debug, Clone, Args)]
+pub struct DayPageConfig {
+    /// Deliveries on the day measured (one customer with one weekly order each).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub deliveries: u64,
+    /// Measured runs of each read (after one unmeasured run of each).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    pub runs: u64,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
 /// Settings of `boxsub-tools seed`.
 #[derive(Debug, Clone, Args)]
 pub struct SeedConfig {
@@ -87,6 +105,7 @@ pub struct SeedConfig {
 pub async fn run(command: ToolCommand) -> ExitCode {
     let outcome = match command {
         ToolCommand::Bench(config) => bench(&config).await,
+        ToolCommand::DayPage(config) => day_page(&config).await,
         ToolCommand::Seed(config) => seed(&config),
         ToolCommand::BareServer { addr } => crate::bench::bare_server(&addr).await,
     };
@@ -111,10 +130,7 @@ fn seed(config: &SeedConfig) -> Result<(), String> {
 async fn bench(config: &BenchConfig) -> Result<(), String> {
     let report = crate::bench::run(config).await?;
     println!("{}", crate::bench::markdown(&report));
-    if let Some(path) = &config.json {
-        let json = serde_json::to_vec_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    }
+    write_json(config.json.as_deref(), &report)?;
     let errors: u64 = report.scenarios.iter().map(|s| s.errors).sum();
     if errors > 0 {
         return Err(format!(
@@ -122,4 +138,24 @@ async fn bench(config: &BenchConfig) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+async fn day_page(config: &DayPageConfig) -> Result<(), String> {
+    // Every request is checked as it is answered: a wrong status ends the run with an error.
+    let report = crate::bench::day_page(config).await?;
+    println!("{}", report.markdown());
+    write_json(config.json.as_deref(), &report)?;
+    Ok(())
+}
+
+/// Writes `report` as JSON to `path`, if one was given.
+fn write_json(
+    path: Option<&std::path::Path>,
+    report: &impl serde::Serialize,
+) -> Result<(), String> {
+    let Some(path) = path else {
+        return Ok(());
+    };
+    let json = serde_json::to_vec_pretty(report).map_err(|e| e.to_string())?;
+    std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))
 }

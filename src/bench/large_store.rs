@@ -219,10 +219,37 @@ struct Measured {
     cpu_us_per_request: f64,
 }
 
+/// Sends `request` over `client`; its answer must have status `expect` and pass `check`
+/// (given the answer, an error message if it does not). `what` names the request in errors.
+pub(super) async fn checked(
+    client: &mut load::Client,
+    what: &str,
+    request: load::Req,
+    expect: u16,
+    check: impl Fn(&load::Answer) -> Option<String>,
+) -> Result<load::Answer, String> {
+    let answer = client
+        .send(request)
+        .await
+        .map_err(|e| format!("{what}: {e}"))?;
+    if answer.status != expect {
+        let start = answer.body.len().min(300);
+        return Err(format!(
+            "{what} answered {} instead of {expect}: {}",
+            answer.status,
+            String::from_utf8_lossy(&answer.body[..start])
+        ));
+    }
+    match check(&answer) {
+        Some(problem) => Err(format!("{what}: {problem}")),
+        None => Ok(answer),
+    }
+}
+
 /// Sends `make(0)` unmeasured, then `make(1)`, `make(2)`, ... one at a time over one
 /// keep-alive connection, at least `min_requests` of them and for at least
-/// [`SEQUENTIAL_SECONDS`]; every answer must have status `expect` and pass `check` (given
-/// the answer, an error message if it does not).
+/// [`SEQUENTIAL_SECONDS`]; every answer must have status `expect` and pass `check` (see
+/// [`checked`]).
 async fn sequential(
     server: &Server,
     what: &str,
@@ -232,20 +259,7 @@ async fn sequential(
     check: impl Fn(&load::Answer) -> Option<String>,
 ) -> Result<Measured, String> {
     let mut client = load::Client::new(server.addr)?;
-    let verify = |answer: Result<load::Answer, String>| {
-        let answer = answer.map_err(|e| format!("{what}: {e}"))?;
-        if answer.status != expect {
-            return Err(format!(
-                "{what} answered {} instead of {expect}",
-                answer.status
-            ));
-        }
-        match check(&answer) {
-            Some(problem) => Err(format!("{what}: {problem}")),
-            None => Ok(answer),
-        }
-    };
-    verify(client.send(make(0)).await)?;
+    checked(&mut client, what, make(0), expect, &check).await?;
     let mut latencies = load::latency_histogram();
     let cpu_before = server.cpu_seconds();
     let started = Instant::now();
@@ -253,9 +267,8 @@ async fn sequential(
     while requests < min_requests || started.elapsed().as_secs_f64() < SEQUENTIAL_SECONDS {
         requests += 1;
         let sent = Instant::now();
-        verify(client.send(make(requests)).await)?;
-        let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
-        latencies.saturating_record(micros.max(1));
+        checked(&mut client, what, make(requests), expect, &check).await?;
+        load::record_since(&mut latencies, sent);
     }
     let cpu = server.cpu_seconds() - cpu_before;
     Ok(Measured {

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use hdrhistogram::Histogram;
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::{Connection, SendRequest};
-use hyper::header::{HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
+use hyper::header::{HeaderMap, HeaderValue, CONNECTION, CONTENT_TYPE, HOST};
 use hyper::{Method, Request};
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
@@ -72,6 +72,13 @@ impl Default for LoadResult {
 /// An empty histogram of latencies in µs, from 1 µs to a minute, 3 significant digits.
 pub fn latency_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, HIGHEST_US, 3).expect("constant histogram bounds are valid")
+}
+
+/// Records the time since `sent` into `latencies` (a [`latency_histogram`]), in µs, within
+/// its bounds.
+pub fn record_since(latencies: &mut Histogram<u64>, sent: Instant) {
+    let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
+    latencies.saturating_record(micros.clamp(1, HIGHEST_US));
 }
 
 impl LoadResult {
@@ -149,10 +156,7 @@ async fn connection(spec: LoadSpec, index: u64, measure_from: Instant, end: Inst
         match answer {
             Ok(answer) => {
                 result.requests += 1;
-                let micros = u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX);
-                result
-                    .latencies_us
-                    .saturating_record(micros.clamp(1, HIGHEST_US));
+                record_since(&mut result.latencies_us, sent);
                 if answer.status != expected {
                     result.errors += 1;
                 }
@@ -250,8 +254,9 @@ async fn exchange(sender: &mut SendRequest<Full<Bytes>>, request: Req) -> Result
         .send_request(request)
         .await
         .map_err(|e| e.to_string())?;
-    let headers = response.headers();
-    let status = response.status().as_u16();
+    let (head, body) = response.into_parts();
+    let headers = head.headers;
+    let status = head.status.as_u16();
     let keep_alive = !headers
         .get(CONNECTION)
         .is_some_and(|value| value.as_bytes().eq_ignore_ascii_case(b"close"));
@@ -259,8 +264,7 @@ async fn exchange(sender: &mut SendRequest<Full<Bytes>>, request: Req) -> Result
         .get("x-total-count")
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse().ok());
-    let body = response
-        .into_body()
+    let body = body
         .collect()
         .await
         .map_err(|e| format!("reading the body: {e}"))?
@@ -270,6 +274,7 @@ async fn exchange(sender: &mut SendRequest<Full<Bytes>>, request: Req) -> Result
         keep_alive,
         body_length: body.len(),
         total_count,
+        headers,
         body,
     })
 }
@@ -290,6 +295,8 @@ pub struct Answer {
     pub body_length: usize,
     /// `X-Total-Count`, on lists.
     pub total_count: Option<u64>,
+    /// Every header (moved out of the response, not copied).
+    pub headers: HeaderMap,
     /// The body (already read whole, so keeping it costs nothing more).
     pub body: Bytes,
 }

@@ -16,8 +16,10 @@
 //! starts, measures and stops the servers; `scenarios` says what each scenario sends and
 //! expects; [`load`] is the load generator; `expiry` runs keyed creates against record
 //! expiry; `large_store` measures restart and single requests on a large store; `report`
-//! renders the report as markdown.
+//! renders the report as markdown; `day` measures a producer's delivery day in the web app
+//! beside the API's list (`boxsub-tools day-page`, a command of its own).
 
+mod day;
 mod expiry;
 mod large_store;
 pub mod load;
@@ -25,6 +27,7 @@ mod report;
 mod scenarios;
 mod servers;
 
+pub use day::{day_page, DayPageReport, DayRead};
 pub use report::markdown;
 pub use servers::bare_server;
 

@@ -1,9 +1,11 @@
 //! The servers a bench run measures, each a child process of the running executable: boxsub
 //! on a scratch directory (its store seeded with `boxsub-tools seed`) and the bare warp server
 //! (`bare_server`, the front end's limit). A server's resident memory and CPU time come from
-//! `/proc`; stopping it ends it with SIGTERM. Also: the host's description. Must not touch:
+//! `/proc` (CPU in ticks of the whole process, or to the nanosecond by thread); stopping it
+//! ends it with SIGTERM. Also: the host's description. Must not touch:
 //! what is sent to the servers (`scenarios`, `load`), the report.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -119,6 +121,26 @@ impl Server {
         (ticks(11) + ticks(12)) / 100.0
     }
 
+    /// The CPU time of each of the process's threads so far, to the nanosecond: for reads
+    /// too short for [`Server::cpu_seconds`]'s ticks of 10 ms.
+    pub(super) fn thread_cpu(&self) -> ThreadCpu {
+        let mut threads = HashMap::new();
+        let tasks = std::fs::read_dir(format!("/proc/{}/task", self.child.id()));
+        for task in tasks.into_iter().flatten().flatten() {
+            let Some(tid) = task.file_name().to_str().and_then(|name| name.parse().ok()) else {
+                continue;
+            };
+            // The first field: time on a CPU, ns, as the scheduler counts it.
+            let nanos = std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|stat| stat.split_whitespace().next()?.parse().ok());
+            if let Some(nanos) = nanos {
+                threads.insert(tid, nanos);
+            }
+        }
+        ThreadCpu(threads)
+    }
+
     /// SIGTERM, then wait (bounded) for a clean exit.
     pub(super) fn stop(mut self) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
@@ -137,6 +159,23 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// CPU nanoseconds of each thread of a server by thread id (`/proc/PID/task/TID/schedstat`),
+/// read by [`Server::thread_cpu`].
+pub(super) struct ThreadCpu(HashMap<u32, u64>);
+
+impl ThreadCpu {
+    /// CPU seconds the process used from `before` to this reading: a thread started in
+    /// between counts whole, one that ended in between does not count.
+    pub(super) fn seconds_since(&self, before: &ThreadCpu) -> f64 {
+        let nanos: u64 = self
+            .0
+            .iter()
+            .map(|(tid, now)| now.saturating_sub(before.0.get(tid).copied().unwrap_or(0)))
+            .sum();
+        nanos as f64 / 1e9
     }
 }
 
