@@ -6,9 +6,10 @@
 //!
 //! [`Browser::start`] returns `None` after [`skip_or_fail`] where Chromium or chromedriver
 //! is missing; [`axe_core_source`] likewise where axe-core was not fetched (`.ci/axe-core`).
-//! The chromedriver process (and the Chromium it starts, in its process group) is owned by
-//! the [`Browser`], whose `Drop` ends the session and kills and reaps them; every wait is
-//! bounded.
+//! The chromedriver process and the Chromium it starts are owned by the [`Browser`], whose
+//! `Drop` ends the session (Chromium quits), then kills chromedriver and reaps it, and kills
+//! whatever Chromium process is left (found by the profile directory that is the Browser's
+//! alone); every wait is bounded.
 
 use std::future::Future;
 use std::io::{Read, Write};
@@ -157,7 +158,8 @@ impl Browser {
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("a second handle on the log"))
             .stderr(log)
-            // Its own process group, which the Chromium it starts joins: `Drop` kills the group.
+            // Out of the test's process group, away from a terminal's signals; Chromium
+            // starts a session of its own anyway.
             .process_group(0)
             .spawn()
             .unwrap_or_else(|e| panic!("starting {}: {e}", chromedriver.display()));
@@ -459,37 +461,70 @@ impl Drop for Browser {
         // but a test's runtime may be shutting down and never run it: end it here, with a
         // blocking request (chromedriver then quits Chromium), before killing what is left.
         end_session(self.driver_port, &self.session_id);
-        kill_group(&mut self.driver);
+        stop(&mut self.driver, self._scratch.path());
     }
 }
 
-/// `DELETE /session/{id}` to the chromedriver on `port`, waiting at most [`QUIT_TIMEOUT`];
-/// failures are ignored (the process group is killed next anyway).
+/// `DELETE /session/{id}` to the chromedriver on `port`, waiting at most [`QUIT_TIMEOUT`] for
+/// its answer (chromedriver answers once Chromium has quit); failures are ignored, since
+/// whatever is left is killed next anyway.
 fn end_session(port: u16, session_id: &str) {
     let Ok(mut stream) =
         TcpStream::connect_timeout(&(Ipv4Addr::LOCALHOST, port).into(), Duration::from_secs(2))
     else {
         return;
     };
-    let _ = stream.set_read_timeout(Some(QUIT_TIMEOUT));
     let _ = stream.set_write_timeout(Some(QUIT_TIMEOUT));
     let request = format!(
         "DELETE /session/{session_id} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\
          Content-Length: 0\r\nConnection: close\r\n\r\n"
     );
-    if stream.write_all(request.as_bytes()).is_ok() {
-        let mut answer = Vec::new();
-        let _ = stream.take(1 << 20).read_to_end(&mut answer);
+    if stream.write_all(request.as_bytes()).is_err() {
+        return;
+    }
+    // The answer's head is enough: chromedriver keeps the connection open after its
+    // answer, so reading to the end would wait for the whole timeout.
+    let deadline = Instant::now() + QUIT_TIMEOUT;
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => answer.extend_from_slice(&chunk[..n]),
+        }
     }
 }
 
-/// Kills the process group `child` leads (chromedriver and every Chromium process it
-/// started) and reaps `child`.
-fn kill_group(child: &mut Child) {
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
-    let _ = child.kill();
-    let _ = child.wait();
+/// Kills and reaps chromedriver, then kills every process still running with the Chromium
+/// profile in `scratch` (none, after a session that ended well). Chromium's processes are
+/// found by that profile, which is this browser's alone, since Chromium puts itself in a
+/// session of its own, out of chromedriver's process group, and is no child of the test's.
+fn stop(driver: &mut Child, scratch: &Path) {
+    let _ = driver.kill();
+    let _ = driver.wait();
+    let flag = format!("--user-data-dir={}", scratch.join("profile").display());
+    let Ok(processes) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for process in processes.flatten() {
+        let Some(pid) = process.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        let Ok(command_line) = std::fs::read(process.path().join("cmdline")) else {
+            continue;
+        };
+        if command_line
+            .split(|&b| b == 0)
+            .any(|arg| arg == flag.as_bytes())
+        {
+            let pid = nix::unistd::Pid::from_raw(pid);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+        }
+    }
 }
 
 /// chromedriver and its scratch directory before a session exists: killed and reaped if the
@@ -553,8 +588,8 @@ impl PartialBrowser {
 
 impl Drop for PartialBrowser {
     fn drop(&mut self) {
-        if let Some(mut driver) = self.driver.take() {
-            kill_group(&mut driver);
+        if let (Some(mut driver), Some(scratch)) = (self.driver.take(), self.scratch.as_ref()) {
+            stop(&mut driver, scratch.path());
         }
     }
 }
