@@ -863,6 +863,9 @@ async fn at_a_phones_width_no_page_scrolls_sideways() {
     let town = "Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch";
     assert!(browser.source().await.contains(town));
     if let Some(path) = screenshot_path("app-day-phone.png") {
+        // The delivery list, where a phone shows each delivery as a card.
+        let list = "document.getElementById('delivery-list').scrollIntoView();";
+        browser.js(list, vec![]).await;
         browser.screenshot_to(&path).await;
     }
 }
