@@ -569,7 +569,14 @@ async fn the_day_page_shows_the_apis_list_its_counts_and_its_csv() {
 
     // Rows: the API's, in its order, each under its delivery service's route.
     assert_eq!(browser.status().await, 200);
-    assert!(browser.text("h1").await.contains("2027"));
+    let heading = browser.text("h1").await;
+    assert!(
+        heading.contains("11") && heading.contains("2027"),
+        "{heading}"
+    );
+    // The sign-out form carries its token (checked by the server, which test app.rs does).
+    let token = "form[action='/app/sign_out'] input[type=hidden][name=form_token]";
+    assert_eq!(browser.count(token).await, 1);
     assert_eq!(routes_on_page(&browser).await, routes_of(&list));
     let rows: Vec<u64> = browser
         .attributes("tr[data-order-id]", "data-order-id")
@@ -1022,22 +1029,42 @@ async fn signing_in_and_out_needs_no_javascript() {
         .await;
     assert_eq!(browser.text("#p").await, "off");
     let (_dir, app) = producers_app().await;
+    let day = format!("/app/deliveries/{DAY}");
 
     sign_in(&browser, &app, PRODUCER_A).await;
     assert!(browser.current_path().await.starts_with("/app/deliveries/"));
-    browser
-        .goto(&app.url(&format!("/app/deliveries/{DAY}")))
-        .await;
+    browser.goto(&app.url(&day)).await;
     assert_eq!(browser.status().await, 200);
     let day_source = browser.source().await;
-    sign_out(&browser).await;
-    assert_eq!(browser.current_path().await, "/app/sign_in");
-    browser
-        .goto(&app.url(&format!("/app/deliveries/{DAY}")))
-        .await;
-    assert_eq!(browser.current_path().await, "/app/sign_in");
+    let session = session_of(&browser).await;
 
     // No page carries a script, and the policy forbids any.
+    for (path, session) in [("/app/sign_in", None), (day.as_str(), Some(&session))] {
+        let mut request = plain_client().get(app.url(path));
+        if let Some(session) = session {
+            request = request.header("Cookie", format!("{SESSION}={session}"));
+        }
+        let answer = request.send().await.unwrap();
+        assert_eq!(answer.status(), 200, "{path}");
+        let policy = answer.headers()["content-security-policy"]
+            .to_str()
+            .unwrap();
+        assert!(
+            !policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"),
+            "{path}: {policy}"
+        );
+        assert!(
+            policy.contains("script-src 'none'")
+                || (policy.contains("default-src 'none'") && !policy.contains("script-src")),
+            "{path}: {policy}"
+        );
+        assert_eq!(answer.headers()["x-frame-options"], "DENY", "{path}");
+    }
+
+    sign_out(&browser).await;
+    assert_eq!(browser.current_path().await, "/app/sign_in");
+    browser.goto(&app.url(&day)).await;
+    assert_eq!(browser.current_path().await, "/app/sign_in");
     let sign_in_source = browser.source().await;
     for (what, source) in [
         ("the day", day_source),
@@ -1048,22 +1075,4 @@ async fn signing_in_and_out_needs_no_javascript() {
             "{what} has a script"
         );
     }
-    let answer = plain_client()
-        .get(app.url("/app/sign_in"))
-        .send()
-        .await
-        .unwrap();
-    let policy = answer.headers()["content-security-policy"]
-        .to_str()
-        .unwrap();
-    assert!(
-        !policy.contains("unsafe-inline") && !policy.contains("unsafe-eval"),
-        "{policy}"
-    );
-    assert!(
-        policy.contains("script-src 'none'")
-            || (policy.contains("default-src 'none'") && !policy.contains("script-src")),
-        "{policy}"
-    );
-    assert_eq!(answer.headers()["x-frame-options"], "DENY");
 }
