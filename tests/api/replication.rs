@@ -352,6 +352,12 @@ async fn a_standby_answers_503_with_retry_after_and_health_says_what_it_is() {
         assert_eq!(response.status, 503, "{method} {path} on a standby");
         assert_eq!(response.header("Retry-After").as_deref(), Some("1"));
     }
+    // The producers' app is not served by a standby either: a page that says so.
+    let page = reqwest::get(standby_app.url("/app/sign_in")).await.unwrap();
+    assert_eq!(page.status(), 503, "the app on a standby");
+    assert_eq!(page.headers()["retry-after"], "1");
+    assert_eq!(page.headers()["content-type"], "text/html; charset=utf-8");
+    assert!(page.headers().contains_key("content-security-policy"));
     // The metrics say the same, on both.
     for (app, serving) in [(standby_app, 0.0), (group.app(primary), 1.0)] {
         let metrics = app.send(Method::GET, "/metrics", None, None, &[]).await;
