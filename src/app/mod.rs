@@ -166,39 +166,47 @@ pub async fn handle(
     settings: &AppSettings,
     request: AppRequest<'_>,
 ) -> AppAnswer {
-    let (route, date) = route(request.path);
-    let answer = match route {
-        AppRoute::Stylesheet => only_get(request.method).map(|()| stylesheet()),
-        AppRoute::SignIn if is_get(request.method) => Ok(sign_in_form(service, settings, &request)),
-        AppRoute::SignIn if request.method == Method::POST => {
-            sign_in(service, settings, &request).await
+    match respond(service, settings, &request).await {
+        Ok(AppAnswer::Page(response)) => AppAnswer::Page(secured(response)),
+        Ok(csv) => csv,
+        Err(error) => AppAnswer::Page(secured(error_page(error))),
+    }
+}
+
+/// The answer of the page the request names, before the headers every answer carries.
+async fn respond(
+    service: &Service,
+    settings: &AppSettings,
+    request: &AppRequest<'_>,
+) -> Result<AppAnswer, AppError> {
+    let method = request.method;
+    let page = match route(request.path) {
+        (AppRoute::Stylesheet, _) => {
+            only_get(method)?;
+            stylesheet()
         }
-        AppRoute::SignIn => Err(AppError::MethodNotAllowed("GET, POST")),
-        AppRoute::SignOut if request.method == Method::POST => {
-            sign_out(service, settings, &request)
+        (AppRoute::SignIn, _) if is_get(method) => sign_in_form(service, settings, request),
+        (AppRoute::SignIn, _) if method == Method::POST => {
+            sign_in(service, settings, request).await?
         }
-        AppRoute::SignOut => Err(AppError::MethodNotAllowed("POST")),
-        AppRoute::Home => match only_get(request.method) {
-            Ok(()) => signed_in(service, request.headers).map(|session| {
-                let webstore = &session.webstore;
-                let day = delivery_day_from(webstore.today(), webstore.delivery_week_days());
-                see_other(&format!("/app/deliveries/{}", day.date()))
-            }),
-            Err(error) => Err(error),
-        },
-        AppRoute::Day | AppRoute::DayCsv => match (only_get(request.method), date) {
-            (Err(error), _) => Err(error),
-            (Ok(()), None) => Err(AppError::NotFound),
-            (Ok(()), Some(date)) => {
-                return match day(service, &request, date, route == AppRoute::DayCsv).await {
-                    Ok(answer) => answer,
-                    Err(error) => AppAnswer::Page(secured(error_page(error))),
-                };
-            }
-        },
-        AppRoute::Unmatched => Err(AppError::NotFound),
+        (AppRoute::SignIn, _) => return Err(AppError::MethodNotAllowed("GET, POST")),
+        (AppRoute::SignOut, _) if method == Method::POST => sign_out(service, settings, request)?,
+        (AppRoute::SignOut, _) => return Err(AppError::MethodNotAllowed("POST")),
+        (AppRoute::Home, _) => {
+            only_get(method)?;
+            let webstore = signed_in(service, request.headers)?.webstore;
+            let day = delivery_day_from(webstore.today(), webstore.delivery_week_days());
+            see_other(&format!("/app/deliveries/{}", day.date()))
+        }
+        (route @ (AppRoute::Day | AppRoute::DayCsv), Some(date)) => {
+            only_get(method)?;
+            return day(service, request, date, route == AppRoute::DayCsv).await;
+        }
+        (AppRoute::Day | AppRoute::DayCsv | AppRoute::Unmatched, _) => {
+            return Err(AppError::NotFound)
+        }
     };
-    AppAnswer::Page(secured(answer.unwrap_or_else(error_page)))
+    Ok(AppAnswer::Page(page))
 }
 
 /// A day's CSV (`csv`, the API's CSV of the day's whole list) as a download named after the
@@ -431,10 +439,7 @@ async fn day(
         form_token: &session.form_token,
         day: &view,
     };
-    Ok(AppAnswer::Page(secured(html(
-        StatusCode::OK,
-        page.render(),
-    ))))
+    Ok(AppAnswer::Page(html(StatusCode::OK, page.render())))
 }
 
 fn parse_form<T: serde::de::DeserializeOwned + Default>(body: Option<&Bytes>) -> T {

@@ -532,14 +532,15 @@ async fn signing_out_ends_the_session_on_the_server() {
 #[tokio::test]
 async fn forms_posted_from_another_site_are_refused() {
     let (_dir, app) = producers_app(&[]).await;
-    let (email, password) = PRODUCER_A;
-    let fields = |token: &str| {
-        vec![
-            ("email".to_owned(), email.to_owned()),
-            ("password".to_owned(), password.to_owned()),
-            ("form_token".to_owned(), token.to_owned()),
+    /// Producer A's sign-in form with `token`.
+    fn fields(token: &str) -> [(&str, &str); 3] {
+        let (email, password) = PRODUCER_A;
+        [
+            ("email", email),
+            ("password", password),
+            ("form_token", token),
         ]
-    };
+    }
 
     // No form cookie: a page of another site cannot have one.
     let client = reqwest::Client::builder()
@@ -558,18 +559,16 @@ async fn forms_posted_from_another_site_are_refused() {
     let mut visitor = Visitor::new(&app);
     let token = visitor.get("/app/sign_in").await.form_token();
     // The cookie but another token.
-    let wrong_token = fields(&"b".repeat(64));
-    let wrong: Vec<(&str, &str)> = wrong_token
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
-    assert_eq!(visitor.post("/app/sign_in", &wrong).await.status, 403);
+    let wrong_token = "b".repeat(64);
+    assert_eq!(
+        visitor
+            .post("/app/sign_in", &fields(&wrong_token))
+            .await
+            .status,
+        403
+    );
     // The right token, from another origin or a cross-site request.
-    let right_fields = fields(&token);
-    let right: Vec<(&str, &str)> = right_fields
-        .iter()
-        .map(|(k, v)| (k.as_str(), v.as_str()))
-        .collect();
+    let right = fields(&token);
     visitor.origin = "http://evil.example".into();
     assert_eq!(visitor.post("/app/sign_in", &right).await.status, 403);
     visitor.origin = app.url("");
