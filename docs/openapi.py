@@ -741,10 +741,16 @@ responses = {
     "PayloadTooLarge": {
         "description": (
             "The body is over 64 KiB (65,536 bytes), whether announced by `Content-Length` "
-            "or sent chunked. The connection is closed."),
+            "or sent chunked: the connection is closed. Or, on a replicated group, the "
+            "change the request makes is larger than the group's changelog takes in one "
+            "message (its NATS servers' `max_payload`, less 2 KiB for headers): nothing was "
+            "changed, and the connection stays open."),
         "headers": hdrs("Connection"),
         "content": json_content(sref("Message"), msg_ex(
-            ("too_large", "Request body too large"))),
+            ("too_large", "Request body too large"),
+            ("change_too_large", "This change is larger than the service's replicated "
+                                 "changelog takes in one message. Nothing was changed; send a "
+                                 "smaller one."))),
     },
     "Unprocessable": {
         "description": (
@@ -814,7 +820,8 @@ responses = {
                           "Nothing was changed; reads still work."),
             ("storage", "The storage of the service failed. Nothing was changed; try again "
                         "later."),
-            ("standby", "This node is a standby of its group and takes no requests. Nothing "
+            ("standby", "This node does not serve its group now (a standby, or a primary "
+                        "that has lost touch with its group) and takes no requests. Nothing "
                         "was changed; try again shortly (through the group's front end)."),
             ("moving", "This webstore is moving between hosts: writes are paused for a "
                        "moment. Nothing was changed; try again shortly (reads still work)."))),

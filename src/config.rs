@@ -267,6 +267,15 @@ pub struct ServeConfig {
     #[arg(long, env = "BOXSUB_CHANGELOG_SNAPSHOT_EVERY", default_value_t = 100_000,
           value_parser = clap::value_parser!(u64).range(10..))]
     pub changelog_snapshot_every: u64,
+    /// The NATS user this node connects to its group's servers as: a credentials file
+    /// (`.creds`, a user JWT and seed) or a file holding the user's nkey seed (`SU…`).
+    /// Read at start; never logged.
+    #[arg(long, env = "BOXSUB_CHANGELOG_CREDS")]
+    pub changelog_creds: Option<PathBuf>,
+    /// A CA certificate (PEM) to check the NATS servers' TLS certificates against: with it,
+    /// the node speaks to its servers over TLS only.
+    #[arg(long, env = "BOXSUB_CHANGELOG_TLS_CA")]
+    pub changelog_tls_ca: Option<PathBuf>,
 }
 
 /// A NATS server URL.
@@ -345,12 +354,29 @@ impl ServeConfig {
         if self.durability == DurabilityFlag::Off {
             return Err("--changelog acknowledges writes once the group holds them: it cannot run with --durability off".into());
         }
+        if let Some(creds) = &self.changelog_creds {
+            crate::replication::changelog::read_credentials(creds)
+                .map_err(|error| format!("--changelog-creds: {error}"))?;
+        }
+        if let Some(ca) = &self.changelog_tls_ca {
+            let pem = std::fs::read_to_string(ca).map_err(|error| {
+                format!("--changelog-tls-ca: reading {}: {error}", ca.display())
+            })?;
+            if !pem.contains("-----BEGIN CERTIFICATE-----") {
+                return Err(format!(
+                    "--changelog-tls-ca: {} holds no PEM certificate",
+                    ca.display()
+                ));
+            }
+        }
         Ok(Some(crate::replication::GroupSettings {
             servers: self.changelog.clone(),
             stream: self.changelog_stream.clone(),
             node,
             replicas: usize::from(self.changelog_replicas),
             snapshot_every: self.changelog_snapshot_every,
+            credentials: self.changelog_creds.clone(),
+            tls_ca: self.changelog_tls_ca.clone(),
         }))
     }
 

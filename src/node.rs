@@ -5,10 +5,18 @@
 //! is swapped in and out whole, so a request is served by the node's service of the moment
 //! it arrived, or answered 503 by the HTTP layer when there is none.
 //!
+//! A group's primary serves only while it holds its **read lease** ([`Node::extend_lease`]):
+//! replication extends it each time the changelog acknowledges a message, up to a moment
+//! before any standby may take over (the argument is in `crate::replication`). Once it
+//! lapses, [`Node::service`] answers `None` (the HTTP layer says 503) until the next
+//! acknowledgement, so that a primary cut off from its group never answers from a state the
+//! group may already have left behind. A single node holds a lease for ever.
+//!
 //! Must not touch: how a role is won or lost (replication), what the service does.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
 use arc_swap::ArcSwapOption;
 use serde::Serialize;
@@ -33,7 +41,8 @@ pub enum State {
     /// A standby, applying the changelog as it grows.
     Following,
     /// The group's primary, waiting for the changelog to acknowledge (a NATS server lost,
-    /// the stream electing a leader): it takes no new requests until it does, or steps down.
+    /// the stream electing a leader, the network cut), or whose read lease has lapsed: it
+    /// takes no new requests until the changelog acknowledges again, or steps down.
     Stalled,
     /// A primary that learnt another node took its place: it acknowledges nothing more and
     /// is rebuilding its copy to follow again.
@@ -89,14 +98,24 @@ impl Health {
     }
 }
 
-/// The node: its service of the moment and its state.
+/// The node: its service of the moment, its read lease and its state.
 pub struct Node {
     name: String,
     service: ArcSwapOption<Service>,
+    /// Until when the node may answer as the primary, in nanoseconds after `epoch` on this
+    /// process's monotonic clock: [`NO_LEASE`] for none, [`LEASED_FOR_EVER`] for a single
+    /// node.
+    lease_until: AtomicU64,
+    epoch: Instant,
     state: AtomicU8,
     applied: AtomicU64,
     lag: AtomicU64,
 }
+
+/// `lease_until` of a node that holds no lease.
+const NO_LEASE: u64 = 0;
+/// `lease_until` of a single node, which needs none.
+const LEASED_FOR_EVER: u64 = u64::MAX;
 
 impl Node {
     /// A single node serving `service` from the start.
@@ -105,6 +124,8 @@ impl Node {
         Node {
             name: String::new(),
             service: ArcSwapOption::from(Some(service)),
+            lease_until: AtomicU64::new(LEASED_FOR_EVER),
+            epoch: Instant::now(),
             state: AtomicU8::new(State::Standalone as u8),
             applied: AtomicU64::new(0),
             lag: AtomicU64::new(0),
@@ -116,26 +137,60 @@ impl Node {
         Node {
             name: name.to_owned(),
             service: ArcSwapOption::empty(),
+            lease_until: AtomicU64::new(NO_LEASE),
+            epoch: Instant::now(),
             state: AtomicU8::new(State::Connecting as u8),
             applied: AtomicU64::new(0),
             lag: AtomicU64::new(0),
         }
     }
 
-    /// The service requests go to, none while the node does not take them.
+    /// The service requests go to: none while the node does not take them, or while its
+    /// read lease has lapsed.
     pub fn service(&self) -> Option<Arc<Service>> {
+        if !self.leased() {
+            return None;
+        }
         self.service.load_full()
     }
 
-    /// Starts serving `service` as the group's primary.
+    /// The service the node runs, lease or not (its own background work: backups, reloads).
+    pub fn running_service(&self) -> Option<Arc<Service>> {
+        self.service.load_full()
+    }
+
+    /// Whether the node holds its read lease now: a single node always; a group's primary
+    /// until the moment replication last extended it to.
+    pub fn leased(&self) -> bool {
+        match self.lease_until.load(Ordering::Acquire) {
+            LEASED_FOR_EVER => true,
+            NO_LEASE => false,
+            until => self.nanos_since_epoch(Instant::now()) < until,
+        }
+    }
+
+    /// Extends the read lease to `until` (never shortens it).
+    pub fn extend_lease(&self, until: Instant) {
+        let until = self.nanos_since_epoch(until).clamp(1, LEASED_FOR_EVER - 1);
+        self.lease_until.fetch_max(until, Ordering::AcqRel);
+    }
+
+    fn nanos_since_epoch(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Starts serving `service` as the group's primary (within the read lease it holds).
     pub fn serve(&self, service: Arc<Service>) {
         self.service.store(Some(service));
         self.set_state(State::Serving);
     }
 
-    /// Stops serving (requests from now on get 503), returning the service that served, and
-    /// says why.
+    /// Stops serving (requests from now on get 503) and gives up the read lease, returning
+    /// the service that served, and says why.
     pub fn withdraw(&self, state: State) -> Option<Arc<Service>> {
+        if self.lease_until.load(Ordering::Acquire) != LEASED_FOR_EVER {
+            self.lease_until.store(NO_LEASE, Ordering::Release);
+        }
         let service = self.service.swap(None);
         self.set_state(state);
         service
@@ -147,18 +202,12 @@ impl Node {
         self.count_serving();
     }
 
-    fn count_serving(&self) {
-        METRICS.group_serving.set(i64::from(
-            self.health_state().0 && self.state() != State::Stalled,
-        ));
-    }
-
-    /// Whether the node is a primary (it has a service and a primary's state).
-    fn health_state(&self) -> (bool, State) {
-        let state = self.state();
-        let primary = matches!(state, State::Standalone | State::Serving | State::Stalled)
-            && self.service.load().is_some();
-        (primary, state)
+    /// Sets `boxsub_group_serving` to what `/health` says now (at each change of state, and
+    /// when the metrics are read, since a lease lapses without a change of state).
+    pub fn count_serving(&self) {
+        METRICS
+            .group_serving
+            .set(i64::from(self.health().is_serving()));
     }
 
     /// Records that the primary's changelog stalls (or no longer does).
@@ -193,9 +242,12 @@ impl Node {
             .unwrap_or(State::Stopping)
     }
 
-    /// What `GET /health` answers.
+    /// What `GET /health` answers: a primary whose read lease has lapsed says it is stalled.
     pub fn health(&self) -> Health {
-        let state = self.state();
+        let mut state = self.state();
+        if state == State::Serving && !self.leased() {
+            state = State::Stalled;
+        }
         let serving =
             matches!(state, State::Standalone | State::Serving) && self.service.load().is_some();
         Health {
@@ -251,5 +303,28 @@ mod tests {
         let health = node.health();
         assert_eq!(health.role, Role::Standby, "no service yet");
         assert!(!health.is_serving());
+    }
+
+    #[test]
+    fn a_group_node_holds_its_lease_only_until_the_moment_it_was_extended_to() {
+        let node = Node::in_group("a");
+        assert!(!node.leased(), "no lease before the first acknowledgement");
+        node.extend_lease(Instant::now() + std::time::Duration::from_secs(60));
+        assert!(node.leased());
+        node.extend_lease(Instant::now());
+        assert!(node.leased(), "an earlier moment never shortens the lease");
+        node.withdraw(State::Deposed);
+        assert!(!node.leased(), "a node that stops serving gives its lease up");
+        node.extend_lease(Instant::now() - std::time::Duration::from_millis(1));
+        assert!(!node.leased(), "a lease that ended is no lease");
+    }
+
+    #[test]
+    fn a_serving_primary_whose_lease_lapsed_reports_itself_stalled() {
+        let node = Node::in_group("a");
+        node.set_state(State::Serving);
+        assert_eq!(node.health().state, State::Stalled, "no lease yet");
+        node.extend_lease(Instant::now() + std::time::Duration::from_secs(60));
+        assert_eq!(node.health().state, State::Serving);
     }
 }

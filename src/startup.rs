@@ -666,7 +666,7 @@ fn spawn_reloads(
                 tracing::warn!("SIGHUP: serving the built-in demo catalogue, nothing to reload");
                 continue;
             };
-            let Some(service) = node.service() else {
+            let Some(service) = node.running_service() else {
                 tracing::info!(
                     "SIGHUP on a standby: the catalogue file is read when it takes over"
                 );
@@ -703,8 +703,10 @@ fn spawn_reloads(
 
 /// On each SIGUSR1, writes an online backup: an export of the live store (every write
 /// acknowledged before the signal is in it, and nothing half-written), first as a `.partial`
-/// file, fsynced, then renamed to `boxsub-backup-<UTC time>.jsonl` in `dir`. Restore it with
-/// `boxsub import` into an empty data directory. One backup at a time.
+/// file, fsynced, then renamed to `boxsub-backup-<UTC time>.jsonl` in `dir` once every write
+/// the export may have read is durable (read committed: a backup never holds a write that
+/// the log or the group could still lose). Restore it with `boxsub import` into an empty data
+/// directory. One backup at a time.
 fn spawn_backups(
     node: Arc<Node>,
     dir: std::path::PathBuf,
@@ -724,7 +726,20 @@ fn spawn_backups(
             drop(service);
             let dir = dir.clone();
             let started = std::time::Instant::now();
-            match tokio::task::spawn_blocking(move || write_backup(&store, &dir)).await {
+            let written = {
+                let store = store.clone();
+                tokio::task::spawn_blocking(move || export_backup(&store, &dir)).await
+            };
+            let finished = match written {
+                Ok(Ok(partial)) => match committed(&store).await {
+                    Ok(()) => tokio::task::spawn_blocking(move || partial.finish()).await,
+                    // Dropped, the partial file is removed.
+                    Err(error) => Ok(Err(error)),
+                },
+                Ok(Err(error)) => Ok(Err(error)),
+                Err(error) => Err(error),
+            };
+            match finished {
                 Ok(Ok((path, exported))) => tracing::info!(
                     file = %path.display(),
                     customers = exported.customers,
@@ -740,10 +755,45 @@ fn spawn_backups(
     })
 }
 
-fn write_backup(
-    store: &Store,
-    dir: &std::path::Path,
-) -> Result<(std::path::PathBuf, crate::transfer::export::Exported), String> {
+/// Completes once everything an export of `store` may have read is durable.
+async fn committed(store: &Store) -> Result<(), String> {
+    let barrier = store
+        .barrier_after_visible_writes()
+        .map_err(|error| error.to_string())?;
+    barrier
+        .durable()
+        .await
+        .map_err(|error| format!("the writes it holds could not be confirmed durable: {error}"))
+}
+
+/// An online backup written and fsynced under its `.partial` name, not yet counted: removed
+/// when dropped (a failed wait, or the backup task ended at shutdown) unless finished.
+struct PartialBackup {
+    partial: std::path::PathBuf,
+    path: std::path::PathBuf,
+    dir: std::path::PathBuf,
+    exported: crate::transfer::export::Exported,
+}
+
+impl PartialBackup {
+    /// Renames it to its final name: the backup counts.
+    fn finish(self) -> Result<(std::path::PathBuf, crate::transfer::export::Exported), String> {
+        std::fs::rename(&self.partial, &self.path).map_err(|error| error.to_string())?;
+        if let Ok(handle) = std::fs::File::open(&self.dir) {
+            let _ = handle.sync_all();
+        }
+        Ok((self.path.clone(), self.exported))
+    }
+}
+
+impl Drop for PartialBackup {
+    fn drop(&mut self) {
+        // Gone already once renamed.
+        let _ = std::fs::remove_file(&self.partial);
+    }
+}
+
+fn export_backup(store: &Store, dir: &std::path::Path) -> Result<PartialBackup, String> {
     std::fs::create_dir_all(dir).map_err(|error| format!("creating {}: {error}", dir.display()))?;
     let stamp = jiff::Timestamp::now()
         .strftime("%Y%m%dT%H%M%S%.3fZ")
@@ -756,17 +806,18 @@ fn write_backup(
     let mut progress = crate::transfer::Progress::logged();
     let exported = crate::transfer::export::export(store, None, &mut out, &mut progress)
         .map_err(|error| error.to_string());
-    let finished = exported.and_then(|exported| {
+    let written = exported.and_then(|exported| {
         let file = out.into_inner().map_err(|error| error.to_string())?;
         file.sync_all().map_err(|error| error.to_string())?;
-        std::fs::rename(&partial, &path).map_err(|error| error.to_string())?;
-        if let Ok(handle) = std::fs::File::open(dir) {
-            let _ = handle.sync_all();
-        }
         Ok(exported)
     });
-    match finished {
-        Ok(exported) => Ok((path, exported)),
+    match written {
+        Ok(exported) => Ok(PartialBackup {
+            partial,
+            path,
+            dir: dir.to_owned(),
+            exported,
+        }),
         Err(error) => {
             let _ = std::fs::remove_file(&partial);
             Err(format!("{}: {error}", path.display()))

@@ -32,6 +32,10 @@ pub enum ApiError {
     /// Body over the size limit.
     #[error("body too large")]
     PayloadTooLarge,
+    /// The change the request makes is larger than the replicated group's changelog takes;
+    /// nothing was changed.
+    #[error("change too large for the changelog")]
+    ChangeTooLarge,
     /// The body could not be read off the connection.
     #[error("unreadable body")]
     UnreadableBody,
@@ -84,7 +88,7 @@ impl ApiError {
             ApiError::MissingCredentials | ApiError::BadCredentials => StatusCode::UNAUTHORIZED,
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::PayloadTooLarge | ApiError::ChangeTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnreadableBody => StatusCode::BAD_REQUEST,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::InvalidJson | ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
@@ -112,6 +116,10 @@ impl ApiError {
             ApiError::NotFound => "Resource not found",
             ApiError::MethodNotAllowed(_) => "Method not allowed",
             ApiError::PayloadTooLarge => "Request body too large",
+            ApiError::ChangeTooLarge => {
+                "This change is larger than the service's replicated changelog takes in one \
+                 message. Nothing was changed; send a smaller one."
+            }
             ApiError::UnreadableBody => "Could not read the request body",
             ApiError::BodyTimeout => "The request body did not arrive in time",
             ApiError::InvalidJson => "Invalid JSON",
@@ -130,8 +138,9 @@ impl ApiError {
                  Nothing was changed; try again shortly (reads still work)."
             }
             ApiError::NotPrimary => {
-                "This node is a standby of its group and takes no requests. Nothing was \
-                 changed; try again shortly (through the group's front end)."
+                "This node does not serve its group now (a standby, or a primary that has lost \
+                 touch with its group) and takes no requests. Nothing was changed; try again \
+                 shortly (through the group's front end)."
             }
             ApiError::DeadlineExceeded => {
                 "The request took too long and was cut off. A create may have been stored: \
@@ -224,6 +233,14 @@ impl From<ServiceError> for ApiError {
             ServiceError::Storage(detail) => ApiError::Storage(detail),
             ServiceError::Internal(detail) => ApiError::Internal(detail),
             ServiceError::Conflict(detail) => ApiError::Conflict(detail),
+            ServiceError::ChangeTooLarge { bytes, max } => {
+                tracing::warn!(
+                    bytes,
+                    max,
+                    "a change larger than the changelog takes was refused"
+                );
+                ApiError::ChangeTooLarge
+            }
         }
     }
 }

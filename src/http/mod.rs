@@ -122,20 +122,40 @@ where
     } else if crate::app::owns(path) {
         // The producers' app: its own pages, also for a standby or a passed deadline.
         match node.service() {
-            Some(service) => within(deadline, app_page(&service, &settings.app, request, body))
-                .await
-                .unwrap_or_else(crate::app::unavailable),
+            Some(service) => {
+                let page = within(deadline, app_page(&service, &settings.app, request, body))
+                    .await
+                    .unwrap_or_else(crate::app::unavailable);
+                if still_primary(&node, &method) {
+                    page
+                } else {
+                    crate::app::unavailable()
+                }
+            }
             None => crate::app::unavailable(),
         }
     } else if let Some(service) = node.service() {
-        within(deadline, dispatch(&service, request, body, &mut record))
+        let answer = within(deadline, dispatch(&service, request, body, &mut record))
             .await
-            .unwrap_or_else(|| ApiError::DeadlineExceeded.into_response())
+            .unwrap_or_else(|| ApiError::DeadlineExceeded.into_response());
+        if still_primary(&node, &method) {
+            answer
+        } else {
+            ApiError::NotPrimary.into_response()
+        }
     } else {
         ApiError::NotPrimary.into_response()
     };
     record.finish(&mut response);
     response
+}
+
+/// Whether an answer to a request with `method` may go out: a read only while the node
+/// still holds its read lease once the answer is made, since what it read is the group's
+/// state only if no standby could have taken over by then. A write is answered either way:
+/// it is acknowledged only once the group holds it, and refused otherwise.
+fn still_primary(node: &Node, method: &Method) -> bool {
+    !(method == Method::GET || method == Method::HEAD) || node.leased()
 }
 
 /// `answer` rendered, or `None` (counted) when it is not ready within `deadline`.
@@ -180,9 +200,10 @@ fn metrics(node: &Node, method: &Method, served_here: bool) -> Response {
     if method != Method::GET {
         return ApiError::MethodNotAllowed("GET").into_response();
     }
-    if let Some(service) = node.service() {
+    if let Some(service) = node.running_service() {
         service.observe();
     }
+    node.count_serving();
     metrics_response()
 }
 

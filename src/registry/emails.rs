@@ -6,27 +6,63 @@
 //! claimants get "has already been taken" at once and exactly one writes.
 //!
 //! A claim is an [`EmailClaim`] guard: it is released when the guard is dropped, wherever
-//! the guard has travelled (into an actor's mailbox with the update that needs it), so a
-//! request that is cut off or times out never leaves an email claimed, and never releases it
-//! while its write may still happen. Must not touch: HTTP, actors, the store's writes.
+//! the guard has travelled (into an actor's mailbox with the update that needs it, into the
+//! work group commit runs once a create is durable), so a request that is cut off or times
+//! out never leaves an email claimed, and never releases it while its write may still
+//! happen or become durable. A create that finds the email claimed by a change still in
+//! progress is told so with the claim's [`Settling`]: it may wait for that change to be
+//! durable or given up and ask again, so that it never answers "taken" because of a write
+//! that the store then does not hold. Must not touch: HTTP, actors, the store's writes.
 
 use std::sync::Arc;
 
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
+use tokio::sync::watch;
 
 use crate::domain::ids::CustomerId;
 
-/// Another customer of the webstore holds (or is taking) the email.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EmailTaken;
+/// Another customer of the webstore holds the email, or a change in progress is taking it.
+#[derive(Debug)]
+pub struct EmailTaken {
+    /// Set when a change still in progress holds the email's claim: completes once that
+    /// change is durable or given up, when the email may be asked for again.
+    pub settling: Option<Settling>,
+}
+
+impl EmailTaken {
+    fn held_in_store() -> EmailTaken {
+        EmailTaken { settling: None }
+    }
+}
+
+/// Completes when an email's claim is released.
+#[derive(Debug)]
+pub struct Settling(watch::Receiver<()>);
+
+impl Settling {
+    /// Waits until the claim is released (its change durable or given up).
+    pub async fn settled(mut self) {
+        // Nothing is ever sent: the wait ends when the claim's sender is dropped.
+        while self.0.changed().await.is_ok() {}
+    }
+}
+
+/// Who holds a claim, and how a create that finds it held learns of its release.
+#[derive(Debug)]
+struct Claimant {
+    owner: CustomerId,
+    released: watch::Receiver<()>,
+}
 
 /// An email claimed by a create or an email change in progress; released on drop.
 #[derive(Debug)]
 pub struct EmailClaim {
-    claims: Arc<DashMap<String, CustomerId>>,
+    claims: Arc<DashMap<String, Claimant>>,
     key: String,
     owner: CustomerId,
+    /// Dropped with the claim, which wakes whoever waits for it ([`Settling`]).
+    _release: watch::Sender<()>,
 }
 
 impl EmailClaim {
@@ -40,7 +76,7 @@ impl Drop for EmailClaim {
     fn drop(&mut self) {
         let owner = self.owner;
         self.claims
-            .remove_if(&self.key, |_, holder| *holder == owner);
+            .remove_if(&self.key, |_, holder| holder.owner == owner);
     }
 }
 
@@ -51,7 +87,7 @@ pub const MAX_HINTS: usize = 100_000;
 #[derive(Default)]
 pub struct WebstoreEmails {
     /// Folded emails claimed by creates and email changes still in progress.
-    claims: Arc<DashMap<String, CustomerId>>,
+    claims: Arc<DashMap<String, Claimant>>,
     /// Folded email → customer, remembered from earlier lookups so that a repeated lookup
     /// skips the store's index. Only a hint: every answer is checked against the customer's
     /// current email, so a stale entry costs one store read, never a wrong answer.
@@ -72,15 +108,18 @@ impl WebstoreEmails {
         allocate: impl FnOnce() -> (CustomerId, T),
     ) -> Result<Result<(EmailClaim, CustomerId, T), EmailTaken>, E> {
         match self.claims.entry(email_key) {
-            Entry::Occupied(_) => Ok(Err(EmailTaken)),
+            Entry::Occupied(held) => Ok(Err(EmailTaken {
+                settling: Some(Settling(held.get().released.clone())),
+            })),
             Entry::Vacant(vacant) => {
                 if stored_owner(vacant.key())?.is_some() {
-                    return Ok(Err(EmailTaken));
+                    return Ok(Err(EmailTaken::held_in_store()));
                 }
                 let (id, extra) = allocate();
                 let key = vacant.key().clone();
-                vacant.insert(id);
-                Ok(Ok((self.claim(key, id), id, extra)))
+                let (claim, claimant) = self.claim(key, id);
+                vacant.insert(claimant);
+                Ok(Ok((claim, id, extra)))
             }
         }
     }
@@ -94,26 +133,32 @@ impl WebstoreEmails {
         stored_owner: StoredOwner<'_, E>,
     ) -> Result<Result<Option<EmailClaim>, EmailTaken>, E> {
         match self.claims.entry(email_key) {
-            Entry::Occupied(held) if *held.get() == owner => Ok(Ok(None)),
-            Entry::Occupied(_) => Ok(Err(EmailTaken)),
+            Entry::Occupied(held) if held.get().owner == owner => Ok(Ok(None)),
+            Entry::Occupied(held) => Ok(Err(EmailTaken {
+                settling: Some(Settling(held.get().released.clone())),
+            })),
             Entry::Vacant(vacant) => match stored_owner(vacant.key())? {
                 Some(holder) if holder == owner => Ok(Ok(None)),
-                Some(_) => Ok(Err(EmailTaken)),
+                Some(_) => Ok(Err(EmailTaken::held_in_store())),
                 None => {
                     let key = vacant.key().clone();
-                    vacant.insert(owner);
-                    Ok(Ok(Some(self.claim(key, owner))))
+                    let (claim, claimant) = self.claim(key, owner);
+                    vacant.insert(claimant);
+                    Ok(Ok(Some(claim)))
                 }
             },
         }
     }
 
-    fn claim(&self, key: String, owner: CustomerId) -> EmailClaim {
-        EmailClaim {
+    fn claim(&self, key: String, owner: CustomerId) -> (EmailClaim, Claimant) {
+        let (release, released) = watch::channel(());
+        let claim = EmailClaim {
             claims: self.claims.clone(),
             key,
             owner,
-        }
+            _release: release,
+        };
+        (claim, Claimant { owner, released })
     }
 
     /// Claims in progress (for tests and diagnostics).
@@ -157,12 +202,14 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(id, CustomerId(1));
-        assert_eq!(
+        assert!(
             emails
                 .claim_for("a@b.c".into(), CustomerId(2), &nobody)
                 .unwrap()
-                .unwrap_err(),
-            EmailTaken
+                .unwrap_err()
+                .settling
+                .is_some(),
+            "taken by a change in progress"
         );
         assert!(
             emails
@@ -179,6 +226,33 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(again.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_create_that_finds_a_claim_in_progress_learns_when_it_is_released() {
+        let emails = WebstoreEmails::default();
+        let (claim, _, ()) = emails
+            .claim_new("a@b.c".into(), &nobody, || (CustomerId(1), ()))
+            .unwrap()
+            .unwrap();
+        let taken = emails
+            .claim_new("a@b.c".into(), &nobody, || (CustomerId(2), ()))
+            .unwrap()
+            .unwrap_err();
+        let mut settled = Box::pin(taken.settling.expect("a change in progress").settled());
+        assert!(
+            futures_util::FutureExt::now_or_never(&mut settled).is_none(),
+            "the claim is still held"
+        );
+        drop(claim);
+        assert!(
+            futures_util::FutureExt::now_or_never(&mut settled).is_some(),
+            "released: the waiter may ask again"
+        );
+        let again = emails
+            .claim_new("a@b.c".into(), &nobody, || (CustomerId(2), ()))
+            .unwrap();
+        assert!(again.is_ok(), "the email was never written: it is free");
     }
 
     #[test]

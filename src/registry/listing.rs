@@ -4,12 +4,15 @@
 //!
 //! An id joins the list when it is allocated (under the webstore's allocation lock, so the
 //! list grows at its end in id order and a page never shifts under a client paging
-//! through it), and leaves it only if its create fails ([`Listed`] is the guard that takes
-//! it back). Customers stored before the start are added by a scan of the store's customer
+//! through it), and leaves it only if its create fails or is never made durable ([`Listed`]
+//! is the guard that takes it back). Until its create is durable it is not counted in the
+//! list's total, and the registry leaves its customer out of pages (read committed: see
+//! `super::uncommitted`). Customers stored before the start are added by a scan of the store's customer
 //! number index on a thread of its own; until that ends, a page waits for it.
 //!
 //! Must not touch: actors, emails, HTTP, the store's writes.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use tokio::sync::watch;
@@ -29,6 +32,8 @@ enum Fill {
 pub struct CustomerList {
     /// Sorted once the fill is done; until then, ids allocated since the start (in order).
     ids: RwLock<Vec<CustomerId>>,
+    /// Listed ids whose create is not durable yet: not counted in the total.
+    unsettled: AtomicU64,
     fill: watch::Sender<Fill>,
 }
 
@@ -37,6 +42,7 @@ impl CustomerList {
     pub fn filling() -> Arc<CustomerList> {
         Arc::new(CustomerList {
             ids: RwLock::new(Vec::new()),
+            unsettled: AtomicU64::new(0),
             fill: watch::Sender::new(Fill::Running),
         })
     }
@@ -62,8 +68,10 @@ impl CustomerList {
     }
 
     /// Lists a newly allocated id; call under the allocation lock, so ids arrive in order.
-    /// The id leaves the list again when the returned guard is dropped unkept.
+    /// The id leaves the list again when the returned guard is dropped unkept, and counts
+    /// in the total once it is kept.
     pub fn allocated(self: &Arc<Self>, id: CustomerId) -> Listed {
+        self.unsettled.fetch_add(1, Ordering::AcqRel);
         {
             let mut ids = self.write();
             match ids.last() {
@@ -81,7 +89,12 @@ impl CustomerList {
         }
     }
 
+    fn settle(&self) {
+        self.unsettled.fetch_sub(1, Ordering::AcqRel);
+    }
+
     fn withdraw(&self, id: CustomerId) {
+        self.settle();
         let mut ids = self.write();
         // A failed create is recent: look from the end.
         if let Some(at) = ids.iter().rposition(|listed| *listed == id) {
@@ -89,8 +102,9 @@ impl CustomerList {
         }
     }
 
-    /// Up to `limit` ids from position `offset`, and how many there are in all. Waits for
-    /// the fill.
+    /// Up to `limit` ids from position `offset` (some may be of creates not durable yet,
+    /// which the caller leaves out), and how many customers there are in all (without
+    /// those). Waits for the fill.
     pub async fn page(
         &self,
         offset: u64,
@@ -109,7 +123,7 @@ impl CustomerList {
             });
         }
         let ids = self.read();
-        let total = ids.len() as u64;
+        let total = (ids.len() as u64).saturating_sub(self.unsettled.load(Ordering::Acquire));
         let start = usize::try_from(offset).unwrap_or(usize::MAX).min(ids.len());
         let end = start
             .saturating_add(usize::try_from(limit).unwrap_or(usize::MAX))
@@ -148,9 +162,11 @@ pub struct Listed {
 }
 
 impl Listed {
-    /// The customer is stored: its id stays listed.
+    /// The customer is stored durably: its id stays listed, and counts.
     pub fn keep(mut self) {
-        self.list = None;
+        if let Some(list) = self.list.take() {
+            list.settle();
+        }
     }
 }
 
@@ -207,8 +223,16 @@ mod tests {
         list.fill(Ok(ids(&[1])));
         let failed = list.allocated(CustomerId(2));
         list.allocated(CustomerId(3)).keep();
+        let writing = list.allocated(CustomerId(4));
+        assert_eq!(
+            page(&list, 0, 10),
+            (ids(&[1, 2, 3, 4]), 2),
+            "creates not durable yet are not counted"
+        );
         drop(failed);
-        assert_eq!(page(&list, 0, 10), (ids(&[1, 3]), 2));
+        assert_eq!(page(&list, 0, 10), (ids(&[1, 3, 4]), 2));
+        writing.keep();
+        assert_eq!(page(&list, 0, 10), (ids(&[1, 3, 4]), 3));
     }
 
     #[test]

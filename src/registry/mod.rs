@@ -6,6 +6,9 @@
 //! - [`emails`]: per webstore, the email claims of changes in progress and remembered
 //!   lookups; the store's email index is the authority at rest;
 //! - [`listing`]: per webstore, the customer count and pages of ids;
+//! - [`uncommitted`]: the new customers whose create is not durable yet, hidden from every
+//!   reader until it is (read committed: no reader sees a write the log or the group may
+//!   still lose);
 //! - the id sequences (customer ids and per-webstore customer numbers, allocated together so
 //!   that number order is id order), and the in-memory order indexes ([`Indexes`]), to
 //!   which each order is published once durable and which a background scan of the store
@@ -18,6 +21,7 @@
 pub mod directory;
 pub mod emails;
 pub mod listing;
+pub mod uncommitted;
 
 use std::sync::{Arc, Mutex};
 
@@ -32,15 +36,17 @@ use crate::domain::order::Order;
 use crate::domain::schedule::Day;
 use crate::index::deliveries::Scheduled;
 use crate::index::Indexes;
+use crate::metrics::METRICS;
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, Store, StoreError, Written};
 
 pub use directory::{CallPermit, Refused, Slot};
-pub use emails::{EmailClaim, EmailTaken};
+pub use emails::{EmailClaim, EmailTaken, Settling};
 
 use directory::{Activated, Directory};
 use emails::WebstoreEmails;
 use listing::{CustomerList, Listed};
+use uncommitted::{Hidden, Uncommitted};
 
 /// Why the registry could not answer.
 #[derive(Debug, thiserror::Error)]
@@ -62,17 +68,17 @@ struct WebstoreState {
     customers: Arc<CustomerList>,
 }
 
-/// A new customer's id and number, with the claim on its email: the claim is released when
-/// this is dropped, which the caller does once the customer's records are written.
+/// A new customer's id and number, with the claim on its email, its place in the listing
+/// and its id hidden from readers: [`Registry::create_customer`] hands them to the work
+/// group commit runs once the create is durable; dropped before, they give everything back.
 pub struct NewCustomer {
     /// The id.
     pub id: CustomerId,
     /// The number within its webstore.
     pub number: u64,
-    /// The claim on its email.
-    pub claim: EmailClaim,
-    /// Its place in the webstore's customer list, given back unless it is stored.
-    pub listed: Listed,
+    claim: EmailClaim,
+    listed: Listed,
+    hidden: Hidden,
 }
 
 /// How many guards the registry has handed out and not yet had back (for tests).
@@ -96,6 +102,8 @@ pub struct Registry {
     customer_ids: IdSequence,
     order_ids: Arc<OrderIds>,
     indexes: Arc<Indexes>,
+    /// New customers whose create is not durable yet: no reader sees them.
+    uncommitted: Arc<Uncommitted>,
 }
 
 impl Registry {
@@ -144,6 +152,7 @@ impl Registry {
             customer_ids: IdSequence::starting_at(high_water.customer_id + 1),
             order_ids,
             indexes,
+            uncommitted: Arc::default(),
         };
         registry.add_webstores(&registry.catalogue.get())?;
         Ok(registry)
@@ -224,28 +233,37 @@ impl Registry {
         }))
     }
 
-    /// Claims a free email for a new customer and gives it an id and a customer number.
+    /// Claims a free email for a new customer and gives it an id (hidden from readers until
+    /// its create is durable) and a customer number. `Err` with the claim's [`Settling`]
+    /// when a change still in progress holds the email.
     pub fn claim_email_for_new_customer(
         &self,
         webstore: &Webstore,
         email_key: String,
     ) -> Result<Result<NewCustomer, EmailTaken>, StoreError> {
         let state = self.state(webstore)?;
-        let stored_owner = |key: &str| self.store.email_owner(&webstore.settings.id, key);
+        let stored_owner = |key: &str| self.email_owner(webstore, key);
         let claimed = state.emails.claim_new(email_key, &stored_owner, || {
             let _allocating = state
                 .allocation
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             let id = CustomerId(self.customer_ids.take());
-            (id, (state.numbers.take(), state.customers.allocated(id)))
+            let hidden = self.uncommitted.hide(id);
+            (
+                id,
+                (state.numbers.take(), state.customers.allocated(id), hidden),
+            )
         })?;
-        Ok(claimed.map(|(claim, id, (number, listed))| NewCustomer {
-            id,
-            number,
-            claim,
-            listed,
-        }))
+        Ok(
+            claimed.map(|(claim, id, (number, listed, hidden))| NewCustomer {
+                id,
+                number,
+                claim,
+                listed,
+                hidden,
+            }),
+        )
     }
 
     /// Claims an email for an existing customer while its change is applied: `Some(claim)`
@@ -257,19 +275,29 @@ impl Registry {
         email_key: String,
         owner: CustomerId,
     ) -> Result<Result<Option<EmailClaim>, EmailTaken>, StoreError> {
-        let stored_owner = |key: &str| self.store.email_owner(&webstore.settings.id, key);
+        let stored_owner = |key: &str| self.email_owner(webstore, key);
         self.state(webstore)?
             .emails
             .claim_for(email_key, owner, &stored_owner)
     }
 
-    /// The customer holding a folded email, if one has been created with it.
+    /// The customer holding a folded email, if one has been created with it durably: the
+    /// customer as readers see it (its live actor's, or its record, never one whose create or
+    /// change is not durable) holds the email.
     pub fn email_owner(
         &self,
         webstore: &Webstore,
         email_key: &str,
     ) -> Result<Option<CustomerId>, StoreError> {
-        self.store.email_owner(&webstore.settings.id, email_key)
+        for id in self.store.email_entries(&webstore.settings.id, email_key)? {
+            let holds = self
+                .customer(webstore.idx, id)?
+                .is_some_and(|customer| customer.email.index_key() == email_key);
+            if holds {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
     }
 
     /// The customer of `webstore` whose email folds to `email_key`, as it is now.
@@ -303,20 +331,50 @@ impl Registry {
     }
 
     /// Stores a new customer (with its email's index entry, number and idempotency record;
-    /// see `Store::create_customer`); the caller then releases its claim and waits for
-    /// durability.
+    /// see `Store::create_customer`). Once the create is durable, group commit shows the
+    /// customer to readers, lists it, counts it and releases the email's claim and `held`
+    /// (the request's idempotency turn), in that order, before the returned wait completes;
+    /// a create never made durable keeps its customer hidden and releases the rest.
     pub fn create_customer(
         &self,
         webstore: &Webstore,
         customer: &Customer,
         idempotency: Option<IdempotencyWrite>,
-        listed: Listed,
+        new: NewCustomer,
+        held: Box<dyn Send>,
     ) -> Result<Written, StoreError> {
-        let written = self
+        let NewCustomer {
+            claim,
+            listed,
+            hidden,
+            ..
+        } = new;
+        let created = METRICS
+            .customers_created
+            .with_label_values(&[webstore.settings.id.as_str()]);
+        let uncommitted = self.uncommitted.clone();
+        let on_durable: crate::store::OnDurable = Box::new(move || {
+            hidden.reveal();
+            listed.keep();
+            created.inc();
+            drop((claim, held));
+        });
+        match self
             .store
-            .create_customer(customer, &webstore.settings.id, idempotency)?;
-        listed.keep();
-        Ok(written)
+            .create_customer(customer, &webstore.settings.id, idempotency, on_durable)
+        {
+            Err(error @ (StoreError::Refused(_) | StoreError::Closed)) => {
+                // Refused before anything was written: there is nothing to hide.
+                uncommitted.unwritten(customer.id);
+                Err(error)
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// How many new customers are hidden from readers (creates not durable, or given up).
+    pub fn uncommitted_customers(&self) -> usize {
+        self.uncommitted.len()
     }
 
     /// The live actor of customer `id`, activating it from its record when needed. `None`
@@ -333,6 +391,10 @@ impl Registry {
 
     /// What a customer's actor starts from, read from the store.
     fn actor_args(&self, id: CustomerId) -> Result<CustomerArgs, Activated> {
+        if self.uncommitted.hides(id) {
+            // No one may act on a customer whose create is not durable.
+            return Err(Activated::Missing);
+        }
         let loaded = self
             .store
             .load_customer(id)
@@ -367,6 +429,9 @@ impl Registry {
     ) -> Result<Option<Arc<Customer>>, StoreError> {
         if let Some(slot) = self.directory.live(id) {
             return Ok((slot.webstore == webstore).then(|| slot.customer()));
+        }
+        if self.uncommitted.hides(id) {
+            return Ok(None);
         }
         let Some(record) = self.store.load_customer_record(id)? else {
             return Ok(None);

@@ -7,12 +7,21 @@
 //!   node in `Boxsub-Node`). Every publish states the sequence it expects last
 //!   ([`Changelog::append`]): that is the fencing.
 //! - `NAME_SNAPSHOTS` (subjects `boxsub.NAME.snapshot.>`): replica snapshots, each as parts
-//!   on `…snapshot.part.SEQ` then one `…snapshot.done` message naming its sequence, part
-//!   count and checksum ([`SnapshotInfo`]).
+//!   on `…snapshot.part.SEQ.WRITER` (`WRITER` names the node and the attempt, so that two
+//!   standbys snapshotting the same position never mix their parts) then one
+//!   `…snapshot.done` message naming its sequence, writer, part count and checksum
+//!   ([`SnapshotInfo`]).
+//!
+//! Every message fits the server's `max_payload`, which the client reads from the server it
+//! is connected to ([`Changelog::message_limit`]); the connection is authenticated
+//! (`--changelog-creds`) and encrypted (`--changelog-tls-ca`) where the group says so, and
+//! pings its server every [`PING_EVERY`], so that a link that stalls without closing is
+//! given up for another server within a few seconds.
 //!
 //! Must not touch: the store (messages are opaque bytes here), roles and timings (the
 //! follower and the publisher decide those).
 
+use std::path::Path;
 use std::time::Duration;
 
 use async_nats::header::HeaderMap;
@@ -54,6 +63,23 @@ const NODE_HEADER: &str = "Boxsub-Node";
 const SNAPSHOT_SEQ_HEADER: &str = "Boxsub-Snapshot-Seq";
 const SNAPSHOT_PARTS_HEADER: &str = "Boxsub-Snapshot-Parts";
 const SNAPSHOT_CRC_HEADER: &str = "Boxsub-Snapshot-Crc32";
+const SNAPSHOT_WRITER_HEADER: &str = "Boxsub-Snapshot-Writer";
+
+/// What a message's headers may take of the server's `max_payload` (which counts headers and
+/// payload together): the kind, the node's name (at most 64 bytes), the message id and the
+/// expected sequence take a few hundred bytes.
+pub const HEADER_ALLOWANCE: usize = 2 * 1024;
+
+/// The `max_payload` of a server that does not say (NATS's default).
+const DEFAULT_MAX_PAYLOAD: usize = 1 << 20;
+
+/// How often the client pings its server: after two pings without an answer it gives the
+/// connection up and connects to another server of the group, so that a link that stalls
+/// without closing costs a few seconds, not minutes.
+pub const PING_EVERY: Duration = Duration::from_secs(1);
+
+/// How long connecting to one server may take before the next is tried.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One changelog message as the group reads it.
 #[derive(Debug, Clone)]
@@ -91,10 +117,13 @@ pub enum AppendError {
 }
 
 /// The latest complete replica snapshot.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotInfo {
     /// The changelog message it holds the store through.
     pub seq: u64,
+    /// Who wrote it (node and attempt): its parts are on `…part.SEQ.WRITER`. Empty for a
+    /// snapshot written before parts were named by their writer (`…part.SEQ`).
+    pub writer: String,
     /// How many parts it has.
     pub parts: u64,
     /// CRC-32 of every part's bytes, in order.
@@ -106,7 +135,12 @@ pub struct SnapshotInfo {
 /// A connection to a group's changelog.
 #[derive(Clone)]
 pub struct Changelog {
+    client: async_nats::Client,
     jetstream: jetstream::Context,
+    /// A second connection, for snapshot parts only: a bulk upload on the connection that
+    /// carries the takeover, the heartbeats and the consumer's requests would hold them up
+    /// behind its bytes.
+    bulk: jetstream::Context,
     settings: GroupSettings,
     log_subject: String,
     snapshots_stream: String,
@@ -120,18 +154,34 @@ const ACK_TIMEOUT: Duration = Duration::from_secs(2);
 impl Changelog {
     /// Connects to the NATS servers of `settings` and makes sure the group's streams exist.
     pub async fn connect(settings: &GroupSettings) -> Result<Changelog, ReplicationError> {
-        let client = async_nats::ConnectOptions::new()
-            .name(format!("boxsub {}", settings.node))
-            .connection_timeout(Duration::from_secs(2))
-            .connect(settings.servers.clone())
-            .await
-            .map_err(|error| ReplicationError::nats("connecting to the NATS servers", error))?;
+        let connect = || async {
+            connect_options(settings)
+                .await?
+                .connect(settings.servers.clone())
+                .await
+                .map_err(|error| ReplicationError::nats("connecting to the NATS servers", error))
+        };
+        let client = connect().await?;
+        let version = client.server_info().version;
+        if !fsyncs_each_message(&version) {
+            tracing::warn!(
+                %version,
+                "this nats-server cannot fsync each message before it acknowledges it \
+                 (sync_interval: always needs 2.10 or later): a power failure of the whole \
+                 NATS cluster may lose acknowledged writes"
+            );
+        }
         let jetstream = jetstream::ContextBuilder::new()
             .timeout(ACK_TIMEOUT)
-            .build(client);
+            .build(client.clone());
+        let bulk = jetstream::ContextBuilder::new()
+            .timeout(ACK_TIMEOUT)
+            .build(connect().await?);
         let name = &settings.stream;
         let changelog = Changelog {
+            client,
             jetstream,
+            bulk,
             settings: settings.clone(),
             log_subject: format!("boxsub.{name}.log"),
             snapshots_stream: format!("{name}_SNAPSHOTS"),
@@ -140,6 +190,17 @@ impl Changelog {
         };
         changelog.ensure_streams().await?;
         Ok(changelog)
+    }
+
+    /// The largest payload a message may carry now: the `max_payload` of the server the
+    /// client is connected to, less [`HEADER_ALLOWANCE`]. Read at each use, since a
+    /// reconnection may land on a server configured otherwise.
+    pub fn message_limit(&self) -> usize {
+        let max_payload = match self.client.server_info().max_payload {
+            0 => DEFAULT_MAX_PAYLOAD,
+            max => max,
+        };
+        max_payload.saturating_sub(HEADER_ALLOWANCE).max(1)
     }
 
     /// Creates the group's streams if they do not exist yet (the first node of a group does).
@@ -312,6 +373,11 @@ impl Changelog {
         };
         Ok(Some(SnapshotInfo {
             seq: number(SNAPSHOT_SEQ_HEADER)?,
+            writer: message
+                .headers
+                .get(SNAPSHOT_WRITER_HEADER)
+                .map(|value| value.as_str().to_owned())
+                .unwrap_or_default(),
             parts: number(SNAPSHOT_PARTS_HEADER)?,
             crc32: u32::try_from(number(SNAPSHOT_CRC_HEADER)?)
                 .map_err(|_| ReplicationError::Malformed("snapshot checksum".into()))?,
@@ -326,10 +392,25 @@ impl Changelog {
             .map_err(|error| ReplicationError::nats("opening the snapshot stream", error))
     }
 
-    /// Publishes one part of the snapshot of message `seq`; waits for its acknowledgement.
-    pub async fn put_snapshot_part(&self, seq: u64, part: Vec<u8>) -> Result<(), ReplicationError> {
-        self.jetstream
-            .publish(format!("{}.{seq}", self.part_prefix), Bytes::from(part))
+    /// The subject of the parts `writer` writes for the snapshot of message `seq`.
+    fn part_subject(&self, seq: u64, writer: &str) -> String {
+        if writer.is_empty() {
+            format!("{}.{seq}", self.part_prefix)
+        } else {
+            format!("{}.{seq}.{writer}", self.part_prefix)
+        }
+    }
+
+    /// Publishes one part of `writer`'s snapshot of message `seq` (on the bulk connection);
+    /// waits for its acknowledgement.
+    pub async fn put_snapshot_part(
+        &self,
+        seq: u64,
+        writer: &str,
+        part: Bytes,
+    ) -> Result<(), ReplicationError> {
+        self.bulk
+            .publish(self.part_subject(seq, writer), part)
             .await
             .map_err(|error| ReplicationError::nats("publishing a snapshot part", error))?
             .await
@@ -337,17 +418,19 @@ impl Changelog {
         Ok(())
     }
 
-    /// Completes the snapshot of message `seq`, unless another node completed one since
-    /// `previous` (the `done_at` of the latest snapshot seen, 0 for none): whether it did.
+    /// Completes `writer`'s snapshot of message `seq`, unless another node completed one
+    /// since `previous` (the `done_at` of the latest snapshot seen, 0 for none): whether it
+    /// did.
     pub async fn finish_snapshot(
         &self,
         seq: u64,
-        parts: u64,
-        crc32: u32,
+        writer: &str,
+        (parts, crc32): (u64, u32),
         previous: u64,
     ) -> Result<bool, ReplicationError> {
         let publish = jetstream::message::PublishMessage::build()
             .header(SNAPSHOT_SEQ_HEADER, seq.to_string().as_str())
+            .header(SNAPSHOT_WRITER_HEADER, writer)
             .header(SNAPSHOT_PARTS_HEADER, parts.to_string().as_str())
             .header(SNAPSHOT_CRC_HEADER, crc32.to_string().as_str())
             .header(NODE_HEADER, self.settings.node.as_str())
@@ -359,39 +442,74 @@ impl Changelog {
         }
     }
 
-    /// Removes every part of snapshots other than the one of message `keep`.
-    pub async fn remove_snapshot_parts_except(&self, keep: u64) -> Result<(), ReplicationError> {
+    /// Removes the parts of `writer`'s snapshot of message `seq` (an attempt dropped).
+    pub async fn remove_snapshot_parts(
+        &self,
+        seq: u64,
+        writer: &str,
+    ) -> Result<(), ReplicationError> {
         let stream = self.snapshots().await?;
-        let info = stream.clone();
-        let subjects = info
-            .info_with_subjects(format!("{}.*", self.part_prefix))
+        stream
+            .purge()
+            .filter(self.part_subject(seq, writer))
+            .await
+            .map_err(|error| ReplicationError::nats("removing a snapshot's parts", error))?;
+        Ok(())
+    }
+
+    /// Removes the parts no snapshot can use any more, given the latest: those of every
+    /// snapshot at or below its position but its own. An attempt at a later position may
+    /// still complete (it read the latest before it began), so its parts stay; one at or
+    /// below it read an earlier latest, and its completion will be refused.
+    pub async fn remove_unusable_snapshot_parts(
+        &self,
+        latest: &SnapshotInfo,
+    ) -> Result<u64, ReplicationError> {
+        let stream = self.snapshots().await?;
+        let subjects = stream
+            .clone()
+            .info_with_subjects(format!("{}.>", self.part_prefix))
             .await
             .map_err(|error| ReplicationError::nats("listing snapshot parts", error))?;
         let subjects: Vec<String> = subjects
             .filter_map(|subject| async move { subject.ok().map(|(name, _)| name) })
             .collect()
             .await;
-        let kept = format!("{}.{keep}", self.part_prefix);
-        for subject in subjects.into_iter().filter(|subject| *subject != kept) {
+        let kept = self.part_subject(latest.seq, &latest.writer);
+        let mut removed = 0;
+        for subject in subjects {
+            let Some(seq) = self.part_seq(&subject) else {
+                continue;
+            };
+            if seq > latest.seq || subject == kept {
+                continue;
+            }
             stream
                 .purge()
                 .filter(subject)
                 .await
                 .map_err(|error| ReplicationError::nats("removing old snapshot parts", error))?;
+            removed += 1;
         }
-        Ok(())
+        Ok(removed)
     }
 
-    /// The parts of the snapshot of message `seq`, in order.
+    /// The snapshot position a part subject names.
+    fn part_seq(&self, subject: &str) -> Option<u64> {
+        let rest = subject.strip_prefix(&self.part_prefix)?.strip_prefix('.')?;
+        rest.split('.').next()?.parse().ok()
+    }
+
+    /// The parts of `snapshot`, in order.
     pub async fn snapshot_parts(
         &self,
-        seq: u64,
+        snapshot: &SnapshotInfo,
     ) -> Result<impl futures_util::Stream<Item = Result<Bytes, ReplicationError>>, ReplicationError>
     {
         let stream = self.snapshots().await?;
         let consumer = stream
             .create_consumer(consumer::pull::OrderedConfig {
-                filter_subject: format!("{}.{seq}", self.part_prefix),
+                filter_subject: self.part_subject(snapshot.seq, &snapshot.writer),
                 deliver_policy: consumer::DeliverPolicy::All,
                 ..Default::default()
             })
@@ -406,6 +524,71 @@ impl Changelog {
                 .map(|message| message.payload.clone())
                 .map_err(|error| ReplicationError::nats("reading a snapshot part", error))
         }))
+    }
+}
+
+/// Whether a nats-server of `version` (`2.15.1`) can be told to fsync each message before it
+/// acknowledges it (`sync_interval: always`, from 2.10 on).
+fn fsyncs_each_message(version: &str) -> bool {
+    let mut numbers = version
+        .trim_start_matches('v')
+        .split(['.', '-'])
+        .map(|part| part.parse::<u32>().unwrap_or(0));
+    let major = numbers.next().unwrap_or(0);
+    let minor = numbers.next().unwrap_or(0);
+    (major, minor) >= (2, 10)
+}
+
+/// How a node connects: its name, short pings, and the group's credentials and TLS.
+async fn connect_options(
+    settings: &GroupSettings,
+) -> Result<async_nats::ConnectOptions, ReplicationError> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name(format!("boxsub {}", settings.node))
+        .connection_timeout(CONNECT_TIMEOUT)
+        .ping_interval(PING_EVERY);
+    if let Some(path) = &settings.credentials {
+        options = match read_credentials(path)? {
+            Credentials::Jwt(text) => options.credentials(&text).map_err(|error| {
+                ReplicationError::nats(format!("reading {}", path.display()), error)
+            })?,
+            Credentials::Nkey(seed) => options.nkey(seed),
+        };
+    }
+    if let Some(ca) = &settings.tls_ca {
+        options = options.add_root_certificates(ca.clone()).require_tls(true);
+    }
+    Ok(options)
+}
+
+/// What a `--changelog-creds` file holds.
+pub enum Credentials {
+    /// A user's JWT and nkey seed (a `.creds` file, as `nsc` writes it): its whole text.
+    Jwt(String),
+    /// A user's nkey seed alone (`SU…`).
+    Nkey(String),
+}
+
+/// Reads a `--changelog-creds` file; the error says what it should hold, never what it does.
+pub fn read_credentials(path: &Path) -> Result<Credentials, ReplicationError> {
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        ReplicationError::Malformed(format!("reading {}: {error}", path.display()))
+    })?;
+    if text.contains("-----BEGIN NATS USER JWT-----") {
+        return Ok(Credentials::Jwt(text));
+    }
+    let seeds: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| line.starts_with("SU") && line.len() > 50)
+        .collect();
+    match seeds.as_slice() {
+        [seed] => Ok(Credentials::Nkey((*seed).to_owned())),
+        _ => Err(ReplicationError::Malformed(format!(
+            "{} holds neither NATS user credentials (a .creds file with a user JWT and seed) \
+             nor one user nkey seed (a line starting with SU)",
+            path.display()
+        ))),
     }
 }
 
@@ -426,4 +609,49 @@ fn parse_entry(seq: u64, headers: &HeaderMap, payload: Bytes) -> Result<Entry, R
         id: header("Nats-Msg-Id").unwrap_or_default(),
         payload,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn servers_from_2_10_on_fsync_each_message() {
+        assert!(!fsyncs_each_message("2.9.10"));
+        assert!(fsyncs_each_message("2.10.0"));
+        assert!(fsyncs_each_message("2.15.1"));
+        assert!(fsyncs_each_message("v3.0.0-beta"));
+        assert!(!fsyncs_each_message(""));
+    }
+
+    #[test]
+    fn a_credentials_file_is_a_jwt_and_seed_or_one_seed_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let seed = "SUAIBDPBAUTWCWBKIO6XHQNINK5FWJW4OHLXC3HQ2KFE4PEJUA44CNHTC4";
+        let nkey = write("node.nk", &format!("{seed}\n"));
+        assert!(matches!(read_credentials(&nkey), Ok(Credentials::Nkey(found)) if found == seed));
+        let jwt = write(
+            "node.creds",
+            &format!(
+                "-----BEGIN NATS USER JWT-----\neyJ0eXAiOiJKV1QifQ\n------END NATS USER JWT------\n\n\
+                 -----BEGIN USER NKEY SEED-----\n{seed}\n------END USER NKEY SEED------\n"
+            ),
+        );
+        assert!(matches!(read_credentials(&jwt), Ok(Credentials::Jwt(_))));
+        for wrong in ["", "not a seed\n", &format!("{seed}\n{seed}\n")] {
+            let path = write("wrong", wrong);
+            let error = read_credentials(&path).err().expect("refused").to_string();
+            assert!(error.contains("holds neither"), "{error}");
+            assert!(
+                !error.contains(seed),
+                "a refusal never shows the file's secret"
+            );
+        }
+        assert!(read_credentials(&dir.path().join("missing")).is_err());
+    }
 }

@@ -8,7 +8,7 @@
 //! - **Catching up from a snapshot.** An empty copy whose stream was trimmed, or a copy that
 //!   fell behind the stream's first message, cannot be brought up by the stream alone: the
 //!   follower says so ([`Followed::NeedsSnapshot`]) and the supervisor rebuilds the copy
-//!   from the latest replica snapshot ([`load_snapshot`]).
+//!   from the latest replica snapshot ([`super::snapshots::load_snapshot`]).
 //! - **Taking over.** When no message has come for [`super::LEASE`] and the copy holds the
 //!   whole stream, the follower publishes a takeover expecting the last message it applied.
 //!   The stream takes it only if nothing came after that message, so two standbys never
@@ -16,9 +16,9 @@
 //!   place. From the takeover on, the old primary's publishes are refused (see
 //!   [`super::publisher`]).
 //! - **Snapshots and trimming.** A caught-up standby writes a replica snapshot every
-//!   `--changelog-snapshot-every` messages ([`write_snapshot`]) and then trims the stream
-//!   below the previous snapshot's position: a node up to one snapshot interval behind
-//!   still catches up from the stream; anything further back loads the latest snapshot.
+//!   `--changelog-snapshot-every` messages, uploaded beside this loop
+//!   ([`super::snapshots`]), which keeps applying and watching the lease meanwhile; the
+//!   upload is abandoned when this node takes over.
 //!
 //! Must not touch: the service (the supervisor promotes), what the writes mean.
 
@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::changelog::{AppendError, Changelog, Kind, SnapshotInfo};
+use super::changelog::{AppendError, Changelog, Kind};
+use super::snapshots::Snapshots;
 use super::{GroupSettings, ReplicationError, LEASE};
 use crate::metrics::METRICS;
 use crate::node::{Node, State};
@@ -47,13 +48,17 @@ const POLL: Duration = Duration::from_millis(200);
 const STUCK_AFTER: Duration = Duration::from_secs(2);
 /// How often the follower asks the stream how far behind it is while messages flow.
 const MEASURE_LAG_EVERY: Duration = Duration::from_secs(1);
-/// The size of a replica snapshot's parts (a NATS message is at most 1 MiB by default).
-pub const SNAPSHOT_PART_BYTES: usize = 512 * 1024;
 
 /// How following ended.
 pub enum Followed {
-    /// This node published the takeover at this sequence number: it is the primary.
-    TookOver(u64),
+    /// This node published the takeover at sequence number `seq`, sent at `sent`: it is the
+    /// primary (and holds the read lease from `sent`).
+    TookOver {
+        /// The takeover's sequence number.
+        seq: u64,
+        /// When the takeover was sent.
+        sent: Instant,
+    },
     /// The copy is behind the stream's first message: it must be rebuilt from a snapshot.
     NeedsSnapshot,
 }
@@ -64,6 +69,7 @@ pub async fn follow(
     changelog: &Changelog,
     settings: &GroupSettings,
     replica: &Arc<Replica>,
+    data_dir: &std::path::Path,
     node: &Node,
 ) -> Result<Followed, ReplicationError> {
     let mut applied = blocking(replica, |replica| replica.applied()).await?;
@@ -88,9 +94,12 @@ pub async fn follow(
     let mut checkpointed_at = Instant::now();
     let mut lag_measured = Instant::now();
     let mut stream_last = last;
-    let mut snapshots = SnapshotSchedule::default();
-    // The id of this node's last takeover whose acknowledgement did not come.
-    let mut takeover_sent: Option<String> = None;
+    // Dropped when this returns: an upload under way is abandoned (the node takes over,
+    // or follows again from scratch).
+    let mut snapshots = Snapshots::default();
+    // The id of this node's last takeover whose acknowledgement did not come, and when it
+    // was sent.
+    let mut takeover_sent: Option<(String, Instant)> = None;
     loop {
         match tokio::time::timeout(POLL, messages.next()).await {
             Ok(Some(entry)) => {
@@ -113,10 +122,13 @@ pub async fn follow(
                 applied = entry.seq;
                 last_seen = Instant::now();
                 stream_last = stream_last.max(applied);
-                if entry.kind == Kind::Takeover && takeover_sent.as_deref() == Some(&entry.id) {
-                    // Our own takeover, whose acknowledgement was lost: it stands.
-                    blocking(replica, move |replica| replica.checkpoint(applied)).await?;
-                    return Ok(Followed::TookOver(applied));
+                if let Some((id, sent)) = &takeover_sent {
+                    if entry.kind == Kind::Takeover && *id == entry.id {
+                        // Our own takeover, whose acknowledgement was lost: it stands.
+                        let sent = *sent;
+                        blocking(replica, move |replica| replica.checkpoint(applied)).await?;
+                        return Ok(Followed::TookOver { seq: applied, sent });
+                    }
                 }
                 if applied - checkpointed >= CHECKPOINT_EVERY
                     || checkpointed_at.elapsed() >= CHECKPOINT_AFTER
@@ -140,7 +152,7 @@ pub async fn follow(
                 // between messages too, when the copy is close to the stream's end.
                 if lag < CHECKPOINT_EVERY {
                     snapshots
-                        .maybe_write(changelog, settings, replica, applied)
+                        .maybe_start(changelog, settings, replica, data_dir, applied)
                         .await;
                 }
             }
@@ -176,6 +188,7 @@ pub async fn follow(
                     // takeover id it has seen (an earlier life of this node's) with that
                     // takeover's sequence instead of judging this one.
                     let id = format!("{}:takeover:{applied}:{:016x}", settings.node, nonce());
+                    let sent = Instant::now();
                     match changelog
                         .append(Kind::Takeover, Bytes::new(), applied, &id)
                         .await
@@ -184,7 +197,7 @@ pub async fn follow(
                             METRICS.changelog_takeovers.inc();
                             let seq = appended.seq;
                             blocking(replica, move |replica| replica.checkpoint(seq)).await?;
-                            return Ok(Followed::TookOver(seq));
+                            return Ok(Followed::TookOver { seq, sent });
                         }
                         // A fresh id the stream claims to know: not ours to build on.
                         Ok(_) => tracing::error!(%id, "a takeover id was taken for a duplicate"),
@@ -193,160 +206,18 @@ pub async fn follow(
                         // It may have landed: if so, it arrives as the next message.
                         Err(AppendError::Unconfirmed(reason)) => {
                             tracing::warn!(%reason, "takeover unconfirmed");
-                            takeover_sent = Some(id);
+                            takeover_sent = Some((id, sent));
                         }
                     }
                 }
                 if lag == 0 {
                     snapshots
-                        .maybe_write(changelog, settings, replica, applied)
+                        .maybe_start(changelog, settings, replica, data_dir, applied)
                         .await;
                 }
             }
         }
     }
-}
-
-/// When the standby last looked at the group's snapshots.
-#[derive(Default)]
-struct SnapshotSchedule {
-    latest: Option<SnapshotInfo>,
-    looked: Option<Instant>,
-}
-
-impl SnapshotSchedule {
-    /// Writes a replica snapshot if the latest is `snapshot_every` messages old; failures
-    /// are logged and tried again later (a snapshot is an optimisation of joining).
-    async fn maybe_write(
-        &mut self,
-        changelog: &Changelog,
-        settings: &GroupSettings,
-        replica: &Arc<Replica>,
-        applied: u64,
-    ) {
-        if self
-            .looked
-            .is_some_and(|looked| looked.elapsed() < Duration::from_secs(1))
-        {
-            return;
-        }
-        self.looked = Some(Instant::now());
-        match changelog.latest_snapshot().await {
-            Ok(latest) => self.latest = latest,
-            Err(error) => {
-                tracing::warn!(%error, "could not read the group's latest snapshot");
-                return;
-            }
-        }
-        let since = self.latest.map_or(0, |latest| latest.seq);
-        if applied < since + settings.snapshot_every {
-            return;
-        }
-        match write_snapshot(changelog, replica, applied, self.latest).await {
-            Ok(Some(written)) => self.latest = Some(written),
-            Ok(None) => {}
-            Err(error) => tracing::warn!(%error, "writing a replica snapshot failed"),
-        }
-    }
-}
-
-/// Writes a replica snapshot of `replica` (which holds the changelog through `applied`),
-/// unless another node completed one since `previous`; then removes older snapshots' parts
-/// and trims the changelog below `previous`'s position. The snapshot written, if any.
-pub async fn write_snapshot(
-    changelog: &Changelog,
-    replica: &Arc<Replica>,
-    applied: u64,
-    previous: Option<SnapshotInfo>,
-) -> Result<Option<SnapshotInfo>, ReplicationError> {
-    let started = Instant::now();
-    let (parts, crc32, entries) = {
-        let replica = replica.clone();
-        let changelog = changelog.clone();
-        let runtime = tokio::runtime::Handle::current();
-        tokio::task::spawn_blocking(move || -> Result<(u64, u32, u64), ReplicationError> {
-            replica.checkpoint(applied)?;
-            let mut crc = crc32fast::Hasher::new();
-            let mut parts = 0;
-            let mut failed = None;
-            let entries = replica.snapshot_entries(SNAPSHOT_PART_BYTES, &mut |part| {
-                crc.update(&part);
-                parts += 1;
-                if let Err(error) = runtime.block_on(changelog.put_snapshot_part(applied, part)) {
-                    failed = Some(error);
-                    return Err(crate::store::StoreError::NotDurable);
-                }
-                Ok(())
-            });
-            if let Some(error) = failed {
-                return Err(error);
-            }
-            Ok((parts, crc.finalize(), entries?))
-        })
-        .await
-        .map_err(|error| ReplicationError::Malformed(format!("snapshot task: {error}")))??
-    };
-    let previous_done = previous.map_or(0, |previous| previous.done_at);
-    if !changelog
-        .finish_snapshot(applied, parts, crc32, previous_done)
-        .await?
-    {
-        tracing::info!("another node completed a snapshot first; this one is dropped");
-        return Ok(None);
-    }
-    METRICS.changelog_snapshots.inc();
-    changelog.remove_snapshot_parts_except(applied).await?;
-    let mut trimmed = 0;
-    if let Some(previous) = previous {
-        trimmed = changelog.trim_below(previous.seq + 1).await?;
-    }
-    tracing::info!(
-        seq = applied,
-        parts,
-        entries,
-        trimmed,
-        millis = started.elapsed().as_millis() as u64,
-        "wrote a replica snapshot and trimmed the changelog behind the previous one"
-    );
-    changelog.latest_snapshot().await
-}
-
-/// Loads the latest replica snapshot into `replica` (which must be empty); its position.
-pub async fn load_snapshot(
-    changelog: &Changelog,
-    replica: &Arc<Replica>,
-) -> Result<u64, ReplicationError> {
-    let started = Instant::now();
-    let Some(snapshot) = changelog.latest_snapshot().await? else {
-        return Err(ReplicationError::Malformed(
-            "the changelog was trimmed but the group has no snapshot".into(),
-        ));
-    };
-    let mut parts = Box::pin(changelog.snapshot_parts(snapshot.seq).await?);
-    let mut crc = crc32fast::Hasher::new();
-    for _ in 0..snapshot.parts {
-        let part = tokio::time::timeout(Duration::from_secs(30), parts.next())
-            .await
-            .map_err(|_| ReplicationError::Malformed("a snapshot part did not come".into()))?
-            .ok_or_else(|| ReplicationError::Malformed("a snapshot ended early".into()))??;
-        crc.update(&part);
-        blocking(replica, move |replica| replica.load(&part).map(|_| ())).await?;
-    }
-    if crc.finalize() != snapshot.crc32 {
-        return Err(ReplicationError::Malformed(format!(
-            "snapshot {} does not match its checksum",
-            snapshot.seq
-        )));
-    }
-    let seq = snapshot.seq;
-    blocking(replica, move |replica| replica.checkpoint(seq)).await?;
-    tracing::info!(
-        seq,
-        parts = snapshot.parts,
-        millis = started.elapsed().as_millis() as u64,
-        "loaded the group's replica snapshot"
-    );
-    Ok(seq)
 }
 
 /// A random number, to make a message id unique.

@@ -7,18 +7,38 @@
 //! - [`changelog`]: the streams on NATS (the only code that speaks to it).
 //! - [`publisher`]: the primary's group commit into the changelog, fenced by the sequence
 //!   each publish expects last, and its heartbeats.
-//! - [`follower`]: the standby's apply, takeover, replica snapshots and trimming.
+//! - [`follower`]: the standby's apply and takeover.
+//! - [`snapshots`]: replica snapshots, uploaded beside the follower by any standby, and
+//!   loaded by a node the changelog alone cannot bring up; trimming behind them.
 //! - [`run`] (here): the node's life, from standby to primary and back.
 //!
 //! **The lease.** There is no lease object: the changelog is the lease. The primary holds
 //! it as long as it publishes (a write or a heartbeat every [`publisher::HEARTBEAT_EVERY`]
 //! while idle); a standby that has seen no message for [`LEASE`] and holds the whole
-//! changelog publishes a takeover expecting the last message it applied. Safety does not
-//! depend on these timings or on clocks: every publish names the message it must follow, so
-//! after a takeover the stream refuses every publish of the node it replaced, and a write
-//! is acknowledged only after its publish was taken. The timings decide only how soon a
-//! dead primary is replaced (about [`LEASE`] plus a poll) and how long a paused one may
-//! stall before it is (a pause shorter than [`LEASE`] costs nothing).
+//! changelog publishes a takeover expecting the last message it applied. Safety of writes
+//! does not depend on these timings or on clocks: every publish names the message it must
+//! follow, so after a takeover the stream refuses every publish of the node it replaced,
+//! and a write is acknowledged only after its publish was taken. The timings decide how
+//! soon a dead primary is replaced (about [`LEASE`] plus a poll) and how long a paused one
+//! may stall before it is (a pause shorter than [`LEASE`] costs nothing).
+//!
+//! **The read lease.** Reads are another matter: a primary cut off from the changelog
+//! cannot publish, yet could go on answering reads from a state the group has left behind
+//! once a standby took over. So the primary answers (`/v1` and `/app`) only while it holds
+//! a read lease on its own monotonic clock ([`crate::node::Node::extend_lease`]): each
+//! message the stream acknowledges extends it to [`READ_LEASE`] after the moment that
+//! message's first attempt was **sent**. The argument: a standby takes over only with a
+//! takeover that expects the last message it applied, so only after it has seen every
+//! message the stream holds, the acknowledged one included; it saw that message after the
+//! stream stored it, which is after the primary sent it; and it then waits [`LEASE`] of
+//! quiet on its own clock. So no takeover is stored before `sent + LEASE`, while the
+//! primary's lease ends at `sent + READ_LEASE`: a quarter of [`LEASE`] earlier, a margin
+//! for the two clocks' rates (NTP keeps them within a fraction of a per mille) and for the
+//! moment between the primary's last look at its lease and its answer leaving the
+//! process. A read is answered only if the lease still holds once it is made (the HTTP
+//! layer looks again after the read), so what it read was the group's state. A pause of the
+//! primary longer than that margin between its last look and its answer's bytes is the one
+//! thing no lease can rule out; the margin is sized to it.
 //!
 //! Must not touch: what the writes mean (the store's), HTTP (the node's state is read by
 //! the HTTP layer through [`crate::node::Node`]).
@@ -26,6 +46,7 @@
 pub mod changelog;
 pub mod follower;
 pub mod publisher;
+pub mod snapshots;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -44,6 +65,10 @@ use publisher::{Chain, Publisher};
 /// How long the changelog must be quiet before a standby takes over.
 pub const LEASE: Duration = Duration::from_secs(2);
 
+/// How long after sending a message that the stream then acknowledged the primary may still
+/// answer (the module explains why this is three quarters of [`LEASE`]).
+pub const READ_LEASE: Duration = Duration::from_millis(1_500);
+
 /// How a node joins its group.
 #[derive(Debug, Clone)]
 pub struct GroupSettings {
@@ -57,6 +82,12 @@ pub struct GroupSettings {
     pub replicas: usize,
     /// How many changelog messages a standby lets pass between replica snapshots.
     pub snapshot_every: u64,
+    /// The NATS user credentials (a `.creds` file) or nkey seed file the node connects with
+    /// (`--changelog-creds`), if the servers require one.
+    pub credentials: Option<PathBuf>,
+    /// The CA certificate (PEM) the servers' TLS certificates are checked against
+    /// (`--changelog-tls-ca`): with it, the node speaks to its servers over TLS only.
+    pub tls_ca: Option<PathBuf>,
 }
 
 /// This layer's one error type.
@@ -133,7 +164,7 @@ pub async fn run(
             Ok(replica) => replica,
             Err(error) => fatal(&error),
         };
-        let Some((replica, takeover)) = follow_until_primary(
+        let Some((replica, takeover, sent)) = follow_until_primary(
             &changelog,
             &settings,
             replica,
@@ -161,6 +192,7 @@ pub async fn run(
         };
         let store = primary.service.registry().store().clone();
         node.set_progress(takeover, 0);
+        node.extend_lease(sent + READ_LEASE);
         node.serve(primary.service.clone());
         tracing::info!(
             node = %settings.node,
@@ -209,10 +241,10 @@ async fn follow_until_primary(
     options: StoreOptions,
     node: &Node,
     shutdown: &mut watch::Receiver<bool>,
-) -> Option<(Arc<Replica>, u64)> {
+) -> Option<(Arc<Replica>, u64, Instant)> {
     loop {
         let followed = tokio::select! {
-            followed = follower::follow(changelog, settings, &replica, node) => followed,
+            followed = follower::follow(changelog, settings, &replica, data_dir, node) => followed,
             _ = shutdown.wait_for(|stop| *stop) => {
                 node.set_state(State::Stopping);
                 if let Err(error) = replica.close() {
@@ -222,7 +254,7 @@ async fn follow_until_primary(
             }
         };
         match followed {
-            Ok(Followed::TookOver(seq)) => return Some((replica, seq)),
+            Ok(Followed::TookOver { seq, sent }) => return Some((replica, seq, sent)),
             Ok(Followed::NeedsSnapshot) => {
                 node.set_state(State::Loading);
                 replica = match rebuild(changelog, replica, data_dir, options).await {
@@ -270,7 +302,7 @@ async fn rebuild(
         drop(replica);
         wipe_and_open(data_dir, options).await?
     };
-    follower::load_snapshot(changelog, &replica).await?;
+    snapshots::load_snapshot(changelog, &replica).await?;
     Ok(replica)
 }
 
@@ -343,7 +375,10 @@ fn promote(
     };
     let on_published = {
         let node = node.clone();
-        Box::new(move |seq| node.set_progress(seq, 0))
+        Box::new(move |seq, sent: Instant| {
+            node.set_progress(seq, 0);
+            node.extend_lease(sent + READ_LEASE);
+        })
     };
     let on_stalled = {
         let node = node.clone();

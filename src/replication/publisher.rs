@@ -42,10 +42,6 @@ pub const GIVE_UP_AFTER: Duration = Duration::from_secs(15);
 /// a standby would wait before taking over.
 pub const STALLED_AFTER: Duration = super::LEASE;
 
-/// The largest changelog message: NATS refuses a message (payload and headers) over its
-/// `max_payload`, 1 MiB by default; headers take well under 8 KiB.
-pub const MAX_MESSAGE_BYTES: usize = (1 << 20) - 8 * 1024;
-
 /// What the primary has published: where its chain of messages stands.
 pub struct Chain {
     changelog: Changelog,
@@ -54,8 +50,9 @@ pub struct Chain {
     state: Mutex<ChainState>,
     /// Called once, when the node learns it is no longer the primary.
     on_deposed: Box<dyn Fn() + Send + Sync>,
-    /// Called with each message's sequence number once it is in the stream.
-    on_published: Box<dyn Fn(u64) + Send + Sync>,
+    /// Called with each message's sequence number once it is in the stream, and the moment
+    /// its first attempt was sent (what the read lease counts from).
+    on_published: Box<dyn Fn(u64, Instant) + Send + Sync>,
     /// Called when a publish has waited [`STALLED_AFTER`] (true) and when the stall ends.
     on_stalled: Box<dyn Fn(bool) + Send + Sync>,
     /// When the publish under way started, in milliseconds after `created`; 0 for none.
@@ -85,7 +82,7 @@ impl Chain {
         node: String,
         takeover: u64,
         on_deposed: Box<dyn Fn() + Send + Sync>,
-        on_published: Box<dyn Fn(u64) + Send + Sync>,
+        on_published: Box<dyn Fn(u64, Instant) + Send + Sync>,
         on_stalled: Box<dyn Fn(bool) + Send + Sync>,
     ) -> Arc<Chain> {
         Arc::new(Chain {
@@ -135,6 +132,8 @@ impl Chain {
         // Never reused: a reused id would be answered as a duplicate of another message.
         let id = format!("{}:{}:{}", self.node, state.term, state.published);
         let expected = state.last;
+        // Before the first attempt goes out: whichever attempt the stream took, it was sent
+        // no earlier than this, so a read lease counted from here is never too long.
         let started = Instant::now();
         let since = u64::try_from(self.created.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.publishing_since.store(since.max(1), Ordering::Relaxed);
@@ -185,7 +184,7 @@ impl Chain {
             Ok(seq) => {
                 state.last = seq;
                 state.last_publish = Instant::now();
-                (self.on_published)(seq);
+                (self.on_published)(seq, started);
                 Ok(seq)
             }
             Err(reason) => {
@@ -275,9 +274,11 @@ impl Publisher {
 }
 
 impl Log for Publisher {
+    /// Cuts the batch between whole changes into messages the server takes (no change is
+    /// larger: the store refuses one before writing it, see [`Log::entry_limit`]).
     fn append(&mut self, frame: &mut Frame) -> std::io::Result<()> {
         self.parts = frame
-            .parts(MAX_MESSAGE_BYTES)
+            .parts(self.chain.changelog.message_limit())
             .into_iter()
             .map(Bytes::copy_from_slice)
             .collect();
@@ -298,6 +299,11 @@ impl Log for Publisher {
 
     fn seq(&self) -> u64 {
         self.chain.last()
+    }
+
+    fn entry_limit(&self) -> Option<crate::store::log::EntryLimit> {
+        let changelog = self.chain.changelog.clone();
+        Some(Arc::new(move || changelog.message_limit()))
     }
 }
 

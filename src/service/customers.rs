@@ -1,7 +1,10 @@
 //! Customer use cases: create (exactly one of any number of concurrent claimants of an email
-//! wins) and update (the email index stays exact). Email claims are guards: a create keeps
-//! its claim until its records are written; an update hands its claim to the actor with the
-//! change, which keeps it until the change is written or refused. Must not touch: HTTP types.
+//! wins) and update (the email index stays exact). Email claims are guards: a create hands
+//! its claim (and its idempotency key's turn) to the work group commit runs once the create
+//! is durable, so both are held until then; an update hands its claim to the actor with the
+//! change, which keeps it until the change is durable or refused. A new customer is seen by
+//! no reader before its create is durable (the registry hides it). Must not touch: HTTP
+//! types.
 
 use std::sync::Arc;
 
@@ -14,12 +17,14 @@ use crate::domain::email::Email;
 use crate::domain::fields::{FieldErrors, TAKEN};
 use crate::domain::idempotency::{CreationKind, Pending};
 use crate::domain::ids::CustomerId;
-use crate::metrics::METRICS;
-use crate::registry::EmailTaken;
+use crate::registry::{EmailTaken, NewCustomer};
 use crate::store::IdempotencyWrite;
 
 use super::idempotency::Turn;
 use super::{email_taken, Created, Service, ServiceError};
+
+/// How often a create asks for an email that changes in progress keep claiming.
+const CLAIM_ATTEMPTS: usize = 4;
 
 impl Service {
     /// Creates a customer; exactly one of any number of concurrent creates of one email wins.
@@ -62,12 +67,9 @@ impl Service {
             return Err(email_taken());
         }
         self.hash_new_password(&mut changes).await?;
-        let new = self
-            .registry
-            .claim_email_for_new_customer(webstore, email_key)?
-            .map_err(|EmailTaken| email_taken())?;
+        let new = self.claim_new_email(webstore, email_key).await?;
         let customer = Customer::create(new.id, webstore.idx, new.number, changes);
-        let (record, _turn) = match keyed {
+        let (record, turn) = match keyed {
             Some((pending, turn)) => {
                 let record = IdempotencyWrite::rendered(
                     &webstore.settings.id,
@@ -79,18 +81,39 @@ impl Service {
             }
             None => (None, None),
         };
-        let written = self
-            .registry
-            .create_customer(webstore, &customer, record, new.listed)?;
-        // From here the store's email index answers for the email.
-        drop(new.claim);
+        // The claim and the key's turn are held until the create is durable (or given up):
+        // until then no other create takes the email, and no retry with the key reads a
+        // record of a customer that readers cannot see yet.
+        let written =
+            self.registry
+                .create_customer(webstore, &customer, record, new, Box::new(turn))?;
         written.durable().await?;
-        METRICS
-            .customers_created
-            .with_label_values(&[webstore.settings.id.as_str()])
-            .inc();
         tracing::info!(customer_id = %customer.id, webstore = %webstore.settings.id, "customer created");
         Ok(Arc::new(customer))
+    }
+
+    /// Claims `email_key` for a new customer. A change still in progress that holds the
+    /// email is waited for (within the request's deadline) and the email asked for again,
+    /// so that a create is told "taken" only by a write the store holds durably.
+    async fn claim_new_email(
+        &self,
+        webstore: &Arc<Webstore>,
+        email_key: String,
+    ) -> Result<NewCustomer, ServiceError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            match self
+                .registry
+                .claim_email_for_new_customer(webstore, email_key.clone())?
+            {
+                Ok(new) => return Ok(new),
+                Err(EmailTaken {
+                    settling: Some(settling),
+                }) => settling.settled().await,
+                Err(EmailTaken { settling: None }) => return Err(email_taken()),
+            }
+        }
+        // Claimed again and again by changes in progress: it is as good as taken.
+        Err(email_taken())
     }
 
     /// Applies the fields present in `body` to a customer, keeping the email index exact.
@@ -113,7 +136,7 @@ impl Service {
             Some(key) => self
                 .registry
                 .claim_email(webstore, key, id)?
-                .map_err(|EmailTaken| email_taken())?,
+                .map_err(|_taken| email_taken())?,
             None => None,
         };
         // The claim travels with the change and is released once the actor has written it

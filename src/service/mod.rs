@@ -77,6 +77,15 @@ pub enum ServiceError {
     /// The store failed; nothing was acknowledged.
     #[error("storage failure: {0}")]
     Storage(String),
+    /// The change is larger than the store's log takes (a replicated group's message
+    /// limit); nothing was changed.
+    #[error("a change of {bytes} bytes is larger than the log takes ({max} at most)")]
+    ChangeTooLarge {
+        /// The change's encoded size.
+        bytes: usize,
+        /// The most the log takes.
+        max: usize,
+    },
     /// A step of a move between shards that this node's state does not allow (taking a
     /// webstore it released, importing one it serves); nothing was changed.
     #[error("conflict: {0}")]
@@ -92,6 +101,7 @@ impl From<StoreError> for ServiceError {
             StoreError::Refused(refusal) => ServiceError::WritesRefused(refusal),
             // Shutting down: the client may retry against the next process.
             StoreError::Closed => ServiceError::Busy,
+            StoreError::TooLarge { bytes, max } => ServiceError::ChangeTooLarge { bytes, max },
             other => ServiceError::Storage(other.to_string()),
         }
     }

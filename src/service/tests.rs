@@ -545,16 +545,16 @@ async fn an_email_change_past_its_deadline_keeps_its_claim_until_written() {
         "{withdrawn:?}"
     );
 
-    // A create of the stalled change's email loses at once; one of the withdrawn email may
-    // proceed (it waits for the disk like everything else).
-    let lost = h
-        .service
-        .create_customer(&h.webstore, &customer_body("TAKEN@example.com"), None)
-        .await;
-    assert!(
-        matches!(&lost, Err(ServiceError::Invalid(errors)) if errors.has("email")),
-        "{lost:?}"
-    );
+    // A create of the stalled change's email waits for that change to be durable (it is
+    // told "taken" only by a write the store holds), then loses; one of the withdrawn email
+    // may proceed (it waits for the disk like everything else).
+    let lost = {
+        let h = h.clone();
+        tokio::spawn(async move {
+            let fields = customer_body("TAKEN@example.com");
+            h.service.create_customer(&h.webstore, &fields, None).await
+        })
+    };
     let bob = {
         let h = h.clone();
         tokio::spawn(async move {
@@ -563,9 +563,19 @@ async fn an_email_change_past_its_deadline_keeps_its_claim_until_written() {
         })
     };
     h.disk.wait_for_writers(2);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !lost.is_finished(),
+        "a create is not told taken by a change that is not durable"
+    );
     h.disk.open_gate();
     let ann_now = started.await.unwrap().unwrap();
     assert_eq!(ann_now.email.as_str(), "taken@example.com");
+    let lost = lost.await.unwrap();
+    assert!(
+        matches!(&lost, Err(ServiceError::Invalid(errors)) if errors.has("email")),
+        "{lost:?}"
+    );
     let Created::Fresh(bob) = bob.await.unwrap().unwrap() else {
         panic!("a create without a key is never a replay");
     };

@@ -66,6 +66,15 @@ pub enum StoreError {
     /// Durability could not be confirmed; the write must not be acknowledged.
     #[error("the store could not confirm the write is on disk")]
     NotDurable,
+    /// The change is larger than the log takes (a replicated changelog's messages are at
+    /// most its servers' `max_payload`); nothing was written.
+    #[error("a change of {bytes} bytes is larger than the log takes ({max} bytes at most)")]
+    TooLarge {
+        /// The change's encoded size.
+        bytes: usize,
+        /// The most the log takes.
+        max: usize,
+    },
 }
 
 /// Maps a sled error, saying what was being done.

@@ -118,6 +118,15 @@ impl Admitted<'_> {
         self.log().is_durable()
     }
 
+    /// Refuses a change of `bytes` encoded bytes that the log can never take, before any of
+    /// its writes is made (a replicated changelog's message limit).
+    fn fits(&self, bytes: usize) -> Result<(), StoreError> {
+        match self.log().max_entry_bytes() {
+            Some(max) if bytes > max => Err(StoreError::TooLarge { bytes, max }),
+            _ => Ok(()),
+        }
+    }
+
     /// Hands the log entry of writes just made to the log.
     fn commit(&self, entry: LogEntry) -> Result<Written, StoreError> {
         self.log().submit(entry.into_bytes(), None)
@@ -291,6 +300,12 @@ impl Store {
         }
     }
 
+    /// The largest change its log takes, if it has a limit (a replicated group's changelog):
+    /// what writers of batches (imports, purges) cut them to.
+    pub fn max_entry_bytes(&self) -> Option<usize> {
+        self.log().as_ref().and_then(|log| log.max_entry_bytes())
+    }
+
     /// How many handles on the store exist (a deposed primary waits for its own to be the
     /// last before it rebuilds the copy under it).
     pub fn handles(&self) -> usize {
@@ -322,8 +337,25 @@ impl Store {
         }
     }
 
+    /// A wait that completes once every write that readers can see now is durable (what an
+    /// online backup waits for before it counts: read committed). A write shows in the
+    /// store before it is handed to the log, under its admission; taking the admission lock
+    /// for writing waits for the writes under way to be handed over (a moment: none waits
+    /// for anything while admitted), then the wait is submitted behind them.
+    pub fn barrier_after_visible_writes(&self) -> Result<Written, StoreError> {
+        let log = self
+            .inner
+            .log
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match log.as_ref() {
+            None => Err(StoreError::NotDurable),
+            Some(log) => log.submit(Vec::new(), None),
+        }
+    }
+
     /// The log, `None` once closed. Read-locked, shared and never contended but by
-    /// `close`.
+    /// `close` (and, for a moment, by an online backup's last wait).
     fn log(&self) -> RwLockReadGuard<'_, Option<Box<dyn ChangeLog>>> {
         self.inner
             .log

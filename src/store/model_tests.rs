@@ -530,7 +530,7 @@ impl Harness {
                     record: record.clone(),
                 });
                 vec![store
-                    .create_customer(customer, WEBSTORES[*webstore], key)
+                    .create_customer(customer, WEBSTORES[*webstore], key, Box::new(|| {}))
                     .unwrap()]
             }
             Prepared::Update {

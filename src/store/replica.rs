@@ -95,7 +95,8 @@ impl Replica {
     }
 
     /// Calls `part` with the copy's entries, node-local ones left out, encoded as set-writes
-    /// in parts of about `part_bytes` each, in key order. Reads the copy as it stands: the
+    /// in parts of at most `part_bytes` each (unless one entry alone is larger), in key
+    /// order. Reads the copy as it stands: the
     /// caller applies nothing meanwhile.
     pub fn snapshot_entries(
         &self,
@@ -111,16 +112,17 @@ impl Replica {
             if keys::NODE_LOCAL.contains(&key) {
                 return true;
             }
-            current.set(key, value);
-            current_bytes += 9 + key.len() + value.len();
-            entries += 1;
-            if current_bytes >= part_bytes {
+            let size = LogEntry::encoded_len(key, value);
+            if current_bytes > 0 && current_bytes + size > part_bytes {
                 current_bytes = 0;
                 if let Err(error) = part(std::mem::take(&mut current).into_bytes()) {
                     failed = Some(error);
                     return false;
                 }
             }
+            current.set(key, value);
+            current_bytes += size;
+            entries += 1;
             true
         })?;
         if let Some(error) = failed {

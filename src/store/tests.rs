@@ -51,7 +51,8 @@ fn no_write_lands_after_close() {
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(20));
     store.close().unwrap();
-    let after_close = store.create_customer(&customer(9, "late@b.c"), "shop", None);
+    let after_close =
+        store.create_customer(&customer(9, "late@b.c"), "shop", None, Box::new(|| {}));
     assert!(matches!(after_close, Err(StoreError::Closed)));
     assert!(matches!(
         store.reserve_order_ids(0, 10),
@@ -81,7 +82,7 @@ fn records_and_indexes_survive_reopening() {
         let store = open(dir.path());
         drop(
             store
-                .create_customer(&customer(7, "a@b.c"), "shop", None)
+                .create_customer(&customer(7, "a@b.c"), "shop", None, Box::new(|| {}))
                 .unwrap(),
         );
         store.close().unwrap();
@@ -105,7 +106,7 @@ fn an_unreadable_record_is_an_error_naming_its_key() {
     let store = open(dir.path());
     drop(
         store
-            .create_customer(&customer(3, "x@y.z"), "shop", None)
+            .create_customer(&customer(3, "x@y.z"), "shop", None, Box::new(|| {}))
             .unwrap(),
     );
     let mut damage = WriteBatch::default();
@@ -287,7 +288,9 @@ fn acknowledged_changes(store: &Store) -> Vec<(Customer, Vec<u64>)> {
                 for n in 0..25u64 {
                     let id = 1 + writer * 100 + n;
                     let mut customer = customer(id, &format!("c{id}@shop.test"));
-                    let created = store.create_customer(&customer, "shop", None).unwrap();
+                    let created = store
+                        .create_customer(&customer, "shop", None, Box::new(|| {}))
+                        .unwrap();
                     created.durable().await.unwrap();
                     let mut orders = Vec::new();
                     for k in 0..3 {
@@ -371,7 +374,7 @@ fn a_torn_last_frame_is_dropped_whole_and_what_came_before_it_is_kept() {
     runtime
         .block_on(
             store
-                .create_customer(&late, "shop", None)
+                .create_customer(&late, "shop", None, Box::new(|| {}))
                 .unwrap()
                 .durable(),
         )
@@ -414,7 +417,12 @@ fn orders_packed_into_chunks_read_back_once_each_after_a_reopening_and_a_replay(
             runtime
                 .block_on(
                     store
-                        .create_customer(&customer(id, &format!("{id}@shop.test")), "shop", None)
+                        .create_customer(
+                            &customer(id, &format!("{id}@shop.test")),
+                            "shop",
+                            None,
+                            Box::new(|| {}),
+                        )
                         .unwrap()
                         .durable(),
                 )
@@ -499,7 +507,9 @@ fn a_replay_after_a_crash_in_mid_checkpoint_packs_no_order_twice() {
     {
         let store = open(dir.path());
         let ann = customer(1, "ann@shop.test");
-        let created = store.create_customer(&ann, "shop", None).unwrap();
+        let created = store
+            .create_customer(&ann, "shop", None, Box::new(|| {}))
+            .unwrap();
         runtime.block_on(created.durable()).unwrap();
         for id in 100..140u64 {
             let written = store

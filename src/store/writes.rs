@@ -13,6 +13,25 @@ use crate::domain::idempotency::Pending;
 use crate::domain::order::Order;
 use crate::domain::placement::Ownership;
 
+/// Where a keyed create's idempotency record goes (see `Store::plan_idempotency`).
+struct IdempotencyPlan {
+    key: Vec<u8>,
+    record: Vec<u8>,
+    /// The version of the key it replaces, removed with it.
+    replaced: Option<Vec<u8>>,
+}
+
+impl IdempotencyPlan {
+    /// What its writes add to the change's log entry.
+    fn encoded_len(&self) -> usize {
+        LogEntry::encoded_len(&self.key, &self.record)
+            + self
+                .replaced
+                .as_ref()
+                .map_or(0, |replaced| LogEntry::encoded_len(replaced, &[]))
+    }
+}
+
 /// An idempotency record to write in the same batch as the record it answers for.
 pub struct IdempotencyWrite {
     /// The webstore's id.
@@ -61,20 +80,31 @@ impl Store {
     /// entry, its number's, then its record, one single-key write each (see [`keys`] on why
     /// the record is the commit point). The caller holds the email's claim, so no other
     /// writer touches that email meanwhile, and the key's turn, so no other request with the
-    /// key reads the idempotency record before the customer is written.
+    /// key reads the idempotency record before the customer is written. `on_durable` runs
+    /// once the writes are durable (see [`OnDurable`]); until then the caller keeps the
+    /// customer from its readers.
     pub fn create_customer(
         &self,
         customer: &Customer,
         webstore_id: &str,
         idempotency: Option<IdempotencyWrite>,
+        on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
+        let idempotency = self.plan_idempotency(idempotency)?;
+        let entries = new_customer_entries(customer, webstore_id);
+        let bytes = entries
+            .iter()
+            .map(|(key, value)| LogEntry::encoded_len(key, value))
+            .sum::<usize>()
+            + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len);
+        open.fits(bytes)?;
         let mut entry = open.entry();
         self.put_idempotency(&mut entry, idempotency)?;
-        for (key, value) in new_customer_entries(customer, webstore_id) {
+        for (key, value) in entries {
             self.put(&mut entry, &key, value)?;
         }
-        open.commit(entry)
+        open.commit_then(entry, on_durable)
     }
 
     /// Writes a changed customer, its record alone when the email stays. An email change
@@ -92,19 +122,25 @@ impl Store {
         webstore_id: &str,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
-        let mut entry = open.entry();
         let record = encode(&CustomerRecord::from_customer(customer, webstore_id));
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
+        let record_key = keys::customer(customer.id.0);
+        let holder_key = keys::email_holder(webstore_id, &new_key, customer.id.0);
+        open.fits(
+            LogEntry::encoded_len(&record_key, &record)
+                + LogEntry::encoded_len(&holder_key, &customer.id.0.to_be_bytes()),
+        )?;
+        let mut entry = open.entry();
         if new_key == old_key {
-            self.put(&mut entry, &keys::customer(customer.id.0), record)?;
+            self.put(&mut entry, &record_key, record)?;
             return open.commit(entry);
         }
         self.put(
             &mut entry,
-            &keys::email_holder(webstore_id, &new_key, customer.id.0),
+            &holder_key,
             customer.id.0.to_be_bytes().to_vec(),
         )?;
-        self.put(&mut entry, &keys::customer(customer.id.0), record)?;
+        self.put(&mut entry, &record_key, record)?;
         open.commit(entry)
     }
 
@@ -122,10 +158,18 @@ impl Store {
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
-        let mut entry = open.entry();
-        self.put_idempotency(&mut entry, idempotency)?;
+        let idempotency = self.plan_idempotency(idempotency)?;
         let record = encode(&OrderRecord::from_order(order));
         let key = keys::order(order.customer_id.0, order.id.0);
+        if idempotency.is_some() {
+            // Only a keyed order can come near the log's limit: spare the others the look.
+            open.fits(
+                LogEntry::encoded_len(&key, &record)
+                    + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len),
+            )?;
+        }
+        let mut entry = open.entry();
+        self.put_idempotency(&mut entry, idempotency)?;
         if open.is_logged() {
             self.put_behind_log(&mut entry, &key, record)?;
         } else {
@@ -134,19 +178,18 @@ impl Store {
         open.commit_then(entry, on_durable)
     }
 
-    /// Writes the idempotency record of a keyed create, before what it creates: a record
-    /// whose customer or order was never written (a crash in between) is stale, and the
-    /// service treats its key as free (`IdempotencyGate::once`). A key is written only when
-    /// its record no longer counts, and then under the next version, the one it replaces
-    /// removed: a crash that keeps this write in the snapshot but loses its log frame cannot
-    /// have the replay of the earlier version take it back (the last version counts).
-    fn put_idempotency(
+    /// Where the idempotency record of a keyed create goes, and which version of its key it
+    /// replaces: read before anything of the change is written, so that its size is known.
+    /// A key is written only when its record no longer counts, and then under the next
+    /// version, the one it replaces removed: a crash that keeps this write in the snapshot
+    /// but loses its log frame cannot have the replay of the earlier version take it back
+    /// (the last version counts).
+    fn plan_idempotency(
         &self,
-        entry: &mut LogEntry,
         idempotency: Option<IdempotencyWrite>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<Option<IdempotencyPlan>, StoreError> {
         let Some(write) = idempotency else {
-            return Ok(());
+            return Ok(None);
         };
         let replaced = self
             .inner
@@ -164,9 +207,26 @@ impl Store {
             .as_ref()
             .and_then(|(key, _)| keys::idempotency_parts(key))
             .map_or(now, |(_, _, version)| now.max(version.saturating_add(1)));
-        let key = keys::idempotency_version(&write.webstore_id, &write.key, version);
-        self.put(entry, &key, encode(&write.record))?;
-        if let Some((replaced, _)) = replaced {
+        Ok(Some(IdempotencyPlan {
+            key: keys::idempotency_version(&write.webstore_id, &write.key, version),
+            record: encode(&write.record),
+            replaced: replaced.map(|(key, _)| key),
+        }))
+    }
+
+    /// Writes the idempotency record of a keyed create, before what it creates: a record
+    /// whose customer or order was never written (a crash in between) is stale, and the
+    /// service treats its key as free (`IdempotencyGate::once`).
+    fn put_idempotency(
+        &self,
+        entry: &mut LogEntry,
+        plan: Option<IdempotencyPlan>,
+    ) -> Result<(), StoreError> {
+        let Some(plan) = plan else {
+            return Ok(());
+        };
+        self.put(entry, &plan.key, plan.record)?;
+        if let Some(replaced) = plan.replaced {
             self.remove_key(entry, &replaced)?;
         }
         Ok(())
@@ -215,9 +275,9 @@ impl Store {
     }
 
     /// Removes everything of webstore `id` (its customers, their orders, its email, number
-    /// and idempotency entries) in logged batches of removals: what a shard does once it has
-    /// released a webstore to another, so that nothing of it can be served or exported here
-    /// by mistake. How many keys it removed.
+    /// and idempotency entries) in logged batches of removals, each within the log's limit:
+    /// what a shard does once it has released a webstore to another, so that nothing of it
+    /// can be served or exported here by mistake. How many keys it removed.
     pub fn purge_webstore(&self, id: &str) -> Result<u64, StoreError> {
         let mut doomed: Vec<Vec<u8>> = Vec::new();
         let storage = &self.inner.storage;
@@ -235,11 +295,19 @@ impl Store {
             })?;
         }
         let removed = doomed.len() as u64;
-        for chunk in doomed.chunks(1_000) {
-            let mut batch = WriteBatch::default();
-            for key in chunk {
-                batch.delete(key.clone());
+        let max_bytes = self.max_entry_bytes().unwrap_or(usize::MAX);
+        let mut batch = WriteBatch::default();
+        let mut bytes = 0;
+        for key in doomed {
+            let size = LogEntry::encoded_len(&key, &[]);
+            if !batch.is_empty() && (batch.len() >= 1_000 || bytes + size > max_bytes) {
+                self.remove(std::mem::take(&mut batch))?;
+                bytes = 0;
             }
+            bytes += size;
+            batch.delete(key);
+        }
+        if !batch.is_empty() {
             self.remove(batch)?;
         }
         Ok(removed)
@@ -260,6 +328,7 @@ impl Store {
         for (key, _) in batch.ops() {
             entry.remove(key);
         }
+        open.fits(entry.len())?;
         self.written(self.inner.storage.apply(batch))?;
         drop(open.commit(entry)?);
         Ok(())
@@ -286,6 +355,7 @@ impl Store {
                 None => entry.remove(key),
             }
         }
+        open.fits(entry.len())?;
         self.written(self.inner.storage.apply(batch))?;
         drop(open.commit(entry)?);
         Ok(())

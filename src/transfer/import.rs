@@ -30,8 +30,61 @@ pub struct Imported {
     pub idempotency_records: u64,
 }
 
-/// Records written per store batch.
+/// Records written per store batch at most; fewer where the store's log takes smaller
+/// changes (a replicated group's changelog: see [`Batches`]).
 const BATCH: usize = 1_000;
+
+/// Store batches of whole records, each written once it holds [`BATCH`] records or the next
+/// record would take it past the largest change the store's log takes.
+struct Batches<'a> {
+    store: &'a Store,
+    max_bytes: usize,
+    batch: WriteBatch,
+    records: usize,
+    bytes: usize,
+}
+
+impl<'a> Batches<'a> {
+    fn new(store: &'a Store) -> Batches<'a> {
+        Batches {
+            store,
+            max_bytes: store.max_entry_bytes().unwrap_or(usize::MAX),
+            batch: WriteBatch::default(),
+            records: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Adds one record's writes, first writing the batch if they would not fit in it:
+    /// whether it wrote one. A record larger than the log takes on its own is refused by
+    /// the store when its batch is written.
+    fn add(
+        &mut self,
+        record: WriteBatch,
+        write: impl Fn(&Store, WriteBatch) -> Result<(), crate::store::StoreError>,
+    ) -> Result<bool, crate::store::StoreError> {
+        let size = record.encoded_len();
+        let full = self.records == BATCH || self.bytes + size > self.max_bytes;
+        let wrote = self.records > 0 && full;
+        if wrote {
+            self.flush(&write)?;
+        }
+        self.batch.extend(record);
+        self.records += 1;
+        self.bytes += size;
+        Ok(wrote)
+    }
+
+    /// Writes what the batch holds.
+    fn flush(
+        &mut self,
+        write: impl Fn(&Store, WriteBatch) -> Result<(), crate::store::StoreError>,
+    ) -> Result<(), crate::store::StoreError> {
+        self.records = 0;
+        self.bytes = 0;
+        write(self.store, std::mem::take(&mut self.batch))
+    }
+}
 
 enum Record {
     Customer(CustomerRecord),
@@ -208,28 +261,26 @@ fn import_then(
     finish: &dyn Fn(&Store) -> Result<(), crate::store::StoreError>,
 ) -> Result<Imported, TransferError> {
     let imported = check(store, input, progress)?;
-    let mut batch = WriteBatch::default();
-    let mut in_batch = 0;
+    let mut batches = Batches::new(store);
     let mut written_through = 0u64;
     let outcome = read_records(input, &mut |number, record| {
+        let mut writes = WriteBatch::default();
         match &record {
-            Record::Customer(customer) => add_customer_record(&mut batch, customer),
-            Record::Order(order) => add_order_record(&mut batch, order),
+            Record::Customer(customer) => add_customer_record(&mut writes, customer),
+            Record::Order(order) => add_order_record(&mut writes, order),
             Record::Idempotency(webstore, key, record) => {
-                add_idempotency_record(&mut batch, webstore, key, record)
+                add_idempotency_record(&mut writes, webstore, key, record)
             }
         }
-        in_batch += 1;
-        if in_batch == BATCH {
-            store.apply(std::mem::take(&mut batch))?;
-            written_through = number;
-            in_batch = 0;
+        if batches.add(writes, Store::apply)? {
+            // The lines before this one are written.
+            written_through = number - 1;
         }
         progress.step("lines written", number);
         Ok(true)
     })
     .and_then(|()| {
-        store.apply(std::mem::take(&mut batch))?;
+        batches.flush(Store::apply)?;
         finish(store)?;
         Ok(())
     });
@@ -263,11 +314,12 @@ fn undo(
     through: u64,
     finish: &dyn Fn(&Store) -> Result<(), crate::store::StoreError>,
 ) -> Result<(), TransferError> {
-    let mut batch = WriteBatch::default();
+    let mut batches = Batches::new(store);
     read_records(input, &mut |number, record| {
         if number > through {
             return Ok(false);
         }
+        let mut batch = WriteBatch::default();
         match record {
             Record::Customer(customer) => {
                 batch.delete(keys::customer(customer.id));
@@ -284,8 +336,9 @@ fn undo(
                 batch.delete(keys::idempotency_version(&webstore, &key, 1))
             }
         }
+        batches.add(batch, Store::remove)?;
         Ok(true)
     })?;
-    store.remove(batch)?;
+    batches.flush(Store::remove)?;
     Ok(finish(store)?)
 }

@@ -18,290 +18,6 @@ use serde_json::Value;
 
 use crate::helpers::*;
 
-/// Only one group at a time.
-static ONE_GROUP_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-/// The longest a failover may take, from the primary's death to the first write the new
-/// primary acknowledges (the bound: the 2 s lease, a poll, the promotion).
-const FAILOVER_BOUND: Duration = Duration::from_secs(5);
-
-/// A boxsub node of the group under test, on a data directory of its own.
-struct Member {
-    name: String,
-    dir: DataDir,
-    app: Option<TestApp>,
-}
-
-/// Two boxsub nodes on one NATS cluster.
-struct Group {
-    nats: NatsCluster,
-    stream: String,
-    members: Vec<Member>,
-    extra: Vec<String>,
-    /// Held while the group runs (declared last: released once its processes are gone).
-    _one_at_a_time: tokio::sync::MutexGuard<'static, ()>,
-}
-
-impl Group {
-    /// A NATS cluster and `nodes` boxsub nodes named `a`, `b`, ... on stream `stream`;
-    /// `None` (after SKIPPED) without nats-server.
-    async fn start(test: &str, nodes: usize, extra: &[&str]) -> Option<Group> {
-        let one_at_a_time = ONE_GROUP_AT_A_TIME.lock().await;
-        let nats = NatsCluster::start(test).await?;
-        let mut group = Group {
-            nats,
-            stream: format!("t{}", std::process::id()),
-            members: Vec::new(),
-            extra: extra.iter().map(|arg| arg.to_string()).collect(),
-            _one_at_a_time: one_at_a_time,
-        };
-        for i in 0..nodes {
-            let name = ((b'a' + i as u8) as char).to_string();
-            let dir = DataDir::new();
-            let app = group.spawn(&name, &dir).await;
-            group.members.push(Member {
-                name,
-                dir,
-                app: Some(app),
-            });
-        }
-        Some(group)
-    }
-
-    async fn spawn(&self, name: &str, dir: &DataDir) -> TestApp {
-        let urls = self.nats.urls();
-        let mut args = vec![
-            "--changelog",
-            urls.as_str(),
-            "--changelog-stream",
-            self.stream.as_str(),
-            "--node-name",
-            name,
-        ];
-        args.extend(self.extra.iter().map(String::as_str));
-        spawn_app_on_with(dir, &args, &[("RUST_LOG", "info")]).await
-    }
-
-    fn app(&self, i: usize) -> &TestApp {
-        self.members[i].app.as_ref().expect("the node runs")
-    }
-
-    /// The index of the node whose `/health` answers 200, once exactly one does.
-    async fn primary(&self, within: Duration) -> usize {
-        let deadline = Instant::now() + within;
-        loop {
-            let mut serving = Vec::new();
-            for (i, member) in self.members.iter().enumerate() {
-                if let Some(app) = &member.app {
-                    if health(app).await.0 == 200 {
-                        serving.push(i);
-                    }
-                }
-            }
-            assert!(serving.len() <= 1, "two nodes serve at once: {serving:?}");
-            if let [only] = serving[..] {
-                return only;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no primary within {within:?}:\n{}",
-                self.logs()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Kills node `i` with SIGKILL and deletes its data directory.
-    fn kill_and_wipe(&mut self, i: usize) {
-        let member = &mut self.members[i];
-        if let Some(mut app) = member.app.take() {
-            app.crash();
-        }
-        std::fs::remove_dir_all(&member.dir.data).expect("deleting the data directory");
-        std::fs::create_dir_all(&member.dir.data).expect("an empty data directory");
-    }
-
-    /// Starts node `i` again on its (possibly emptied) data directory.
-    async fn restart(&mut self, i: usize) {
-        let app = self
-            .spawn(&self.members[i].name, &self.members[i].dir)
-            .await;
-        self.members[i].app = Some(app);
-    }
-
-    fn logs(&self) -> String {
-        self.members
-            .iter()
-            .filter_map(|member| {
-                member
-                    .app
-                    .as_ref()
-                    .map(|app| format!("--- node {}:\n{}", member.name, app.stderr_tail()))
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
-    /// The changelog stream's first and last sequence numbers, read from NATS.
-    async fn stream_bounds(&self) -> (u64, u64) {
-        let client = self.nats.connect().await;
-        let jetstream = async_nats::jetstream::new(client);
-        let mut stream = jetstream
-            .get_stream(&self.stream)
-            .await
-            .expect("the changelog stream exists");
-        let info = stream.info().await.expect("the stream's info");
-        (info.state.first_sequence, info.state.last_sequence)
-    }
-}
-
-/// `GET /health`: the status and body, (0, Null) when the node does not answer.
-async fn health(app: &TestApp) -> (u16, Value) {
-    match app.try_send(Method::GET, "/health", None, None, &[]).await {
-        Ok(response) => {
-            let body = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
-            (response.status, body)
-        }
-        Err(_) => (0, Value::Null),
-    }
-}
-
-/// What became of one keyed create.
-#[derive(Debug, Clone)]
-enum Outcome {
-    /// 201 with this customer id.
-    Acked(i64),
-    /// Any other answer, or none: the client does not know.
-    Unknown(String),
-}
-
-/// A keyed customer create on `app`: email `{tag}{n}@example.com`, key `{tag}-{n}`.
-async fn keyed_create(app: &TestApp, tag: &str, n: usize) -> Outcome {
-    let email = format!("{tag}{n}@example.com");
-    let key = format!("{tag}-{n}");
-    let body = serde_json::to_vec(&customer_body(&email)).unwrap();
-    let sent = tokio::time::timeout(
-        Duration::from_secs(15),
-        app.try_send(
-            Method::POST,
-            "/v1/customers",
-            Some(&store_a()),
-            Some(body),
-            &[
-                ("Content-Type", "application/json"),
-                ("Idempotency-Key", key.as_str()),
-            ],
-        ),
-    )
-    .await;
-    match sent {
-        Ok(Ok(response)) if response.status == 201 => {
-            Outcome::Acked(response.json()["id"].as_i64().expect("an id"))
-        }
-        Ok(Ok(response)) => Outcome::Unknown(format!("{} {}", response.status, response.text())),
-        Ok(Err(error)) => Outcome::Unknown(error),
-        Err(_) => Outcome::Unknown("no answer in 15 s".into()),
-    }
-}
-
-/// Keyed creates on `app`, one after another, until `stop` turns true or `limit` are sent:
-/// each request's outcome.
-async fn write_until(
-    app: Arc<TestApp>,
-    tag: String,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-    limit: usize,
-) -> BTreeMap<usize, Outcome> {
-    let mut outcomes = BTreeMap::new();
-    for n in 0..limit {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
-            break;
-        }
-        outcomes.insert(n, keyed_create(&app, &tag, n).await);
-    }
-    outcomes
-}
-
-/// Keyed creates as a cart behind a front end would send them: to whichever of `apps`
-/// takes them, each retried with its key (bounded) while they answer 503, until `stop`.
-async fn write_to_group_until(
-    apps: Vec<Arc<TestApp>>,
-    tag: String,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-) -> BTreeMap<usize, Outcome> {
-    let mut outcomes = BTreeMap::new();
-    let mut current = 0;
-    for n in 0..10_000 {
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
-            break;
-        }
-        let mut outcome = keyed_create(&apps[current], &tag, n).await;
-        for _ in 0..100 {
-            if matches!(outcome, Outcome::Acked(_))
-                || stop.load(std::sync::atomic::Ordering::Relaxed)
-            {
-                break;
-            }
-            current = (current + 1) % apps.len();
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            outcome = keyed_create(&apps[current], &tag, n).await;
-        }
-        outcomes.insert(n, outcome);
-    }
-    outcomes
-}
-
-/// Every acknowledged create is on `app` with its id; every unknown one, retried there with
-/// its key, ends with exactly one customer of its email.
-async fn assert_nothing_lost_or_doubled(
-    app: &TestApp,
-    tag: &str,
-    outcomes: &BTreeMap<usize, Outcome>,
-) {
-    let mut acked = 0;
-    let mut retried = 0;
-    for (n, outcome) in outcomes {
-        let email = format!("{tag}{n}@example.com");
-        match outcome {
-            Outcome::Acked(id) => {
-                acked += 1;
-                let found = app.lookup_email(&email).await;
-                let ids: Vec<i64> = found.iter().filter_map(|c| c["id"].as_i64()).collect();
-                assert_eq!(
-                    ids,
-                    vec![*id],
-                    "acknowledged create {email} on the new primary"
-                );
-            }
-            Outcome::Unknown(first) => {
-                retried += 1;
-                let again = keyed_create(app, tag, *n).await;
-                let Outcome::Acked(id) = again else {
-                    panic!(
-                        "the retry of {email} (first answered {first}) on the primary: {again:?}"
-                    );
-                };
-                let found = app.lookup_email(&email).await;
-                let ids: Vec<i64> = found.iter().filter_map(|c| c["id"].as_i64()).collect();
-                assert_eq!(ids, vec![id], "{email} exists once after its retry");
-            }
-        }
-    }
-    eprintln!("{tag}: {acked} acknowledged creates found, {retried} unanswered ones retried");
-}
-
-/// Polls `app`'s `/health` until it answers 200; how long that took.
-async fn until_serving(app: &TestApp, within: Duration) -> Option<Duration> {
-    let started = Instant::now();
-    while started.elapsed() < within {
-        if health(app).await.0 == 200 {
-            return Some(started.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    None
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_standby_answers_503_with_retry_after_and_health_says_what_it_is() {
     let test = "a_standby_answers_503_with_retry_after_and_health_says_what_it_is";
@@ -619,23 +335,6 @@ async fn nodes_killed_and_restarted_on_their_own_directories_resume_and_lose_not
         .await
         .unwrap_or_else(|| panic!("no takeover by the rebuilt node:\n{}", group.logs()));
     assert_nothing_lost_or_doubled(group.app(primary), "k", &outcomes).await;
-}
-
-/// Waits (bounded) until `app` is a standby that holds the whole changelog.
-async fn wait_caught_up(app: &TestApp) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, body) = health(app).await;
-        if body["state"] == "following" && body["lag"] == 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "never caught up: {body}\n{}",
-            app.stderr_tail()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1030,5 +729,63 @@ fn a_group_needs_a_node_name_and_durability() {
             "{args:?}: {}",
             finished.stderr
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_whole_group_killed_at_once_under_writes_and_restarted_loses_no_acknowledged_write() {
+    let test =
+        "replication::the_whole_group_killed_at_once_under_writes_and_restarted_loses_no_acknowledged_write";
+    let Some(mut group) = Group::start(test, 2, &[]).await else {
+        return;
+    };
+    group.primary(Duration::from_secs(20)).await;
+    let apps: Vec<Arc<TestApp>> = group
+        .members
+        .iter_mut()
+        .map(|member| Arc::new(member.app.take().expect("runs")))
+        .collect();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tasks: Vec<_> = (0..4)
+        .map(|w| {
+            tokio::spawn(write_to_group_until(
+                apps.clone(),
+                format!("all{w}-"),
+                stop.clone(),
+            ))
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // kill -9 of every process of the group, NATS servers included, at once.
+    for app in &apps {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(app.pid() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("SIGKILL");
+    }
+    for i in 0..3 {
+        group.nats.kill(i);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.expect("a writer"));
+    }
+    drop(apps);
+    group.nats.restart_all().await;
+    for i in 0..2 {
+        group.restart(i).await;
+    }
+    let primary = group.primary(Duration::from_secs(60)).await;
+    let acked: usize = outcomes
+        .iter()
+        .flat_map(|o| o.values())
+        .filter(|o| matches!(o, Outcome::Acked(_)))
+        .count();
+    eprintln!("{acked} creates acknowledged before the whole group was killed");
+    assert!(acked > 20, "the writers got few writes through: {acked}");
+    for (w, outcome) in outcomes.iter().enumerate() {
+        assert_nothing_lost_or_doubled(group.app(primary), &format!("all{w}-"), outcome).await;
     }
 }

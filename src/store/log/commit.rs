@@ -39,6 +39,11 @@ pub trait Log: Send + 'static {
     fn sync(&mut self) -> std::io::Result<()>;
     /// The sequence number of the segment being written.
     fn seq(&self) -> u64;
+    /// The largest change it takes, if it has a limit (asked once, before the log moves to
+    /// the flusher's thread).
+    fn entry_limit(&self) -> Option<super::EntryLimit> {
+        None
+    }
 }
 
 impl Log for LogWriter {

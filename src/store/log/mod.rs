@@ -74,6 +74,11 @@ impl Written {
     }
 }
 
+/// The largest change (its encoded writes, a [`wal::LogEntry`]'s bytes) a log takes now:
+/// a replicated changelog's messages are at most its servers' `max_payload`, which it reads
+/// from the server it is connected to.
+pub type EntryLimit = Arc<dyn Fn() -> usize + Send + Sync>;
+
 /// What the store asks of a log.
 pub trait ChangeLog: Send + Sync {
     /// Hands the encoded writes of one change (already made in the pending layer; none for
@@ -86,6 +91,11 @@ pub trait ChangeLog: Send + Sync {
     /// Answers every write submitted so far, stops, and leaves the snapshot holding
     /// everything the log held (at close).
     fn close(&mut self, storage: &dyn Storage) -> Result<(), StoreError>;
+    /// The largest change it takes, if it has a limit (the local write-ahead log has none:
+    /// a frame grows its segment).
+    fn max_entry_bytes(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The write-ahead log on the local disk, with group commit and checkpoints.

