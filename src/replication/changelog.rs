@@ -116,6 +116,34 @@ pub enum AppendError {
     Unconfirmed(String),
 }
 
+/// A publish on its way to the changelog (see [`Changelog::send_append`]).
+pub struct PendingAppend(
+    Result<jetstream::context::PublishAckFuture, jetstream::context::PublishError>,
+);
+
+impl PendingAppend {
+    /// Waits for the stream's answer to the publish.
+    pub async fn wait(self) -> Result<Appended, AppendError> {
+        let answer = match self.0 {
+            Ok(ack) => ack.await,
+            Err(error) => Err(error),
+        };
+        match answer {
+            // The stream recognised the id: a retry of a publish it took before. Only a
+            // retry of this node's own publish may be answered so (see `Publisher`); ids
+            // are never reused otherwise.
+            Ok(ack) => Ok(Appended {
+                seq: ack.sequence,
+                duplicate: ack.duplicate,
+            }),
+            Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {
+                Err(AppendError::Fenced)
+            }
+            Err(error) => Err(AppendError::Unconfirmed(error.to_string())),
+        }
+    }
+}
+
 /// The latest complete replica snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotInfo {
@@ -263,25 +291,33 @@ impl Changelog {
         expected_last: u64,
         id: &str,
     ) -> Result<Appended, AppendError> {
+        self.send_append(kind, payload, expected_last, id)
+            .await
+            .wait()
+            .await
+    }
+
+    /// [`Changelog::append`] without waiting for the acknowledgement: the message is on its
+    /// way once this returns, and [`PendingAppend::wait`] waits for the stream's answer. The
+    /// primary keeps a few messages under way at once, each expecting the one before it.
+    pub async fn send_append(
+        &self,
+        kind: Kind,
+        payload: Bytes,
+        expected_last: u64,
+        id: &str,
+    ) -> PendingAppend {
         let publish = jetstream::message::PublishMessage::build()
             .payload(payload)
             .header(KIND_HEADER, kind.name())
             .header(NODE_HEADER, self.settings.node.as_str())
             .message_id(id)
             .expected_last_sequence(expected_last);
-        match self.publish(&self.log_subject, publish).await {
-            // The stream recognised the id: a retry of a publish it took before. Only a
-            // retry of this node's own publish may be answered so (see `Publisher`); ids are
-            // never reused otherwise.
-            Ok(ack) => Ok(Appended {
-                seq: ack.sequence,
-                duplicate: ack.duplicate,
-            }),
-            Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {
-                Err(AppendError::Fenced)
-            }
-            Err(error) => Err(AppendError::Unconfirmed(error.to_string())),
-        }
+        PendingAppend(
+            self.jetstream
+                .send_publish(self.log_subject.clone(), publish)
+                .await,
+        )
     }
 
     /// Publishes `message` to `subject` and waits for the stream's acknowledgement.
@@ -559,6 +595,23 @@ async fn connect_options(
         options = options.add_root_certificates(ca.clone()).require_tls(true);
     }
     Ok(options)
+}
+
+/// A new NATS user for a node (`boxsub changelog-user`).
+pub struct NewUser {
+    /// Its nkey seed (`SU…`): the node's secret, for `--changelog-creds`.
+    pub seed: String,
+    /// Its public key (`U…`), for the servers' `authorization` block.
+    pub public_key: String,
+}
+
+/// Makes a new nkey user.
+pub fn new_user() -> NewUser {
+    let pair = nkeys::KeyPair::new_user();
+    NewUser {
+        seed: pair.seed().expect("a new user's key pair has its seed"),
+        public_key: pair.public_key(),
+    }
 }
 
 /// What a `--changelog-creds` file holds.

@@ -74,6 +74,10 @@ impl Written {
     }
 }
 
+/// What a pipelined log calls when one of its syncs under way finishes (it wakes the
+/// flusher: see `commit::Log::set_waker`).
+pub type SyncWaker = Arc<dyn Fn() + Send + Sync>;
+
 /// The largest change (its encoded writes, a [`wal::LogEntry`]'s bytes) a log takes now:
 /// a replicated changelog's messages are at most its servers' `max_payload`, which it reads
 /// from the server it is connected to.
