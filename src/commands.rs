@@ -33,6 +33,7 @@ pub async fn run(command: Command) -> ExitCode {
             placement,
             catalogue,
         } => haproxy_config(&placement, &catalogue),
+        Command::ChangelogUser { output } => changelog_user(&output),
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -161,6 +162,24 @@ fn keygen() -> Result<(), String> {
     println!("key: {}", pair.key);
     println!("secret: {}", pair.secret);
     println!("secret_sha256: {}", pair.secret_sha256);
+    Ok(())
+}
+
+/// `boxsub changelog-user`: a new nkey user's seed into `output` (created, mode 0600, never
+/// over an existing file), and its public key on standard output.
+fn changelog_user(output: &Path) -> Result<(), String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let user = crate::replication::changelog::new_user();
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(output)
+        .map_err(|error| format!("creating {}: {error}", output.display()))?;
+    file.write_all(format!("{}\n", user.seed).as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|error| format!("writing {}: {error}", output.display()))?;
+    println!("{}", user.public_key);
     Ok(())
 }
 

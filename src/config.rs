@@ -96,6 +96,14 @@ pub enum Command {
         #[arg(long, env = "BOXSUB_ADMIN_TOKEN_FILE")]
         admin_token_file: PathBuf,
     },
+    /// Write a new NATS user nkey seed for a node of a replicated group into FILE (readable
+    /// by its owner only; refused if FILE exists) and print the user's public key, for the
+    /// NATS servers' `authorization` block. The node connects with `--changelog-creds FILE`.
+    ChangelogUser {
+        /// The file to write the seed into.
+        #[arg(long)]
+        output: PathBuf,
+    },
     /// Print the `haproxy.cfg` that routes each webstore's API keys to its shard, from a
     /// placement file, and write the API-key map file the placement file names.
     HaproxyConfig {

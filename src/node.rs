@@ -314,7 +314,10 @@ mod tests {
         node.extend_lease(Instant::now());
         assert!(node.leased(), "an earlier moment never shortens the lease");
         node.withdraw(State::Deposed);
-        assert!(!node.leased(), "a node that stops serving gives its lease up");
+        assert!(
+            !node.leased(),
+            "a node that stops serving gives its lease up"
+        );
         node.extend_lease(Instant::now() - std::time::Duration::from_millis(1));
         assert!(!node.leased(), "a lease that ended is no lease");
     }

@@ -415,4 +415,6 @@ fn email_taken() -> ServiceError {
     ServiceError::Invalid(FieldErrors::single("email", TAKEN))
 }
 #[cfg(test)]
+mod read_committed_tests;
+#[cfg(test)]
 mod tests;

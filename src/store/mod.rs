@@ -462,6 +462,29 @@ impl Store {
         })
     }
 
+    /// A store in `dir` whose writes are acknowledged by `log` alone (as a group's primary's
+    /// are by the changelog): unit tests that hold or fail the log's syncs.
+    #[cfg(test)]
+    pub(crate) fn over_log_for_test(dir: &Path, log: impl log::commit::Log) -> Store {
+        let options = StoreOptions {
+            durability: Durability::Sync {
+                commit_interval: std::time::Duration::ZERO,
+            },
+            cache_bytes: 1 << 20,
+            reserve: Reserve::Bytes(0),
+        };
+        let (storage, disk) = Store::open_storage(dir, options).expect("the store opens");
+        let on_fatal: FatalHandler = Arc::new(|_: &StoreError| {});
+        let remote = log::remote::RemoteLog::start(
+            storage.clone(),
+            log,
+            on_fatal.clone(),
+            std::time::Duration::ZERO,
+        )
+        .expect("group commit starts");
+        Store::with_log(storage, Box::new(remote), on_fatal, Some(disk))
+    }
+
     /// A durable store in `dir` with a small cache, no free-space reserve and no fatal
     /// handler (unit tests).
     #[cfg(test)]

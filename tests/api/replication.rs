@@ -789,3 +789,61 @@ async fn the_whole_group_killed_at_once_under_writes_and_restarted_loses_no_ackn
         assert_nothing_lost_or_doubled(group.app(primary), &format!("all{w}-"), outcome).await;
     }
 }
+
+#[test]
+fn changelog_user_writes_a_seed_only_its_owner_reads_and_a_node_refuses_any_other_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = DataDir::new();
+    let seed_file = dir.sibling("node-a.nk");
+    let mut cmd = boxsub_command();
+    cmd.args(["changelog-user", "--output"]).arg(&seed_file);
+    let finished = run_to_exit(cmd, Duration::from_secs(20));
+    assert!(
+        finished.status.is_some_and(|s| s.success()),
+        "{}",
+        finished.stderr
+    );
+    let public_key = finished.stdout.trim();
+    assert!(
+        public_key.starts_with('U') && public_key.len() == 56,
+        "a user's public key: {public_key}"
+    );
+    let seed = std::fs::read_to_string(&seed_file).unwrap();
+    assert!(seed.trim().starts_with("SU"), "a user's seed");
+    assert!(
+        !finished.stdout.contains(seed.trim()),
+        "the seed is never printed"
+    );
+    let mode = std::fs::metadata(&seed_file).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "readable by its owner only");
+    // Never over an existing file.
+    let mut again = boxsub_command();
+    again.args(["changelog-user", "--output"]).arg(&seed_file);
+    let refused = run_to_exit(again, Duration::from_secs(20));
+    assert!(!refused.status.is_some_and(|s| s.success()));
+    assert_eq!(std::fs::read_to_string(&seed_file).unwrap(), seed);
+    // A node refuses at start a credentials file that holds no user, and a CA file that
+    // holds no certificate, naming the flag.
+    let not_creds = dir.sibling("not-creds");
+    std::fs::write(&not_creds, "hello\n").unwrap();
+    let base = ["--changelog", "nats://127.0.0.1:4222", "--node-name", "a"];
+    for (flag, file, says) in [
+        ("--changelog-creds", &not_creds, "holds neither"),
+        ("--changelog-tls-ca", &not_creds, "holds no PEM certificate"),
+    ] {
+        let file = file.display().to_string();
+        let mut args = base.to_vec();
+        args.extend([flag, file.as_str()]);
+        let finished = serve_to_exit(&dir, &args);
+        assert!(!finished.status.is_some_and(|s| s.success()), "{args:?}");
+        assert!(
+            finished.stderr.contains(flag) && finished.stderr.contains(says),
+            "{args:?}: {}",
+            finished.stderr
+        );
+        assert!(
+            !finished.stderr.contains("hello"),
+            "a secret file's text is never shown"
+        );
+    }
+}

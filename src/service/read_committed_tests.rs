@@ -1,0 +1,191 @@
+//! Read committed, through the service: a store whose log holds its syncs at a gate (as a
+//! disk that stalls, or a group's changelog that does not acknowledge) shows no reader a
+//! new customer before its create is durable, and a create the log never makes durable
+//! leaves no trace: its id is never shown, its email stays free.
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+
+use super::*;
+use crate::domain::paging::Page;
+use crate::store::log::commit::Log;
+use crate::store::log::wal::Frame;
+
+/// What the gated log's syncs do.
+#[derive(Default)]
+struct GateState {
+    closed: bool,
+    failing: bool,
+    waiting: usize,
+}
+
+/// Holds a log's syncs while closed, and fails them once failing.
+#[derive(Clone, Default)]
+struct LogGate(Arc<(Mutex<GateState>, Condvar)>);
+
+impl LogGate {
+    fn set(&self, change: impl FnOnce(&mut GateState)) {
+        change(&mut self.0 .0.lock().unwrap());
+        self.0 .1.notify_all();
+    }
+
+    /// Waits (bounded) until `n` syncs wait at the closed gate.
+    fn wait_for_syncs(&self, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut state = self.0 .0.lock().unwrap();
+        while state.waiting < n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "{n} syncs never reached the gate");
+            state = self.0 .1.wait_timeout(state, left).unwrap().0;
+        }
+    }
+}
+
+/// A log that keeps nothing and syncs when its gate lets it.
+struct GatedLog(LogGate);
+
+impl Log for GatedLog {
+    fn append(&mut self, _frame: &mut Frame) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        let (lock, changed) = &*self.0 .0;
+        let mut state = lock.lock().unwrap();
+        state.waiting += 1;
+        changed.notify_all();
+        while state.closed && !state.failing {
+            state = changed.wait(state).unwrap();
+        }
+        state.waiting -= 1;
+        if state.failing {
+            return Err(std::io::Error::other("the log is gone"));
+        }
+        Ok(())
+    }
+
+    fn seq(&self) -> u64 {
+        0
+    }
+}
+
+fn service_over(dir: &Path, gate: &LogGate) -> (Arc<Service>, Arc<Webstore>) {
+    let store = Store::over_log_for_test(dir, GatedLog(gate.clone()));
+    let settings = ServiceSettings {
+        call_timeout: Duration::from_secs(5),
+        password_hashers: 1,
+        password_queue: 4,
+        max_calls_per_customer: 8,
+        max_calls_in_flight: 64,
+        id_range: Default::default(),
+        idempotency_ttl_secs: 86_400,
+        webstores: None,
+    };
+    let catalogue = Catalogue::demo(0);
+    let webstore = catalogue.webstores()[0].clone();
+    let service = Service::new(catalogue, store, settings).unwrap();
+    (Arc::new(service), webstore)
+}
+
+fn ann() -> Map<String, Value> {
+    json!({"first_name": "Ann", "email": "ann@example.com", "delivery_service_id": 91,
+           "address": {"address_1": "1 Road", "city": "York"}})
+    .as_object()
+    .cloned()
+    .unwrap()
+}
+
+/// What every reader of the service says of Ann and of the first ids.
+async fn seen_by_readers(service: &Service, webstore: &Webstore) -> (bool, bool, u64) {
+    let by_email = service
+        .customer_by_email(webstore, "ANN@example.com")
+        .unwrap()
+        .is_some();
+    let by_id = (1..=3).any(|id| service.customer(webstore, CustomerId(id)).is_ok());
+    let page = Page {
+        number: 1,
+        per_page: 50,
+    };
+    let (customers, total) = service.customers_page(webstore, page).await.unwrap();
+    assert_eq!(customers.len() as u64, total, "a page shows what it counts");
+    (by_email, by_id, total)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_reader_sees_a_new_customer_before_its_create_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = LogGate::default();
+    let (service, webstore) = service_over(dir.path(), &gate);
+    gate.set(|state| state.closed = true);
+    let first = {
+        let (service, webstore) = (service.clone(), webstore.clone());
+        tokio::spawn(async move { service.create_customer(&webstore, &ann(), None).await })
+    };
+    gate.wait_for_syncs(1);
+    assert_eq!(
+        seen_by_readers(&service, &webstore).await,
+        (false, false, 0),
+        "written, not durable: no reader sees it"
+    );
+    // A second create of the email is not told "taken" by a write that is not durable: it
+    // waits for it.
+    let second = {
+        let (service, webstore) = (service.clone(), webstore.clone());
+        tokio::spawn(async move { service.create_customer(&webstore, &ann(), None).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !second.is_finished(),
+        "the second create waits for the first"
+    );
+    gate.set(|state| state.closed = false);
+    let Created::Fresh(created) = first.await.unwrap().unwrap() else {
+        panic!("a create without a key is never a replay");
+    };
+    let second = second.await.unwrap();
+    assert!(
+        matches!(&second, Err(ServiceError::Invalid(errors)) if errors.has("email")),
+        "the email is taken once the first create is durable: {second:?}"
+    );
+    assert_eq!(seen_by_readers(&service, &webstore).await, (true, true, 1));
+    assert_eq!(
+        service.customer(&webstore, created.id).unwrap().id,
+        created.id
+    );
+    assert_eq!(service.registry().uncommitted_customers(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_the_log_never_makes_durable_leaves_no_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = LogGate::default();
+    let (service, webstore) = service_over(dir.path(), &gate);
+    gate.set(|state| state.closed = true);
+    let first = {
+        let (service, webstore) = (service.clone(), webstore.clone());
+        tokio::spawn(async move { service.create_customer(&webstore, &ann(), None).await })
+    };
+    gate.wait_for_syncs(1);
+    // The log fails: the create is given up.
+    gate.set(|state| state.failing = true);
+    let first = first.await.unwrap();
+    assert!(
+        matches!(first, Err(ServiceError::Storage(_))),
+        "a create that is not durable is not acknowledged: {first:?}"
+    );
+    assert_eq!(
+        seen_by_readers(&service, &webstore).await,
+        (false, false, 0),
+        "given up: no reader ever sees it"
+    );
+    assert_eq!(service.registry().uncommitted_customers(), 1);
+    // Its email is free: a later create is not told "taken" (it fails too: the log is gone).
+    let again = service.create_customer(&webstore, &ann(), None).await;
+    assert!(
+        !matches!(&again, Err(ServiceError::Invalid(_))),
+        "the email of a create never made durable is free: {again:?}"
+    );
+}
