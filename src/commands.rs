@@ -28,7 +28,8 @@ pub async fn run(command: Command) -> ExitCode {
             placement,
             to,
             admin_token_file,
-        } => move_webstore(&webstore, &placement, &to, &admin_token_file).await,
+            max_freeze,
+        } => move_webstore(&webstore, &placement, &to, &admin_token_file, max_freeze).await,
         Command::HaproxyConfig {
             placement,
             catalogue,
@@ -65,19 +66,30 @@ async fn serve(config: &ServeConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// `boxsub move-webstore`: the move, and its report on standard output.
+/// `boxsub move-webstore`: the move, each step said on standard output as it is done.
 async fn move_webstore(
     webstore: &str,
     placement: &std::path::Path,
     to: &str,
     token_file: &std::path::Path,
+    max_freeze: std::time::Duration,
 ) -> Result<(), String> {
     let token = std::fs::read_to_string(token_file)
         .map_err(|error| format!("reading {}: {error}", token_file.display()))?;
-    let report =
-        crate::sharding::moving::move_webstore(webstore, placement, to, token.trim()).await?;
-    println!("{report}");
-    Ok(())
+    let mut say = |line: &str| {
+        let mut stdout = std::io::stdout().lock();
+        let _ = writeln!(stdout, "{line}");
+        let _ = stdout.flush();
+    };
+    crate::sharding::moving::move_webstore(
+        webstore,
+        placement,
+        to,
+        token.trim(),
+        max_freeze,
+        &mut say,
+    )
+    .await
 }
 
 /// `boxsub haproxy-config`: checks the placement file against the catalogue, writes the map

@@ -81,8 +81,9 @@ pub enum Command {
     /// Read an export into a stopped server's store: refused, writing nothing, if anything in
     /// it would collide with what the store holds.
     Import(ImportConfig),
-    /// Move a webstore between running shards (freeze, copy, take, switch HAProxy's map,
-    /// release, rewrite the placement file); safe to run again after any failure.
+    /// Move a webstore between running shards (copy while its writes go on, catch up, freeze
+    /// for the last changes, hand over, take, switch HAProxy's map, release, rewrite the
+    /// placement and map files); safe to run again after any failure.
     MoveWebstore {
         /// The webstore's id.
         webstore: String,
@@ -95,6 +96,10 @@ pub enum Command {
         /// The file holding the admin listeners' bearer token.
         #[arg(long, env = "BOXSUB_ADMIN_TOKEN_FILE")]
         admin_token_file: PathBuf,
+        /// The longest the webstore's writes may be refused before the hand-over, in seconds:
+        /// a cut-over that takes longer is called off, and the source takes them again.
+        #[arg(long, default_value = "2", value_parser = parse_seconds)]
+        max_freeze: Duration,
     },
     /// Write a new NATS user nkey seed for a node of a replicated group into FILE (readable
     /// by its owner only; refused if FILE exists) and print the user's public key, for the

@@ -388,7 +388,9 @@ impl CustomerState {
             )
         });
         let on_durable = self.publish_when_durable(order.clone(), held);
-        let durable = self.store.create_order(&order, idempotency, on_durable)?;
+        let durable =
+            self.store
+                .create_order(&order, &self.webstore.settings.id, idempotency, on_durable)?;
         // The sequence only grows and this actor takes its ids one message at a time, so
         // pushing keeps the list sorted by id.
         self.orders.push(order.clone());

@@ -16,6 +16,9 @@ pub enum Ownership {
     /// releases it (or is called off). Durable, so that a restart midway does not take
     /// writes the other shard would never see.
     Moving,
+    /// Handed over to the other shard, which may have taken it: served for reads, its writes
+    /// refused for good (a move can no longer be called off), until the move releases it.
+    HandedOver,
 }
 
 impl Ownership {
@@ -25,6 +28,7 @@ impl Ownership {
             Ownership::Taken => 1,
             Ownership::Released => 2,
             Ownership::Moving => 3,
+            Ownership::HandedOver => 4,
         }
     }
 
@@ -34,20 +38,21 @@ impl Ownership {
             1 => Some(Ownership::Taken),
             2 => Some(Ownership::Released),
             3 => Some(Ownership::Moving),
+            4 => Some(Ownership::HandedOver),
             _ => None,
         }
     }
 }
 
 /// Whether a node serves webstore `id`: `named` is `--webstores` (`None`: every webstore of
-/// the catalogue), `recorded` what the store says of it.
+/// the catalogue), `recorded` what the store says of it. A webstore moving away is served
+/// (for reads) whatever the flag says: only a webstore served here is ever frozen for a move,
+/// one it took from another shard included.
 pub fn serves(named: Option<&[String]>, recorded: Option<Ownership>, id: &str) -> bool {
     match recorded {
         Some(Ownership::Released) => false,
-        Some(Ownership::Taken) => true,
-        Some(Ownership::Moving) | None => {
-            named.is_none_or(|named| named.iter().any(|named| named == id))
-        }
+        Some(Ownership::Taken | Ownership::Moving | Ownership::HandedOver) => true,
+        None => named.is_none_or(|named| named.iter().any(|named| named == id)),
     }
 }
 
@@ -68,6 +73,12 @@ mod tests {
         assert!(!serves(Some(&named), Some(Ownership::Released), "a"));
         assert!(!serves(None, Some(Ownership::Released), "a"));
         assert!(serves(Some(&named), Some(Ownership::Taken), "b"));
+        for moving in [Ownership::Moving, Ownership::HandedOver] {
+            assert!(
+                serves(Some(&named), Some(moving), "b"),
+                "a webstore taken earlier and moving away again is still read here"
+            );
+        }
     }
 
     proptest! {

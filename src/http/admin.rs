@@ -5,13 +5,17 @@
 //!
 //! | request | does |
 //! |---|---|
-//! | `GET /admin/webstores/ID` | what this node holds of the webstore (served, recorded, counts) |
+//! | `GET /admin/webstores/ID` | what this node holds of the webstore (served, recorded, counts, copy session) |
+//! | `POST /admin/webstores/ID/copy` | starts tracking what its writes change, under a new copy session (`{"session": N}`) |
+//! | `GET /admin/webstores/ID/export` | its export (JSON lines), read while its writes go on |
+//! | `GET /admin/webstores/ID/changes/SESSION` | what its writes changed since the session's last round (JSON lines), forgotten here |
 //! | `POST /admin/webstores/ID/freeze` | refuses its writes (503), durably, once those under way are done |
-//! | `POST /admin/webstores/ID/call-off` | takes its writes again (a move called off) |
-//! | `GET /admin/webstores/ID/export` | its export (JSON lines) |
+//! | `POST /admin/webstores/ID/hand-over` | frozen and drained: hands it over for good (no call-off after it) |
+//! | `POST /admin/webstores/ID/call-off` | takes its writes again (a move called off before its hand-over) |
 //! | `POST /admin/webstores/ID/import` | imports an export of it into this running node (not served here yet) |
+//! | `POST /admin/webstores/ID/apply` | writes a round of its changes over what this node holds of it (not served here yet) |
 //! | `POST /admin/webstores/ID/take` | serves it from now on, durably |
-//! | `POST /admin/webstores/ID/release` | never serves it again, durably, and removes it from the store |
+//! | `POST /admin/webstores/ID/release` | once handed over: never serves it again, durably, and removes it from the store |
 //!
 //! A node of a replicated group answers 503 here unless it is the primary.
 //!
@@ -81,9 +85,30 @@ where
         (&Method::POST, ["admin", "webstores", id, "call-off"]) => {
             then_held(&service, id, service.call_off_move(id).await)
         }
-        (&Method::GET, ["admin", "webstores", id, "export"]) => export(service.clone(), id).await,
+        (&Method::POST, ["admin", "webstores", id, "hand-over"]) => {
+            then_held(&service, id, service.hand_over(id).await)
+        }
+        (&Method::POST, ["admin", "webstores", id, "copy"]) => match service.begin_copy(id) {
+            Ok(session) => Ok(json_response(
+                StatusCode::OK,
+                &serde_json::json!({"webstore": id, "session": session}),
+            )),
+            Err(error) => Err(error.into()),
+        },
+        (&Method::GET, ["admin", "webstores", id, "export"]) => {
+            export(service.clone(), id, None).await
+        }
+        (&Method::GET, ["admin", "webstores", id, "changes", session]) => {
+            match session.parse::<u64>() {
+                Ok(session) => export(service.clone(), id, Some(session)).await,
+                Err(_) => Err(ApiError::NotFound),
+            }
+        }
         (&Method::POST, ["admin", "webstores", id, "import"]) => {
-            import(service.clone(), id, body).await
+            import(service.clone(), id, body, Receive::Import).await
+        }
+        (&Method::POST, ["admin", "webstores", id, "apply"]) => {
+            import(service.clone(), id, body, Receive::Changes).await
         }
         (&Method::POST, ["admin", "webstores", id, "take"]) => {
             then_held(&service, id, service.take_webstore(id).await)
@@ -116,14 +141,17 @@ fn authorized(headers: &HeaderMap, expected: &[u8; 32]) -> bool {
     digest.ct_eq(expected).into()
 }
 
-/// What the node holds of `id` once a step has succeeded, or why it did not.
+/// What the node holds of `id` once a step has succeeded, without the counts (which read
+/// every record of the webstore: a step of the cut-over must not wait for that), or why
+/// the step did not succeed.
 fn then_held(
     service: &Service,
     id: &str,
     step: Result<(), crate::service::ServiceError>,
 ) -> Result<Response, ApiError> {
     step?;
-    held(service, id)
+    let held = service.webstore_state(id)?;
+    Ok(json_response(StatusCode::OK, &held))
 }
 
 fn held(service: &Service, id: &str) -> Result<Response, ApiError> {
@@ -131,11 +159,21 @@ fn held(service: &Service, id: &str) -> Result<Response, ApiError> {
     Ok(json_response(StatusCode::OK, &held))
 }
 
-async fn export(service: Arc<Service>, id: &str) -> Result<Response, ApiError> {
+/// The webstore's export, or with a copy session what its writes changed since its last
+/// round.
+async fn export(
+    service: Arc<Service>,
+    id: &str,
+    session: Option<u64>,
+) -> Result<Response, ApiError> {
     let id = id.to_owned();
     let bytes = tokio::task::spawn_blocking(move || {
         let mut out = Vec::new();
-        service.export_webstore(&id, &mut out).map(|_| out)
+        match session {
+            None => service.export_webstore(&id, &mut out),
+            Some(session) => service.export_changes(&id, session, &mut out),
+        }
+        .map(|_| out)
     })
     .await
     .map_err(|error| ApiError::Internal(error.to_string()))??;
@@ -156,7 +194,21 @@ impl Drop for TempFile {
     }
 }
 
-async fn import<S, B>(service: Arc<Service>, id: &str, body: S) -> Result<Response, ApiError>
+/// What an admin request's body brings into this node.
+#[derive(Debug, Clone, Copy)]
+enum Receive {
+    /// A webstore's export, imported whole.
+    Import,
+    /// A round of its changes, written over what the node holds of it.
+    Changes,
+}
+
+async fn import<S, B>(
+    service: Arc<Service>,
+    id: &str,
+    body: S,
+    receive: Receive,
+) -> Result<Response, ApiError>
 where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf + Send,
@@ -190,7 +242,10 @@ where
     drop(out);
     let id = id.to_owned();
     let imported = tokio::task::spawn_blocking(move || {
-        let imported = service.import_webstore(&id, &file.0);
+        let imported = match receive {
+            Receive::Import => service.import_webstore(&id, &file.0),
+            Receive::Changes => service.apply_changes(&id, &file.0),
+        };
         drop(file);
         imported
     })

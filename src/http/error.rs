@@ -233,6 +233,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Storage(detail) => ApiError::Storage(detail),
             ServiceError::Internal(detail) => ApiError::Internal(detail),
             ServiceError::Conflict(detail) => ApiError::Conflict(detail),
+            ServiceError::Moving => ApiError::Moving,
             ServiceError::ChangeTooLarge { bytes, max } => {
                 tracing::warn!(
                     bytes,

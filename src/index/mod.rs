@@ -140,8 +140,9 @@ impl Indexes {
         })
     }
 
-    /// Adds the stored orders of `customers` (all of `webstore`, just imported into a
-    /// running node: none of them is indexed yet); how many.
+    /// Adds the stored orders of `customers` (of `webstore`, just imported or overwritten by
+    /// a move's round into a running node) that are not indexed yet; how many. An order never
+    /// changes, so one indexed already is left as it is.
     pub fn adopt(
         &self,
         store: &Store,
@@ -153,6 +154,9 @@ impl Indexes {
             store.for_each_order_schedule(
                 customer.0..customer.0 + 1,
                 &mut |order, owner, schedule| {
+                    if self.owners.get(order).is_some() {
+                        return;
+                    }
                     self.owners.publish(order, owner);
                     adopted += 1;
                     if let Ok((frequency, schedule)) = schedule {

@@ -208,6 +208,24 @@ impl Registry {
         self.indexes.adopt(&self.store, webstore.idx, &customers)
     }
 
+    /// Takes in what a move's round wrote of `customers` of `webstore` (not served here yet):
+    /// their orders not indexed yet are indexed; how many.
+    pub fn adopt_customers(
+        &self,
+        webstore: &Webstore,
+        customers: &[CustomerId],
+    ) -> Result<u64, StoreError> {
+        self.indexes.adopt(&self.store, webstore.idx, customers)
+    }
+
+    /// Reads `webstore`'s state afresh from the store (its customer numbers and listing),
+    /// as a node does that takes a webstore a move has copied into it.
+    pub fn refresh_webstore(&self, webstore: &Webstore) -> Result<(), StoreError> {
+        let state = self.new_state(&webstore.settings.id)?;
+        self.webstores.insert(webstore.idx, state);
+        Ok(())
+    }
+
     /// A webstore's state, continuing its customer numbers from the store; a thread lists
     /// its stored customers.
     fn new_state(&self, webstore_id: &str) -> Result<Arc<WebstoreState>, StoreError> {

@@ -38,6 +38,7 @@ use crate::domain::fields::{FieldErrors, TAKEN};
 use crate::domain::idempotency::{Creation, RecordedResponse};
 use crate::domain::ids::{CustomerId, IdRange};
 use crate::domain::paging::Page;
+use crate::domain::placement::Ownership;
 use crate::metrics::METRICS;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{Store, StoreError};
@@ -86,6 +87,9 @@ pub enum ServiceError {
         /// The most the log takes.
         max: usize,
     },
+    /// The webstore's writes are frozen for a move to another shard; nothing was changed.
+    #[error("moving")]
+    Moving,
     /// A step of a move between shards that this node's state does not allow (taking a
     /// webstore it released, importing one it serves); nothing was changed.
     #[error("conflict: {0}")]
@@ -102,6 +106,7 @@ impl From<StoreError> for ServiceError {
             // Shutting down: the client may retry against the next process.
             StoreError::Closed => ServiceError::Busy,
             StoreError::TooLarge { bytes, max } => ServiceError::ChangeTooLarge { bytes, max },
+            StoreError::Frozen => ServiceError::Moving,
             other => ServiceError::Storage(other.to_string()),
         }
     }
@@ -216,7 +221,14 @@ impl Service {
         settings: ServiceSettings,
     ) -> Result<Service, ServiceError> {
         let catalogue = Arc::new(CurrentCatalogue::new(catalogue));
-        let placement = Placement::new(settings.webstores.clone(), store.ownership_records()?);
+        let recorded = store.ownership_records()?;
+        for (id, ownership) in &recorded {
+            // A webstore frozen for a move stays frozen in the store too (see `moves`).
+            if matches!(ownership, Ownership::Moving | Ownership::HandedOver) {
+                store.frozen().freeze(id);
+            }
+        }
+        let placement = Placement::new(settings.webstores.clone(), recorded);
         Ok(Service {
             placement,
             id_range: settings.id_range,

@@ -1,17 +1,29 @@
 //! The service's part in moving a webstore between shards, as the admin listener asks for
-//! it (`boxsub move-webstore` drives the steps): what this node holds of a webstore, a
-//! durable freeze of its writes, its export, its import into this running node, taking it,
-//! releasing it. Each step is safe to repeat, so that a move can be run again after a crash
-//! of either node or of the command.
+//! it (`boxsub move-webstore` drives the steps): what this node holds of a webstore, the
+//! copy while its writes go on and the rounds of what they changed, a durable freeze of its
+//! writes, the hand-over, its import into this running node, taking it, releasing it. Each
+//! step is safe to repeat, so that a move can be run again after a crash of either node or
+//! of the command.
 //!
+//! On the source:
+//! - **Copy** starts tracking what the webstore's writes change, under a new session
+//!   ([`crate::store::tracking`]; in memory: a restarted source forgets it, and the move
+//!   copies again). Its export is then read while writes go on.
+//! - **Changes** hands out what the writes changed since the last round, and forgets it.
 //! - **Freeze** records `Moving` durably before it waits for the writes under way, so a
 //!   source restarted midway still refuses the webstore's writes.
-//! - **Import** is refused for a webstore served here; whatever an earlier, interrupted
-//!   import left is removed first. The node then takes the webstore's customers and orders
-//!   into its registry and indexes.
-//! - **Take** records `Taken` durably; refused for a webstore this node released.
+//! - **Hand-over** records `HandedOver` durably, once frozen and drained: from then on the
+//!   target may take the webstore, so the move can no longer be called off here.
+//! - **Call-off** takes the webstore's writes again; refused once handed over.
 //! - **Release** records `Released` durably, then removes everything of the webstore from
-//!   the store (purged at once, not later).
+//!   the store (purged at once, not later); refused unless handed over.
+//!
+//! On the target:
+//! - **Import** is refused for a webstore served here; whatever an earlier, interrupted
+//!   import left is removed first. Its orders are indexed.
+//! - **Apply** writes a round of changes over what it holds (not served here either).
+//! - **Take** records `Taken` durably, with the webstore's state read afresh; refused for a
+//!   webstore this node released.
 //!
 //! Must not touch: HTTP, HAProxy, the placement file.
 
@@ -35,7 +47,7 @@ pub struct WebstoreHeld {
     pub webstore: String,
     /// `here`, `frozen` or `elsewhere`.
     pub served: &'static str,
-    /// What the store records: `taken`, `released`, `moving`, or none.
+    /// What the store records: `taken`, `released`, `moving`, `handed_over`, or none.
     pub recorded: Option<&'static str>,
     /// Customers its store holds.
     pub customers: u64,
@@ -45,6 +57,36 @@ pub struct WebstoreHeld {
     pub api_keys: Vec<String>,
     /// This node's `--id-range`: two shards with one range would give out the same ids.
     pub id_range: u16,
+    /// The copy session under which its writes' changes are tracked, if one is.
+    pub copy_session: Option<u64>,
+}
+
+/// Where a webstore stands on a node, as a step of a move answers.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct WebstoreState {
+    /// The webstore's id.
+    pub webstore: String,
+    /// `here`, `frozen` or `elsewhere`.
+    pub served: &'static str,
+    /// What the store records: `taken`, `released`, `moving`, `handed_over`, or none.
+    pub recorded: Option<&'static str>,
+}
+
+fn served_name(served: Served) -> &'static str {
+    match served {
+        Served::Here => "here",
+        Served::Frozen => "frozen",
+        Served::Elsewhere => "elsewhere",
+    }
+}
+
+fn recorded_name(ownership: Ownership) -> &'static str {
+    match ownership {
+        Ownership::Taken => "taken",
+        Ownership::Released => "released",
+        Ownership::Moving => "moving",
+        Ownership::HandedOver => "handed_over",
+    }
 }
 
 impl Service {
@@ -58,7 +100,17 @@ impl Service {
             .ok_or(ServiceError::NotFound)
     }
 
-    /// What this node holds of webstore `id`.
+    /// Where webstore `id` stands here (served, recorded), without counting its records.
+    pub fn webstore_state(&self, id: &str) -> Result<WebstoreState, ServiceError> {
+        self.webstore_of(id)?;
+        Ok(WebstoreState {
+            webstore: id.to_owned(),
+            served: served_name(self.placement.served(id)),
+            recorded: self.placement.recorded(id).map(recorded_name),
+        })
+    }
+
+    /// What this node holds of webstore `id` (its records counted: a read of all of them).
     pub fn webstore_held(&self, id: &str) -> Result<WebstoreHeld, ServiceError> {
         let webstore = self.webstore_of(id)?;
         let api_keys = self
@@ -75,24 +127,50 @@ impl Service {
         }
         Ok(WebstoreHeld {
             webstore: id.to_owned(),
-            served: match self.placement.served(id) {
-                Served::Here => "here",
-                Served::Frozen => "frozen",
-                Served::Elsewhere => "elsewhere",
-            },
-            recorded: self
-                .placement
-                .recorded(id)
-                .map(|ownership| match ownership {
-                    Ownership::Taken => "taken",
-                    Ownership::Released => "released",
-                    Ownership::Moving => "moving",
-                }),
+            served: served_name(self.placement.served(id)),
+            recorded: self.placement.recorded(id).map(recorded_name),
             customers: customers.len() as u64,
             orders,
             api_keys,
             id_range: self.id_range.number(),
+            copy_session: store.tracking().session(id),
         })
+    }
+
+    /// Starts copying webstore `id` while its writes go on: what they change is tracked from
+    /// now on, under a new session (an earlier one's is forgotten). Refused unless it is
+    /// served here and takes writes.
+    pub fn begin_copy(&self, id: &str) -> Result<u64, ServiceError> {
+        self.webstore_of(id)?;
+        if self.placement.served(id) != Served::Here {
+            return Err(ServiceError::Conflict(format!(
+                "{id} is not served here with its writes: only a webstore that takes writes \
+                 here can be copied while they go on"
+            )));
+        }
+        let session = crate::replication::follower::nonce().max(1);
+        self.registry.store().tracking().start(id, session);
+        Ok(session)
+    }
+
+    /// Writes what webstore `id`'s writes changed since the last round of copy `session` to
+    /// `out`, and forgets it (blocking: run it off the async threads).
+    pub fn export_changes(
+        &self,
+        id: &str,
+        session: u64,
+        out: &mut dyn std::io::Write,
+    ) -> Result<Exported, ServiceError> {
+        self.webstore_of(id)?;
+        let store = self.registry.store();
+        let changed = store.tracking().take(id, session).ok_or_else(|| {
+            ServiceError::Conflict(format!(
+                "{id} has no copy session {session} here (the node restarted, or another \
+                 move began): start the move again"
+            ))
+        })?;
+        crate::transfer::export::export_changed(store, id, &changed, out)
+            .map_err(|error| ServiceError::Storage(error.to_string()))
     }
 
     /// Freezes webstore `id`'s writes for a move, durably, and waits until the writes under
@@ -102,6 +180,9 @@ impl Service {
         if self.placement.served(id) == Served::Elsewhere {
             return Err(ServiceError::Conflict(format!("{id} is not served here")));
         }
+        if self.placement.recorded(id) == Some(Ownership::HandedOver) {
+            return Ok(());
+        }
         if self.placement.recorded(id) != Some(Ownership::Moving) {
             self.registry
                 .store()
@@ -110,22 +191,68 @@ impl Service {
                 .await?;
             self.placement.record(id, Some(Ownership::Moving));
         }
-        if self.placement.freeze(id, DRAIN_WITHIN).await {
-            Ok(())
-        } else {
-            Err(ServiceError::Busy)
+        // The store's own fence first: a change an actor began for a request that has gone
+        // (its ticket with it) is refused there from now on; the barrier then waits for
+        // those already inside the store.
+        let store = self.registry.store();
+        store.frozen().freeze(id);
+        if !self.placement.freeze(id, DRAIN_WITHIN).await {
+            return Err(ServiceError::Busy);
         }
+        store.barrier_after_visible_writes()?.durable().await?;
+        Ok(())
     }
 
-    /// Calls a move of webstore `id` off: its writes are taken again here.
+    /// Hands webstore `id` over to the shard it moves to: once it is frozen and its writes
+    /// under way are done, records `HandedOver` durably. The target may take it from then
+    /// on, so the move can no longer be called off here; its writes stay refused until it
+    /// is released.
+    pub async fn hand_over(&self, id: &str) -> Result<(), ServiceError> {
+        self.webstore_of(id)?;
+        match self.placement.recorded(id) {
+            Some(Ownership::HandedOver) => return Ok(()),
+            Some(Ownership::Moving) => {}
+            _ => {
+                return Err(ServiceError::Conflict(format!(
+                    "{id} is not frozen for a move: freeze it first"
+                )))
+            }
+        }
+        self.freeze_for_move(id).await?;
+        self.registry
+            .store()
+            .set_ownership(id, Ownership::HandedOver)?
+            .durable()
+            .await?;
+        self.placement.record(id, Some(Ownership::HandedOver));
+        self.registry.store().tracking().stop(id);
+        Ok(())
+    }
+
+    /// Calls a move of webstore `id` off: its writes are taken again here, and its changes
+    /// no longer tracked. Refused once it has been handed over, since the target may have
+    /// taken it.
     pub async fn call_off_move(&self, id: &str) -> Result<(), ServiceError> {
         self.webstore_of(id)?;
-        if self.placement.recorded(id) != Some(Ownership::Moving) {
-            return Err(ServiceError::Conflict(format!("{id} is not moving")));
+        let store = self.registry.store();
+        match self.placement.recorded(id) {
+            Some(Ownership::Moving) => {
+                store.clear_ownership(id)?.durable().await?;
+                self.placement.record(id, None);
+                store.frozen().thaw(id);
+                self.placement.unfreeze(id);
+            }
+            Some(Ownership::HandedOver) => {
+                return Err(ServiceError::Conflict(format!(
+                    "{id} has been handed over: the other shard may have taken it, so its \
+                     writes can never be taken here again. Run `boxsub move-webstore` again \
+                     to finish the move"
+                )))
+            }
+            _ if store.tracking().session(id).is_some() => {}
+            _ => return Err(ServiceError::Conflict(format!("{id} is not moving"))),
         }
-        self.registry.store().clear_ownership(id)?.durable().await?;
-        self.placement.record(id, None);
-        self.placement.unfreeze(id);
+        store.tracking().stop(id);
         Ok(())
     }
 
@@ -182,9 +309,38 @@ impl Service {
         Ok(imported)
     }
 
-    /// Takes webstore `id`: served here from now on, durably, whatever `--webstores` says.
+    /// Writes a round of webstore `id`'s changes (the file at `input`, from the source's
+    /// `export_changes`) over what this node holds of it, and indexes their new orders
+    /// (blocking: run it off the async threads, inside the runtime). Refused for a webstore
+    /// served here.
+    pub fn apply_changes(&self, id: &str, input: &Path) -> Result<Imported, ServiceError> {
+        let webstore = self.webstore_of(id)?;
+        match (self.placement.served(id), self.placement.recorded(id)) {
+            (_, Some(Ownership::Released)) => {
+                return Err(ServiceError::Conflict(format!(
+                    "{id} was released from here and is never served here again"
+                )))
+            }
+            (Served::Here | Served::Frozen, _) => {
+                return Err(ServiceError::Conflict(format!(
+                    "{id} is served here: changes of a copy would overwrite it"
+                )))
+            }
+            (Served::Elsewhere, _) => {}
+        }
+        let store = self.registry.store();
+        let runtime = tokio::runtime::Handle::current();
+        let durable = |store: &crate::store::Store| runtime.block_on(store.durable());
+        let (applied, customers) = crate::transfer::import::apply_live(store, id, input, &durable)
+            .map_err(|error| ServiceError::Conflict(error.to_string()))?;
+        self.registry.adopt_customers(&webstore, &customers)?;
+        Ok(applied)
+    }
+
+    /// Takes webstore `id`: served here from now on, durably, whatever `--webstores` says,
+    /// with its state read afresh from the store.
     pub async fn take_webstore(&self, id: &str) -> Result<(), ServiceError> {
-        self.webstore_of(id)?;
+        let webstore = self.webstore_of(id)?;
         match self.placement.recorded(id) {
             Some(Ownership::Released) => {
                 return Err(ServiceError::Conflict(format!(
@@ -194,6 +350,12 @@ impl Service {
             Some(Ownership::Taken) => return Ok(()),
             _ => {}
         }
+        if self.placement.served(id) != Served::Elsewhere {
+            return Err(ServiceError::Conflict(format!(
+                "{id} is served here already"
+            )));
+        }
+        self.registry.refresh_webstore(&webstore)?;
         self.registry
             .store()
             .set_ownership(id, Ownership::Taken)?
@@ -205,9 +367,20 @@ impl Service {
     }
 
     /// Releases webstore `id`: never served here again, durably; then everything of it is
-    /// removed from the store. How many keys were removed.
+    /// removed from the store. Refused unless it was handed over (frozen, its writes drained,
+    /// and its last changes shipped). How many keys were removed.
     pub async fn release_webstore(&self, id: &str) -> Result<u64, ServiceError> {
         self.webstore_of(id)?;
+        match self.placement.recorded(id) {
+            Some(Ownership::Released | Ownership::HandedOver) => {}
+            _ => {
+                return Err(ServiceError::Conflict(format!(
+                    "{id} has not been handed over: a release removes it here, so it must \
+                     first be frozen, its writes drained and its last changes shipped \
+                     (boxsub move-webstore does all of that)"
+                )))
+            }
+        }
         if self.placement.recorded(id) != Some(Ownership::Released) {
             self.registry
                 .store()

@@ -88,7 +88,7 @@ impl Placement {
         let recorded = self.recorded(id);
         if !serves(self.named.as_deref(), recorded, id) {
             Served::Elsewhere
-        } else if recorded == Some(Ownership::Moving) {
+        } else if matches!(recorded, Some(Ownership::Moving | Ownership::HandedOver)) {
             Served::Frozen
         } else {
             Served::Here

@@ -1,171 +1,125 @@
-//! `boxsub move-webstore ID --placement FILE --to SHARD --admin-token-file FILE`: moves a
-//! webstore between running shards, through their admin listeners and HAProxy's runtime
-//! socket, and says what it did.
+//! `boxsub move-webstore ID --placement FILE --to SHARD --admin-token-file FILE
+//! [--max-freeze SECONDS]`: moves a webstore between running shards, through their admin
+//! listeners (`super::admin_client`) and HAProxy's runtime socket (`super::map`), saying
+//! each step as it is done.
 //!
-//! 1. **Freeze** the webstore on the source (durable: a source restarted midway still
-//!    refuses its writes); writes get 503 with `Retry-After`, reads go on.
-//! 2. **Copy** it: the source's export, imported into the running target (which removes
-//!    whatever an interrupted import left first), and the counts compared.
-//! 3. **Take** it on the target (durable).
-//! 4. **Switch** HAProxy's map for each of its API keys to the target's backend (`set map`,
-//!    `add map` where the key is new), without a reload.
-//! 5. **Release** it on the source (durable; its records removed).
+//! 1. **Check the files**: the placement file and HAProxy's map are read whole first; one
+//!    that is missing or unreadable stops the move, naming it, before anything changes.
+//! 2. **Copy while writing**: the source starts tracking what the webstore's writes change
+//!    (a copy session), its export is read while they go on and imported into the target.
+//! 3. **Catch up**: what the writes changed since is shipped and written over the target's
+//!    copy, round after round, until a round is small ([`TAIL_CUSTOMERS`]).
+//! 4. **Cut over**: the source freezes the webstore's writes (durable) and waits for those
+//!    under way; the last changes are shipped; the source **hands it over** (durable: no
+//!    call-off after this); the target **takes** it (durable); HAProxy's map **switches** its
+//!    API keys to the target. Only this step refuses the webstore's writes. If it would
+//!    take longer than `--max-freeze` before the hand-over, the move is called off: the
+//!    source takes the writes again, as before the freeze.
+//! 5. **Release** it on the source (durable; its records removed), once the target holds at
+//!    least what the source holds.
 //! 6. **Rewrite** the placement file and the map file.
 //!
-//! Every step looks first at what the nodes hold and skips what is done, so the command is
-//! safe to run again after any failure (its own crash, or either node's). Between 1 and 4
-//! the webstore's writes are refused; no write is taken on both shards: the source takes
-//! none from the freeze on, the target none before it takes the webstore.
+//! Every run looks first at what the nodes hold. A source that handed the webstore over is
+//! frozen since, so a run after it only finishes (take, switch, release); anything earlier
+//! is copied again from the start (an earlier run's freeze is called off first), since the
+//! changes tracked before are gone with the run that tracked them. No write is taken on both
+//! shards: the source takes none from the freeze on, the target none before it takes.
 //!
 //! Must not touch: a node's store (only its admin listener), the catalogue.
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
 use serde_json::Value;
 
+use super::admin_client::AdminClient;
 use super::haproxy::backend;
-use super::placement::{write_atomically, PlacementFile};
+use super::map::{switch_key, MapFile};
+use super::placement::PlacementFile;
 
-/// One admin request's answer: the status and the body.
-struct Answer {
-    status: u16,
-    body: Bytes,
+/// A catch-up round that ships at most this many customers is the last before the freeze.
+pub const TAIL_CUSTOMERS: u64 = 100;
+
+/// The most catch-up rounds before the freeze (writes faster than rounds ship them still
+/// end in a freeze, whose length `--max-freeze` bounds).
+pub const MAX_ROUNDS: usize = 10;
+
+/// The two shards of a move, as found.
+struct Ends<'a> {
+    client: &'a AdminClient,
+    id: &'a str,
+    base: String,
+    from: String,
+    to: String,
+    source: String,
+    target: String,
 }
 
-impl Answer {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-}
-
-/// One request to an admin listener at `addr`.
-async fn admin(
-    addr: &str,
-    token: &str,
-    method: &str,
-    path: &str,
-    body: Bytes,
-) -> Result<Answer, String> {
-    let failed = |error: &dyn std::fmt::Display| format!("{method} http://{addr}{path}: {error}");
-    let stream = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr))
-        .await
-        .map_err(|_| failed(&"connecting timed out"))?
-        .map_err(|error| failed(&error))?;
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+impl Ends<'_> {
+    async fn on_source(&self, method: &str, step: &str) -> Result<Value, String> {
+        let path = format!("{}{step}", self.base);
+        self.client
+            .step(&self.source, method, &path, Bytes::new())
             .await
-            .map_err(|error| failed(&error))?;
-    let driver = tokio::spawn(connection);
-    let request = hyper::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("host", addr)
-        .header("authorization", format!("Bearer {token}"))
-        .body(Full::new(body))
-        .map_err(|error| failed(&error))?;
-    let response = tokio::time::timeout(Duration::from_secs(600), sender.send_request(request))
-        .await
-        .map_err(|_| failed(&"no answer in 600 s"))?
-        .map_err(|error| failed(&error))?;
-    let status = response.status().as_u16();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .map_err(|error| failed(&error))?
-        .to_bytes();
-    driver.abort();
-    Ok(Answer { status, body })
-}
+    }
 
-/// The admin address of `addrs` that answers for webstore `id` (a replicated shard's
-/// primary; standbys answer 503), and what it holds.
-async fn reachable(addrs: &[String], token: &str, id: &str) -> Result<(String, Value), String> {
-    let mut tried = Vec::new();
-    for addr in addrs {
-        match admin(
-            addr,
-            token,
-            "GET",
-            &format!("/admin/webstores/{id}"),
-            Bytes::new(),
-        )
-        .await
-        {
-            Ok(answer) if answer.status == 200 => return Ok((addr.clone(), answer.json())),
-            Ok(answer) => tried.push(format!("{addr}: {}", answer.status)),
-            Err(error) => tried.push(error),
+    async fn on_target(&self, method: &str, step: &str, body: Bytes) -> Result<Value, String> {
+        let path = format!("{}{step}", self.base);
+        self.client.step(&self.target, method, &path, body).await
+    }
+
+    /// What the source exports at `path` (its export, or a round of changes).
+    async fn exported(&self, path: &str) -> Result<Bytes, String> {
+        let answer = self
+            .client
+            .request(
+                &self.source,
+                "GET",
+                &format!("{}{path}", self.base),
+                Bytes::new(),
+            )
+            .await?;
+        if answer.status != 200 {
+            return Err(format!(
+                "reading {} of {} from {}: {} {}",
+                path.trim_start_matches('/'),
+                self.id,
+                self.from,
+                answer.status,
+                String::from_utf8_lossy(&answer.body)
+            ));
+        }
+        Ok(answer.body)
+    }
+
+    /// Calls the move off on the source (its writes taken again), best effort: `failure`
+    /// is what is reported, with whether the call-off worked.
+    async fn call_off(&self, failure: String) -> String {
+        match self.on_source("POST", "/call-off").await {
+            Ok(_) => format!(
+                "{failure}; the move was called off: {} takes {}'s writes again, as before",
+                self.from, self.id
+            ),
+            Err(error) => {
+                format!("{failure}; calling the move off failed too ({error}): run the move again")
+            }
         }
     }
-    Err(format!("no admin listener answered ({})", tried.join("; ")))
 }
 
-/// A step that must succeed: its answer's JSON, or why not.
-async fn step(
-    addr: &str,
-    token: &str,
-    method: &str,
-    path: &str,
-    body: Bytes,
-) -> Result<Value, String> {
-    let answer = admin(addr, token, method, path, body).await?;
-    if answer.status != 200 {
-        return Err(format!(
-            "{method} {path} on {addr}: {} {}",
-            answer.status,
-            String::from_utf8_lossy(&answer.body)
-        ));
-    }
-    Ok(answer.json())
-}
-
-/// Runs one command on HAProxy's runtime socket; its answer.
-fn haproxy_command(socket: &Path, command: &str) -> Result<String, String> {
-    let mut stream = std::os::unix::net::UnixStream::connect(socket)
-        .map_err(|error| format!("HAProxy's socket {}: {error}", socket.display()))?;
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(|error| error.to_string())?;
-    stream
-        .write_all(format!("{command}\n").as_bytes())
-        .map_err(|error| format!("HAProxy's socket: {error}"))?;
-    let mut answer = String::new();
-    stream
-        .read_to_string(&mut answer)
-        .map_err(|error| format!("HAProxy's socket: {error}"))?;
-    Ok(answer)
-}
-
-/// Points `key` at `backend` in HAProxy's map `map` (at run time).
-fn switch_key(socket: &Path, map: &Path, key: &str, backend: &str) -> Result<(), String> {
-    let map = map.display();
-    let set = haproxy_command(socket, &format!("set map {map} {key} {backend}"))?;
-    if set.trim().is_empty() {
-        return Ok(());
-    }
-    let add = haproxy_command(socket, &format!("add map {map} {key} {backend}"))?;
-    if add.trim().is_empty() {
-        return Ok(());
-    }
-    Err(format!(
-        "HAProxy refused to map a key: {} / {}",
-        set.trim(),
-        add.trim()
-    ))
-}
-
-/// Moves webstore `id` to shard `to`; the report of what it did.
+/// Moves webstore `id` to shard `to`, saying each step to `say` as it is done.
 pub async fn move_webstore(
     id: &str,
     placement_path: &Path,
     to: &str,
     token: &str,
-) -> Result<String, String> {
+    max_freeze: Duration,
+    say: &mut dyn FnMut(&str),
+) -> Result<(), String> {
+    let started = Instant::now();
     let mut placement = PlacementFile::read(placement_path)?;
+    let mut map = MapFile::read(&placement.haproxy_map)?;
     let from = placement
         .webstores
         .get(id)
@@ -181,18 +135,18 @@ pub async fn move_webstore(
         .get(&from)
         .cloned()
         .ok_or_else(|| format!("{}: no shard is named {from}", placement_path.display()))?;
-    let mut report = Vec::new();
-    let started = Instant::now();
-    let (target_admin, target_held) = reachable(&target.admin, token, id).await?;
+    let client = AdminClient::new(token);
+    let (target_admin, target_held) = client.reachable(&target.admin, id).await?;
     if from == to {
         if target_held["served"] == "here" {
-            return Ok(format!("{id} is on shard {to} already; nothing to do"));
+            say(&format!("{id} is on shard {to} already; nothing to do"));
+            return Ok(());
         }
         return Err(format!(
             "the placement file puts {id} on {to}, which does not serve it"
         ));
     }
-    let (source_admin, source_held) = reachable(&source.admin, token, id).await?;
+    let (source_admin, source_held) = client.reachable(&source.admin, id).await?;
     if source_held["id_range"] == target_held["id_range"] {
         return Err(format!(
             "shards {from} and {to} run with the same --id-range ({}): the ids {to} gives out \
@@ -200,85 +154,72 @@ pub async fn move_webstore(
             source_held["id_range"]
         ));
     }
-    let base = format!("/admin/webstores/{id}");
+    let ends = Ends {
+        client: &client,
+        id,
+        base: format!("/admin/webstores/{id}"),
+        from: from.clone(),
+        to: to.to_owned(),
+        source: source_admin,
+        target: target_admin,
+    };
+    let recorded = source_held["recorded"].as_str().unwrap_or("");
+    let taken = target_held["recorded"] == "taken";
     let mut frozen_at = None;
-    if target_held["recorded"] == "taken" {
-        report.push(format!(
-            "{to} has taken {id} already (an earlier run): copy skipped"
-        ));
-    } else {
-        if source_held["recorded"] == "released" {
+    match (recorded, taken) {
+        ("released", true) => say(&format!("{from} released {id} already (an earlier run)")),
+        ("released", false) => {
             return Err(format!(
                 "{from} released {id} but {to} has not taken it: restore it from a backup"
-            ));
+            ))
         }
-        let freeze_started = Instant::now();
-        step(
-            &source_admin,
-            token,
-            "POST",
-            &format!("{base}/freeze"),
-            Bytes::new(),
-        )
-        .await?;
-        frozen_at = Some(freeze_started);
-        report.push(format!(
-            "froze {id}'s writes on {from} ({source_admin}) in {} ms",
-            freeze_started.elapsed().as_millis()
-        ));
-        let copy_started = Instant::now();
-        let export = admin(
-            &source_admin,
-            token,
-            "GET",
-            &format!("{base}/export"),
-            Bytes::new(),
-        )
-        .await?;
-        if export.status != 200 {
-            return Err(format!(
-                "exporting {id} from {from}: {} {}",
-                export.status,
-                String::from_utf8_lossy(&export.body)
-            ));
-        }
-        let bytes = export.body.len();
-        let imported = step(
-            &target_admin,
-            token,
-            "POST",
-            &format!("{base}/import"),
-            export.body,
-        )
-        .await?;
-        let source_now = step(&source_admin, token, "GET", &base, Bytes::new()).await?;
-        let target_now = step(&target_admin, token, "GET", &base, Bytes::new()).await?;
-        for count in ["customers", "orders"] {
-            if source_now[count] != target_now[count] {
-                return Err(format!(
-                    "after the copy {from} holds {} {count} of {id} and {to} {}: run the move \
-                     again",
-                    source_now[count], target_now[count]
+        ("handed_over", true) => say(&format!(
+            "{from} handed {id} over and {to} took it already (an earlier run)"
+        )),
+        ("handed_over", false) => {
+            // Frozen since the hand-over, which a move makes once the last round is
+            // shipped: what the target holds is checked, and copied again if it differs.
+            let source_now = ends.on_source("GET", "").await?;
+            let target_now = ends.on_target("GET", "", Bytes::new()).await?;
+            let same = ["customers", "orders"]
+                .iter()
+                .all(|count| source_now[*count] == target_now[*count]);
+            if !same {
+                let export = ends.exported("/export").await?;
+                let imported = ends.on_target("POST", "/import", export).await?;
+                say(&format!(
+                    "copied {id} to {to} from {from}, frozen since its hand-over: {} \
+                     customers, {} orders",
+                    imported["customers"], imported["orders"]
                 ));
             }
+            ends.on_target("POST", "/take", Bytes::new()).await?;
+            say(&format!(
+                "{from} had handed {id} over (an earlier run): {to} took it"
+            ));
         }
-        report.push(format!(
-            "copied {id} to {to} ({target_admin}): {} customers, {} orders, {} idempotency \
-             records, {bytes} bytes, in {} ms",
-            imported["customers"],
-            imported["orders"],
-            imported["idempotency_records"],
-            copy_started.elapsed().as_millis()
-        ));
-        step(
-            &target_admin,
-            token,
-            "POST",
-            &format!("{base}/take"),
-            Bytes::new(),
-        )
-        .await?;
-        report.push(format!("{to} took {id}"));
+        (_, true) => {
+            return Err(format!(
+                "{to} has taken {id}, but {from} has not handed it over ({}): both may \
+                 take its writes. Freeze it on {from} (POST {}/freeze on its admin listener) \
+                 and compare what each holds before going on",
+                if recorded.is_empty() {
+                    "served"
+                } else {
+                    recorded
+                },
+                ends.base
+            ))
+        }
+        _ => {
+            if recorded == "moving" {
+                ends.on_source("POST", "/call-off").await?;
+                say(&format!(
+                    "called off an earlier run's freeze of {id} on {from}: copying again"
+                ));
+            }
+            frozen_at = Some(copy_and_cut_over(&ends, max_freeze, say).await?);
+        }
     }
     let keys: Vec<String> = source_held["api_keys"]
         .as_array()
@@ -298,57 +239,149 @@ pub async fn move_webstore(
         )?;
     }
     let switched = Instant::now();
-    report.push(format!(
+    say(&format!(
         "switched HAProxy's map for {} API keys of {id} to {}",
         keys.len(),
         backend(to)
     ));
     if let Some(frozen_at) = frozen_at {
-        report.push(format!(
+        say(&format!(
             "{id}'s writes were refused for {} ms (freeze to switch)",
             (switched - frozen_at).as_millis()
         ));
     }
-    if source_held["recorded"] != "released" {
-        let released = step(
-            &source_admin,
-            token,
-            "POST",
-            &format!("{base}/release"),
-            Bytes::new(),
-        )
-        .await?;
-        report.push(format!(
+    if recorded != "released" {
+        let source_now = ends.on_source("GET", "").await?;
+        let target_now = ends.on_target("GET", "", Bytes::new()).await?;
+        for count in ["customers", "orders"] {
+            let (held, copied) = (source_now[count].as_u64(), target_now[count].as_u64());
+            if held > copied {
+                return Err(format!(
+                    "{from} holds {} {count} of {id} and {to} only {}: {from} keeps it (not \
+                     released); compare the two before going on",
+                    source_now[count], target_now[count]
+                ));
+            }
+        }
+        let released = ends.on_source("POST", "/release").await?;
+        say(&format!(
             "{from} released {id} and removed {} keys of it",
             released["keys_removed"]
         ));
     }
     placement.webstores.insert(id.to_owned(), to.to_owned());
     placement.write(placement_path)?;
-    rewrite_map(&placement.haproxy_map, &keys, &backend(to))?;
-    report.push(format!(
+    map.point(&keys, &backend(to));
+    map.write(&placement.haproxy_map)?;
+    say(&format!(
         "rewrote {} and {}; done in {} ms",
         placement_path.display(),
         placement.haproxy_map.display(),
         started.elapsed().as_millis()
     ));
-    Ok(report.join("\n"))
+    Ok(())
 }
 
-/// Points `keys` at `backend` in the map file on disk, as the runtime map now does.
-fn rewrite_map(map: &Path, keys: &[String], backend: &str) -> Result<(), String> {
-    let text = std::fs::read_to_string(map).unwrap_or_default();
-    let mut lines: Vec<String> = text
-        .lines()
-        .filter(|line| {
-            let key = line.split_whitespace().next().unwrap_or_default();
-            !keys.iter().any(|moved| moved == key)
-        })
-        .map(str::to_owned)
-        .collect();
-    lines.extend(keys.iter().map(|key| format!("{key} {backend}")));
-    lines.sort();
-    let mut text = lines.join("\n");
-    text.push('\n');
-    write_atomically(map, text.as_bytes())
+/// Copies the webstore while its writes go on, catches up, and cuts over (see the module);
+/// when its writes began to be refused.
+async fn copy_and_cut_over(
+    ends: &Ends<'_>,
+    max_freeze: Duration,
+    say: &mut dyn FnMut(&str),
+) -> Result<Instant, String> {
+    let (id, from, to) = (ends.id, &ends.from, &ends.to);
+    let copy = ends.on_source("POST", "/copy").await?;
+    let session = copy["session"]
+        .as_u64()
+        .ok_or_else(|| format!("{from} gave no copy session: {copy}"))?;
+    say(&format!(
+        "tracking {id}'s writes on {from} ({}), copy session {session}",
+        ends.source
+    ));
+    let copied = async {
+        let copy_started = Instant::now();
+        let export = ends.exported("/export").await?;
+        let bytes = export.len();
+        let imported = ends.on_target("POST", "/import", export).await?;
+        say(&format!(
+            "copied {id} to {to} ({}) while its writes went on: {} customers, {} orders, {} \
+             idempotency records, {bytes} bytes, in {} ms",
+            ends.target,
+            imported["customers"],
+            imported["orders"],
+            imported["idempotency_records"],
+            copy_started.elapsed().as_millis()
+        ));
+        for round in 1..=MAX_ROUNDS {
+            let shipped = ship_changes(ends, session).await?;
+            say(&format!("caught up, round {round}: {shipped}"));
+            if shipped.customers <= TAIL_CUSTOMERS {
+                break;
+            }
+        }
+        Ok::<(), String>(())
+    }
+    .await;
+    if let Err(failure) = copied {
+        return Err(ends.call_off(failure).await);
+    }
+    let frozen_at = Instant::now();
+    let cut_over = async {
+        ends.on_source("POST", "/freeze").await?;
+        say(&format!(
+            "froze {id}'s writes on {from} in {} ms",
+            frozen_at.elapsed().as_millis()
+        ));
+        let shipped = ship_changes(ends, session).await?;
+        say(&format!("shipped the last changes: {shipped}"));
+        if frozen_at.elapsed() > max_freeze {
+            return Err(format!(
+                "the cut-over took {} ms, longer than --max-freeze ({} ms)",
+                frozen_at.elapsed().as_millis(),
+                max_freeze.as_millis()
+            ));
+        }
+        Ok(())
+    }
+    .await;
+    if let Err(failure) = cut_over {
+        return Err(ends.call_off(failure).await);
+    }
+    ends.on_source("POST", "/hand-over").await?;
+    say(&format!("{from} handed {id} over"));
+    ends.on_target("POST", "/take", Bytes::new()).await?;
+    say(&format!("{to} took {id}"));
+    Ok(frozen_at)
+}
+
+/// What a round shipped.
+struct Shipped {
+    customers: u64,
+    orders: u64,
+    idempotency_records: u64,
+    millis: u128,
+}
+
+impl std::fmt::Display for Shipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} customers, {} orders, {} idempotency records in {} ms",
+            self.customers, self.orders, self.idempotency_records, self.millis
+        )
+    }
+}
+
+/// Ships one round of the webstore's changes from the source to the target.
+async fn ship_changes(ends: &Ends<'_>, session: u64) -> Result<Shipped, String> {
+    let started = Instant::now();
+    let changes = ends.exported(&format!("/changes/{session}")).await?;
+    let applied = ends.on_target("POST", "/apply", changes).await?;
+    let count = |name: &str| applied[name].as_u64().unwrap_or(0);
+    Ok(Shipped {
+        customers: count("customers"),
+        orders: count("orders"),
+        idempotency_records: count("idempotency_records"),
+        millis: started.elapsed().as_millis(),
+    })
 }

@@ -66,6 +66,9 @@ pub enum StoreError {
     /// Durability could not be confirmed; the write must not be acknowledged.
     #[error("the store could not confirm the write is on disk")]
     NotDurable,
+    /// The webstore's writes are frozen for a move to another shard; nothing was written.
+    #[error("the webstore's writes are frozen for a move")]
+    Frozen,
     /// The change is larger than the log takes (a replicated changelog's messages are at
     /// most its servers' `max_payload`); nothing was written.
     #[error("a change of {bytes} bytes is larger than the log takes ({max} bytes at most)")]

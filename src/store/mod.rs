@@ -23,6 +23,7 @@ pub mod disk;
 mod error;
 pub mod expiry;
 pub mod format;
+pub mod frozen;
 pub mod keys;
 pub mod log;
 #[cfg(test)]
@@ -36,6 +37,7 @@ pub mod replica;
 pub mod snapshot;
 #[cfg(test)]
 mod tests;
+pub mod tracking;
 mod writes;
 
 use std::path::Path;
@@ -97,6 +99,10 @@ struct StoreInner {
     /// The log that acknowledges writes; `None` once closed. Read-locked by every write
     /// method (shared, never contended); write-locked only by `close`.
     log: RwLock<Option<Box<dyn ChangeLog>>>,
+    /// What the writes of webstores being copied to another shard change.
+    tracking: tracking::ChangeTracking,
+    /// Webstores whose writes are refused (frozen for a move).
+    frozen: frozen::FrozenWebstores,
 }
 
 /// A write method's admission ([`Store::open_for_writes`]): while it is held, `close` waits.
@@ -214,6 +220,8 @@ impl Store {
                 on_fatal,
                 disk,
                 log: RwLock::new(Some(log)),
+                tracking: tracking::ChangeTracking::default(),
+                frozen: frozen::FrozenWebstores::default(),
             }),
         }
     }
@@ -298,6 +306,25 @@ impl Store {
             Some(disk) => disk.writable().map_err(StoreError::Refused),
             None => Ok(()),
         }
+    }
+
+    /// What the writes of webstores being copied to another shard change (a move's
+    /// catch-up reads it).
+    pub fn tracking(&self) -> &tracking::ChangeTracking {
+        &self.inner.tracking
+    }
+
+    /// The webstores whose writes the store refuses (frozen for a move).
+    pub fn frozen(&self) -> &frozen::FrozenWebstores {
+        &self.inner.frozen
+    }
+
+    /// `Err(Frozen)` if webstore `id`'s writes are frozen.
+    fn not_frozen(&self, id: &str) -> Result<(), StoreError> {
+        if self.inner.frozen.holds(id) {
+            return Err(StoreError::Frozen);
+        }
+        Ok(())
     }
 
     /// The largest change its log takes, if it has a limit (a replicated group's changelog):

@@ -560,7 +560,7 @@ impl Harness {
                 for order in orders {
                     written.push(
                         store
-                            .create_order(order, key.take(), Box::new(|| ()))
+                            .create_order(order, "shop", key.take(), Box::new(|| ()))
                             .unwrap(),
                     );
                 }

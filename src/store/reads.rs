@@ -348,6 +348,27 @@ impl Store {
             .transpose()
     }
 
+    /// A customer's record and the records of its orders (by id), if the customer is stored:
+    /// what a move ships of a changed customer.
+    pub fn customer_with_order_records(
+        &self,
+        id: CustomerId,
+    ) -> Result<Option<(CustomerRecord, Vec<OrderRecord>)>, StoreError> {
+        let Some(customer) = self.load_customer_record(id)? else {
+            return Ok(None);
+        };
+        let mut orders = Vec::new();
+        let mut failure = None;
+        self.for_each_order_of(&keys::orders_of(id.0), &mut |stored| {
+            match stored.record.and_then(decode::<OrderRecord>) {
+                Ok(record) => orders.push(record),
+                Err(source) => failure = Some(corrupt(stored.key, source)),
+            }
+            failure.is_none()
+        })?;
+        failure.map_or(Ok(Some((customer, orders))), Err)
+    }
+
     /// A customer's record alone, if stored (reads that need no actor).
     pub fn load_customer_record(
         &self,

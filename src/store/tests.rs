@@ -296,7 +296,7 @@ fn acknowledged_changes(store: &Store) -> Vec<(Customer, Vec<u64>)> {
                     for k in 0..3 {
                         let order = order(id * 10 + k, id);
                         store
-                            .create_order(&order, None, Box::new(|| ()))
+                            .create_order(&order, "shop", None, Box::new(|| ()))
                             .unwrap()
                             .durable()
                             .await
@@ -433,7 +433,7 @@ fn orders_packed_into_chunks_read_back_once_each_after_a_reopening_and_a_replay(
             runtime
                 .block_on(
                     store
-                        .create_order(&order, None, Box::new(|| ()))
+                        .create_order(&order, "shop", None, Box::new(|| ()))
                         .unwrap()
                         .durable(),
                 )
@@ -513,7 +513,7 @@ fn a_replay_after_a_crash_in_mid_checkpoint_packs_no_order_twice() {
         runtime.block_on(created.durable()).unwrap();
         for id in 100..140u64 {
             let written = store
-                .create_order(&order(id, 1), None, Box::new(|| ()))
+                .create_order(&order(id, 1), "shop", None, Box::new(|| ()))
                 .unwrap();
             runtime.block_on(written.durable()).unwrap();
         }

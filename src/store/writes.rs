@@ -15,6 +15,8 @@ use crate::domain::placement::Ownership;
 
 /// Where a keyed create's idempotency record goes (see `Store::plan_idempotency`).
 struct IdempotencyPlan {
+    /// The client's key.
+    name: String,
     key: Vec<u8>,
     record: Vec<u8>,
     /// The version of the key it replaces, removed with it.
@@ -91,6 +93,7 @@ impl Store {
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
+        self.not_frozen(webstore_id)?;
         let idempotency = self.plan_idempotency(idempotency)?;
         let entries = new_customer_entries(customer, webstore_id);
         let bytes = entries
@@ -100,10 +103,15 @@ impl Store {
             + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len);
         open.fits(bytes)?;
         let mut entry = open.entry();
+        let key = idempotency.as_ref().map(|plan| plan.name.clone());
         self.put_idempotency(&mut entry, idempotency)?;
         for (key, value) in entries {
             self.put(&mut entry, &key, value)?;
         }
+        // After the writes: see `tracking`.
+        self.inner
+            .tracking
+            .note(webstore_id, Some(customer.id.0), key.as_deref());
         open.commit_then(entry, on_durable)
     }
 
@@ -122,6 +130,7 @@ impl Store {
         webstore_id: &str,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
+        self.not_frozen(webstore_id)?;
         let record = encode(&CustomerRecord::from_customer(customer, webstore_id));
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
         let record_key = keys::customer(customer.id.0);
@@ -131,33 +140,36 @@ impl Store {
                 + LogEntry::encoded_len(&holder_key, &customer.id.0.to_be_bytes()),
         )?;
         let mut entry = open.entry();
-        if new_key == old_key {
-            self.put(&mut entry, &record_key, record)?;
-            return open.commit(entry);
+        if new_key != old_key {
+            self.put(
+                &mut entry,
+                &holder_key,
+                customer.id.0.to_be_bytes().to_vec(),
+            )?;
         }
-        self.put(
-            &mut entry,
-            &holder_key,
-            customer.id.0.to_be_bytes().to_vec(),
-        )?;
         self.put(&mut entry, &record_key, record)?;
+        self.inner
+            .tracking
+            .note(webstore_id, Some(customer.id.0), None);
         open.commit(entry)
     }
 
-    /// Writes a new order: its idempotency record if it has one, then its record (the
-    /// commit point), each a single-key write (see [`keys`]); the record may reach sled
-    /// after the log, behind which it is already durable. `on_durable` runs once both
-    /// are on disk (see [`OnDurable`]).
+    /// Writes a new order of a customer of webstore `webstore_id`: its idempotency record if
+    /// it has one, then its record (the commit point), each a single-key write (see
+    /// [`keys`]); the record may reach sled after the log, behind which it is already
+    /// durable. `on_durable` runs once both are on disk (see [`OnDurable`]).
     ///
     /// An order is one record under its customer and nothing else: the order → customer
     /// index is kept in memory and rebuilt from these keys at start.
     pub fn create_order(
         &self,
         order: &Order,
+        webstore_id: &str,
         idempotency: Option<IdempotencyWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
+        self.not_frozen(webstore_id)?;
         let idempotency = self.plan_idempotency(idempotency)?;
         let record = encode(&OrderRecord::from_order(order));
         let key = keys::order(order.customer_id.0, order.id.0);
@@ -169,12 +181,18 @@ impl Store {
             )?;
         }
         let mut entry = open.entry();
+        let idempotency_key = idempotency.as_ref().map(|plan| plan.name.clone());
         self.put_idempotency(&mut entry, idempotency)?;
         if open.is_logged() {
             self.put_behind_log(&mut entry, &key, record)?;
         } else {
             self.put(&mut entry, &key, record)?;
         }
+        self.inner.tracking.note(
+            webstore_id,
+            Some(order.customer_id.0),
+            idempotency_key.as_deref(),
+        );
         open.commit_then(entry, on_durable)
     }
 
@@ -208,6 +226,7 @@ impl Store {
             .and_then(|(key, _)| keys::idempotency_parts(key))
             .map_or(now, |(_, _, version)| now.max(version.saturating_add(1)));
         Ok(Some(IdempotencyPlan {
+            name: write.key.clone(),
             key: keys::idempotency_version(&write.webstore_id, &write.key, version),
             record: encode(&write.record),
             replaced: replaced.map(|(key, _)| key),

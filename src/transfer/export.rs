@@ -3,6 +3,11 @@
 //! and leaves out what was written meanwhile and would stand without its parent (an order
 //! whose customer came after the customers were read, an idempotency record whose record
 //! did), so an export is always whole. Every record stored before it began is in it.
+//!
+//! [`export_changed`] writes, in the same format, only what a webstore's writes changed
+//! since a move's last round ([`crate::store::tracking`]): each changed customer with all its
+//! orders, and each idempotency record written; the target overwrites what it holds of them.
+//!
 //! Must not touch: anything but reading the store.
 
 use std::io::Write;
@@ -11,6 +16,8 @@ use super::format::{
     to_text, Created, CustomerLine, IdempotencyLine, Line, OrderLine, FORMAT, VERSION,
 };
 use super::{Progress, TransferError};
+use crate::domain::ids::CustomerId;
+use crate::store::tracking::Changed;
 use crate::store::Store;
 
 /// What an export wrote.
@@ -127,5 +134,56 @@ pub fn export(
         "exported {} customers, {} orders, {} idempotency records",
         exported.customers, exported.orders, exported.idempotency_records
     ));
+    Ok(exported)
+}
+
+/// Writes what `changed` names of webstore `webstore` to `out`: the header, each changed
+/// customer of the webstore as it is now with all its orders, then each idempotency record
+/// written (its last version).
+pub fn export_changed(
+    store: &Store,
+    webstore: &str,
+    changed: &Changed,
+    out: &mut dyn Write,
+) -> Result<Exported, TransferError> {
+    let mut exported = Exported::default();
+    let mut write = |line: &Line| {
+        let mut text = to_text(line);
+        text.push(b'\n');
+        out.write_all(&text).map_err(TransferError::write)
+    };
+    write(&Line::Header {
+        format: FORMAT.to_owned(),
+        version: VERSION,
+        webstore: Some(webstore.to_owned()),
+    })?;
+    let mut orders_of_customers = Vec::new();
+    for &id in &changed.customers {
+        let Some((customer, orders)) = store.customer_with_order_records(CustomerId(id))? else {
+            continue;
+        };
+        if customer.webstore_id != webstore {
+            continue;
+        }
+        write(&Line::Customer(CustomerLine::from_record(customer)))?;
+        exported.customers += 1;
+        orders_of_customers.push(orders);
+    }
+    for orders in orders_of_customers {
+        for order in orders {
+            write(&Line::Order(OrderLine::from_record(order)))?;
+            exported.orders += 1;
+        }
+    }
+    for key in &changed.idempotency_keys {
+        let Some(record) = store.idempotency(webstore, key)? else {
+            continue;
+        };
+        let Some(line) = IdempotencyLine::from_record(webstore, key, record) else {
+            continue;
+        };
+        write(&Line::Idempotency(line))?;
+        exported.idempotency_records += 1;
+    }
     Ok(exported)
 }

@@ -342,3 +342,61 @@ fn undo(
     batches.flush(Store::remove)?;
     Ok(finish(store)?)
 }
+
+/// Writes the export of one webstore's changes at `input` ([`super::export::export_changed`])
+/// over what `store` holds of webstore `webstore`, which this node does not serve yet: each
+/// record overwrites its keys, in batches within the log's limit, and `durable` makes them
+/// durable. Every record must be `webstore`'s, and every order's customer in the file. What
+/// it wrote, and the customers it wrote.
+pub fn apply_live(
+    store: &Store,
+    webstore: &str,
+    input: &Path,
+    durable: &dyn Fn(&Store) -> Result<(), crate::store::StoreError>,
+) -> Result<(Imported, Vec<CustomerId>), TransferError> {
+    let mut applied = Imported::default();
+    let mut customers: BTreeSet<u64> = BTreeSet::new();
+    let mut batches = Batches::new(store);
+    let not_its = |number: u64, what: &str| {
+        TransferError::line(number, format!("{what} is not webstore {webstore}'s"))
+    };
+    read_records(input, &mut |number, record| {
+        let mut writes = WriteBatch::default();
+        match &record {
+            Record::Customer(customer) => {
+                if customer.webstore_id != webstore {
+                    return Err(not_its(number, &format!("customer {}", customer.id)));
+                }
+                customers.insert(customer.id);
+                applied.customers += 1;
+                add_customer_record(&mut writes, customer);
+            }
+            Record::Order(order) => {
+                if !customers.contains(&order.customer_id) {
+                    return Err(TransferError::line(
+                        number,
+                        format!(
+                            "order {} belongs to customer {}, who is not in the changes",
+                            order.id, order.customer_id
+                        ),
+                    ));
+                }
+                applied.orders += 1;
+                add_order_record(&mut writes, order);
+            }
+            Record::Idempotency(owner, key, record) => {
+                if owner != webstore {
+                    return Err(not_its(number, &format!("idempotency key {key:?}")));
+                }
+                applied.idempotency_records += 1;
+                add_idempotency_record(&mut writes, owner, key, record);
+            }
+        }
+        batches.add(writes, Store::apply)?;
+        Ok(true)
+    })?;
+    batches.flush(Store::apply)?;
+    durable(store)?;
+    applied.webstores = vec![webstore.to_owned()];
+    Ok((applied, customers.into_iter().map(CustomerId).collect()))
+}

@@ -25,6 +25,8 @@ mod host_faults;
 mod hostile;
 mod idempotency;
 mod isolation;
+mod move_groups;
+mod move_safety;
 mod moves;
 mod operations;
 mod orders;

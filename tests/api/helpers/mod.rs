@@ -18,6 +18,8 @@
 //!   HAProxy on loopback, for the replicated group's tests;
 //! - [`group`]: a replicated group of boxsub nodes on such a cluster, and what its tests
 //!   share (keyed creates, and the checks that nothing acknowledged is lost or doubled);
+//! - [`shards`]: two shards by webstore behind a real HAProxy, for moves between them (the
+//!   second may be a replicated group), and carts that write through it;
 //! - [`links`]: TCP proxies on loopback that a test cuts (every byte stalls, nothing is
 //!   closed) and heals, between a group's nodes and their NATS servers.
 //!
@@ -34,6 +36,7 @@ mod haproxy;
 mod links;
 mod nats;
 mod server;
+mod shards;
 mod skip;
 
 pub use assertions::{assert_rfc3339_utc, id_of, SoftAsserts};
@@ -61,5 +64,9 @@ pub use server::{
     boxsub_command, run_to_exit, serve_to_exit, spawn_app, spawn_app_logging_to, spawn_app_on,
     spawn_app_on_under_ulimit, spawn_app_on_with, spawn_app_with, spawn_demo_app, try_spawn_app_on,
     DataDir, Finished, TestApp,
+};
+pub use shards::{
+    admin, assert_each_once, cart, create, moving_webstore, seed_customers, store_c, Deployment,
+    Shard, STORE_C, TOKEN,
 };
 pub use skip::skip_or_fail;

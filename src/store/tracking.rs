@@ -1,0 +1,133 @@
+//! What a webstore's writes changed since its copy to another shard began: the customers
+//! (a customer's record and orders travel together) and the idempotency keys written. A
+//! move copies the webstore while its writes go on, then ships what changed, round after
+//! round, and freezes its writes only for the last, short round (`crate::service::moves`).
+//!
+//! A write notes what it changed **after** it has made its writes in the store: a round
+//! that takes the set and then reads what it names sees every write noted in it, and a
+//! write noted after the take is in the next round's set (perhaps shipped twice; shipping
+//! is an overwrite). Tracking is in memory only: a node that restarts forgets it, and the
+//! move starts its copy again.
+//!
+//! Must not touch: what is shipped, or how (the transfer module reads the store).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use dashmap::DashMap;
+
+/// What one webstore's writes changed since the last take.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// Customer ids whose record or orders were written.
+    pub customers: BTreeSet<u64>,
+    /// Idempotency keys written.
+    pub idempotency_keys: BTreeSet<String>,
+}
+
+impl Changed {
+    /// Whether nothing changed.
+    pub fn is_empty(&self) -> bool {
+        self.customers.is_empty() && self.idempotency_keys.is_empty()
+    }
+}
+
+/// The webstores whose changes are tracked (each under a session: the move that started
+/// it), and what changed of each.
+#[derive(Default)]
+pub struct ChangeTracking {
+    /// How many webstores are tracked: a write looks no further while none is.
+    tracked: AtomicUsize,
+    webstores: DashMap<String, (u64, Arc<Mutex<Changed>>)>,
+}
+
+impl ChangeTracking {
+    /// Starts tracking `webstore`'s changes afresh under `session` (what was noted before is
+    /// forgotten, and an earlier session's takes are refused).
+    pub fn start(&self, webstore: &str, session: u64) {
+        let fresh = (session, Arc::new(Mutex::new(Changed::default())));
+        if self.webstores.insert(webstore.to_owned(), fresh).is_none() {
+            self.tracked.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Stops tracking `webstore`.
+    pub fn stop(&self, webstore: &str) {
+        if self.webstores.remove(webstore).is_some() {
+            self.tracked.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether `webstore` is tracked.
+    pub fn is_tracked(&self, webstore: &str) -> bool {
+        self.tracked.load(Ordering::Acquire) != 0 && self.webstores.contains_key(webstore)
+    }
+
+    /// The session `webstore` is tracked under, if it is.
+    pub fn session(&self, webstore: &str) -> Option<u64> {
+        self.webstores.get(webstore).map(|entry| entry.0)
+    }
+
+    /// What changed of `webstore` since the last take (emptied); `None` if it is not tracked
+    /// under `session`.
+    pub fn take(&self, webstore: &str, session: u64) -> Option<Changed> {
+        let changed = self
+            .webstores
+            .get(webstore)
+            .filter(|entry| entry.0 == session)?
+            .1
+            .clone();
+        let mut changed = changed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Some(std::mem::take(&mut *changed))
+    }
+
+    /// Notes that a write of `webstore` changed `customer` and wrote `idempotency_key`.
+    pub fn note(&self, webstore: &str, customer: Option<u64>, idempotency_key: Option<&str>) {
+        if self.tracked.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let Some(changed) = self.webstores.get(webstore).map(|entry| entry.1.clone()) else {
+            return;
+        };
+        let mut changed = changed
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(customer) = customer {
+            changed.customers.insert(customer);
+        }
+        if let Some(key) = idempotency_key {
+            changed.idempotency_keys.insert(key.to_owned());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_tracked_webstores_note_and_a_take_empties() {
+        let tracking = ChangeTracking::default();
+        tracking.note("a", Some(1), Some("k"));
+        assert_eq!(tracking.take("a", 7), None, "not tracked");
+        tracking.start("a", 7);
+        tracking.note("a", Some(1), None);
+        tracking.note("a", Some(1), Some("k"));
+        tracking.note("b", Some(2), None);
+        assert_eq!(tracking.take("a", 8), None, "another session's");
+        let changed = tracking.take("a", 7).unwrap();
+        assert_eq!(changed.customers.into_iter().collect::<Vec<_>>(), vec![1]);
+        assert_eq!(changed.idempotency_keys.len(), 1);
+        assert!(tracking.take("a", 7).unwrap().is_empty(), "a take empties");
+        tracking.note("a", Some(3), None);
+        tracking.start("a", 9);
+        assert_eq!(tracking.take("a", 7), None, "a new session refuses the old");
+        assert!(tracking.take("a", 9).unwrap().is_empty(), "a start forgets");
+        tracking.stop("a");
+        assert!(!tracking.is_tracked("a"));
+        assert_eq!(tracking.take("a", 9), None);
+    }
+}

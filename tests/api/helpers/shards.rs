@@ -1,0 +1,515 @@
+//! Shards by webstore under test, for the moves between them (`boxsub move-webstore`): a
+//! [`Deployment`] of two shards (a single node each, or a replicated group for the second),
+//! the placement file, `boxsub haproxy-config`'s configuration and API-key map, and a real
+//! HAProxy in front; carts that write keyed creates through it, and the checks that every
+//! acknowledged write is found once. Every process is stopped when its owner is dropped;
+//! every wait is bounded.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::{
+    boxsub_command, customer_body, customer_body_b, default_catalogue, run_to_exit, sha256_hex,
+    spawn_app_on_with, store_b, Creds, DataDir, Finished, Group, Haproxy, NatsOptions, TestApp,
+    STORE_A, STORE_A_KEY, STORE_B,
+};
+
+/// The third webstore of [`three_webstores`].
+pub const STORE_C: &str = "store-c";
+/// Its API key.
+pub const STORE_C_KEY: &str = "ak_test_store_c_51e0c77d93";
+/// Its secret.
+pub const STORE_C_SECRET: &str = "sk_Cc3pL8vN2xQ7wR4tY9uI1oP6aS5dF0gHj2Kl";
+/// The admin listeners' token.
+pub const TOKEN: &str = "admin-token-for-the-move-tests-0123456789";
+
+/// Store C's credentials.
+pub fn store_c() -> Creds {
+    Creds::new(STORE_C_KEY, STORE_C_SECRET)
+}
+
+/// The default catalogue with a third webstore, a copy of store B.
+pub fn three_webstores() -> Value {
+    let mut catalogue = default_catalogue();
+    let mut c = catalogue["webstores"][1].clone();
+    c["id"] = json!(STORE_C);
+    c["name"] = json!("Store C");
+    c["api_keys"] = json!([{"key": STORE_C_KEY, "secret_sha256": sha256_hex(STORE_C_SECRET)}]);
+    catalogue["webstores"]
+        .as_array_mut()
+        .expect("webstores")
+        .push(c);
+    catalogue
+}
+
+/// Webstore `k` of those [`Deployment::start_moving`] adds on shard one for moves: its id
+/// and credentials (copies of store B).
+pub fn moving_webstore(k: usize) -> (String, Creds) {
+    (
+        format!("store-m{k}"),
+        Creds::new(
+            &format!("ak_test_store_m{k}_0a1b2c3d"),
+            &format!("sk_Mm{k}pL8vN2xQ7wR4tY9uI1oP6aS5dF0gH"),
+        ),
+    )
+}
+
+/// [`three_webstores`] and `moving` more ([`moving_webstore`]).
+fn catalogue_with(moving: usize) -> Value {
+    let mut catalogue = three_webstores();
+    for k in 0..moving {
+        let (id, creds) = moving_webstore(k);
+        let mut webstore = catalogue["webstores"][1].clone();
+        webstore["id"] = json!(id);
+        webstore["name"] = json!(format!("Store M{k}"));
+        webstore["api_keys"] = json!([{
+            "key": creds.key, "secret_sha256": sha256_hex(&creds.secret)
+        }]);
+        catalogue["webstores"]
+            .as_array_mut()
+            .expect("webstores")
+            .push(webstore);
+    }
+    catalogue
+}
+
+/// A shard: one node on a data directory of its own, with its command line kept for
+/// restarts.
+pub struct ShardNode {
+    /// Its data directory.
+    pub dir: DataDir,
+    args: Vec<String>,
+    /// Its process, while it runs.
+    pub app: Option<TestApp>,
+}
+
+impl ShardNode {
+    pub async fn start(catalogue: &Value, webstores: &str, range: &str, token: &Path) -> ShardNode {
+        let dir = DataDir::with_catalogue(catalogue.clone());
+        let args = vec![
+            "--webstores".to_owned(),
+            webstores.to_owned(),
+            "--id-range".to_owned(),
+            range.to_owned(),
+            "--admin-addr".to_owned(),
+            "127.0.0.1:0".to_owned(),
+            "--admin-token-file".to_owned(),
+            token.display().to_string(),
+        ];
+        let mut node = ShardNode {
+            dir,
+            args,
+            app: None,
+        };
+        node.restart().await;
+        node
+    }
+
+    pub async fn restart(&mut self) {
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        self.app = Some(spawn_app_on_with(&self.dir, &args, &[]).await);
+    }
+
+    pub fn app(&self) -> &TestApp {
+        self.app.as_ref().expect("the node runs")
+    }
+
+    /// `127.0.0.1:PORT` of its admin listener.
+    pub fn admin(&self) -> String {
+        self.app()
+            .startup_output
+            .iter()
+            .find_map(|line| line.strip_prefix("admin listening on http://"))
+            .expect("the admin listener's line")
+            .to_owned()
+    }
+
+    /// The status of store B's customer list asked of this node directly.
+    pub async fn store_b_listing(&self) -> u16 {
+        self.app().get_as("/v1/customers", &store_b()).await.status
+    }
+
+    pub fn api(&self) -> String {
+        format!("127.0.0.1:{}", self.app().port)
+    }
+}
+
+/// An admin request to `node`; the status and JSON body.
+pub async fn admin(
+    node: &ShardNode,
+    method: reqwest::Method,
+    path: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    admin_at(&node.admin(), method, path, body).await
+}
+
+/// An admin request to the admin listener at `address`; the status and JSON body.
+pub async fn admin_at(
+    address: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let response = reqwest::Client::new()
+        .request(method, format!("http://{address}{path}"))
+        .bearer_auth(TOKEN)
+        .body(body)
+        .send()
+        .await
+        .expect("the admin listener answers");
+    let status = response.status().as_u16();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The second shard: a single node, or a replicated group.
+pub enum Shard {
+    /// One node.
+    Node(ShardNode),
+    /// A replicated group's nodes.
+    Group(Group),
+}
+
+impl Shard {
+    /// The single node (panics for a group).
+    pub fn node(&self) -> &ShardNode {
+        match self {
+            Shard::Node(node) => node,
+            Shard::Group(_) => panic!("the shard is a group"),
+        }
+    }
+
+    /// The single node, to stop or restart (panics for a group).
+    pub fn node_mut(&mut self) -> &mut ShardNode {
+        match self {
+            Shard::Node(node) => node,
+            Shard::Group(_) => panic!("the shard is a group"),
+        }
+    }
+
+    /// `127.0.0.1:PORT` of each node's API listener.
+    pub fn apis(&self) -> Vec<String> {
+        match self {
+            Shard::Node(node) => vec![node.api()],
+            Shard::Group(group) => group
+                .members
+                .iter()
+                .filter_map(|member| member.app.as_ref())
+                .map(|app| format!("127.0.0.1:{}", app.port))
+                .collect(),
+        }
+    }
+
+    /// `127.0.0.1:PORT` of each node's admin listener.
+    pub fn admins(&self) -> Vec<String> {
+        match self {
+            Shard::Node(node) => vec![node.admin()],
+            Shard::Group(group) => group
+                .members
+                .iter()
+                .filter_map(|member| member.app.as_ref())
+                .map(admin_of)
+                .collect(),
+        }
+    }
+}
+
+/// The admin listener's address of a node started with `--admin-addr`.
+pub fn admin_of(app: &TestApp) -> String {
+    app.startup_output
+        .iter()
+        .find_map(|line| line.strip_prefix("admin listening on http://"))
+        .expect("the admin listener's line")
+        .to_owned()
+}
+
+/// The deployment: two shards, the placement file, the map, HAProxy.
+pub struct Deployment {
+    /// Shard `one`: stores A and B at first.
+    pub one: ShardNode,
+    /// Shard `two`: store C at first.
+    pub two: Shard,
+    files: tempfile::TempDir,
+    frontend: String,
+    /// HAProxy, while it runs.
+    pub haproxy: Option<Haproxy>,
+}
+
+impl Deployment {
+    /// Store A and B on shard one, C on shard two; `None` (SKIPPED) without haproxy.
+    pub async fn start(test: &str) -> Option<Deployment> {
+        Deployment::start_shards(test, None, 0).await
+    }
+
+    /// [`Deployment::start`] with `moving` more webstores on shard one
+    /// ([`moving_webstore`]).
+    pub async fn start_moving(test: &str, moving: usize) -> Option<Deployment> {
+        Deployment::start_shards(test, None, moving).await
+    }
+
+    /// [`Deployment::start`] with shard two a replicated group of two nodes on a NATS cluster
+    /// started with `nats`; `None` (SKIPPED) without nats-server or haproxy.
+    pub async fn start_with_group(test: &str, nats: NatsOptions) -> Option<Deployment> {
+        Deployment::start_shards(test, Some(nats), 0).await
+    }
+
+    async fn start_shards(
+        test: &str,
+        group: Option<NatsOptions>,
+        moving: usize,
+    ) -> Option<Deployment> {
+        let catalogue = catalogue_with(moving);
+        let mut on_one = vec![STORE_A.to_owned(), STORE_B.to_owned()];
+        on_one.extend((0..moving).map(|k| moving_webstore(k).0));
+        let files = tempfile::tempdir().expect("a temp dir");
+        let token = files.path().join("admin.token");
+        std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
+        let one = ShardNode::start(&catalogue, &on_one.join(","), "1", &token).await;
+        let two = match group {
+            None => Shard::Node(ShardNode::start(&catalogue, STORE_C, "2", &token).await),
+            Some(nats) => {
+                let token = token.display().to_string();
+                let extra = [
+                    "--webstores",
+                    STORE_C,
+                    "--id-range",
+                    "2",
+                    "--admin-addr",
+                    "127.0.0.1:0",
+                    "--admin-token-file",
+                    token.as_str(),
+                ];
+                let dirs = (0..2)
+                    .map(|_| DataDir::with_catalogue(catalogue.clone()))
+                    .collect();
+                let group = Group::start_from(test, dirs, &extra, nats).await?;
+                group.primary(Duration::from_secs(30)).await;
+                Shard::Group(group)
+            }
+        };
+        let frontend = format!(
+            "127.0.0.1:{}",
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port()
+        );
+        let mut deployment = Deployment {
+            one,
+            two,
+            files,
+            frontend,
+            haproxy: None,
+        };
+        let mut placed: Vec<(&str, &str)> = on_one.iter().map(|id| (id.as_str(), "one")).collect();
+        placed.push((STORE_C, "two"));
+        deployment.write_placement(&placed);
+        if !deployment.start_haproxy(test) {
+            return None;
+        }
+        Some(deployment)
+    }
+
+    /// A file of the deployment (`placement.json`, `shards.map`, `admin.token`).
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.files.path().join(name)
+    }
+
+    /// Writes the placement file with `webstores` on their shards.
+    pub fn write_placement(&self, webstores: &[(&str, &str)]) {
+        let placement = json!({
+            "frontend": self.frontend,
+            "haproxy_socket": self.path("admin.sock"),
+            "haproxy_map": self.path("shards.map"),
+            "shards": {
+                "one": {"nodes": [self.one.api()], "admin": [self.one.admin()]},
+                "two": {"nodes": self.two.apis(), "admin": self.two.admins()},
+            },
+            "webstores": webstores.iter().map(|(w, s)| (w.to_string(), json!(s))).collect::<serde_json::Map<_, _>>(),
+        });
+        std::fs::write(
+            self.path("placement.json"),
+            serde_json::to_vec_pretty(&placement).unwrap(),
+        )
+        .unwrap();
+    }
+
+    /// The nodes' addresses in the placement file, as they are now (after restarts).
+    pub fn refresh_placement(&self) {
+        let text = std::fs::read_to_string(self.path("placement.json")).unwrap();
+        let placement: Value = serde_json::from_str(&text).unwrap();
+        let webstores: Vec<(String, String)> = placement["webstores"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(w, s)| (w.clone(), s.as_str().unwrap().to_owned()))
+            .collect();
+        let pairs: Vec<(&str, &str)> = webstores
+            .iter()
+            .map(|(w, s)| (w.as_str(), s.as_str()))
+            .collect();
+        self.write_placement(&pairs);
+    }
+
+    /// Generates the configuration with `boxsub haproxy-config` and starts HAProxy on it.
+    pub fn start_haproxy(&mut self, test: &str) -> bool {
+        self.haproxy = None;
+        let mut cmd = boxsub_command();
+        cmd.args(["haproxy-config", "--placement"])
+            .arg(self.path("placement.json"))
+            .arg("--catalogue")
+            .arg(&self.one.dir.catalogue);
+        let generated = run_to_exit(cmd, Duration::from_secs(20));
+        assert!(
+            generated.status.is_some_and(|s| s.success()),
+            "{}",
+            generated.stderr
+        );
+        std::fs::write(self.path("haproxy.cfg"), format!("{}\n", generated.stdout)).unwrap();
+        let Some(haproxy) = Haproxy::start_config(
+            test,
+            &self.path("haproxy.cfg"),
+            self.frontend.parse().unwrap(),
+            &self.path("admin.sock"),
+        ) else {
+            return false;
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !["shard_one", "shard_two"].iter().all(|backend| {
+            // Exactly one: a group's standby must have been found down too.
+            let servers = match *backend {
+                "shard_two" => self.two.apis().len(),
+                _ => 1,
+            };
+            (0..servers)
+                .filter(|&server| haproxy.server_status_of(backend, server).starts_with("UP"))
+                .count()
+                == 1
+        }) {
+            assert!(
+                Instant::now() < deadline,
+                "backends not up:\n{}",
+                haproxy.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.haproxy = Some(haproxy);
+        true
+    }
+
+    /// Runs `boxsub move-webstore` to its end (bounded).
+    pub fn move_webstore(&self, webstore: &str, to: &str) -> Finished {
+        run_to_exit(self.move_command(webstore, to), Duration::from_secs(120))
+    }
+
+    /// The `move-webstore` command line for `webstore` to shard `to`.
+    pub fn move_command(&self, webstore: &str, to: &str) -> std::process::Command {
+        let mut cmd = boxsub_command();
+        cmd.args(["move-webstore", webstore, "--placement"])
+            .arg(self.path("placement.json"))
+            .args(["--to", to, "--admin-token-file"])
+            .arg(self.path("admin.token"));
+        cmd
+    }
+
+    /// HAProxy's front end, `http://127.0.0.1:PORT`.
+    pub fn base(&self) -> String {
+        self.haproxy.as_ref().expect("HAProxy runs").base_url()
+    }
+}
+
+/// A keyed create through HAProxy: the status (0 without an answer), and the id on 201.
+pub async fn create(base: &str, creds: &Creds, tag: &str, n: usize) -> (u16, Option<i64>) {
+    let body = if creds.key == STORE_A_KEY {
+        customer_body(&format!("{tag}{n}@example.com"))
+    } else {
+        customer_body_b(&format!("{tag}{n}@example.com"))
+    };
+    let sent = reqwest::Client::new()
+        .post(format!("{base}/v1/customers"))
+        .header("API-Key", creds.key.as_str())
+        .header("API-Secret", creds.secret.as_str())
+        .header("Idempotency-Key", format!("{tag}-{n}"))
+        .json(&body)
+        .timeout(Duration::from_secs(30))
+        .send()
+        .await;
+    match sent {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let id = response
+                .json::<Value>()
+                .await
+                .ok()
+                .and_then(|b| b["id"].as_i64());
+            (status, id)
+        }
+        Err(_) => (0, None),
+    }
+}
+
+/// Creates `count` customers of webstore `creds` through the front end, keyed `{tag}{n}`.
+pub async fn seed_customers(base: &str, creds: &Creds, tag: &str, count: usize) {
+    for n in 0..count {
+        assert_eq!(create(base, creds, tag, n).await.0, 201, "{tag}{n}");
+    }
+}
+
+/// Writes keyed creates through HAProxy until `stop`: each one's time, status and id.
+pub async fn cart(
+    base: String,
+    creds: Creds,
+    tag: String,
+    stop: Arc<AtomicBool>,
+) -> Vec<(Duration, u16, Option<i64>)> {
+    let started = Instant::now();
+    let mut log = Vec::new();
+    for n in 0..100_000 {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let (status, id) = create(&base, &creds, &tag, n).await;
+        log.push((started.elapsed(), status, id));
+    }
+    log
+}
+
+/// Every acknowledged create of `tag` is found through HAProxy with its id, and every other
+/// one, retried with its key, exists exactly once.
+pub async fn assert_each_once(
+    base: &str,
+    creds: &Creds,
+    tag: &str,
+    log: &[(Duration, u16, Option<i64>)],
+) {
+    let client = reqwest::Client::new();
+    for (n, (_, status, id)) in log.iter().enumerate() {
+        let (status, id) = if *status == 201 {
+            (201, *id)
+        } else {
+            create(base, creds, tag, n).await
+        };
+        assert_eq!(status, 201, "{tag}{n}");
+        let found: Vec<Value> = client
+            .get(format!("{base}/v1/customers?email={tag}{n}@example.com"))
+            .header("API-Key", creds.key.as_str())
+            .header("API-Secret", creds.secret.as_str())
+            .send()
+            .await
+            .expect("a lookup")
+            .json()
+            .await
+            .expect("a list");
+        let ids: Vec<Option<i64>> = found.iter().map(|c| c["id"].as_i64()).collect();
+        assert_eq!(
+            ids,
+            vec![id],
+            "{tag}{n} exists once, with the id it was answered"
+        );
+    }
+}
