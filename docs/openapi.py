@@ -121,6 +121,26 @@ ORDER_CREATE_EX = {
 }
 
 
+# Events: Joe is created, his delivery note set, then he orders (webstore events 1 to 3).
+CUSTOMER_CREATED_EVENT_EX = {
+    "id": "evt_997f5c5bc7682d7682f1b91d63c70d24", "type": "customer.created",
+    "sequence": 1, "created_at": "2026-11-23T14:51:08.975Z", "data": CUSTOMER_ADDR_EX,
+}
+CUSTOMER_UPDATED_EVENT_EX = {
+    "id": "evt_0eb326bf1865f7727009811630784686", "type": "customer.updated",
+    "sequence": 2, "created_at": "2026-11-23T14:51:30.988Z",
+    "data": dict(CUSTOMER_EX, address=dict(ADDRESS_EX, delivery_note="Back door")),
+}
+ORDER_CREATED_EVENT_EX = {
+    "id": "evt_99033e91be96dfb4369e6ea6dff3bc81", "type": "order.created",
+    "sequence": 3, "created_at": "2026-11-23T14:52:42.301Z", "data": ORDER_EX,
+}
+# The cursor of webstore fantastic-vege-people after its event 3.
+CURSOR_EX = "ZmFudGFzdGljLXZlZ2UtcGVvcGxlCjM"
+# The Standard Webhooks example signature (secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw).
+SIGNATURE_EX = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+
+
 def ex(summary, value):
     return {"summary": summary, "value": value}
 
@@ -166,7 +186,8 @@ schemas["ValidationErrors"] = closed(
             "Every failing field at once, by field path: a top-level field (`email`), a "
             "nested one (`address.city`, `address.phone`), an array element "
             "(`extras[1]`, `extras[1].quantity`), a query parameter (`page`, `per_page`, "
-            "`date`, `customer_id`, `delivery_service_id`) or the `Idempotency-Key` header "
+            "`date`, `customer_id`, `delivery_service_id`; `after`, `type`, `limit` of "
+            "the events feed) or the `Idempotency-Key` header "
             "(`idempotency_key`). Each holds one or more messages such as `can't be blank`, "
             "`is invalid`, `has already been taken`, `is not included in the list`, "
             "`is too long (maximum is 255 characters)`."),
@@ -362,6 +383,73 @@ schemas["Delivery"] = closed(
     },
     description="One delivery of the delivery list: an order delivered on `date`.",
     examples=[DELIVERY_EX],
+)
+
+# --- events ----------------------------------------------------------------
+
+def event(kind, data, made_by, example):
+    return closed(
+        {
+            "id": {"type": "string", "pattern": "^evt_[0-9a-f]{32}$",
+                   "description": "Unique across webstores; the same in the feed and in every "
+                                  "webhook delivery of the event (`webhook-id`)."},
+            "type": {"type": "string", "const": kind},
+            "sequence": {"type": "integer", "minimum": 1,
+                         "description": "The event's number in its webstore: it increases "
+                                        "in the order the writes were made. Gaps are "
+                                        "possible (a write refused after its number was "
+                                        "taken)."},
+            "created_at": {"type": "string", "format": "date-time",
+                           "pattern": "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:"
+                                      "[0-9]{2}\\.[0-9]{3}Z$",
+                           "description": "When the change was made: RFC 3339, UTC, with "
+                                          "milliseconds."},
+            "data": data,
+        },
+        description=f"`{kind}`: made by {made_by}, in the same durable write as the change.",
+        examples=[example],
+    )
+
+
+CUSTOMER_DATA = {
+    "description": "The customer as `GET /v1/customers/{id}?embed=address` answered right "
+                   "after the change: the address is always there.",
+    "allOf": [sref("Customer"), {"required": ["address"]}],
+}
+ORDER_DATA = dict(sref("Order"), description="The order as `GET /v1/orders/{id}` answers it.")
+
+schemas["CustomerCreatedEvent"] = event(
+    "customer.created", CUSTOMER_DATA, "`POST /v1/customers`", CUSTOMER_CREATED_EVENT_EX)
+schemas["CustomerUpdatedEvent"] = event(
+    "customer.updated", CUSTOMER_DATA,
+    "every successful `PATCH` or `PUT /v1/customers/{id}` (also one that changes nothing)",
+    CUSTOMER_UPDATED_EVENT_EX)
+schemas["OrderCreatedEvent"] = event(
+    "order.created", ORDER_DATA, "`POST /v1/orders`", ORDER_CREATED_EVENT_EX)
+schemas["Event"] = {
+    "description": (
+        "What one write of the API changed: the resource as `GET` returns it at the time of "
+        "the change. The feed (`GET /v1/events`) and the webhooks carry the same JSON."),
+    "oneOf": [sref("CustomerCreatedEvent"), sref("CustomerUpdatedEvent"),
+              sref("OrderCreatedEvent")],
+    "discriminator": {"propertyName": "type", "mapping": {
+        "customer.created": "#/components/schemas/CustomerCreatedEvent",
+        "customer.updated": "#/components/schemas/CustomerUpdatedEvent",
+        "order.created": "#/components/schemas/OrderCreatedEvent",
+    }},
+}
+schemas["EventsPage"] = closed(
+    {
+        "events": {"type": "array", "items": sref("Event"), "maxItems": 1000,
+                   "description": "Oldest first, at most `limit`. Empty when nothing "
+                                  "(of the types asked for) happened after `after` yet."},
+        "next": {"type": "string", "minLength": 1,
+                 "description": "The cursor to ask with next (`after`): always present, also "
+                                "with an empty page. Opaque."},
+    },
+    description="One page of the events feed.",
+    examples=[{"events": [CUSTOMER_CREATED_EVENT_EX, CUSTOMER_UPDATED_EVENT_EX,
+                          ORDER_CREATED_EVENT_EX], "next": CURSOR_EX}],
 )
 
 # --- request bodies --------------------------------------------------------
@@ -646,6 +734,15 @@ headers = {
             "</v1/customers?page=2&per_page=1>; rel=\"last\"`."),
         "schema": {"type": "string"},
     },
+    "EventsLink": {
+        "description": (
+            "RFC 8288 link to the next page, relative to the server: `after` is the answer's "
+            "`next`, and `type` and `limit` are kept when the request gave them, e.g. "
+            f"`</v1/events?after={CURSOR_EX}&type=order.created&limit=50>; "
+            "rel=\"next\"`. Always sent with a page, also an empty one."),
+        "required": True,
+        "schema": {"type": "string"},
+    },
     "Retry-After": {
         "description": "Seconds to wait before trying again.",
         "required": True,
@@ -775,6 +872,36 @@ responses = {
             {"page": ex("Bad page parameters",
                         {"errors": {"page": ["must be a positive integer"],
                                     "per_page": ["must be less than or equal to 1000"]}})}),
+    },
+    "EventsQueryUnprocessable": {
+        "description": (
+            "A parameter of the feed is malformed; each is named: `after` is not a cursor "
+            "this service gave (`is invalid`), `type` names an unknown type (`is not "
+            "included in the list`), `limit` is not digits (`must be an integer`) or not "
+            "1 to 1000 (`must be between 1 and 1000`)."),
+        "headers": hdrs(),
+        "content": json_content(
+            sref("ValidationErrors"),
+            {"all": ex("Every parameter wrong",
+                       {"errors": {"after": ["is invalid"],
+                                   "type": ["is not included in the list"],
+                                   "limit": ["must be between 1 and 1000"]}}),
+             "limit": ex("Limit not a number", {"errors": {"limit": ["must be an integer"]}})}),
+    },
+    "Gone": {
+        "description": (
+            "The cursor can't be read on from: the events right after it are older than "
+            "the feed keeps (the retention, 30 days unless the operator set another) and "
+            "were removed, or the cursor was given to another webstore. Start again without "
+            "`after` (from the oldest event kept); after an expired cursor, reconcile with "
+            "the customer and order lists, since events were missed."),
+        "headers": hdrs(),
+        "content": json_content(sref("Message"), msg_ex(
+            ("expired", "The events after this cursor are older than the feed keeps and are "
+                        "gone. Start again without `after` (from the oldest event kept) and "
+                        "reconcile with the customer and order lists."),
+            ("other_webstore", "This cursor was not given to this webstore. Start again "
+                               "without `after`."))),
     },
     "TooManyRequests": {
         "description": (
@@ -1368,6 +1495,151 @@ paths["/v1/webstore"] = {
                                          {"demo": ex("Demo webstore", WEBSTORE_EX)})}}),
 }
 
+NAME_RE = "(?:customer\\.created|customer\\.updated|order\\.created)"
+TYPE_ITEM_RE = f"\\s*(?:{NAME_RE}\\s*)?"
+
+paths["/v1/events"] = {
+    "get": op(
+        "listEvents", "The events feed",
+        "The caller's webstore's events after the cursor `after` (without it, from the "
+        "oldest event kept), oldest first, at most `limit` (1 to 1000, default 100), "
+        "only of the types in `type` if given. Every write of the API makes one event, "
+        "written in the same durable write as the change: `customer.created`, "
+        "`customer.updated`, `order.created`. A page shows only events whose writes are "
+        "durable, and no event ever appears later below a position already read. Ask "
+        "again with the answer's `next` (also in `Link`): a page with fewer than `limit` "
+        "events is the end for now, and an empty one means nothing new yet. Cursors stay "
+        "good across restarts, failovers and moves between shards. Events are kept 30 "
+        "days (the operator may set another retention): a cursor whose next events were "
+        "removed is a 410, as is another webstore's. A malformed parameter is a 422 naming "
+        "each.",
+        "Events",
+        {"200": {
+            "description": "A page of events, and the cursor to ask with next.",
+            "headers": dict(hdrs(), Link=ref("headers", "EventsLink")),
+            "content": json_content(sref("EventsPage"), {
+                "page": ex("Three events", {
+                    "events": [CUSTOMER_CREATED_EVENT_EX, CUSTOMER_UPDATED_EVENT_EX,
+                               ORDER_CREATED_EVENT_EX],
+                    "next": CURSOR_EX}),
+                "empty": ex("Nothing new yet", {"events": [], "next": CURSOR_EX}),
+            }),
+            "links": {
+                "NextPage": {"operationId": "listEvents",
+                             "parameters": {"after": "$response.body#/next"},
+                             "description": "The events after this page."},
+            },
+        }, "410": r("Gone")},
+        params=[
+            {"name": "after", "in": "query", "required": False,
+             "description": "A cursor: the `next` of an earlier page. Without it, the feed "
+                            "starts at the oldest event kept. A string this service did not "
+                            "give out is a 422 `is invalid`; one given to another webstore, "
+                            "or one the retention has passed, a 410.",
+             "schema": {"type": "string"}, "example": CURSOR_EX},
+            {"name": "type", "in": "query", "required": False,
+             "description": "Only events of these types: names from `customer.created`, "
+                            "`customer.updated`, `order.created`, comma-separated. Spaces "
+                            "around a name and empty names are ignored; without any, every "
+                            "type. An unknown name is a 422 `is not included in the list`.",
+             "schema": {"type": "string", "pattern": f"^{TYPE_ITEM_RE}(?:,{TYPE_ITEM_RE})*$"},
+             "example": "order.created,customer.created"},
+            {"name": "limit", "in": "query", "required": False,
+             "description": "The most events in the page, 1 to 1000 (`must be an integer`, "
+                            "`must be between 1 and 1000`).",
+             "schema": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}},
+        ],
+        unprocessable="EventsQueryUnprocessable"),
+}
+
+# ---------------------------------------------------------------------------
+# Webhooks: what boxsub sends to a webstore's endpoints
+# ---------------------------------------------------------------------------
+
+WEBHOOK_PARAMS = [
+    {"name": "webhook-id", "in": "header", "required": True,
+     "description": "The event's `id`: the same on every attempt of one event. Deduplicate "
+                    "on it: an event may arrive more than once.",
+     "schema": {"type": "string", "pattern": "^evt_[0-9a-f]{32}$"},
+     "example": ORDER_CREATED_EVENT_EX["id"]},
+    {"name": "webhook-timestamp", "in": "header", "required": True,
+     "description": "When this attempt was sent, in Unix seconds (each attempt has its own). "
+                    "Refuse a delivery whose timestamp is more than 5 minutes from your "
+                    "clock.",
+     "schema": {"type": "string", "pattern": "^[0-9]+$"}, "example": "1795445562"},
+    {"name": "webhook-signature", "in": "header", "required": True,
+     "description": (
+         "One signature per secret of the endpoint (two during a rotation), separated by "
+         "spaces, each `v1,` and the base64 (standard, padded) of the HMAC-SHA256 of "
+         "`{webhook-id}.{webhook-timestamp}.{body}` keyed with the secret's bytes (the "
+         "base64 after `whsec_`, decoded), over the body exactly as received. Accept the "
+         "delivery when one of them matches, compared in constant time."),
+     "schema": {"type": "string", "pattern": "^v1,[A-Za-z0-9+/]{43}=( v1,[A-Za-z0-9+/]{43}=)*$"},
+     "example": SIGNATURE_EX},
+]
+
+RECEIVER_RETRY_AFTER = {
+    "description": "How long to wait: seconds, or an HTTP date. At most 6 hours is "
+                   "honoured. Without one (or with one that can't be read), the retry "
+                   "schedule applies.",
+    "schema": {"type": "string"},
+}
+
+WEBHOOK_RESPONSES = {
+    "2XX": {"description": "Delivered. The answer's body is not read. The endpoint's next "
+                           "event follows."},
+    "410": {"description": "Gone: the endpoint is disabled. Nothing more is sent to it until "
+                           "the operator redelivers, which enables it again."},
+    "429": {"description": "Throttled: the same event is sent again after `Retry-After`, or "
+                           "on the retry schedule without one.",
+            "headers": {"Retry-After": RECEIVER_RETRY_AFTER}},
+    "503": {"description": "Unavailable: as 429.",
+            "headers": {"Retry-After": RECEIVER_RETRY_AFTER}},
+    "default": {"description": (
+        "Any other answer (a 3xx: redirects are not followed; another 4xx; a 5xx), no answer "
+        "within 10 s, or no connection: the same event is sent again after 5 s, 20 s, 80 s, "
+        "5 min 20 s, ... (four times longer each time, at most 6 hours, each ±20%) until it "
+        "has failed for 3 days (the operator may change both); then the endpoint is "
+        "disabled until the operator redelivers.")},
+}
+
+
+def webhook(kind, op_id, schema, example):
+    return {"post": {
+        "operationId": op_id,
+        "summary": f"`{kind}` sent to a webhook endpoint",
+        "description": (
+            f"Sent to each endpoint of the webstore's `webhooks` (in the catalogue, kept by "
+            f"the operator) whose `events` include `{kind}`, once the write is durable: a "
+            "`POST` to the endpoint's URL with the event as the body, exactly as the feed "
+            "shows it (`Content-Type: application/json`, `User-Agent: "
+            "boxsub-webhooks/VERSION`), signed per Standard Webhooks. At least once, and in "
+            "order per endpoint: the endpoint's next event is sent only once this one got a "
+            "2xx. So an event may arrive twice (after a restart, a failover, or an answer "
+            "that was lost): deduplicate on `webhook-id`. Verify the signature over the raw "
+            "body before parsing it. A new endpoint gets the events made from when the "
+            "server loads the catalogue that adds it."),
+        "tags": ["Events"],
+        "security": [],
+        "parameters": WEBHOOK_PARAMS,
+        "requestBody": {
+            "required": True,
+            "description": "The event, compact JSON in UTF-8.",
+            "content": json_content(sref(schema), {"event": ex(f"A `{kind}` event", example)}),
+        },
+        "responses": WEBHOOK_RESPONSES,
+    }}
+
+
+webhooks = {
+    "customer.created": webhook("customer.created", "customerCreatedWebhook",
+                                "CustomerCreatedEvent", CUSTOMER_CREATED_EVENT_EX),
+    "customer.updated": webhook("customer.updated", "customerUpdatedWebhook",
+                                "CustomerUpdatedEvent", CUSTOMER_UPDATED_EVENT_EX),
+    "order.created": webhook("order.created", "orderCreatedWebhook",
+                             "OrderCreatedEvent", ORDER_CREATED_EVENT_EX),
+}
+
 DESCRIPTION = """\
 boxsub is a box-subscription ordering service. Shopping carts push customers and orders into \
 it; producers (webstores) run their box deliveries from it. Each webstore is a tenant: its \
@@ -1403,6 +1675,15 @@ a failed store, or a nearly full disk (writes only); nothing was changed.
 **Sign-in throttle.** 10 failed sign-ins for one email within 15 minutes make further \
 attempts a 429 with `Retry-After`.
 
+**Events.** Every write makes one event, in the same durable write as the change \
+(`customer.created`, `customer.updated`, `order.created`), holding the resource as `GET` \
+returns it. `GET /v1/events` pages through them, oldest first, after a cursor (`after`: the \
+`next` of the previous page). Events are kept 30 days unless the operator sets another \
+time; a cursor past that is a 410. The webstore's webhook endpoints (set by the operator in \
+the catalogue) are sent each event they subscribe to as a `POST` signed per Standard \
+Webhooks (see `webhooks`): at least once, in order per endpoint, retried for 3 days; \
+deduplicate on `webhook-id`.
+
 A human reference is `docs/api.md` in the repository."""
 
 doc = {
@@ -1419,9 +1700,12 @@ doc = {
         {"name": "Orders", "description": "Box orders and their schedules."},
         {"name": "Deliveries", "description": "The delivery list of a date."},
         {"name": "Catalogue", "description": "Boxes, delivery services and the webstore."},
+        {"name": "Events", "description": "What the writes changed: the events feed and "
+                                          "the webhooks."},
     ],
     "security": AUTH,
     "paths": paths,
+    "webhooks": webhooks,
     "components": {
         "securitySchemes": {
             "ApiKey": {"type": "apiKey", "in": "header", "name": "API-Key",

@@ -35,6 +35,23 @@ pub async fn run(command: Command) -> ExitCode {
             catalogue,
         } => haproxy_config(&placement, &catalogue),
         Command::ChangelogUser { output } => changelog_user(&output),
+        Command::WebhookSecret => webhook_secret(),
+        Command::RedeliverWebhook {
+            webstore,
+            endpoint,
+            after,
+            admin,
+            admin_token_file,
+        } => {
+            redeliver_webhook(
+                &webstore,
+                &endpoint,
+                after.as_deref(),
+                &admin,
+                &admin_token_file,
+            )
+            .await
+        }
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -195,6 +212,51 @@ fn changelog_user(output: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// `boxsub webhook-secret`: a new signing secret on standard output.
+fn webhook_secret() -> Result<(), String> {
+    let secret = crate::webhooks::signing::new_secret()
+        .map_err(|error| format!("no randomness for the secret: {error}"))?;
+    println!("{secret}");
+    Ok(())
+}
+
+/// `boxsub redeliver-webhook`: asks the node that serves the webstore to redeliver.
+async fn redeliver_webhook(
+    webstore: &str,
+    endpoint: &str,
+    after: Option<&str>,
+    admin: &[String],
+    token_file: &Path,
+) -> Result<(), String> {
+    let token = std::fs::read_to_string(token_file)
+        .map_err(|error| format!("reading {}: {error}", token_file.display()))?;
+    let client = crate::sharding::admin_client::AdminClient::new(token.trim());
+    let (addr, _) = client.reachable(admin, webstore).await?;
+    let query = match after {
+        Some(after) => format!(
+            "?{}",
+            serde_urlencoded::to_string([("after", after)]).map_err(|error| error.to_string())?
+        ),
+        None => String::new(),
+    };
+    let path = format!("/admin/webstores/{webstore}/webhooks/{endpoint}/redeliver{query}");
+    let answer = client
+        .request(&addr, "POST", &path, bytes::Bytes::new())
+        .await?;
+    if answer.status != 202 {
+        return Err(format!(
+            "{addr} answered {}: {}",
+            answer.status,
+            String::from_utf8_lossy(&answer.body)
+        ));
+    }
+    println!(
+        "{webstore}/{endpoint}: redelivering the events after sequence {} (asked of {addr})",
+        answer.json()["redeliver_after"]
+    );
+    Ok(())
+}
+
 /// Opens a stopped server's store for a tool: it never waits for durability per write (the
 /// tool flushes once at its end) and a failed flush is reported, not fatal to a process
 /// that serves no one.
@@ -276,10 +338,13 @@ fn import(config: &ImportConfig) -> Result<(), String> {
     let imported = crate::transfer::import::import(&store, &input, &mut progress)
         .map_err(|error| format!("import refused: {error}"))?;
     println!(
-        "imported {} customers, {} orders and {} idempotency records of {}",
+        "imported {} customers, {} orders, {} idempotency records, {} events and {} webhook \
+         delivery records of {}",
         imported.customers,
         imported.orders,
         imported.idempotency_records,
+        imported.events,
+        imported.deliveries,
         if imported.webstores.is_empty() {
             "no webstore".to_owned()
         } else {

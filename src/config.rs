@@ -109,6 +109,31 @@ pub enum Command {
         #[arg(long)]
         output: PathBuf,
     },
+    /// Print a new webhook signing secret (`whsec_` and 32 random bytes in base64) for a
+    /// webhook endpoint's `secrets` in the catalogue.
+    WebhookSecret,
+    /// Ask a running node to deliver a webstore's events again to one webhook endpoint, from
+    /// a cursor of the events feed (from the oldest kept without one); a disabled endpoint is
+    /// enabled. Prints where the endpoint starts from.
+    RedeliverWebhook {
+        /// The webstore's id.
+        #[arg(long)]
+        webstore: String,
+        /// The webhook endpoint's id (the catalogue's `webhooks[].id`).
+        #[arg(long)]
+        endpoint: String,
+        /// The feed cursor to deliver after (the `next` of a page of `GET /v1/events`, or an
+        /// endpoint's `cursor` in `GET /admin/webstores/ID/webhooks`).
+        #[arg(long)]
+        after: Option<String>,
+        /// The admin listeners (host:port) of the nodes that may serve the webstore (a
+        /// group's nodes: its primary answers).
+        #[arg(long, value_delimiter = ',', required = true)]
+        admin: Vec<String>,
+        /// The file holding the admin listeners' bearer token.
+        #[arg(long)]
+        admin_token_file: PathBuf,
+    },
     /// Print the `haproxy.cfg` that routes each webstore's API keys to its shard, from a
     /// placement file, and write the API-key map file the placement file names.
     HaproxyConfig {
@@ -182,6 +207,21 @@ pub struct ServeConfig {
     #[arg(long = "idempotency-ttl", env = "BOXSUB_IDEMPOTENCY_TTL", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub idempotency_ttl_secs: u64,
+    /// Seconds a webstore's events are kept for its feed (`GET /v1/events`) and its
+    /// webhooks; older ones are removed in the background. Default: 30 days.
+    #[arg(long = "events-retention-secs", env = "BOXSUB_EVENTS_RETENTION_SECS",
+          default_value = "2592000", value_parser = parse_long_seconds)]
+    pub events_retention: Duration,
+    /// Seconds before a failed webhook delivery is first retried; each later retry waits four
+    /// times longer (at most six hours), with 20% jitter either way.
+    #[arg(long = "webhook-first-retry-secs", env = "BOXSUB_WEBHOOK_FIRST_RETRY_SECS",
+          default_value = "5", value_parser = parse_seconds)]
+    pub webhook_first_retry: Duration,
+    /// Seconds a webhook endpoint may keep failing one event before it is disabled.
+    /// Default: 3 days.
+    #[arg(long = "webhook-give-up-secs", env = "BOXSUB_WEBHOOK_GIVE_UP_SECS",
+          default_value = "259200", value_parser = parse_long_seconds)]
+    pub webhook_give_up: Duration,
     /// Memory for the store's page cache, in MiB.
     #[arg(long, env = "BOXSUB_CACHE_MB", default_value_t = 64)]
     pub cache_mb: u64,
@@ -413,6 +453,21 @@ fn parse_percent(text: &str) -> Result<f64, String> {
 }
 
 /// A number of seconds (fractions allowed), more than zero and at most a day.
+/// A number of seconds for a span of days: more than 0, at most ten years.
+fn parse_long_seconds(text: &str) -> Result<Duration, String> {
+    const TEN_YEARS: f64 = 10.0 * 366.0 * 86_400.0;
+    let seconds: f64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !(seconds > 0.0 && seconds <= TEN_YEARS) {
+        return Err(format!(
+            "{text} s is out of range: give more than 0 and at most {TEN_YEARS}"
+        ));
+    }
+    Ok(Duration::from_secs_f64(seconds))
+}
+
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     let seconds: f64 = text
         .trim()

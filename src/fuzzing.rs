@@ -367,6 +367,16 @@ fn check_line(line: Line) -> bool {
             let _ = idempotency.created();
             idempotency.into_record().inspect(round_trip).is_ok()
         }
+        Line::Event(event) => {
+            let json = event.json.clone();
+            event
+                .into_record()
+                .inspect(round_trip)
+                .inspect(|record| assert_eq!(record.json, json.as_bytes(), "an event's bytes"))
+                .is_ok()
+        }
+        Line::EventsPruned(pruned) => pruned.into_parts().is_ok(),
+        Line::Delivery(delivery) => delivery.into_record().inspect(round_trip).is_ok(),
     }
 }
 

@@ -4,8 +4,9 @@
 //! # Layout
 //!
 //! Dependencies point one way: `http` → `node` → `service` → `registry` → `actors` →
-//! `index` → `store` → `domain`; `replication` (a group's life) uses `node`, `service` and
-//! `store`, and nothing below it knows of it.
+//! `events` → `index` → `store` → `domain`; `replication` (a group's life) uses `node`,
+//! `service` and `store`, and nothing below it knows of it; `webhooks` (deliveries) uses
+//! `service` and is started beside it.
 //!
 //! - [`domain`]: the rules, as pure functions and plain data (catalogue, customers, orders,
 //!   emails, pagination, passwords, sign-in throttling). No I/O, no async.
@@ -22,6 +23,10 @@
 //!   publishes, the standby's apply and takeover, replica snapshots and trimming.
 //! - [`http`]: the front end: its own accept loop with connection limits and deadlines, and
 //!   one warp filter for authentication, routing, parsing, rendering and errors.
+//! - [`events`]: each webstore's events, written in their change's own log entry, numbered,
+//!   and read up to the watermark below which all are durable (the feed's pages).
+//! - [`webhooks`]: the catalogue's endpoints sent each webstore's events, signed per
+//!   Standard Webhooks, in order, at least once, from a stored position.
 //! - [`index`]: in-memory indexes of the stored orders (owner by order id; orders by
 //!   webstore and weekday), published to by actors once an order is durable.
 //! - [`store`]: persistence in three layers (the log that acknowledges, pending writes, the
@@ -45,6 +50,7 @@ pub mod bench;
 pub mod commands;
 pub mod config;
 pub mod domain;
+pub mod events;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 pub mod http;
@@ -63,3 +69,4 @@ pub mod store;
 #[cfg(feature = "tools")]
 pub mod tools;
 pub mod transfer;
+pub mod webhooks;

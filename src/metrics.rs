@@ -14,8 +14,8 @@ use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use prometheus::{
-    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts,
-    Registry, TextEncoder,
+    Encoder, Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
+    IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// Every metric family of boxsub.
@@ -78,6 +78,19 @@ pub struct Metrics {
     pub changelog_publish_retries: IntCounter,
     /// `boxsub_changelog_snapshots_total`: replica snapshots this node wrote.
     pub changelog_snapshots: IntCounter,
+    /// `boxsub_webhook_deliveries_total{webstore,endpoint,outcome}`: delivery attempts.
+    pub webhook_deliveries: IntCounterVec,
+    /// `boxsub_webhook_oldest_undelivered_seconds{webstore,endpoint}`: the age of the
+    /// oldest event the endpoint wants and has not had (0 when it has had them all).
+    pub webhook_oldest_undelivered: IntGaugeVec,
+    /// `boxsub_webhook_endpoint_disabled{webstore,endpoint}`: 1 while the endpoint is
+    /// disabled (a 410, or retries given up).
+    pub webhook_disabled: IntGaugeVec,
+    /// `boxsub_webhook_delivery_latency_seconds`: from an event's write to its endpoint's
+    /// 2xx, over first attempts that succeeded.
+    pub webhook_latency: Histogram,
+    /// `boxsub_events_pruned_total`: events the retention sweep removed.
+    pub events_pruned: IntCounter,
 }
 
 /// The process's metrics.
@@ -86,6 +99,15 @@ pub static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
 fn counter_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
     let family = IntCounterVec::new(Opts::new(name, help), labels)
         .expect("metric names and labels are valid");
+    registry
+        .register(Box::new(family.clone()))
+        .expect("each family is registered once");
+    family
+}
+
+fn gauge_vec(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    let family =
+        IntGaugeVec::new(Opts::new(name, help), labels).expect("metric names and labels are valid");
     registry
         .register(Box::new(family.clone()))
         .expect("each family is registered once");
@@ -185,7 +207,7 @@ impl Metrics {
                 &registry,
                 "boxsub_group_commit_duration_seconds",
                 "Time one group commit took to append to the write-ahead log and fsync it.",
-                latency,
+                latency.clone(),
             ),
             wal_bytes: counter(
                 &registry,
@@ -271,6 +293,41 @@ impl Metrics {
                 &registry,
                 "boxsub_changelog_snapshots_total",
                 "Replica snapshots this node wrote.",
+            ),
+            webhook_deliveries: counter_vec(
+                &registry,
+                "boxsub_webhook_deliveries_total",
+                "Webhook delivery attempts by outcome: delivered (2xx), failed (another \
+                 status), timeout, unreachable (no connection), refused (a destination on a \
+                 private network the catalogue does not allow), throttled (429 or 503), gone \
+                 (410).",
+                &["webstore", "endpoint", "outcome"],
+            ),
+            webhook_oldest_undelivered: gauge_vec(
+                &registry,
+                "boxsub_webhook_oldest_undelivered_seconds",
+                "Age of the oldest event a webhook endpoint wants and has not had yet (0 when \
+                 it has had them all).",
+                &["webstore", "endpoint"],
+            ),
+            webhook_disabled: gauge_vec(
+                &registry,
+                "boxsub_webhook_endpoint_disabled",
+                "1 while a webhook endpoint is disabled (it answered 410, or its retries were \
+                 given up): it gets nothing until redelivered.",
+                &["webstore", "endpoint"],
+            ),
+            webhook_latency: histogram(
+                &registry,
+                "boxsub_webhook_delivery_latency_seconds",
+                "From an event's write to its endpoint's 2xx, for events delivered at the \
+                 first attempt.",
+                latency,
+            ),
+            events_pruned: counter(
+                &registry,
+                "boxsub_events_pruned_total",
+                "Events the retention sweep removed (--events-retention).",
             ),
             idempotency_records: gauge(
                 &registry,

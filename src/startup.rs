@@ -22,8 +22,10 @@ use crate::http::watch::PhaseDeadlines;
 use crate::http::{RequestLimits, RouteSettings};
 use crate::node::Node;
 use crate::replication::{GroupSettings, Primary, StartPrimary};
-use crate::service::{Service, ServiceError, ServiceSettings};
+use crate::service::placement::Served;
+use crate::service::{EventViewsHandle, Service, ServiceError, ServiceSettings};
 use crate::store::{Durability, Store, StoreError, StoreOptions};
+use crate::webhooks::{WebhookSettings, Webhooks};
 
 /// Why the service could not start.
 #[derive(Debug, thiserror::Error)]
@@ -82,9 +84,8 @@ pub struct Application {
     mode: Mode,
     uses_demo_catalogue: bool,
     shutdown_grace: Duration,
-    idle: Duration,
-    /// Whether to read every record after start-up (not when `--verify-store` did).
-    census: bool,
+    /// What the served service's background work is given.
+    duties: DutySettings,
     connections: ConnectionLimits,
     requests: RequestLimits,
     metrics: MetricsAt,
@@ -199,8 +200,16 @@ impl Application {
             }
         };
         let settings = service_settings(config);
-        let idle = Duration::from_secs(config.idle_secs.max(1));
-        let census = !config.verify_store;
+        let duties = DutySettings {
+            idle: Duration::from_secs(config.idle_secs.max(1)),
+            census: !config.verify_store,
+            events_retention: config.events_retention,
+            webhooks: WebhookSettings {
+                first_retry: config.webhook_first_retry,
+                give_up: config.webhook_give_up,
+                ..WebhookSettings::default()
+            },
+        };
         let (node, mode) = match (store, group) {
             (Some(store), _) => {
                 let service = Arc::new(Service::new(catalogue, store, settings)?);
@@ -226,7 +235,7 @@ impl Application {
                         Service::new(catalogue, store, settings.clone())
                             .map_err(|error| error.to_string())?,
                     );
-                    let duties = PrimaryDuties::start(service.clone(), idle, census);
+                    let duties = PrimaryDuties::start(service.clone(), duties);
                     Ok(Primary {
                         service,
                         duties: Box::new(duties),
@@ -252,8 +261,7 @@ impl Application {
             mode,
             uses_demo_catalogue: config.catalogue.is_none(),
             shutdown_grace: Duration::from_secs(config.shutdown_grace_secs),
-            idle,
-            census,
+            duties,
             connections: ConnectionLimits {
                 max_connections,
                 deadlines: PhaseDeadlines {
@@ -341,10 +349,7 @@ impl Application {
         // it takes over.
         let (duties, group) = match self.mode {
             Mode::Standalone(service) => (
-                Some((
-                    PrimaryDuties::start(service.clone(), self.idle, self.census),
-                    service,
-                )),
+                Some((PrimaryDuties::start(service.clone(), self.duties), service)),
                 None,
             ),
             Mode::Group(launch) => {
@@ -436,27 +441,47 @@ impl Application {
     }
 }
 
-/// The background work of the service a node serves: upkeep, idempotency expiry and the
-/// census after start-up. Stopped (aborted) when dropped, as when a group's primary steps
-/// down.
-struct PrimaryDuties(Vec<tokio::task::JoinHandle<()>>);
+/// What the background work of a served service is given.
+#[derive(Debug, Clone, Copy)]
+struct DutySettings {
+    /// How long a customer's actor may stay idle.
+    idle: Duration,
+    /// Whether to read every record after start-up (not when `--verify-store` did).
+    census: bool,
+    /// How long events are kept.
+    events_retention: Duration,
+    /// How webhooks are delivered.
+    webhooks: WebhookSettings,
+}
+
+/// The background work of the service a node serves: upkeep, idempotency expiry, the
+/// events' retention, webhook deliveries and the census after start-up. Stopped (aborted)
+/// when dropped, as when a group's primary steps down.
+struct PrimaryDuties {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    _webhooks: Webhooks,
+}
 
 impl PrimaryDuties {
-    fn start(service: Arc<Service>, idle: Duration, census: bool) -> PrimaryDuties {
+    fn start(service: Arc<Service>, settings: DutySettings) -> PrimaryDuties {
         let mut tasks = vec![
-            spawn_housekeeping(service.clone(), idle),
+            spawn_housekeeping(service.clone(), settings.idle),
             spawn_idempotency_expiry(service.clone()),
+            spawn_events_retention(service.clone(), settings.events_retention),
         ];
-        if census {
-            tasks.push(spawn_census(service));
+        if settings.census {
+            tasks.push(spawn_census(service.clone()));
         }
-        PrimaryDuties(tasks)
+        PrimaryDuties {
+            tasks,
+            _webhooks: Webhooks::start(service, settings.webhooks),
+        }
     }
 }
 
 impl Drop for PrimaryDuties {
     fn drop(&mut self) {
-        for task in &self.0 {
+        for task in &self.tasks {
             task.abort();
         }
     }
@@ -576,6 +601,7 @@ fn service_settings(config: &ServeConfig) -> ServiceSettings {
         id_range: config.id_range(),
         idempotency_ttl_secs: config.idempotency_ttl_secs,
         webstores: config.webstores.clone(),
+        event_views: EventViewsHandle(Arc::new(crate::http::ApiViews)),
     }
 }
 
@@ -903,6 +929,56 @@ fn spawn_idempotency_expiry(service: Arc<Service>) -> tokio::task::JoinHandle<()
             }
             if removed > 0 {
                 tracing::debug!(removed, "expired idempotency records removed");
+            }
+        }
+    })
+}
+
+/// Removes the events older than `retention` of every webstore served here: every quarter
+/// of the retention (at least every second, at most every five minutes), in batches of
+/// 1,024 with a rest between them, as the idempotency expiry does.
+fn spawn_events_retention(
+    service: Arc<Service>,
+    retention: Duration,
+) -> tokio::task::JoinHandle<()> {
+    const BATCH: usize = 1024;
+    tokio::spawn(async move {
+        let period = (retention / 4).clamp(Duration::from_secs(1), Duration::from_secs(300));
+        let mut ticks = tokio::time::interval(period);
+        loop {
+            ticks.tick().await;
+            let before_ms = jiff::Timestamp::now().as_millisecond()
+                - i64::try_from(retention.as_millis()).unwrap_or(i64::MAX);
+            let served: Vec<String> = service
+                .catalogue()
+                .webstores()
+                .iter()
+                .map(|webstore| webstore.settings.id.clone())
+                .filter(|id| service.placement().served(id) == Served::Here)
+                .collect();
+            for webstore in served {
+                loop {
+                    let store = service.registry().store().clone();
+                    let id = webstore.clone();
+                    let step = tokio::task::spawn_blocking(move || {
+                        store.prune_events(&id, before_ms, BATCH)
+                    })
+                    .await;
+                    match step {
+                        Ok(Ok(removed)) => {
+                            crate::metrics::METRICS.events_pruned.inc_by(removed as u64);
+                            if removed < BATCH {
+                                break;
+                            }
+                        }
+                        Ok(Err(error)) => {
+                            tracing::debug!(%error, "events retention paused");
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
             }
         }
     })

@@ -36,6 +36,13 @@ pub enum ToolCommand {
         #[arg(long, default_value = "127.0.0.1:0")]
         addr: String,
     },
+    /// The benchmark's webhook receiver (started by `bench`).
+    #[command(hide = true)]
+    WebhookReceiver {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        addr: String,
+    },
 }
 
 /// Settings of `boxsub-tools bench`.
@@ -108,6 +115,7 @@ pub async fn run(command: ToolCommand) -> ExitCode {
         ToolCommand::DayPage(config) => day_page(&config).await,
         ToolCommand::Seed(config) => seed(&config),
         ToolCommand::BareServer { addr } => crate::bench::bare_server(&addr).await,
+        ToolCommand::WebhookReceiver { addr } => crate::bench::webhook_receiver(&addr).await,
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,

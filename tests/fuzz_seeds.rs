@@ -65,8 +65,13 @@ fn every_target_has_a_seed_directory_and_a_fuzz_binary() {
 #[test]
 #[ignore = "writes fuzz/seeds/records; run by hand after a record format change"]
 fn write_record_seeds() {
-    use boxsub::store::codec::{self, CustomerRecord, IdempotencyRecord};
-    use boxsub::transfer::format::{to_text, CustomerLine, IdempotencyLine, Line, OrderLine};
+    use boxsub::store::codec::{
+        self, CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord,
+    };
+    use boxsub::transfer::format::{
+        to_text, CustomerLine, DeliveryLine, EventLine, EventsPrunedLine, IdempotencyLine, Line,
+        OrderLine,
+    };
 
     let dir = seeds_dir().join("records");
     fs::create_dir_all(&dir).expect("the seed directory");
@@ -115,12 +120,47 @@ fn write_record_seeds() {
     let idempotency_line =
         IdempotencyLine::from_record("fantastic-vege-people", "key-1", idempotency)
             .expect("an idempotency line");
+    // An event's JSON is kept byte for byte: the seed's holds an escape a JSON value would
+    // rewrite.
+    let event = EventRecord {
+        event_type: "order.created".into(),
+        created_at_ms: 1_799_056_800_123,
+        json: concat!(
+            r#"{"id":"evt_0123456789abcdef0123456789abcdef","type":"order.created","#,
+            r#""sequence":7,"created_at":"2027-01-04T10:00:00.123Z","#,
+            r#""data":{"id":9,"customer_id":3,"note":"caf\u00e9"}}"#
+        )
+        .as_bytes()
+        .to_vec(),
+    };
+    let event_line =
+        EventLine::from_record("fantastic-vege-people", 7, event).expect("an event line");
+    let delivery_line = DeliveryLine::from_record(
+        "fantastic-vege-people",
+        "erp",
+        DeliveryRecord {
+            delivered_through: 6,
+            disabled: None,
+            attempts: 2,
+            failing_since_ms: 1_799_056_800_000,
+            next_attempt_ms: 1_799_056_830_000,
+        },
+    );
     for (name, line) in [
         ("valid-line-customer", Line::Customer(line)),
         ("valid-line-order", Line::Order(order)),
         (
             "valid-line-idempotency",
             Line::Idempotency(idempotency_line),
+        ),
+        ("valid-line-event", Line::Event(event_line)),
+        ("valid-line-delivery", Line::Delivery(delivery_line)),
+        (
+            "valid-line-events-pruned",
+            Line::EventsPruned(EventsPrunedLine {
+                webstore_id: "fantastic-vege-people".into(),
+                through: 3,
+            }),
         ),
         (
             "valid-line-header",

@@ -32,6 +32,7 @@ use crate::domain::schedule::{Day, ScheduleRules, WeekDays};
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, OnDurable, Store, StoreError, Written};
 
+use crate::events::Events;
 use crate::index::Indexes;
 use crate::metrics::METRICS;
 
@@ -60,6 +61,8 @@ pub struct CustomerArgs {
     pub published: Published,
     /// Where durable orders are published for readers (shared by all customers).
     pub indexes: Arc<Indexes>,
+    /// Where each change's event comes from (shared by all customers).
+    pub events: Arc<Events>,
 }
 
 /// The customer and its orders, owned by the actor alone.
@@ -72,6 +75,7 @@ pub struct CustomerState {
     store: Store,
     published: Published,
     indexes: Arc<Indexes>,
+    events: Arc<Events>,
     /// Orders written and not yet on disk (see [`OnDisk`]).
     writing: Arc<AtomicUsize>,
     /// The webstore's count of created orders, once this actor has created one (looking
@@ -251,6 +255,7 @@ impl Actor for CustomerActor {
             store: args.store,
             published: args.published,
             indexes: args.indexes,
+            events: args.events,
             writing: Arc::new(AtomicUsize::new(0)),
             orders_created: None,
         })
@@ -314,9 +319,17 @@ impl CustomerState {
                 .updated(changes, &self.webstore.settings.require)
                 .map_err(ChangeError::Invalid)?,
         );
-        let written =
-            self.store
-                .update_customer(&next, &self.customer, &self.webstore.settings.id)?;
+        let event = self.events.customer_updated(&self.webstore, &next)?;
+        // The event's number stays unsettled until the change is durable or given up, even
+        // should this future be dropped before then.
+        let in_flight = event.in_flight;
+        let written = self.store.update_customer(
+            &next,
+            &self.customer,
+            &self.webstore.settings.id,
+            Some(event.write),
+            Box::new(move || drop(in_flight)),
+        )?;
         let previous = std::mem::replace(&mut self.customer, next.clone());
         written.durable().await?;
         *self
@@ -387,10 +400,16 @@ impl CustomerState {
                 order.created_at,
             )
         });
-        let on_durable = self.publish_when_durable(order.clone(), held);
-        let durable =
-            self.store
-                .create_order(&order, &self.webstore.settings.id, idempotency, on_durable)?;
+        let event = self.events.order_created(&self.webstore, &order)?;
+        let on_durable =
+            self.publish_when_durable(order.clone(), Box::new((held, event.in_flight)));
+        let durable = self.store.create_order(
+            &order,
+            &self.webstore.settings.id,
+            idempotency,
+            Some(event.write),
+            on_durable,
+        )?;
         // The sequence only grows and this actor takes its ids one message at a time, so
         // pushing keeps the list sorted by id.
         self.orders.push(order.clone());

@@ -26,10 +26,12 @@ pub mod load;
 mod report;
 mod scenarios;
 mod servers;
+mod webhook_receiver;
 
 pub use day::{day_page, DayPageReport, DayRead};
 pub use report::markdown;
 pub use servers::bare_server;
+pub use webhook_receiver::{webhook_receiver, ReceiverStats};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +72,18 @@ pub struct ScenarioReport {
     pub cpu_us_per_request: f64,
     /// The same for the bare server in the runs beside it, µs.
     pub bare_cpu_us_per_request: f64,
+    /// With a webhook endpoint: what its receiver got, counted once its deliveries drained.
+    pub webhook: Option<WebhookReport>,
+}
+
+/// The deliveries of a scenario run with a webhook endpoint.
+#[derive(Debug, Clone, Serialize)]
+pub struct WebhookReport {
+    /// What the receiver got over the whole scenario (its warm-ups included).
+    pub receiver: ReceiverStats,
+    /// Seconds from the end of the scenario's last run until the receiver stopped getting
+    /// deliveries (the endpoint's backlog).
+    pub drained_after_s: f64,
 }
 
 /// Keyed creates against a short idempotency time to live: the records kept stay bounded
@@ -269,9 +283,12 @@ async fn run_scenarios(
         return Ok(Vec::new());
     }
     let mut servers: Vec<(Target, Server)> = Vec::new();
+    let mut receiver = None;
     for scenario in chosen {
         if !servers.iter().any(|(target, _)| *target == scenario.target) {
-            servers.push((scenario.target, start_target(scratch, scenario.target)?));
+            let (server, its_receiver) = start_target(scratch, scenario.target)?;
+            servers.push((scenario.target, server));
+            receiver = receiver.or(its_receiver);
         }
     }
     let bare = Server::start(
@@ -318,7 +335,12 @@ async fn run_scenarios(
         let bare_runs: Vec<LoadResult> = bare_runs.into_iter().map(|(run, _)| run).collect();
         let bare_rps = bare_runs.iter().map(LoadResult::rps).sum::<f64>() / bare_runs.len() as f64;
         let combined = combine(runs.into_iter().map(|(run, _)| run).collect());
+        let webhook = match (&receiver, scenario.target) {
+            (Some(receiver), Target::DurableWithWebhook) => Some(drained(receiver).await?),
+            _ => None,
+        };
         let report = ScenarioReport {
+            webhook,
             name: scenario.name.to_owned(),
             rps: round(combined.rps(), 0),
             p50_ms: round(combined.quantile_ms(0.5), 3),
@@ -346,26 +368,74 @@ async fn run_scenarios(
     for (_, server) in servers {
         server.stop();
     }
+    if let Some(receiver) = receiver {
+        receiver.stop();
+    }
     bare.stop();
     Ok(reports)
 }
 
-/// Seeds a store for `target` and starts the boxsub server it names.
-fn start_target(scratch: &Scratch, target: Target) -> Result<Server, String> {
-    let (name, durability, extra): (&str, &str, &[&str]) = match target {
-        Target::Durable => ("durable", "on", &[]),
+/// The receiver's stats once its deliveries stop coming (they stop for a second), and how
+/// long that took; at most two minutes.
+async fn drained(receiver: &Server) -> Result<WebhookReport, String> {
+    let started = std::time::Instant::now();
+    let mut last = webhook_receiver::stats(receiver.addr).await?;
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = webhook_receiver::stats(receiver.addr).await?;
+        if now.received == last.received || started.elapsed() > Duration::from_secs(120) {
+            let drained_after_s = (started.elapsed().as_secs_f64() - 1.0).max(0.0);
+            eprintln!(
+                "webhook: {} delivered, write to receiver p50 {} ms p99 {} ms, drained {:.1} s after the load",
+                now.received, now.p50_ms, now.p99_ms, drained_after_s
+            );
+            return Ok(WebhookReport {
+                receiver: now,
+                drained_after_s: round(drained_after_s, 1),
+            });
+        }
+        last = now;
+    }
+}
+
+/// Seeds a store for `target` and starts the boxsub server it names, and the webhook
+/// receiver it sends to if it has one.
+fn start_target(scratch: &Scratch, target: Target) -> Result<(Server, Option<Server>), String> {
+    let mut receiver = None;
+    let catalogue;
+    let (name, durability, extra): (&str, &str, Vec<&str>) = match target {
+        Target::Durable => ("durable", "on", vec![]),
+        Target::DurableWithWebhook => {
+            let started = Server::start(
+                Program::Tools,
+                &["webhook-receiver", "--addr", "127.0.0.1:0"].map(str::to_owned),
+            )?;
+            let path = scratch.path("webhook-catalogue.json");
+            std::fs::write(
+                &path,
+                webhook_receiver::catalogue_with_endpoint(started.addr)?,
+            )
+            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            receiver = Some(started);
+            catalogue = path.display().to_string();
+            (
+                "durable-webhook",
+                "on",
+                vec!["--catalogue", catalogue.as_str()],
+            )
+        }
         Target::DurableSyncingAtOnce => (
             "durable-syncing-at-once",
             "on",
-            &["--commit-interval-us", "0"],
+            vec!["--commit-interval-us", "0"],
         ),
-        Target::NotDurable => ("durability-off", "off", &[]),
+        Target::NotDurable => ("durability-off", "off", vec![]),
     };
     let dir = scratch.path(name);
     seed(&dir, SEEDED, 1)?;
     let mut args = serve_args(&dir, durability);
     args.extend(extra.iter().map(|arg| (*arg).to_owned()));
-    Server::start(Program::Service, &args)
+    Ok((Server::start(Program::Service, &args)?, receiver))
 }
 
 fn combine(runs: Vec<LoadResult>) -> LoadResult {

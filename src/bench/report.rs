@@ -33,6 +33,20 @@ pub fn markdown(report: &BenchReport) -> String {
             s.errors
         ));
     }
+    for s in &report.scenarios {
+        if let Some(webhook) = &s.webhook {
+            out.push_str(&format!(
+                "\n`{}`: its webhook endpoint got {} deliveries; from write to receiver p50 \
+                 {:.1} ms, p99 {:.1} ms, max {:.1} ms; drained {:.1} s after the load ended.\n",
+                s.name,
+                webhook.receiver.received,
+                webhook.receiver.p50_ms,
+                webhook.receiver.p99_ms,
+                webhook.receiver.max_ms,
+                webhook.drained_after_s
+            ));
+        }
+    }
     if let Some(e) = &report.expiry {
         out.push_str(&format!(
             "\nKeyed `POST /v1/orders` (a new key each) on {} connections with \

@@ -1,5 +1,5 @@
 //! The request scenarios: which server each targets (durable, durable without gathering,
-//! durability off), the request of each sequence number, and the status it must get.
+//! durable with a webhook endpoint, durability off), the request of each sequence number, and the status it must get.
 //! Must not touch: running them (`super::run`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,6 +17,8 @@ pub(super) enum Target {
     /// 0`): what gathering writers saves, measured in the same run.
     DurableSyncingAtOnce,
     NotDurable,
+    /// Durable, with one webhook endpoint sent every event (the bench's receiver).
+    DurableWithWebhook,
 }
 
 pub(super) struct Scenario {
@@ -63,6 +65,12 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "orders_create",
             target: Target::Durable,
+            request: post_order.clone(),
+            expect: Arc::new(created),
+        },
+        Scenario {
+            name: "orders_create_webhook",
+            target: Target::DurableWithWebhook,
             request: post_order.clone(),
             expect: Arc::new(created),
         },

@@ -15,6 +15,7 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::schedule::{Day, WeekDays};
+use super::webhooks::{build_webhooks, Webhook, WebhookFile};
 
 /// The catalogue built into the binary, for trying boxsub out.
 pub const DEMO_CATALOGUE_JSON: &str = include_str!("demo_catalogue.json");
@@ -370,6 +371,8 @@ pub struct Webstore {
     pub zone: jiff::tz::TimeZone,
     /// Its producers' accounts for the web app, by folded email.
     pub producers: BTreeMap<String, Producer>,
+    /// Its webhook endpoints.
+    pub webhooks: Vec<Webhook>,
 }
 
 /// A producer's account: who may sign in to the web app and see their webstore's day.
@@ -601,6 +604,8 @@ struct WebstoreFile {
     #[serde(default)]
     producers: Vec<ProducerFile>,
     #[serde(default)]
+    webhooks: Vec<WebhookFile>,
+    #[serde(default)]
     delivery_services: Vec<DeliveryServiceFile>,
     #[serde(default)]
     box_items: Vec<BoxItem>,
@@ -747,6 +752,10 @@ fn build(
             }
         }
         let producers = build_producers(&place, raw.producers, &mut producer_emails, &mut problems);
+        let (webhooks, webhook_problems) = build_webhooks(raw.webhooks);
+        for (i, problem) in webhook_problems {
+            problems.add(format!("{place}.webhooks[{i}]"), problem);
+        }
         let zone = super::time_zones::resolve(&raw.time_zone);
         if zone.is_none() {
             problems.add(
@@ -804,6 +813,7 @@ fn build(
             boxes,
             zone,
             producers,
+            webhooks,
         }));
     }
     if !problems.0.is_empty() {

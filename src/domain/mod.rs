@@ -5,6 +5,7 @@
 pub mod catalogue;
 pub mod customer;
 pub mod email;
+pub mod event_types;
 pub mod fields;
 pub mod idempotency;
 pub mod ids;
@@ -15,3 +16,4 @@ pub mod placement;
 pub mod schedule;
 pub mod throttle;
 pub mod time_zones;
+pub mod webhooks;

@@ -1,5 +1,6 @@
 //! The admin listener (`--admin-addr`, with `--admin-token-file`): what moving a webstore
-//! between shards needs from a running node, never on the public port. Every request
+//! between shards and operating its webhooks need from a running node, never on the public
+//! port. Every request
 //! carries `Authorization: Bearer TOKEN`; the token's SHA-256 is compared with the file's in
 //! constant time, and neither is ever logged.
 //!
@@ -16,6 +17,8 @@
 //! | `POST /admin/webstores/ID/apply` | writes a round of its changes over what this node holds of it (not served here yet) |
 //! | `POST /admin/webstores/ID/take` | serves it from now on, durably |
 //! | `POST /admin/webstores/ID/release` | once handed over: never serves it again, durably, and removes it from the store |
+//! | `GET /admin/webstores/ID/webhooks` | where each of its webhook endpoints stands |
+//! | `POST /admin/webstores/ID/webhooks/ENDPOINT/redeliver?after=CURSOR` | delivers again the events after the feed's cursor (from the oldest kept without one) to that endpoint, enabling it |
 //!
 //! A node of a replicated group answers 503 here unless it is the primary.
 //!
@@ -51,6 +54,12 @@ pub fn admin_routes(
     node.and(warp::any().map(move || token_sha256))
         .and(warp::method())
         .and(warp::path::full())
+        .and(
+            warp::query::raw()
+                .map(Some)
+                .or(warp::any().map(|| None))
+                .unify(),
+        )
         .and(warp::header::headers_cloned())
         .and(warp::body::stream())
         .then(handle)
@@ -63,6 +72,7 @@ async fn handle<S, B>(
     token_sha256: [u8; 32],
     method: Method,
     path: FullPath,
+    query: Option<String>,
     headers: HeaderMap,
     body: S,
 ) -> Response
@@ -110,6 +120,24 @@ where
         (&Method::POST, ["admin", "webstores", id, "apply"]) => {
             import(service.clone(), id, body, Receive::Changes).await
         }
+        (&Method::GET, ["admin", "webstores", id, "webhooks"]) => service
+            .webhooks_status(id)
+            .map(|status| json_response(StatusCode::OK, &status))
+            .map_err(ApiError::from),
+        (&Method::POST, ["admin", "webstores", id, "webhooks", endpoint, "redeliver"]) => {
+            let after = query_value(query.as_deref(), "after");
+            match service.redeliver(id, endpoint, after.as_deref()).await {
+                Ok(after) => Ok(json_response(
+                    StatusCode::ACCEPTED,
+                    &serde_json::json!({
+                        "webstore": id,
+                        "endpoint": endpoint,
+                        "redeliver_after": after,
+                    }),
+                )),
+                Err(error) => Err(error.into()),
+            }
+        }
         (&Method::POST, ["admin", "webstores", id, "take"]) => {
             then_held(&service, id, service.take_webstore(id).await)
         }
@@ -152,6 +180,15 @@ fn then_held(
     step?;
     let held = service.webstore_state(id)?;
     Ok(json_response(StatusCode::OK, &held))
+}
+
+/// The value of parameter `name` in a query string, decoded.
+fn query_value(query: Option<&str>, name: &str) -> Option<String> {
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query?).ok()?;
+    pairs
+        .into_iter()
+        .find(|(key, _)| key == name)
+        .map(|(_, value)| value)
 }
 
 fn held(service: &Service, id: &str) -> Result<Response, ApiError> {
@@ -258,6 +295,8 @@ where
             "customers": imported.customers,
             "orders": imported.orders,
             "idempotency_records": imported.idempotency_records,
+            "events": imported.events,
+            "deliveries": imported.deliveries,
         }),
     ))
 }

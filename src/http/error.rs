@@ -70,6 +70,9 @@ pub enum ApiError {
     /// The request ran past its deadline and was cut off where it was.
     #[error("deadline exceeded")]
     DeadlineExceeded,
+    /// The events feed's cursor is past the retention (`true`) or another webstore's.
+    #[error("events cursor gone")]
+    CursorGone(bool),
     /// Writes are refused (disk nearly full, or the data directory unwritable).
     #[error("writes refused: {0:?}")]
     WritesRefused(Refusal),
@@ -95,6 +98,7 @@ impl ApiError {
             ApiError::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Misdirected => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::CursorGone(_) => StatusCode::GONE,
             ApiError::Unavailable
             | ApiError::Moving
             | ApiError::NotPrimary
@@ -129,6 +133,14 @@ impl ApiError {
             }
             ApiError::Unavailable => "Service temporarily unavailable. Try again shortly.",
             ApiError::Conflict(_) => "Conflict",
+            ApiError::CursorGone(true) => {
+                "The events after this cursor are older than the feed keeps and are gone. \
+                 Start again without `after` (from the oldest event kept) and reconcile \
+                 with the customer and order lists."
+            }
+            ApiError::CursorGone(false) => {
+                "This cursor was not given to this webstore. Start again without `after`."
+            }
             ApiError::Misdirected => {
                 "This webstore is not served here. Nothing was changed; send the request \
                  through the deployment's front end."
@@ -234,6 +246,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Internal(detail) => ApiError::Internal(detail),
             ServiceError::Conflict(detail) => ApiError::Conflict(detail),
             ServiceError::Moving => ApiError::Moving,
+            ServiceError::CursorGone { expired } => ApiError::CursorGone(expired),
             ServiceError::ChangeTooLarge { bytes, max } => {
                 tracing::warn!(
                     bytes,

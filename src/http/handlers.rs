@@ -17,6 +17,7 @@ use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{Order, OrderBody};
 use crate::domain::paging::Page;
 use crate::domain::schedule::parse_date_param;
+use crate::events::feed;
 use crate::service::Created;
 
 use super::body::{json_fields, json_object, Params};
@@ -473,6 +474,47 @@ fn with_location(mut response: Response, resource: &str, id: u64) -> Response {
         response.headers_mut().insert(header::LOCATION, location);
     }
     response
+}
+
+/// `GET /v1/events`: a page of the webstore's events and the cursor of the next, in the body
+/// and as a `Link` (which keeps `type` and `limit`).
+pub(super) fn list_events(call: &Call<'_>) -> Answer {
+    let query = feed::Query::parse(
+        &call.webstore.settings.id,
+        call.params.get("after"),
+        call.params.get("type"),
+        call.params.get("limit"),
+    )
+    .map_err(ApiError::Invalid)?;
+    let page = call.service.events_page(call.webstore, &query)?;
+    // Each event is stored as the JSON it is delivered as: the page is put together around
+    // them rather than parsed and rendered again.
+    let mut body = Vec::with_capacity(page.events.iter().map(Vec::len).sum::<usize>() + 64);
+    body.extend_from_slice(b"{\"events\":[");
+    for (n, event) in page.events.iter().enumerate() {
+        if n > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(event);
+    }
+    body.extend_from_slice(b"],\"next\":");
+    body.extend_from_slice(&to_json(&page.next));
+    body.push(b'}');
+    let mut response = Response::new(body.into());
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(JSON_CONTENT_TYPE),
+    );
+    let mut kept = vec![("after", page.next.as_str())];
+    kept.extend(call.params.get("type").map(|types| ("type", types)));
+    kept.extend(call.params.get("limit").map(|limit| ("limit", limit)));
+    if let Ok(query) = serde_urlencoded::to_string(&kept) {
+        if let Ok(link) = HeaderValue::from_str(&format!("</v1/events?{query}>; rel=\"next\"")) {
+            headers.insert(header::LINK, link);
+        }
+    }
+    Ok(response)
 }
 
 #[cfg(test)]

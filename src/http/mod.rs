@@ -37,7 +37,7 @@ pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
 pub use error::ApiError;
 pub use handlers::{sign_in_params, SignInParams};
 pub use router::{needs_credentials, resolve, route, Endpoint, Route, RouteError};
-pub use views::{CustomerView, DeliveryView, Embed, OrderView};
+pub use views::{ApiViews, CustomerView, DeliveryView, Embed, OrderView};
 
 use body::read_limited;
 use observe::RequestRecord;
@@ -369,6 +369,7 @@ where
         GetWebstore => Ok(handlers::get_webstore(&call)),
         ListDeliveries => handlers::list_deliveries(&call).await,
         OpenApi => Ok(handlers::openapi()),
+        ListEvents => handlers::list_events(&call),
     }
 }
 

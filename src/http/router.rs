@@ -44,6 +44,8 @@ pub enum Endpoint {
     ListDeliveries,
     /// `GET /v1/openapi.json`.
     OpenApi,
+    /// `GET /v1/events`.
+    ListEvents,
 }
 
 /// Why a request matched no endpoint.
@@ -85,6 +87,8 @@ pub enum Route {
     Deliveries,
     /// `/v1/openapi.json`.
     OpenApi,
+    /// `/v1/events`.
+    Events,
     /// `/metrics`.
     Metrics,
     /// `/health`.
@@ -139,6 +143,7 @@ impl Route {
             Webstore => "/v1/webstore",
             Deliveries => "/v1/deliveries",
             OpenApi => "/v1/openapi.json",
+            Events => "/v1/events",
             Metrics => "/metrics",
             Health => "/health",
             AppHome => AppRoute::Home.template(),
@@ -185,6 +190,7 @@ impl Endpoint {
             GetWebstore => Route::Webstore,
             ListDeliveries => Route::Deliveries,
             OpenApi => Route::OpenApi,
+            ListEvents => Route::Events,
         }
     }
 }
@@ -266,6 +272,7 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
         ("webstore", None) => only(method, &get, GetWebstore),
         ("deliveries", None) => only(method, &get, ListDeliveries),
         ("openapi.json", None) => only(method, &get, OpenApi),
+        ("events", None) => only(method, &get, ListEvents),
         _ => Err(RouteError::NotFound),
     }
 }

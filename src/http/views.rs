@@ -440,3 +440,21 @@ pub fn webstore_json(webstore: &Webstore) -> Value {
         "collect_phone": s.collect_phone, "collect_delivery_note": s.collect_delivery_note,
     })
 }
+
+/// The views events carry as their `data` (see `crate::events`): a customer with its
+/// address embedded, an order as `GET` answers them.
+pub struct ApiViews;
+
+impl crate::events::EventViews for ApiViews {
+    fn customer(&self, customer: &Customer, webstore: &Webstore) -> Vec<u8> {
+        let embed = Embed {
+            address: true,
+            ..Embed::default()
+        };
+        to_json(&CustomerView::new(customer, webstore, embed))
+    }
+
+    fn order(&self, order: &Order) -> Vec<u8> {
+        to_json(&OrderView::new(order))
+    }
+}

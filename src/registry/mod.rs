@@ -34,6 +34,7 @@ use crate::domain::customer::Customer;
 use crate::domain::ids::{CustomerId, IdRange, IdSequence, OrderId};
 use crate::domain::order::Order;
 use crate::domain::schedule::Day;
+use crate::events::Events;
 use crate::index::deliveries::Scheduled;
 use crate::index::Indexes;
 use crate::metrics::METRICS;
@@ -104,6 +105,8 @@ pub struct Registry {
     indexes: Arc<Indexes>,
     /// New customers whose create is not durable yet: no reader sees them.
     uncommitted: Arc<Uncommitted>,
+    /// Where each write's event comes from.
+    events: Arc<Events>,
 }
 
 impl Registry {
@@ -113,6 +116,7 @@ impl Registry {
         catalogue: Arc<CurrentCatalogue>,
         store: Store,
         range: IdRange,
+        events: Arc<Events>,
     ) -> Result<Registry, StoreError> {
         store.claim_id_range(range)?;
         let high_water = store.high_water(range)?;
@@ -153,6 +157,7 @@ impl Registry {
             order_ids,
             indexes,
             uncommitted: Arc::default(),
+            events,
         };
         registry.add_webstores(&registry.catalogue.get())?;
         Ok(registry)
@@ -371,16 +376,21 @@ impl Registry {
             .customers_created
             .with_label_values(&[webstore.settings.id.as_str()]);
         let uncommitted = self.uncommitted.clone();
+        let event = self.events.customer_created(webstore, customer)?;
+        let in_flight = event.in_flight;
         let on_durable: crate::store::OnDurable = Box::new(move || {
             hidden.reveal();
             listed.keep();
             created.inc();
-            drop((claim, held));
+            drop((claim, held, in_flight));
         });
-        match self
-            .store
-            .create_customer(customer, &webstore.settings.id, idempotency, on_durable)
-        {
+        match self.store.create_customer(
+            customer,
+            &webstore.settings.id,
+            idempotency,
+            Some(event.write),
+            on_durable,
+        ) {
             Err(error @ (StoreError::Refused(_) | StoreError::Closed)) => {
                 // Refused before anything was written: there is nothing to hide.
                 uncommitted.unwritten(customer.id);
@@ -434,6 +444,7 @@ impl Registry {
             order_ids: self.order_ids.clone(),
             store: self.store.clone(),
             indexes: self.indexes.clone(),
+            events: self.events.clone(),
         })
     }
 

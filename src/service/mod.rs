@@ -26,6 +26,7 @@ pub mod passwords;
 pub mod placement;
 pub mod producers;
 pub mod sign_in;
+pub mod webhooks;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +40,8 @@ use crate::domain::idempotency::{Creation, RecordedResponse};
 use crate::domain::ids::{CustomerId, IdRange};
 use crate::domain::paging::Page;
 use crate::domain::placement::Ownership;
+use crate::events::feed::{self, CursorError};
+use crate::events::{EventViews, Events};
 use crate::metrics::METRICS;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{Store, StoreError};
@@ -94,6 +97,13 @@ pub enum ServiceError {
     /// webstore it released, importing one it serves); nothing was changed.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The events feed's cursor is past the retention, or another webstore's: its events
+    /// cannot be given.
+    #[error("events cursor gone (expired: {expired})")]
+    CursorGone {
+        /// True when it is past the retention, false when it is another webstore's.
+        expired: bool,
+    },
     /// A bug or a broken invariant; the detail is for the log only.
     #[error("internal error: {0}")]
     Internal(String),
@@ -153,6 +163,25 @@ pub enum Created<T> {
     Replayed(RecordedResponse),
 }
 
+/// A page of a webstore's events.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventsPage {
+    /// Each event's JSON, oldest first.
+    pub events: Vec<Vec<u8>>,
+    /// The cursor of the next page.
+    pub next: String,
+}
+
+fn cursor_error(error: CursorError) -> ServiceError {
+    match error {
+        CursorError::Malformed => {
+            ServiceError::Invalid(FieldErrors::single("after", crate::domain::fields::INVALID))
+        }
+        CursorError::OtherWebstore => ServiceError::CursorGone { expired: false },
+        CursorError::Expired { .. } => ServiceError::CursorGone { expired: true },
+    }
+}
+
 /// Tunables of the service.
 #[derive(Debug, Clone)]
 pub struct ServiceSettings {
@@ -173,6 +202,18 @@ pub struct ServiceSettings {
     /// The webstores this node serves (`--webstores`), `None` for every one of the
     /// catalogue; the store's ownership records override it (see [`placement`]).
     pub webstores: Option<Vec<String>>,
+    /// How events render their resources (the front end's views).
+    pub event_views: EventViewsHandle,
+}
+
+/// The front end's views, as the service's settings carry them.
+#[derive(Clone)]
+pub struct EventViewsHandle(pub Arc<dyn EventViews>);
+
+impl std::fmt::Debug for EventViewsHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventViews")
+    }
 }
 
 /// How many guards the service has handed out and not yet had back. All zero when no request
@@ -211,6 +252,8 @@ pub struct Service {
     producer_throttles: SignInThrottles,
     /// Producers' open sessions in the web app.
     producer_sessions: producers::ProducerSessions,
+    /// The webstores' events.
+    events: Arc<Events>,
 }
 
 impl Service {
@@ -229,12 +272,14 @@ impl Service {
             }
         }
         let placement = Placement::new(settings.webstores.clone(), recorded);
+        let events = Arc::new(Events::new(store.clone(), settings.event_views.0.clone()));
         Ok(Service {
             placement,
             id_range: settings.id_range,
             producer_throttles: SignInThrottles::default(),
             producer_sessions: producers::ProducerSessions::default(),
-            registry: Registry::open(catalogue.clone(), store, settings.id_range)?,
+            registry: Registry::open(catalogue.clone(), store, settings.id_range, events.clone())?,
+            events,
             calls: ActorCalls::new(
                 settings.max_calls_in_flight,
                 settings.max_calls_per_customer,
@@ -256,6 +301,29 @@ impl Service {
     /// Which webstores this node serves, and their write gates.
     pub fn placement(&self) -> &Placement {
         &self.placement
+    }
+
+    /// The webstores' events (the feed and the webhooks read them).
+    pub fn events(&self) -> &Arc<Events> {
+        &self.events
+    }
+
+    /// A page of the webstore's events as `query` asks.
+    pub fn events_page(
+        &self,
+        webstore: &Webstore,
+        query: &feed::Query,
+    ) -> Result<EventsPage, ServiceError> {
+        let id = &webstore.settings.id;
+        let after = query.after.clone().map_err(cursor_error)?;
+        let page = self
+            .events
+            .page(id, after, &query.types, query.limit)?
+            .map_err(cursor_error)?;
+        Ok(EventsPage {
+            next: feed::cursor(id, page.next),
+            events: page.events,
+        })
     }
 
     /// The registry (start-up and shutdown use it).

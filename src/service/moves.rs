@@ -16,7 +16,8 @@
 //!   target may take the webstore, so the move can no longer be called off here.
 //! - **Call-off** takes the webstore's writes again; refused once handed over.
 //! - **Release** records `Released` durably, then removes everything of the webstore from
-//!   the store (purged at once, not later); refused unless handed over.
+//!   the store (purged at once, not later), its events with the rest, and forgets its event
+//!   numbering; refused unless handed over.
 //!
 //! On the target:
 //! - **Import** is refused for a webstore served here; whatever an earlier, interrupted
@@ -24,6 +25,13 @@
 //! - **Apply** writes a round of changes over what it holds (not served here either).
 //! - **Take** records `Taken` durably, with the webstore's state read afresh; refused for a
 //!   webstore this node released.
+//!
+//! The events (and webhook delivery records) travel in the export and its rounds with their
+//! sequence numbers, so a feed's cursor given out by the source goes on here. This node's
+//! numbering of a webstore's events is kept in memory ([`crate::events::Events`]), read from
+//! the store at first use: an import, a round and a take each forget it, so that the next
+//! event here is numbered after the highest one moved, and a release forgets it as it
+//! removes the events.
 //!
 //! Must not touch: HTTP, HAProxy, the placement file.
 
@@ -53,6 +61,9 @@ pub struct WebstoreHeld {
     pub customers: u64,
     /// Orders its store holds.
     pub orders: u64,
+    /// The highest sequence number of its events its store holds or has pruned (0 for
+    /// none): a copy holds every event of the original once this is as high there.
+    pub last_event: u64,
     /// Its API keys (not their secrets): what a front end routes by.
     pub api_keys: Vec<String>,
     /// This node's `--id-range`: two shards with one range would give out the same ids.
@@ -131,6 +142,7 @@ impl Service {
             recorded: self.placement.recorded(id).map(recorded_name),
             customers: customers.len() as u64,
             orders,
+            last_event: store.last_event_sequence(id)?,
             api_keys,
             id_range: self.id_range.number(),
             copy_session: store.tracking().session(id),
@@ -297,8 +309,11 @@ impl Service {
         let runtime = tokio::runtime::Handle::current();
         let durable = |store: &crate::store::Store| runtime.block_on(store.durable());
         let mut progress = Progress::logged();
-        let imported = crate::transfer::import::import_live(store, input, &mut progress, &durable)
-            .map_err(|error| ServiceError::Conflict(error.to_string()))?;
+        let imported = crate::transfer::import::import_live(store, input, &mut progress, &durable);
+        // Whatever the outcome, the store now holds other events of it than any numbering
+        // read before.
+        self.events.forget(id);
+        let imported = imported.map_err(|error| ServiceError::Conflict(error.to_string()))?;
         if imported.webstores.iter().any(|other| other != id) {
             return Err(ServiceError::Conflict(format!(
                 "the export holds other webstores than {id}: {}",
@@ -331,8 +346,10 @@ impl Service {
         let store = self.registry.store();
         let runtime = tokio::runtime::Handle::current();
         let durable = |store: &crate::store::Store| runtime.block_on(store.durable());
-        let (applied, customers) = crate::transfer::import::apply_live(store, id, input, &durable)
-            .map_err(|error| ServiceError::Conflict(error.to_string()))?;
+        let applied = crate::transfer::import::apply_live(store, id, input, &durable);
+        self.events.forget(id);
+        let (applied, customers) =
+            applied.map_err(|error| ServiceError::Conflict(error.to_string()))?;
         self.registry.adopt_customers(&webstore, &customers)?;
         Ok(applied)
     }
@@ -356,6 +373,9 @@ impl Service {
             )));
         }
         self.registry.refresh_webstore(&webstore)?;
+        // Before it is served: its first event here is numbered after the highest one the
+        // store holds now, every round applied.
+        self.events.forget(id);
         self.registry
             .store()
             .set_ownership(id, Ownership::Taken)?
@@ -391,9 +411,14 @@ impl Service {
         }
         let store = self.registry.store().clone();
         let id = id.to_owned();
-        let removed = tokio::task::spawn_blocking(move || store.purge_webstore(&id))
-            .await
-            .map_err(|error| ServiceError::Internal(error.to_string()))??;
+        let purged = {
+            let id = id.clone();
+            tokio::task::spawn_blocking(move || store.purge_webstore(&id)).await
+        };
+        // The purge removed its events (a failed one runs again with the next release), and
+        // it is never served here again: no numbering of it may linger.
+        self.events.forget(&id);
+        let removed = purged.map_err(|error| ServiceError::Internal(error.to_string()))??;
         self.registry.store().durable().await?;
         Ok(removed)
     }

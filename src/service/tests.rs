@@ -190,6 +190,7 @@ fn harness_with(dir: &Path, call_timeout: Duration, listing_held: bool) -> Harne
         id_range: Default::default(),
         idempotency_ttl_secs: 86_400,
         webstores: None,
+        event_views: crate::service::EventViewsHandle(Arc::new(crate::http::ApiViews)),
     };
     let catalogue = Arc::new(Catalogue::demo(0));
     let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();
@@ -585,7 +586,11 @@ async fn an_email_change_past_its_deadline_keeps_its_claim_until_written() {
     let current = Arc::new(crate::domain::catalogue::CurrentCatalogue::new(
         Catalogue::demo(0),
     ));
-    let reopened = Registry::open(current, h.store.clone(), Default::default()).unwrap();
+    let events = Arc::new(crate::events::Events::new(
+        h.store.clone(),
+        Arc::new(crate::http::ApiViews),
+    ));
+    let reopened = Registry::open(current, h.store.clone(), Default::default(), events).unwrap();
     let holder = |email: &str| {
         reopened
             .customer_by_email(&h.webstore, email)
@@ -667,6 +672,7 @@ async fn below_the_free_space_reserve_writes_are_refused_and_reads_go_on() {
         id_range: Default::default(),
         idempotency_ttl_secs: 86_400,
         webstores: None,
+        event_views: crate::service::EventViewsHandle(Arc::new(crate::http::ApiViews)),
     };
     let catalogue = Arc::new(Catalogue::demo(0));
     let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();
@@ -790,9 +796,10 @@ async fn reading_customers_starts_no_actors_and_orders_start_one() {
     assert_eq!(h.service.registry().active_count(), 1);
     assert_eq!(h.service.registry().passivate_idle(Duration::ZERO), 1);
     assert_eq!(h.service.registry().active_count(), 0);
+    // The order's record and the six events' (five customers created, one order).
     assert_eq!(
         h.disk.inner.waiting_puts(),
-        1,
+        1 + 6,
         "the order's record still waits for a checkpoint, so it is read from the waiting map"
     );
     let orders = h

@@ -37,6 +37,10 @@ pub enum Kind {
     Idempotency = 3,
     /// Orders of one customer packed under one key (see [`encode_order_chunk`]).
     OrderChunk = 4,
+    /// [`EventRecord`].
+    Event = 5,
+    /// [`DeliveryRecord`].
+    Delivery = 6,
 }
 
 /// Why a record could not be decoded.
@@ -173,6 +177,35 @@ pub struct IdempotencyRecord {
     pub created_at: i64,
 }
 
+/// One event of a webstore (see `crate::events`): its type and time apart, so that a feed
+/// filters and a retention sweep ages events without parsing them, and the event as JSON,
+/// exactly as it is delivered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// `customer.created`, `customer.updated`, `order.created`.
+    pub event_type: String,
+    /// Unix milliseconds when its change was made.
+    pub created_at_ms: i64,
+    /// The event, a JSON object (id, type, sequence, created_at, data).
+    pub json: Vec<u8>,
+}
+
+/// Where one webhook endpoint of a webstore stands (see `crate::webhooks`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeliveryRecord {
+    /// Every event of the webstore up to this sequence number has been delivered (or was
+    /// not of a type the endpoint wants).
+    pub delivered_through: u64,
+    /// Why the endpoint was disabled, if it is (a 410, or retries given up).
+    pub disabled: Option<String>,
+    /// Failed attempts at the event after `delivered_through`.
+    pub attempts: u32,
+    /// When the first of those attempts failed (Unix milliseconds; 0 when none has).
+    pub failing_since_ms: i64,
+    /// When the next attempt is due (Unix milliseconds; 0 for at once).
+    pub next_attempt_ms: i64,
+}
+
 /// A record type, its header kind and format version, and how it reads older versions.
 pub trait Record: Serialize + for<'de> Deserialize<'de> {
     /// The header kind.
@@ -200,6 +233,12 @@ impl Record for OrderRecord {
 }
 impl Record for IdempotencyRecord {
     const KIND: Kind = Kind::Idempotency;
+}
+impl Record for EventRecord {
+    const KIND: Kind = Kind::Event;
+}
+impl Record for DeliveryRecord {
+    const KIND: Kind = Kind::Delivery;
 }
 
 fn config() -> bincode::config::Configuration<

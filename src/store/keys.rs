@@ -30,6 +30,14 @@ pub const IDEMPOTENCY: u8 = b'i';
 pub const META: u8 = b'm';
 /// A webstore's ownership on this shard (taken from, or released to, another).
 pub const OWNERSHIP: u8 = b'w';
+/// A webstore's events, by sequence number.
+pub const EVENT: u8 = b'v';
+/// Where each webhook endpoint of a webstore stands.
+pub const DELIVERY: u8 = b'd';
+/// A redelivery the operator asked of a webhook endpoint, not yet taken up.
+pub const REDELIVERY: u8 = b'r';
+/// The highest sequence number of a webstore's events the retention sweep removed.
+pub const EVENTS_PRUNED: &[u8] = b"mevents-pruned/";
 
 /// Key of the store's format marker.
 pub const FORMAT_KEY: &[u8] = b"mformat";
@@ -212,6 +220,36 @@ pub fn ownership(webstore: &str) -> Vec<u8> {
     key
 }
 
+/// `v` + webstore id + 0 + sequence number: one event of the webstore.
+pub fn event(webstore: &str, sequence: u64) -> Vec<u8> {
+    let mut key = webstore_prefix(EVENT, webstore);
+    key.extend_from_slice(&sequence.to_be_bytes());
+    key
+}
+
+/// `d` + webstore id + 0 + endpoint id: where that webhook endpoint stands.
+pub fn delivery(webstore: &str, endpoint: &str) -> Vec<u8> {
+    let mut key = webstore_prefix(DELIVERY, webstore);
+    key.extend_from_slice(endpoint.as_bytes());
+    key
+}
+
+/// `r` + webstore id + 0 + endpoint id: the sequence number after which the operator asked
+/// that endpoint's deliveries to start again (`u64`, big-endian).
+pub fn redelivery(webstore: &str, endpoint: &str) -> Vec<u8> {
+    let mut key = webstore_prefix(REDELIVERY, webstore);
+    key.extend_from_slice(endpoint.as_bytes());
+    key
+}
+
+/// `m events-pruned/` + webstore id: the highest sequence number of its events removed by
+/// the retention sweep (`u64`, big-endian).
+pub fn events_pruned(webstore: &str) -> Vec<u8> {
+    let mut key = EVENTS_PRUNED.to_vec();
+    key.extend_from_slice(webstore.as_bytes());
+    key
+}
+
 /// The big-endian id at the end of a key or in a value.
 pub fn trailing_id(bytes: &[u8]) -> Option<u64> {
     let tail: [u8; 8] = bytes.get(bytes.len().checked_sub(8)?..)?.try_into().ok()?;
@@ -236,6 +274,12 @@ pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
             idempotency_version("shop", "k1", 1),
         ),
         ("w + webstore id", ownership("shop")),
+        ("v + webstore id + 0 + sequence number", event("shop", 5)),
+        ("d + webstore id + 0 + endpoint id", delivery("shop", "erp")),
+        (
+            "r + webstore id + 0 + endpoint id",
+            redelivery("shop", "erp"),
+        ),
         ("m format", FORMAT_KEY.to_vec()),
         ("m clean-shutdown", CLEAN_SHUTDOWN_KEY.to_vec()),
         ("m wal-from", WAL_FROM.to_vec()),
@@ -246,6 +290,7 @@ pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
             "m order-ids-reserved + highest order id reserved",
             order_ids_reserved(17),
         ),
+        ("m events-pruned/ + webstore id", events_pruned("shop")),
     ]
 }
 

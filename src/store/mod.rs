@@ -53,7 +53,8 @@ pub use pending::{PendingWrites, Storage};
 pub use reads::{Census, LoadedCustomer};
 pub use snapshot::{Entry, SledSnapshot, Snapshot, WriteBatch};
 pub use writes::{
-    add_customer_record, add_idempotency_record, add_new_customer, add_order, add_order_record,
+    add_customer_record, add_delivery_record, add_event_record, add_events_pruned,
+    add_idempotency_record, add_new_customer, add_order, add_order_record, EventWrite,
     IdempotencyWrite,
 };
 
@@ -106,7 +107,7 @@ struct StoreInner {
 }
 
 /// A write method's admission ([`Store::open_for_writes`]): while it is held, `close` waits.
-struct Admitted<'a>(RwLockReadGuard<'a, Option<Box<dyn ChangeLog>>>);
+pub(crate) struct Admitted<'a>(RwLockReadGuard<'a, Option<Box<dyn ChangeLog>>>);
 
 impl Admitted<'_> {
     fn log(&self) -> &dyn ChangeLog {

@@ -530,7 +530,7 @@ impl Harness {
                     record: record.clone(),
                 });
                 vec![store
-                    .create_customer(customer, WEBSTORES[*webstore], key, Box::new(|| {}))
+                    .create_customer(customer, WEBSTORES[*webstore], key, None, Box::new(|| {}))
                     .unwrap()]
             }
             Prepared::Update {
@@ -538,7 +538,13 @@ impl Harness {
                 customer,
                 previous,
             } => vec![store
-                .update_customer(customer, previous, WEBSTORES[*webstore])
+                .update_customer(
+                    customer,
+                    previous,
+                    WEBSTORES[*webstore],
+                    None,
+                    Box::new(|| {}),
+                )
                 .unwrap()],
             Prepared::Orders { orders, key } => {
                 let mut written = Vec::new();
@@ -560,7 +566,7 @@ impl Harness {
                 for order in orders {
                     written.push(
                         store
-                            .create_order(order, "shop", key.take(), Box::new(|| ()))
+                            .create_order(order, "shop", key.take(), None, Box::new(|| ()))
                             .unwrap(),
                     );
                 }

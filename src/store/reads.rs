@@ -3,7 +3,9 @@
 //! does not decode is an error naming its key. Must not touch: writes (`writes`), the
 //! store's life (`super`).
 
-use super::codec::{decode, CodecError, CustomerRecord, IdempotencyRecord, OrderRecord};
+use super::codec::{
+    decode, CodecError, CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord, OrderRecord,
+};
 use super::error::corrupt;
 use super::pending::order_chunks::{for_each_stored_order, stored_order, StoredOrder};
 use super::snapshot::prefix_end;
@@ -369,6 +371,89 @@ impl Store {
         failure.map_or(Ok(Some((customer, orders))), Err)
     }
 
+    /// The highest sequence number of `webstore_id`'s events the store holds or has pruned
+    /// (0 for none): where their numbering continues.
+    pub fn last_event_sequence(&self, webstore_id: &str) -> Result<u64, StoreError> {
+        let stored = self
+            .inner
+            .storage
+            .last(&keys::webstore_prefix(keys::EVENT, webstore_id))?
+            .and_then(|(key, _)| keys::trailing_id(&key))
+            .unwrap_or(0);
+        Ok(stored.max(self.events_pruned_through(webstore_id)?))
+    }
+
+    /// The highest sequence number of `webstore_id`'s events the retention sweep removed.
+    pub fn events_pruned_through(&self, webstore_id: &str) -> Result<u64, StoreError> {
+        Ok(self
+            .inner
+            .storage
+            .get(&keys::events_pruned(webstore_id))?
+            .and_then(|value| keys::trailing_id(&value))
+            .unwrap_or(0))
+    }
+
+    /// Calls `visit` with each of `webstore_id`'s events after sequence number `after` and up
+    /// to `through`, in order, until it returns false; the first that does not decode is an
+    /// error naming its key.
+    pub fn for_each_event(
+        &self,
+        webstore_id: &str,
+        after: u64,
+        through: u64,
+        visit: &mut dyn FnMut(u64, EventRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        if after >= through {
+            return Ok(());
+        }
+        let from = keys::event(webstore_id, after + 1);
+        let to = keys::event(webstore_id, through.saturating_add(1));
+        let mut failure = None;
+        let end = (through < u64::MAX).then_some(to);
+        let bound = end.clone().unwrap_or_else(|| {
+            prefix_end(&keys::webstore_prefix(keys::EVENT, webstore_id)).unwrap_or_default()
+        });
+        self.inner
+            .storage
+            .for_each_between(&from, Some(&bound), &mut |key, value| match (
+                keys::trailing_id(key),
+                decode::<EventRecord>(value),
+            ) {
+                (Some(sequence), Ok(record)) => visit(sequence, record),
+                (_, Err(source)) => {
+                    failure = Some(corrupt(key, source));
+                    false
+                }
+                (None, Ok(_)) => true,
+            })?;
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// The sequence number after which the operator asked endpoint `endpoint` of
+    /// `webstore_id` to deliver again, if that request is not taken up yet.
+    pub fn redelivery(&self, webstore_id: &str, endpoint: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self
+            .inner
+            .storage
+            .get(&keys::redelivery(webstore_id, endpoint))?
+            .and_then(|value| keys::trailing_id(&value)))
+    }
+
+    /// Where webhook endpoint `endpoint` of `webstore_id` stands, if it has delivered or
+    /// failed anything yet.
+    pub fn delivery(
+        &self,
+        webstore_id: &str,
+        endpoint: &str,
+    ) -> Result<Option<DeliveryRecord>, StoreError> {
+        let key = keys::delivery(webstore_id, endpoint);
+        self.inner
+            .storage
+            .get(&key)?
+            .map(|bytes| decode(&bytes).map_err(|source| corrupt(&key, source)))
+            .transpose()
+    }
+
     /// A customer's record alone, if stored (reads that need no actor).
     pub fn load_customer_record(
         &self,
@@ -402,6 +487,76 @@ impl Store {
             return Err(error);
         }
         Ok(Some(LoadedCustomer { record, orders }))
+    }
+
+    /// The ids of the webstores that have events, an events-pruned mark or webhook delivery
+    /// records in the store, in order (a whole-store export carries these webstore by
+    /// webstore). One seek per webstore and prefix, not a read of every event.
+    pub fn webstores_with_events(&self) -> Result<Vec<String>, StoreError> {
+        let mut found = std::collections::BTreeSet::new();
+        for prefix in [keys::EVENT, keys::DELIVERY] {
+            let end = prefix_end(&[prefix]);
+            let mut from = vec![prefix];
+            loop {
+                let mut first = None;
+                self.inner
+                    .storage
+                    .for_each_between(&from, end.as_deref(), &mut |key, _| {
+                        first = Some(key.to_vec());
+                        false
+                    })?;
+                let Some(key) = first else {
+                    break;
+                };
+                // `prefix` + webstore id + 0 + the rest: a webstore id holds no 0 byte, so
+                // the next webstore's keys start past `prefix` + id + 1.
+                let Some(length) = key[1..].iter().position(|&byte| byte == 0) else {
+                    // Not a key of this layout: go on right after it.
+                    from = [key.as_slice(), &[0]].concat();
+                    continue;
+                };
+                if let Ok(id) = std::str::from_utf8(&key[1..1 + length]) {
+                    found.insert(id.to_owned());
+                }
+                match prefix_end(&key[..1 + length + 1]) {
+                    Some(next) => from = next,
+                    None => break,
+                }
+            }
+        }
+        self.inner
+            .storage
+            .for_each(keys::EVENTS_PRUNED, &mut |key, _| {
+                if let Ok(id) = std::str::from_utf8(&key[keys::EVENTS_PRUNED.len()..]) {
+                    found.insert(id.to_owned());
+                }
+                true
+            })?;
+        Ok(found.into_iter().collect())
+    }
+
+    /// Calls `visit` with each webhook endpoint of `webstore_id` that has a delivery record,
+    /// and that record, in endpoint order, until it returns false; the first that does not
+    /// decode is an error naming its key.
+    pub fn for_each_delivery(
+        &self,
+        webstore_id: &str,
+        visit: &mut dyn FnMut(&str, DeliveryRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        let prefix = keys::webstore_prefix(keys::DELIVERY, webstore_id);
+        let mut failure = None;
+        self.inner.storage.for_each(&prefix, &mut |key, value| {
+            let endpoint = std::str::from_utf8(&key[prefix.len()..])
+                .map_err(|_| CodecError::Payload("the endpoint id in its key is not text".into()));
+            match endpoint.and_then(|endpoint| Ok((endpoint, decode(value)?))) {
+                Ok((endpoint, record)) => visit(endpoint, record),
+                Err(source) => {
+                    failure = Some(corrupt(key, source));
+                    false
+                }
+            }
+        })?;
+        failure.map_or(Ok(()), Err)
     }
 }
 

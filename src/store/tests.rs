@@ -51,8 +51,13 @@ fn no_write_lands_after_close() {
         .collect();
     std::thread::sleep(std::time::Duration::from_millis(20));
     store.close().unwrap();
-    let after_close =
-        store.create_customer(&customer(9, "late@b.c"), "shop", None, Box::new(|| {}));
+    let after_close = store.create_customer(
+        &customer(9, "late@b.c"),
+        "shop",
+        None,
+        None,
+        Box::new(|| {}),
+    );
     assert!(matches!(after_close, Err(StoreError::Closed)));
     assert!(matches!(
         store.reserve_order_ids(0, 10),
@@ -82,7 +87,7 @@ fn records_and_indexes_survive_reopening() {
         let store = open(dir.path());
         drop(
             store
-                .create_customer(&customer(7, "a@b.c"), "shop", None, Box::new(|| {}))
+                .create_customer(&customer(7, "a@b.c"), "shop", None, None, Box::new(|| {}))
                 .unwrap(),
         );
         store.close().unwrap();
@@ -106,7 +111,7 @@ fn an_unreadable_record_is_an_error_naming_its_key() {
     let store = open(dir.path());
     drop(
         store
-            .create_customer(&customer(3, "x@y.z"), "shop", None, Box::new(|| {}))
+            .create_customer(&customer(3, "x@y.z"), "shop", None, None, Box::new(|| {}))
             .unwrap(),
     );
     let mut damage = WriteBatch::default();
@@ -289,14 +294,14 @@ fn acknowledged_changes(store: &Store) -> Vec<(Customer, Vec<u64>)> {
                     let id = 1 + writer * 100 + n;
                     let mut customer = customer(id, &format!("c{id}@shop.test"));
                     let created = store
-                        .create_customer(&customer, "shop", None, Box::new(|| {}))
+                        .create_customer(&customer, "shop", None, None, Box::new(|| {}))
                         .unwrap();
                     created.durable().await.unwrap();
                     let mut orders = Vec::new();
                     for k in 0..3 {
                         let order = order(id * 10 + k, id);
                         store
-                            .create_order(&order, "shop", None, Box::new(|| ()))
+                            .create_order(&order, "shop", None, None, Box::new(|| ()))
                             .unwrap()
                             .durable()
                             .await
@@ -306,7 +311,9 @@ fn acknowledged_changes(store: &Store) -> Vec<(Customer, Vec<u64>)> {
                     if n % 3 == 0 {
                         let previous = customer.clone();
                         customer.email = Email::from_trusted(format!("moved{id}@shop.test"));
-                        let moved = store.update_customer(&customer, &previous, "shop").unwrap();
+                        let moved = store
+                            .update_customer(&customer, &previous, "shop", None, Box::new(|| {}))
+                            .unwrap();
                         moved.durable().await.unwrap();
                     }
                     made.push((customer, orders));
@@ -374,7 +381,7 @@ fn a_torn_last_frame_is_dropped_whole_and_what_came_before_it_is_kept() {
     runtime
         .block_on(
             store
-                .create_customer(&late, "shop", None, Box::new(|| {}))
+                .create_customer(&late, "shop", None, None, Box::new(|| {}))
                 .unwrap()
                 .durable(),
         )
@@ -421,6 +428,7 @@ fn orders_packed_into_chunks_read_back_once_each_after_a_reopening_and_a_replay(
                             &customer(id, &format!("{id}@shop.test")),
                             "shop",
                             None,
+                            None,
                             Box::new(|| {}),
                         )
                         .unwrap()
@@ -433,7 +441,7 @@ fn orders_packed_into_chunks_read_back_once_each_after_a_reopening_and_a_replay(
             runtime
                 .block_on(
                     store
-                        .create_order(&order, "shop", None, Box::new(|| ()))
+                        .create_order(&order, "shop", None, None, Box::new(|| ()))
                         .unwrap()
                         .durable(),
                 )
@@ -508,12 +516,12 @@ fn a_replay_after_a_crash_in_mid_checkpoint_packs_no_order_twice() {
         let store = open(dir.path());
         let ann = customer(1, "ann@shop.test");
         let created = store
-            .create_customer(&ann, "shop", None, Box::new(|| {}))
+            .create_customer(&ann, "shop", None, None, Box::new(|| {}))
             .unwrap();
         runtime.block_on(created.durable()).unwrap();
         for id in 100..140u64 {
             let written = store
-                .create_order(&order(id, 1), "shop", None, Box::new(|| ()))
+                .create_order(&order(id, 1), "shop", None, None, Box::new(|| ()))
                 .unwrap();
             runtime.block_on(written.durable()).unwrap();
         }

@@ -1,7 +1,8 @@
 //! What a webstore's writes changed since its copy to another shard began: the customers
-//! (a customer's record and orders travel together) and the idempotency keys written. A
-//! move copies the webstore while its writes go on, then ships what changed, round after
-//! round, and freezes its writes only for the last, short round (`crate::service::moves`).
+//! (a customer's record and orders travel together), the idempotency keys and the events
+//! written. A move copies the webstore while its writes go on, then ships what changed,
+//! round after round, and freezes its writes only for the last, short round
+//! (`crate::service::moves`).
 //!
 //! A write notes what it changed **after** it has made its writes in the store: a round
 //! that takes the set and then reads what it names sees every write noted in it, and a
@@ -24,12 +25,14 @@ pub struct Changed {
     pub customers: BTreeSet<u64>,
     /// Idempotency keys written.
     pub idempotency_keys: BTreeSet<String>,
+    /// Sequence numbers of the events written.
+    pub events: BTreeSet<u64>,
 }
 
 impl Changed {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.customers.is_empty() && self.idempotency_keys.is_empty()
+        self.customers.is_empty() && self.idempotency_keys.is_empty() && self.events.is_empty()
     }
 }
 
@@ -84,8 +87,15 @@ impl ChangeTracking {
         Some(std::mem::take(&mut *changed))
     }
 
-    /// Notes that a write of `webstore` changed `customer` and wrote `idempotency_key`.
-    pub fn note(&self, webstore: &str, customer: Option<u64>, idempotency_key: Option<&str>) {
+    /// Notes that a write of `webstore` changed `customer`, wrote `idempotency_key` and
+    /// the event numbered `event`.
+    pub fn note(
+        &self,
+        webstore: &str,
+        customer: Option<u64>,
+        idempotency_key: Option<&str>,
+        event: Option<u64>,
+    ) {
         if self.tracked.load(Ordering::Acquire) == 0 {
             return;
         }
@@ -101,6 +111,9 @@ impl ChangeTracking {
         if let Some(key) = idempotency_key {
             changed.idempotency_keys.insert(key.to_owned());
         }
+        if let Some(event) = event {
+            changed.events.insert(event);
+        }
     }
 }
 
@@ -111,18 +124,18 @@ mod tests {
     #[test]
     fn only_tracked_webstores_note_and_a_take_empties() {
         let tracking = ChangeTracking::default();
-        tracking.note("a", Some(1), Some("k"));
+        tracking.note("a", Some(1), Some("k"), None);
         assert_eq!(tracking.take("a", 7), None, "not tracked");
         tracking.start("a", 7);
-        tracking.note("a", Some(1), None);
-        tracking.note("a", Some(1), Some("k"));
-        tracking.note("b", Some(2), None);
+        tracking.note("a", Some(1), None, None);
+        tracking.note("a", Some(1), Some("k"), None);
+        tracking.note("b", Some(2), None, None);
         assert_eq!(tracking.take("a", 8), None, "another session's");
         let changed = tracking.take("a", 7).unwrap();
         assert_eq!(changed.customers.into_iter().collect::<Vec<_>>(), vec![1]);
         assert_eq!(changed.idempotency_keys.len(), 1);
         assert!(tracking.take("a", 7).unwrap().is_empty(), "a take empties");
-        tracking.note("a", Some(3), None);
+        tracking.note("a", Some(3), None, None);
         tracking.start("a", 9);
         assert_eq!(tracking.take("a", 7), None, "a new session refuses the old");
         assert!(tracking.take("a", 9).unwrap().is_empty(), "a start forgets");

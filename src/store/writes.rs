@@ -5,13 +5,38 @@
 //! that the layout has one author. Must not touch: durability (a writer waits for it through
 //! the [`Written`] it gets back), reads.
 
-use super::codec::{encode, CustomerRecord, IdempotencyRecord, OrderRecord};
+use super::codec::{
+    encode, CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord, OrderRecord,
+};
 use super::log::wal::LogEntry;
 use super::{keys, OnDurable, Store, StoreError, WriteBatch, Written};
 use crate::domain::customer::Customer;
 use crate::domain::idempotency::Pending;
 use crate::domain::order::Order;
 use crate::domain::placement::Ownership;
+
+/// An event as a change's writer puts it: its sequence number, and its key and value.
+type EventEntry = (u64, (Vec<u8>, Vec<u8>));
+
+/// An event to write in the same log entry as the change it tells of (see `crate::events`).
+pub struct EventWrite {
+    /// The webstore's id.
+    pub webstore_id: String,
+    /// Its sequence number in the webstore.
+    pub sequence: u64,
+    /// The event.
+    pub record: EventRecord,
+}
+
+impl EventWrite {
+    /// Its key and encoded record.
+    fn entry(&self) -> (Vec<u8>, Vec<u8>) {
+        (
+            keys::event(&self.webstore_id, self.sequence),
+            encode(&self.record),
+        )
+    }
+}
 
 /// Where a keyed create's idempotency record goes (see `Store::plan_idempotency`).
 struct IdempotencyPlan {
@@ -90,14 +115,17 @@ impl Store {
         customer: &Customer,
         webstore_id: &str,
         idempotency: Option<IdempotencyWrite>,
+        event: Option<EventWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
         self.not_frozen(webstore_id)?;
         let idempotency = self.plan_idempotency(idempotency)?;
         let entries = new_customer_entries(customer, webstore_id);
+        let event = event.map(|event| (event.sequence, event.entry()));
         let bytes = entries
             .iter()
+            .chain(event.as_ref().map(|(_, entry)| entry))
             .map(|(key, value)| LogEntry::encoded_len(key, value))
             .sum::<usize>()
             + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len);
@@ -105,13 +133,14 @@ impl Store {
         let mut entry = open.entry();
         let key = idempotency.as_ref().map(|plan| plan.name.clone());
         self.put_idempotency(&mut entry, idempotency)?;
+        let sequence = self.put_event(&open, &mut entry, event)?;
         for (key, value) in entries {
             self.put(&mut entry, &key, value)?;
         }
         // After the writes: see `tracking`.
         self.inner
             .tracking
-            .note(webstore_id, Some(customer.id.0), key.as_deref());
+            .note(webstore_id, Some(customer.id.0), key.as_deref(), sequence);
         open.commit_then(entry, on_durable)
     }
 
@@ -128,6 +157,8 @@ impl Store {
         customer: &Customer,
         previous: &Customer,
         webstore_id: &str,
+        event: Option<EventWrite>,
+        on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
         self.not_frozen(webstore_id)?;
@@ -135,11 +166,16 @@ impl Store {
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
         let record_key = keys::customer(customer.id.0);
         let holder_key = keys::email_holder(webstore_id, &new_key, customer.id.0);
+        let event = event.map(|event| (event.sequence, event.entry()));
         open.fits(
             LogEntry::encoded_len(&record_key, &record)
-                + LogEntry::encoded_len(&holder_key, &customer.id.0.to_be_bytes()),
+                + LogEntry::encoded_len(&holder_key, &customer.id.0.to_be_bytes())
+                + event
+                    .as_ref()
+                    .map_or(0, |(_, (key, value))| LogEntry::encoded_len(key, value)),
         )?;
         let mut entry = open.entry();
+        let sequence = self.put_event(&open, &mut entry, event)?;
         if new_key != old_key {
             self.put(
                 &mut entry,
@@ -150,8 +186,8 @@ impl Store {
         self.put(&mut entry, &record_key, record)?;
         self.inner
             .tracking
-            .note(webstore_id, Some(customer.id.0), None);
-        open.commit(entry)
+            .note(webstore_id, Some(customer.id.0), None, sequence);
+        open.commit_then(entry, on_durable)
     }
 
     /// Writes a new order of a customer of webstore `webstore_id`: its idempotency record if
@@ -166,6 +202,7 @@ impl Store {
         order: &Order,
         webstore_id: &str,
         idempotency: Option<IdempotencyWrite>,
+        event: Option<EventWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_writes()?;
@@ -173,16 +210,18 @@ impl Store {
         let idempotency = self.plan_idempotency(idempotency)?;
         let record = encode(&OrderRecord::from_order(order));
         let key = keys::order(order.customer_id.0, order.id.0);
-        if idempotency.is_some() {
-            // Only a keyed order can come near the log's limit: spare the others the look.
-            open.fits(
-                LogEntry::encoded_len(&key, &record)
-                    + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len),
-            )?;
-        }
+        let event = event.map(|event| (event.sequence, event.entry()));
+        open.fits(
+            LogEntry::encoded_len(&key, &record)
+                + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len)
+                + event
+                    .as_ref()
+                    .map_or(0, |(_, (key, value))| LogEntry::encoded_len(key, value)),
+        )?;
         let mut entry = open.entry();
         let idempotency_key = idempotency.as_ref().map(|plan| plan.name.clone());
         self.put_idempotency(&mut entry, idempotency)?;
+        let sequence = self.put_event(&open, &mut entry, event)?;
         if open.is_logged() {
             self.put_behind_log(&mut entry, &key, record)?;
         } else {
@@ -192,6 +231,7 @@ impl Store {
             webstore_id,
             Some(order.customer_id.0),
             idempotency_key.as_deref(),
+            sequence,
         );
         open.commit_then(entry, on_durable)
     }
@@ -251,6 +291,25 @@ impl Store {
         Ok(())
     }
 
+    /// Writes a change's event (behind the log where there is one: an event is written once
+    /// and then only read); its sequence number.
+    fn put_event(
+        &self,
+        open: &super::Admitted<'_>,
+        entry: &mut LogEntry,
+        event: Option<EventEntry>,
+    ) -> Result<Option<u64>, StoreError> {
+        let Some((sequence, (key, value))) = event else {
+            return Ok(None);
+        };
+        if open.is_logged() {
+            self.put_behind_log(entry, &key, value)?;
+        } else {
+            self.put(entry, &key, value)?;
+        }
+        Ok(Some(sequence))
+    }
+
     /// Sets `key` in the engine and records it in `entry`.
     fn put(&self, entry: &mut LogEntry, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
         entry.set(key, &value);
@@ -276,6 +335,91 @@ impl Store {
         self.written(self.inner.storage.put_pending(key, value))
     }
 
+    /// Records where webhook endpoint `endpoint` of `webstore_id` stands, durably once the
+    /// answer completes (even while the disk refuses writes: the record only replaces its
+    /// earlier self).
+    pub fn set_delivery(
+        &self,
+        webstore_id: &str,
+        endpoint: &str,
+        record: &DeliveryRecord,
+    ) -> Result<Written, StoreError> {
+        let open = self.open_even_if_refused()?;
+        let mut entry = open.entry();
+        self.put(
+            &mut entry,
+            &keys::delivery(webstore_id, endpoint),
+            encode(record),
+        )?;
+        open.commit(entry)
+    }
+
+    /// Records the operator's request that endpoint `endpoint` of `webstore_id` deliver again
+    /// the events after sequence number `after` (see [`Store::redelivery`]); durable once the
+    /// answer completes.
+    pub fn request_redelivery(
+        &self,
+        webstore_id: &str,
+        endpoint: &str,
+        after: u64,
+    ) -> Result<Written, StoreError> {
+        let open = self.open_for_writes()?;
+        let mut entry = open.entry();
+        let key = keys::redelivery(webstore_id, endpoint);
+        self.put(&mut entry, &key, after.to_be_bytes().to_vec())?;
+        open.commit(entry)
+    }
+
+    /// Forgets a redelivery request, taken up by the endpoint's deliveries.
+    pub fn clear_redelivery(
+        &self,
+        webstore_id: &str,
+        endpoint: &str,
+    ) -> Result<Written, StoreError> {
+        let open = self.open_even_if_refused()?;
+        let mut entry = open.entry();
+        self.remove_key(&mut entry, &keys::redelivery(webstore_id, endpoint))?;
+        open.commit(entry)
+    }
+
+    /// Removes `webstore_id`'s oldest events made before `before_ms` (Unix milliseconds), at
+    /// most `max` of them in one logged change with the record of how far they go (even
+    /// while the disk refuses writes: it gives space back). How many it removed.
+    pub fn prune_events(
+        &self,
+        webstore_id: &str,
+        before_ms: i64,
+        max: usize,
+    ) -> Result<usize, StoreError> {
+        let pruned = self.events_pruned_through(webstore_id)?;
+        let mut doomed = Vec::new();
+        let mut through = pruned;
+        self.for_each_event(webstore_id, pruned, u64::MAX, &mut |sequence, record| {
+            if record.created_at_ms >= before_ms {
+                return false;
+            }
+            doomed.push(keys::event(webstore_id, sequence));
+            through = sequence;
+            doomed.len() < max
+        })?;
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        let open = self.open_even_if_refused()?;
+        let mut entry = open.entry();
+        let mut batch = WriteBatch::default();
+        for key in &doomed {
+            entry.remove(key);
+            batch.delete(key.clone());
+        }
+        let marker = through.to_be_bytes().to_vec();
+        entry.set(&keys::events_pruned(webstore_id), &marker);
+        batch.put(keys::events_pruned(webstore_id), marker);
+        self.written(self.inner.storage.apply(batch))?;
+        drop(open.commit(entry)?);
+        Ok(doomed.len())
+    }
+
     /// Records, durably once the answer completes, what this shard holds of webstore `id`'s
     /// ownership.
     pub fn set_ownership(&self, id: &str, ownership: Ownership) -> Result<Written, StoreError> {
@@ -294,7 +438,9 @@ impl Store {
     }
 
     /// Removes everything of webstore `id` (its customers, their orders, its email, number
-    /// and idempotency entries) in logged batches of removals, each within the log's limit:
+    /// and idempotency entries, its events and their events-pruned mark, its webhook
+    /// delivery records and redelivery requests) in logged batches of removals, each within
+    /// the log's limit:
     /// what a shard does once it has released a webstore to another, so that nothing of it
     /// can be served or exported here by mistake. How many keys it removed.
     pub fn purge_webstore(&self, id: &str) -> Result<u64, StoreError> {
@@ -307,11 +453,24 @@ impl Store {
                 true
             })?;
         }
-        for prefix in [keys::EMAIL, keys::NUMBER, keys::IDEMPOTENCY] {
+        for prefix in [
+            keys::EMAIL,
+            keys::NUMBER,
+            keys::IDEMPOTENCY,
+            keys::EVENT,
+            keys::DELIVERY,
+            keys::REDELIVERY,
+        ] {
             storage.for_each(&keys::webstore_prefix(prefix, id), &mut |key, _| {
                 doomed.push(key.to_vec());
                 true
             })?;
+        }
+        // The mark too (it lives among the meta keys, not under the webstore's prefixes):
+        // it counts in where the webstore's numbering continues, and an import brings its
+        // own.
+        if storage.get(&keys::events_pruned(id))?.is_some() {
+            doomed.push(keys::events_pruned(id));
         }
         let removed = doomed.len() as u64;
         let max_bytes = self.max_entry_bytes().unwrap_or(usize::MAX);
@@ -442,5 +601,34 @@ pub fn add_idempotency_record(
     batch.put(
         keys::idempotency_version(webstore_id, key, 1),
         encode(record),
+    );
+}
+
+/// Adds an imported event to `batch`.
+pub fn add_event_record(
+    batch: &mut WriteBatch,
+    webstore_id: &str,
+    sequence: u64,
+    record: &EventRecord,
+) {
+    batch.put(keys::event(webstore_id, sequence), encode(record));
+}
+
+/// Adds an imported delivery record to `batch`.
+pub fn add_delivery_record(
+    batch: &mut WriteBatch,
+    webstore_id: &str,
+    endpoint: &str,
+    record: &DeliveryRecord,
+) {
+    batch.put(keys::delivery(webstore_id, endpoint), encode(record));
+}
+
+/// Adds an imported events-pruned mark to `batch`: `webstore_id`'s events up to sequence
+/// number `through` were removed past the retention (see [`Store::events_pruned_through`]).
+pub fn add_events_pruned(batch: &mut WriteBatch, webstore_id: &str, through: u64) {
+    batch.put(
+        keys::events_pruned(webstore_id),
+        through.to_be_bytes().to_vec(),
     );
 }

@@ -2,23 +2,31 @@
 //! well as a stopped one: it goes through customers, then orders, then idempotency records,
 //! and leaves out what was written meanwhile and would stand without its parent (an order
 //! whose customer came after the customers were read, an idempotency record whose record
-//! did), so an export is always whole. Every record stored before it began is in it.
+//! did), so an export is always whole. Every record stored before it began is in it. Then,
+//! webstore by webstore, its events (each stands alone: its JSON holds the resource as it
+//! was), how far the retention sweep removed them, read after the events so that it covers
+//! any the sweep removed meanwhile, and its webhook endpoints' delivery records.
 //!
 //! [`export_changed`] writes, in the same format, only what a webstore's writes changed
 //! since a move's last round ([`crate::store::tracking`]): each changed customer with all its
-//! orders, and each idempotency record written; the target overwrites what it holds of them.
+//! orders, each idempotency record and each event written; and, every round, the webstore's
+//! events-pruned mark and all its delivery records (the webhooks' deliveries are not tracked,
+//! and these are few and small, so a round always carries the latest). The target
+//! overwrites what it holds of them.
 //!
 //! Must not touch: anything but reading the store.
 
 use std::io::Write;
 
 use super::format::{
-    to_text, Created, CustomerLine, IdempotencyLine, Line, OrderLine, FORMAT, VERSION,
+    to_text, Created, CustomerLine, DeliveryLine, EventLine, EventsPrunedLine, IdempotencyLine,
+    Line, OrderLine, FORMAT, VERSION,
 };
 use super::{Progress, TransferError};
 use crate::domain::ids::CustomerId;
+use crate::store::codec::{CodecError, EventRecord};
 use crate::store::tracking::Changed;
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// What an export wrote.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,6 +37,10 @@ pub struct Exported {
     pub orders: u64,
     /// Idempotency records.
     pub idempotency_records: u64,
+    /// Events.
+    pub events: u64,
+    /// Webhook endpoints' delivery records.
+    pub deliveries: u64,
     /// Orders and idempotency records written while the export ran, left out because what
     /// they belong to was read before they were.
     pub left_out: u64,
@@ -129,17 +141,82 @@ pub fn export(
     if let Some(error) = failed.take() {
         return Err(TransferError::write(error));
     }
+
+    let webstores = match webstore {
+        Some(only) => vec![only.to_owned()],
+        None => store.webstores_with_events()?,
+    };
+    let mut write_line = |line: &Line| write(line, out).map_err(TransferError::write);
+    for id in &webstores {
+        let mut failure = None;
+        let pruned = store.events_pruned_through(id)?;
+        store.for_each_event(id, pruned, u64::MAX, &mut |sequence, record| {
+            let written = event_line(id, sequence, record)
+                .map_err(TransferError::from)
+                .and_then(|line| write_line(&Line::Event(line)));
+            if let Err(error) = written {
+                failure = Some(error);
+                return false;
+            }
+            exported.events += 1;
+            progress.step("events", exported.events);
+            true
+        })?;
+        if let Some(error) = failure {
+            return Err(error);
+        }
+        exported.deliveries += mark_and_deliveries(store, id, &mut write_line)?;
+    }
     out.flush().map_err(TransferError::write)?;
     progress.finish(&format!(
-        "exported {} customers, {} orders, {} idempotency records",
-        exported.customers, exported.orders, exported.idempotency_records
+        "exported {} customers, {} orders, {} idempotency records, {} events, {} delivery \
+         records",
+        exported.customers,
+        exported.orders,
+        exported.idempotency_records,
+        exported.events,
+        exported.deliveries
     ));
     Ok(exported)
 }
 
+/// The line of stored event `sequence` of `webstore`; an event whose JSON is not text is a
+/// damaged record, and the export stops rather than leave it out (a move must lose none).
+fn event_line(webstore: &str, sequence: u64, record: EventRecord) -> Result<EventLine, StoreError> {
+    EventLine::from_record(webstore, sequence, record).ok_or_else(|| StoreError::Corrupt {
+        key: format!("event {sequence} of webstore {webstore}"),
+        source: CodecError::Payload("its JSON is not UTF-8 text".into()),
+    })
+}
+
+/// Writes `webstore`'s events-pruned mark as it stands now (after its events were read, so
+/// that it covers any the retention sweep removed meanwhile), then the delivery record of
+/// each of its webhook endpoints: how many delivery records.
+fn mark_and_deliveries(
+    store: &Store,
+    webstore: &str,
+    write: &mut dyn FnMut(&Line) -> Result<(), TransferError>,
+) -> Result<u64, TransferError> {
+    write(&Line::EventsPruned(EventsPrunedLine {
+        webstore_id: webstore.to_owned(),
+        through: store.events_pruned_through(webstore)?,
+    }))?;
+    let mut deliveries = Vec::new();
+    store.for_each_delivery(webstore, &mut |endpoint, record| {
+        deliveries.push(DeliveryLine::from_record(webstore, endpoint, record));
+        true
+    })?;
+    let count = deliveries.len() as u64;
+    for line in deliveries {
+        write(&Line::Delivery(line))?;
+    }
+    Ok(count)
+}
+
 /// Writes what `changed` names of webstore `webstore` to `out`: the header, each changed
 /// customer of the webstore as it is now with all its orders, then each idempotency record
-/// written (its last version).
+/// written (its last version), each event written (unless pruned since), the webstore's
+/// events-pruned mark and all its delivery records.
 pub fn export_changed(
     store: &Store,
     webstore: &str,
@@ -185,5 +262,23 @@ pub fn export_changed(
         write(&Line::Idempotency(line))?;
         exported.idempotency_records += 1;
     }
+    for &sequence in &changed.events {
+        let mut found = None;
+        store.for_each_event(
+            webstore,
+            sequence.saturating_sub(1),
+            sequence,
+            &mut |_, record| {
+                found = Some(record);
+                false
+            },
+        )?;
+        // Gone only if the retention sweep removed it since: the mark below covers it.
+        if let Some(record) = found {
+            write(&Line::Event(event_line(webstore, sequence, record)?))?;
+            exported.events += 1;
+        }
+    }
+    exported.deliveries += mark_and_deliveries(store, webstore, &mut write)?;
     Ok(exported)
 }

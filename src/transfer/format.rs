@@ -1,28 +1,45 @@
-//! The export format: JSON lines, one record per line, in a fixed order (a header, then
-//! customers by id, orders by customer and id, idempotency records by webstore and key) and
-//! with a fixed field order, so that exporting what was imported gives the same bytes.
+//! The export format: JSON lines, one record per line, in a fixed order (a header; customers
+//! by id, orders by customer and id, idempotency records by webstore and key; then, webstore
+//! by webstore, its events by sequence number, how far the retention sweep removed them, and
+//! its webhook endpoints' delivery records by endpoint) and with a fixed field order, so that
+//! exporting what was imported gives the same bytes.
 //!
 //! ```text
-//! {"type":"header","format":"boxsub-export","version":1,"webstore":null}
+//! {"type":"header","format":"boxsub-export","version":2,"webstore":null}
 //! {"type":"customer","id":1,"webstore_id":"shop","number":1,"first_name":"Joe",…}
 //! {"type":"order","id":7,"customer_id":1,"box_id":217,"frequency":"weekly",…}
 //! {"type":"idempotency","webstore_id":"shop","key":"k-1","body_sha256":"…","status":201,…}
+//! {"type":"event","webstore_id":"shop","sequence":1,"event_type":"customer.created",…}
+//! {"type":"events_pruned","webstore_id":"shop","through":0}
+//! {"type":"delivery","webstore_id":"shop","endpoint":"erp","delivered_through":1,…}
 //! ```
 //!
 //! Customers carry their password hashes (a moved webstore's customers keep signing in).
-//! Must not touch: the store, files.
+//! Events keep their sequence numbers and their JSON byte for byte (a feed's cursor and a
+//! webhook's delivered position are sequence numbers, and an event's id and body must be the
+//! ones already given out). Version 1, which has no event, delivery or events-pruned lines,
+//! is still read. Must not touch: the store, files.
 
 use serde::{Deserialize, Serialize};
 
 use crate::domain::customer::ADDRESS_FIELDS;
 use crate::domain::order::Frequency;
 use crate::domain::schedule::{parse_iso_date, Day, WeekDays};
-use crate::store::codec::{CustomerRecord, ExtraRecord, IdempotencyRecord, OrderRecord};
+use crate::store::codec::{
+    CustomerRecord, DeliveryRecord, EventRecord, ExtraRecord, IdempotencyRecord, OrderRecord,
+};
 
 /// The name in every export's header.
 pub const FORMAT: &str = "boxsub-export";
-/// The version this release writes and reads.
-pub const VERSION: u32 = 1;
+/// The version this release writes.
+pub const VERSION: u32 = 2;
+/// The oldest version this release reads (every version from it to [`VERSION`]).
+pub const OLDEST_READ: u32 = 1;
+
+/// Whether this release reads exports of `version`.
+pub fn reads_version(version: u32) -> bool {
+    (OLDEST_READ..=VERSION).contains(&version)
+}
 
 /// One line of an export.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,6 +60,22 @@ pub enum Line {
     Order(OrderLine),
     /// An idempotency record.
     Idempotency(IdempotencyLine),
+    /// An event (version 2 on).
+    Event(EventLine),
+    /// How far the retention sweep removed a webstore's events (version 2 on).
+    EventsPruned(EventsPrunedLine),
+    /// Where a webhook endpoint of a webstore stands (version 2 on).
+    Delivery(DeliveryLine),
+}
+
+impl Line {
+    /// The first version of the format that has lines of this type.
+    pub fn since_version(&self) -> u32 {
+        match self {
+            Line::Header { .. } | Line::Customer(_) | Line::Order(_) | Line::Idempotency(_) => 1,
+            Line::Event(_) | Line::EventsPruned(_) | Line::Delivery(_) => 2,
+        }
+    }
 }
 
 /// A customer as exported.
@@ -140,6 +173,54 @@ pub struct IdempotencyLine {
     pub body: String,
     /// Unix seconds when it was stored.
     pub created_at: i64,
+}
+
+/// An event as exported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventLine {
+    /// Its webstore.
+    pub webstore_id: String,
+    /// Its sequence number in the webstore (from 1).
+    pub sequence: u64,
+    /// `customer.created`, `customer.updated`, `order.created`.
+    pub event_type: String,
+    /// Unix milliseconds when its change was made.
+    pub created_at_ms: i64,
+    /// The event as the feed and the webhooks give it, as JSON text in a string: a JSON value
+    /// here would be parsed and written again on import, and could come back with other
+    /// escapes or number forms; a string gives back the very bytes.
+    pub json: String,
+}
+
+/// How far the retention sweep removed a webstore's events, as exported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsPrunedLine {
+    /// Its webstore.
+    pub webstore_id: String,
+    /// The highest sequence number removed (0 for none).
+    pub through: u64,
+}
+
+/// Where a webhook endpoint of a webstore stands, as exported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryLine {
+    /// Its webstore.
+    pub webstore_id: String,
+    /// The endpoint's id in the catalogue.
+    pub endpoint: String,
+    /// Every event up to this sequence number has been delivered (or was not wanted).
+    pub delivered_through: u64,
+    /// Why the endpoint was disabled, if it is.
+    pub disabled: Option<String>,
+    /// Failed attempts at the event after `delivered_through`.
+    pub attempts: u32,
+    /// When the first of those attempts failed (Unix milliseconds; 0 when none has).
+    pub failing_since_ms: i64,
+    /// When the next attempt is due (Unix milliseconds; 0 for at once).
+    pub next_attempt_ms: i64,
 }
 
 /// A line that does not make a record.
@@ -334,6 +415,98 @@ impl IdempotencyLine {
     }
 }
 
+/// The fields of an event's JSON that its line repeats, read back to check that they agree.
+#[derive(Deserialize)]
+struct EventHead {
+    #[serde(rename = "type")]
+    event_type: String,
+    sequence: u64,
+}
+
+impl EventLine {
+    /// The line of stored event `sequence` of `webstore_id`; `None` for JSON that is not
+    /// text (boxsub only ever stores JSON it rendered, so the record is damaged).
+    pub fn from_record(webstore_id: &str, sequence: u64, record: EventRecord) -> Option<Self> {
+        Some(EventLine {
+            webstore_id: webstore_id.to_owned(),
+            sequence,
+            event_type: record.event_type,
+            created_at_ms: record.created_at_ms,
+            json: String::from_utf8(record.json).ok()?,
+        })
+    }
+
+    /// The record to store. The JSON must be an event object whose `type` and `sequence`
+    /// are the line's: the feed pages by the sequence in the key and clients read the one in
+    /// the JSON, so the two must never disagree.
+    pub fn into_record(self) -> Result<EventRecord, BadLine> {
+        let bad = |what: &str| {
+            BadLine(format!(
+                "event {} of webstore {:?}: {what}",
+                self.sequence, self.webstore_id
+            ))
+        };
+        if self.webstore_id.is_empty() || self.sequence == 0 || self.event_type.is_empty() {
+            return Err(bad("the webstore_id, sequence and event_type must be set"));
+        }
+        let head: EventHead = serde_json::from_str(&self.json)
+            .map_err(|error| bad(&format!("json is not an event object ({error})")))?;
+        if head.event_type != self.event_type || head.sequence != self.sequence {
+            return Err(bad(&format!(
+                "json is event {} of type {:?}, not the line's",
+                head.sequence, head.event_type
+            )));
+        }
+        Ok(EventRecord {
+            event_type: self.event_type,
+            created_at_ms: self.created_at_ms,
+            json: self.json.into_bytes(),
+        })
+    }
+}
+
+impl EventsPrunedLine {
+    /// The line, checked: the webstore it names and how far.
+    pub fn into_parts(self) -> Result<(String, u64), BadLine> {
+        if self.webstore_id.is_empty() {
+            return Err(BadLine("events_pruned: the webstore_id must be set".into()));
+        }
+        Ok((self.webstore_id, self.through))
+    }
+}
+
+impl DeliveryLine {
+    /// The line of endpoint `endpoint` of `webstore_id`'s stored delivery record.
+    pub fn from_record(webstore_id: &str, endpoint: &str, record: DeliveryRecord) -> Self {
+        DeliveryLine {
+            webstore_id: webstore_id.to_owned(),
+            endpoint: endpoint.to_owned(),
+            delivered_through: record.delivered_through,
+            disabled: record.disabled,
+            attempts: record.attempts,
+            failing_since_ms: record.failing_since_ms,
+            next_attempt_ms: record.next_attempt_ms,
+        }
+    }
+
+    /// The record to store.
+    pub fn into_record(self) -> Result<DeliveryRecord, BadLine> {
+        if self.webstore_id.is_empty() || self.endpoint.is_empty() {
+            return Err(BadLine(format!(
+                "delivery of endpoint {:?}: the webstore_id and endpoint must be set",
+                self.endpoint
+            )));
+        }
+        Ok(DeliveryRecord {
+            delivered_through: self.delivered_through,
+            disabled: self.disabled,
+            attempts: self.attempts,
+            failing_since_ms: self.failing_since_ms,
+            next_attempt_ms: self.next_attempt_ms,
+        })
+    }
+}
+
 /// What an idempotency record's response created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Created {
@@ -404,12 +577,110 @@ mod tests {
         assert_eq!(line.into_record().unwrap(), order);
     }
 
+    /// A line's text read back is the same line, and writes the same text again.
+    fn reads_back(line: Line) -> Line {
+        let text = to_text(&line);
+        let back: Line = serde_json::from_slice(&text).unwrap();
+        assert_eq!(back, line);
+        assert_eq!(to_text(&back), text);
+        back
+    }
+
+    #[test]
+    fn an_event_comes_back_byte_for_byte() {
+        // Escapes, a non-ASCII character both escaped and not, numbers in forms a JSON value
+        // would rewrite, and spacing: none of it may change.
+        let json = concat!(
+            r#"{"id":"evt_00ff","type":"order.created","sequence":42,"#,
+            r#""created_at":"2027-01-04T10:00:00.000Z","data":{"note":"caf\u00e9 \"b\" é","#,
+            r#""price":1.0,"big":1e3, "tab":"\t"}}"#
+        );
+        let record = EventRecord {
+            event_type: "order.created".into(),
+            created_at_ms: 1_799_056_800_000,
+            json: json.as_bytes().to_vec(),
+        };
+        let line = EventLine::from_record("shop", 42, record.clone()).unwrap();
+        let Line::Event(back) = reads_back(Line::Event(line)) else {
+            panic!("an event line reads back as another kind")
+        };
+        let stored = back.into_record().unwrap();
+        assert_eq!(stored.json, json.as_bytes(), "the event's bytes changed");
+        assert_eq!(stored, record);
+        assert!(
+            EventLine::from_record(
+                "shop",
+                1,
+                EventRecord {
+                    json: vec![0xff],
+                    ..record
+                }
+            )
+            .is_none(),
+            "JSON that is not text is no event"
+        );
+    }
+
+    #[test]
+    fn deliveries_and_the_events_pruned_mark_round_trip() {
+        let record = DeliveryRecord {
+            delivered_through: 17,
+            disabled: Some("410 Gone".into()),
+            attempts: 3,
+            failing_since_ms: 1_799_056_800_000,
+            next_attempt_ms: 1_799_056_860_000,
+        };
+        let line = DeliveryLine::from_record("shop", "erp", record.clone());
+        let Line::Delivery(back) = reads_back(Line::Delivery(line)) else {
+            panic!("a delivery line reads back as another kind")
+        };
+        assert_eq!(
+            (back.webstore_id.as_str(), back.endpoint.as_str()),
+            ("shop", "erp")
+        );
+        assert_eq!(back.into_record().unwrap(), record);
+
+        let line = EventsPrunedLine {
+            webstore_id: "shop".into(),
+            through: 9,
+        };
+        let Line::EventsPruned(back) = reads_back(Line::EventsPruned(line)) else {
+            panic!("an events_pruned line reads back as another kind")
+        };
+        assert_eq!(back.into_parts().unwrap(), ("shop".to_owned(), 9));
+    }
+
+    #[test]
+    fn version_1_is_read_and_has_none_of_the_new_lines() {
+        assert!(reads_version(1) && reads_version(VERSION));
+        assert!(!reads_version(0) && !reads_version(VERSION + 1));
+        let header: Line = serde_json::from_str(
+            r#"{"type":"header","format":"boxsub-export","version":1,"webstore":"shop"}"#,
+        )
+        .unwrap();
+        assert_eq!(header.since_version(), 1);
+        let event: Line = serde_json::from_str(concat!(
+            r#"{"type":"event","webstore_id":"shop","sequence":1,"#,
+            r#""event_type":"customer.created","created_at_ms":0,"#,
+            r#""json":"{\"type\":\"customer.created\",\"sequence\":1}"}"#
+        ))
+        .unwrap();
+        assert_eq!(event.since_version(), 2);
+        let pruned: Line =
+            serde_json::from_str(r#"{"type":"events_pruned","webstore_id":"s","through":0}"#)
+                .unwrap();
+        assert_eq!(pruned.since_version(), 2);
+    }
+
     #[test]
     fn broken_lines_are_refused() {
         for bad in [
             r#"{"type":"order","id":1}"#,
             r#"{"type":"customer","id":1,"extra":true}"#,
             r#"{"type":"nonsense"}"#,
+            r#"{"type":"event","webstore_id":"s","sequence":1}"#,
+            r#"{"type":"events_pruned","webstore_id":"s","through":1,"extra":1}"#,
+            r#"{"type":"delivery","webstore_id":"s","endpoint":"e"}"#,
         ] {
             assert!(serde_json::from_str::<Line>(bad).is_err(), "{bad}");
         }
@@ -427,5 +698,41 @@ mod tests {
             created_at: 0,
         };
         assert!(order.into_record().is_err());
+
+        let event = |sequence: u64, event_type: &str, json: &str| EventLine {
+            webstore_id: "shop".into(),
+            sequence,
+            event_type: event_type.into(),
+            created_at_ms: 0,
+            json: json.into(),
+        };
+        let good = r#"{"type":"order.created","sequence":3,"data":{}}"#;
+        assert!(event(3, "order.created", good).into_record().is_ok());
+        for (sequence, event_type, json) in [
+            (
+                0,
+                "order.created",
+                r#"{"type":"order.created","sequence":0}"#,
+            ),
+            (3, "", good),
+            (4, "order.created", good),
+            (3, "customer.created", good),
+            (3, "order.created", "not json"),
+            (3, "order.created", "[3]"),
+            (3, "order.created", r#"{"type":"order.created"}"#),
+        ] {
+            let refused = event(sequence, event_type, json).into_record();
+            assert!(refused.is_err(), "{sequence} {event_type:?} {json}");
+        }
+        let delivery = DeliveryLine::from_record("shop", "", DeliveryRecord::default());
+        assert!(
+            delivery.into_record().is_err(),
+            "an endpoint without a name"
+        );
+        let pruned = EventsPrunedLine {
+            webstore_id: String::new(),
+            through: 1,
+        };
+        assert!(pruned.into_parts().is_err());
     }
 }

@@ -1,20 +1,28 @@
 //! Reading an export into a store: the whole of it, or nothing. A first pass checks every
 //! line and every way the import could collide with what the store holds (a customer id, an
-//! order id, an idempotency key, or a webstore that already has customers), and refuses the
-//! import, writing nothing, if any does. A second pass writes it in batches; should a write
-//! fail part-way (a full disk), what was written is removed again.
+//! order id, an idempotency key, or a webstore that already has customers, events or
+//! webhook delivery records), and refuses the import, writing nothing, if any does; when the
+//! header names one webstore, a line of another is refused too. A second pass writes it in
+//! batches; should a write fail part-way (a full disk), what was written is removed again.
+//! Events keep their sequence numbers; a webstore's events-pruned mark removes the events up
+//! to it that the import (or, for a move's rounds, an earlier round) brought, since the
+//! retention sweep starts past the mark and would never reach them. Exports of every version
+//! from [`OLDEST_READ`] on are read.
 //! Must not touch: anything but the store's writes of imported records.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::path::Path;
 
-use super::format::{Line, FORMAT, VERSION};
+use super::format::{reads_version, Line, FORMAT, OLDEST_READ, VERSION};
 use super::{Progress, TransferError};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::store::codec::{CustomerRecord, IdempotencyRecord, OrderRecord};
+use crate::store::codec::{
+    CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord, OrderRecord,
+};
 use crate::store::{
-    add_customer_record, add_idempotency_record, add_order_record, keys, Store, WriteBatch,
+    add_customer_record, add_delivery_record, add_event_record, add_events_pruned,
+    add_idempotency_record, add_order_record, keys, Store, StoreError, WriteBatch,
 };
 
 /// What an import wrote.
@@ -28,6 +36,10 @@ pub struct Imported {
     pub orders: u64,
     /// Idempotency records.
     pub idempotency_records: u64,
+    /// Events.
+    pub events: u64,
+    /// Webhook endpoints' delivery records.
+    pub deliveries: u64,
 }
 
 /// Records written per store batch at most; fewer where the store's log takes smaller
@@ -87,9 +99,41 @@ impl<'a> Batches<'a> {
 }
 
 enum Record {
+    /// The header (always visited first): the one webstore it names, if it names one.
+    Header(Option<String>),
     Customer(CustomerRecord),
     Order(OrderRecord),
+    /// Webstore, client's key, record.
     Idempotency(String, String, IdempotencyRecord),
+    /// Webstore, sequence number, record.
+    Event(String, u64, EventRecord),
+    /// Webstore, the highest sequence number its retention sweep removed.
+    EventsPruned(String, u64),
+    /// Webstore, endpoint, record.
+    Delivery(String, String, DeliveryRecord),
+}
+
+impl Record {
+    /// The webstore the record belongs to, where it names one, and what it is, for errors.
+    fn owner(&self) -> Option<(&str, String)> {
+        match self {
+            Record::Header(_) | Record::Order(_) => None,
+            Record::Customer(customer) => {
+                Some((&customer.webstore_id, format!("customer {}", customer.id)))
+            }
+            Record::Idempotency(webstore, key, _) => {
+                Some((webstore, format!("idempotency key {key:?}")))
+            }
+            Record::Event(webstore, sequence, _) => Some((webstore, format!("event {sequence}"))),
+            Record::EventsPruned(webstore, _) => {
+                Some((webstore, "the events_pruned line".to_owned()))
+            }
+            Record::Delivery(webstore, endpoint, _) => Some((
+                webstore,
+                format!("the delivery record of endpoint {endpoint:?}"),
+            )),
+        }
+    }
 }
 
 /// Reads the export at `input` line by line, as records; `visit` returns false to stop.
@@ -116,14 +160,21 @@ fn read_records(
             .map(Some)
             .map_err(|error| TransferError::line(*number, error.to_string()))
     };
-    match next_line(&mut number)? {
+    let (version, webstore) = match next_line(&mut number)? {
+        Some(Line::Header {
+            format,
+            version,
+            webstore,
+        }) if format == FORMAT && reads_version(version) => (version, webstore),
         Some(Line::Header {
             format, version, ..
-        }) if format == FORMAT && version == VERSION => {}
-        Some(Line::Header { format, version, .. }) => {
+        }) => {
             return Err(TransferError::line(
                 1,
-                format!("a {format} export of version {version}; this release reads {FORMAT} version {VERSION}"),
+                format!(
+                    "a {format} export of version {version}; this release reads {FORMAT} \
+                     versions {OLDEST_READ} to {VERSION}"
+                ),
             ))
         }
         _ => {
@@ -132,8 +183,21 @@ fn read_records(
                 "the first line must be the export's header",
             ))
         }
+    };
+    if !visit(number, Record::Header(webstore))? {
+        return Ok(());
     }
     while let Some(line) = next_line(&mut number)? {
+        if line.since_version() > version {
+            return Err(TransferError::line(
+                number,
+                format!(
+                    "a line of a type that version {} of the format brought, in an export of \
+                     version {version}",
+                    line.since_version()
+                ),
+            ));
+        }
         let record = match line {
             Line::Header { .. } => return Err(TransferError::line(number, "a second header")),
             Line::Customer(line) => line.into_record().map(Record::Customer),
@@ -142,6 +206,19 @@ fn read_records(
                 let (webstore, key) = (line.webstore_id.clone(), line.key.clone());
                 line.into_record()
                     .map(|record| Record::Idempotency(webstore, key, record))
+            }
+            Line::Event(line) => {
+                let (webstore, sequence) = (line.webstore_id.clone(), line.sequence);
+                line.into_record()
+                    .map(|record| Record::Event(webstore, sequence, record))
+            }
+            Line::EventsPruned(line) => line
+                .into_parts()
+                .map(|(webstore, through)| Record::EventsPruned(webstore, through)),
+            Line::Delivery(line) => {
+                let (webstore, endpoint) = (line.webstore_id.clone(), line.endpoint.clone());
+                line.into_record()
+                    .map(|record| Record::Delivery(webstore, endpoint, record))
             }
         }
         .map_err(|bad| TransferError::line(number, bad.0))?;
@@ -158,8 +235,21 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
     let mut webstores = BTreeSet::new();
     let mut customers: Vec<u64> = Vec::new();
     let mut orders: Vec<u64> = Vec::new();
+    let mut only: Option<String> = None;
+    let mut last_events: BTreeMap<String, u64> = BTreeMap::new();
+    let mut marks: BTreeSet<String> = BTreeSet::new();
+    let mut endpoints: BTreeSet<(String, String)> = BTreeSet::new();
     read_records(input, &mut |number, record| {
+        if let (Some(only), Some((owner, what))) = (&only, record.owner()) {
+            if owner != only {
+                return Err(TransferError::line(
+                    number,
+                    format!("{what} is webstore {owner}'s, and the export is webstore {only}'s"),
+                ));
+            }
+        }
         match record {
+            Record::Header(webstore) => only = webstore,
             Record::Customer(customer) => {
                 if customers.last().is_some_and(|last| *last >= customer.id) {
                     return Err(TransferError::line(
@@ -199,14 +289,60 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
                 }
                 imported.idempotency_records += 1;
             }
+            Record::Event(webstore, sequence, _) => {
+                let last = last_events.entry(webstore.clone()).or_default();
+                if *last >= sequence {
+                    return Err(TransferError::line(
+                        number,
+                        format!(
+                            "event {sequence} of webstore {webstore} is out of sequence order \
+                             (or repeated)"
+                        ),
+                    ));
+                }
+                *last = sequence;
+                webstores.insert(webstore);
+                imported.events += 1;
+            }
+            Record::EventsPruned(webstore, _) => {
+                if !marks.insert(webstore.clone()) {
+                    return Err(TransferError::line(
+                        number,
+                        format!("a second events_pruned line of webstore {webstore}"),
+                    ));
+                }
+                webstores.insert(webstore);
+            }
+            Record::Delivery(webstore, endpoint, _) => {
+                if !endpoints.insert((webstore.clone(), endpoint.clone())) {
+                    return Err(TransferError::line(
+                        number,
+                        format!(
+                            "a second delivery record of endpoint {endpoint:?} of webstore \
+                             {webstore}"
+                        ),
+                    ));
+                }
+                webstores.insert(webstore);
+                imported.deliveries += 1;
+            }
         }
         progress.step("lines checked", number);
         Ok(true)
     })?;
     for webstore in &webstores {
-        if store.last_number(webstore)? > 0 {
+        let holds = if store.last_number(webstore)? > 0 {
+            Some("customers")
+        } else if store.last_event_sequence(webstore)? > 0 {
+            Some("events")
+        } else if has_deliveries(store, webstore)? {
+            Some("webhook delivery records")
+        } else {
+            None
+        };
+        if let Some(what) = holds {
             return Err(TransferError::Refused(format!(
-                "webstore {webstore} already has customers in this store: an import adds \
+                "webstore {webstore} already has {what} in this store: an import adds \
                  webstores, it never merges into one"
             )));
         }
@@ -232,6 +368,46 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
     }
     imported.webstores = webstores.into_iter().collect();
     Ok(imported)
+}
+
+/// Whether `store` holds a webhook delivery record of `webstore`.
+fn has_deliveries(store: &Store, webstore: &str) -> Result<bool, StoreError> {
+    let mut any = false;
+    store.for_each_delivery(webstore, &mut |_, _| {
+        any = true;
+        false
+    })?;
+    Ok(any)
+}
+
+/// Adds to `batches` webstore `webstore`'s events-pruned mark `through` (never lowering the
+/// one `store` holds) and the removal of each event up to it that `store` holds; the caller
+/// has written the batches, so that the events the import brought so far are among those
+/// read. Events the source's retention sweep removed while its export read them, or since
+/// an earlier round of a move brought them, are removed here too: the sweep here starts
+/// past the mark, so nothing else ever would.
+fn prune_to(
+    store: &Store,
+    batches: &mut Batches<'_>,
+    webstore: &str,
+    through: u64,
+) -> Result<(), StoreError> {
+    let mut stale = Vec::new();
+    store.for_each_event(webstore, 0, through, &mut |sequence, _| {
+        stale.push(sequence);
+        true
+    })?;
+    for sequence in stale {
+        let mut removal = WriteBatch::default();
+        removal.delete(keys::event(webstore, sequence));
+        batches.add(removal, Store::apply)?;
+    }
+    if through > store.events_pruned_through(webstore)? {
+        let mut mark = WriteBatch::default();
+        add_events_pruned(&mut mark, webstore, through);
+        batches.add(mark, Store::apply)?;
+    }
+    Ok(())
 }
 
 /// Imports the export at `input` into `store`, all or nothing.
@@ -266,10 +442,24 @@ fn import_then(
     let outcome = read_records(input, &mut |number, record| {
         let mut writes = WriteBatch::default();
         match &record {
+            Record::Header(_) => return Ok(true),
             Record::Customer(customer) => add_customer_record(&mut writes, customer),
             Record::Order(order) => add_order_record(&mut writes, order),
             Record::Idempotency(webstore, key, record) => {
                 add_idempotency_record(&mut writes, webstore, key, record)
+            }
+            Record::Event(webstore, sequence, record) => {
+                add_event_record(&mut writes, webstore, *sequence, record)
+            }
+            Record::Delivery(webstore, endpoint, record) => {
+                add_delivery_record(&mut writes, webstore, endpoint, record)
+            }
+            Record::EventsPruned(webstore, through) => {
+                batches.flush(Store::apply)?;
+                written_through = number - 1;
+                prune_to(store, &mut batches, webstore, *through)?;
+                progress.step("lines written", number);
+                return Ok(true);
             }
         }
         if batches.add(writes, Store::apply)? {
@@ -298,10 +488,13 @@ fn import_then(
         )));
     }
     progress.finish(&format!(
-        "imported {} customers, {} orders, {} idempotency records of {}",
+        "imported {} customers, {} orders, {} idempotency records, {} events, {} delivery \
+         records of {}",
         imported.customers,
         imported.orders,
         imported.idempotency_records,
+        imported.events,
+        imported.deliveries,
         imported.webstores.join(", ")
     ));
     Ok(imported)
@@ -321,6 +514,7 @@ fn undo(
         }
         let mut batch = WriteBatch::default();
         match record {
+            Record::Header(_) => return Ok(true),
             Record::Customer(customer) => {
                 batch.delete(keys::customer(customer.id));
                 let email_key = crate::domain::email::fold(&customer.email);
@@ -335,6 +529,13 @@ fn undo(
             Record::Idempotency(webstore, key, _) => {
                 batch.delete(keys::idempotency_version(&webstore, &key, 1))
             }
+            Record::Event(webstore, sequence, _) => batch.delete(keys::event(&webstore, sequence)),
+            // The store held no mark of the webstore before (the check refuses webstores
+            // with events), so the import's is removed whole.
+            Record::EventsPruned(webstore, _) => batch.delete(keys::events_pruned(&webstore)),
+            Record::Delivery(webstore, endpoint, _) => {
+                batch.delete(keys::delivery(&webstore, &endpoint))
+            }
         }
         batches.add(batch, Store::remove)?;
         Ok(true)
@@ -345,9 +546,10 @@ fn undo(
 
 /// Writes the export of one webstore's changes at `input` ([`super::export::export_changed`])
 /// over what `store` holds of webstore `webstore`, which this node does not serve yet: each
-/// record overwrites its keys, in batches within the log's limit, and `durable` makes them
-/// durable. Every record must be `webstore`'s, and every order's customer in the file. What
-/// it wrote, and the customers it wrote.
+/// record overwrites its keys, in batches within the log's limit (events keep their
+/// sequence numbers; the events-pruned mark removes the events up to it held here), and
+/// `durable` makes them durable. Every record must be `webstore`'s, and every order's
+/// customer in the file. What it wrote, and the customers it wrote.
 pub fn apply_live(
     store: &Store,
     webstore: &str,
@@ -361,12 +563,15 @@ pub fn apply_live(
         TransferError::line(number, format!("{what} is not webstore {webstore}'s"))
     };
     read_records(input, &mut |number, record| {
+        if let Some((owner, what)) = record.owner() {
+            if owner != webstore {
+                return Err(not_its(number, &what));
+            }
+        }
         let mut writes = WriteBatch::default();
         match &record {
+            Record::Header(_) => return Ok(true),
             Record::Customer(customer) => {
-                if customer.webstore_id != webstore {
-                    return Err(not_its(number, &format!("customer {}", customer.id)));
-                }
                 customers.insert(customer.id);
                 applied.customers += 1;
                 add_customer_record(&mut writes, customer);
@@ -385,11 +590,21 @@ pub fn apply_live(
                 add_order_record(&mut writes, order);
             }
             Record::Idempotency(owner, key, record) => {
-                if owner != webstore {
-                    return Err(not_its(number, &format!("idempotency key {key:?}")));
-                }
                 applied.idempotency_records += 1;
                 add_idempotency_record(&mut writes, owner, key, record);
+            }
+            Record::Event(owner, sequence, record) => {
+                applied.events += 1;
+                add_event_record(&mut writes, owner, *sequence, record);
+            }
+            Record::Delivery(owner, endpoint, record) => {
+                applied.deliveries += 1;
+                add_delivery_record(&mut writes, owner, endpoint, record);
+            }
+            Record::EventsPruned(owner, through) => {
+                batches.flush(Store::apply)?;
+                prune_to(store, &mut batches, owner, *through)?;
+                return Ok(true);
             }
         }
         batches.add(writes, Store::apply)?;

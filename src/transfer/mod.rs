@@ -2,7 +2,8 @@
 //! or one webstore moving to another host), and the online backup a running server writes
 //! when it gets SIGUSR1 (an export of the live store, restored with `boxsub import`).
 //!
-//! - [`format`](mod@format): the export format (JSON lines).
+//! - [`format`](mod@format): the export format (JSON lines): customers, orders, idempotency
+//!   records, and each webstore's events, events-pruned mark and webhook delivery records.
 //! - [`export`]: a store, live or stopped, into that format; always whole.
 //! - [`import`]: that format into a store, all or nothing.
 //!
@@ -12,6 +13,8 @@
 pub mod export;
 pub mod format;
 pub mod import;
+#[cfg(test)]
+mod tests;
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};

@@ -8,7 +8,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    customer_body, spawn_app, spawn_app_logging_to, spawn_app_on_with, store_a, DataDir, TestApp,
+    customer_body, sample, scrape, spawn_app, spawn_app_logging_to, spawn_app_on_with, store_a,
+    DataDir,
 };
 
 #[tokio::test]
@@ -60,44 +61,6 @@ async fn the_request_id_round_trips_and_is_made_up_when_absent() {
     let distinct: std::collections::HashSet<&String> = made_up.iter().collect();
     assert_eq!(distinct.len(), made_up.len(), "ids repeat: {made_up:?}");
     assert_ne!(unusable.header("x-request-id"), Some("x".repeat(200)));
-}
-
-/// Scrapes `/metrics` (no credentials) and parses it as the exposition format.
-async fn scrape(app: &TestApp) -> prometheus_parse::Scrape {
-    let response = app.get_without_auth("/metrics").await;
-    response.assert_status(200);
-    assert!(
-        response
-            .header("content-type")
-            .is_some_and(|kind| kind.starts_with("text/plain; version=0.0.4")),
-        "{:?}",
-        response.header("content-type")
-    );
-    let lines = response
-        .text()
-        .lines()
-        .map(|line| Ok(line.to_owned()))
-        .collect::<Vec<_>>();
-    prometheus_parse::Scrape::parse(lines.into_iter()).expect("the exposition format parses")
-}
-
-/// The value of a sample with these labels, 0 when absent.
-fn sample(scrape: &prometheus_parse::Scrape, name: &str, labels: &[(&str, &str)]) -> f64 {
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == name)
-        .filter(|s| labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => v,
-            prometheus_parse::Value::Histogram(ref buckets) => {
-                buckets.iter().map(|b| b.count).fold(0.0, f64::max)
-            }
-            _ => 0.0,
-        })
-        .sum()
 }
 
 #[tokio::test]

@@ -20,6 +20,9 @@
 //!   share (keyed creates, and the checks that nothing acknowledged is lost or doubled);
 //! - [`shards`]: two shards by webstore behind a real HAProxy, for moves between them (the
 //!   second may be a replicated group), and carts that write through it;
+//! - [`metrics`]: `/metrics` parsed;
+//! - [`receiver`]: a webhook receiver on loopback whose answers a test sets (and that can
+//!   go down and come back on its port);
 //! - [`links`]: TCP proxies on loopback that a test cuts (every byte stalls, nothing is
 //!   closed) and heals, between a group's nodes and their NATS servers.
 //!
@@ -34,7 +37,9 @@ mod fixtures;
 mod group;
 mod haproxy;
 mod links;
+mod metrics;
 mod nats;
+mod receiver;
 mod server;
 mod shards;
 mod skip;
@@ -59,7 +64,9 @@ pub use group::{
 };
 pub use haproxy::Haproxy;
 pub use links::Link;
+pub use metrics::{sample, scrape};
 pub use nats::{NatsCluster, NatsOptions, NatsSecurity};
+pub use receiver::{Answer, Delivery, Receiver};
 pub use server::{
     boxsub_command, run_to_exit, serve_to_exit, spawn_app, spawn_app_logging_to, spawn_app_on,
     spawn_app_on_under_ulimit, spawn_app_on_with, spawn_app_with, spawn_demo_app, try_spawn_app_on,

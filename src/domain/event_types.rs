@@ -1,0 +1,51 @@
+//! The types of events a webstore's writes make (`customer.created`, ...): their names in
+//! events, in the feed's `type` filter and in the catalogue's webhook subscriptions.
+//!
+//! Must not touch: what an event holds or how it is stored (`crate::events`).
+
+/// What an event tells of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EventType {
+    /// A customer was created.
+    CustomerCreated,
+    /// A customer was changed.
+    CustomerUpdated,
+    /// An order was created.
+    OrderCreated,
+}
+
+impl EventType {
+    /// Every type, in the order the documents list them.
+    pub const ALL: [EventType; 3] = [
+        EventType::CustomerCreated,
+        EventType::CustomerUpdated,
+        EventType::OrderCreated,
+    ];
+
+    /// Its name in events, feeds and the catalogue.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventType::CustomerCreated => "customer.created",
+            EventType::CustomerUpdated => "customer.updated",
+            EventType::OrderCreated => "order.created",
+        }
+    }
+
+    /// The type named `name`.
+    pub fn parse(name: &str) -> Option<EventType> {
+        EventType::ALL.into_iter().find(|kind| kind.name() == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_type_is_named_and_read_back() {
+        for kind in EventType::ALL {
+            assert_eq!(EventType::parse(kind.name()), Some(kind));
+        }
+        assert_eq!(EventType::parse("order.deleted"), None);
+    }
+}

@@ -1,0 +1,413 @@
+//! One webhook endpoint's deliveries: a task of its own that sends the webstore's events of
+//! the types the endpoint wants, one at a time and in sequence order, each once its write is
+//! durable (never past the webstore's watermark), and records where it stands in the store
+//! ([`DeliveryRecord`]), so that a restart or a failover goes on from there and a retry's
+//! schedule survives them. An endpoint's failures delay only its own deliveries: each has
+//! its own task, its own HTTP client and connections, and no request of the API waits for
+//! any of it.
+//!
+//! The task ends when the endpoint leaves the catalogue or its webstore stops being served
+//! here (moved away, frozen for a move); the supervisor ([`super`]) starts it again when it
+//! comes back.
+//!
+//! Must not touch: the events themselves (it reads them), other endpoints.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use super::destination;
+use super::schedule::{wait_after, Outcome};
+use super::signing::signature_header;
+use super::WebhookSettings;
+use crate::domain::event_types::EventType;
+use crate::domain::webhooks::Webhook;
+use crate::events::sequence::Sequencer;
+use crate::metrics::METRICS;
+use crate::service::placement::Served;
+use crate::service::Service;
+use crate::store::codec::{DeliveryRecord, EventRecord};
+use crate::store::{Store, StoreError};
+
+/// How often a waiting task looks again at what may have changed without waking it: an
+/// operator's redelivery, the catalogue, the webstore's placement.
+const LOOK_AGAIN: Duration = Duration::from_secs(1);
+/// The longest a run of successful deliveries goes without recording where it stands (a
+/// restart redelivers at most this much: deliveries are at least once).
+const RECORD_EVERY: Duration = Duration::from_millis(200);
+
+/// Where a task stands, and whether the store has heard of it.
+struct Position {
+    record: DeliveryRecord,
+    unsaved: bool,
+    saved_at: Instant,
+}
+
+/// Runs the deliveries of endpoint `endpoint_id` of webstore `webstore_id` until it leaves
+/// the catalogue or the webstore is not served here.
+pub async fn run(
+    service: Arc<Service>,
+    settings: WebhookSettings,
+    webstore_id: String,
+    endpoint_id: String,
+) {
+    let labels = [webstore_id.as_str(), endpoint_id.as_str()];
+    match deliver_until_gone(&service, settings, &webstore_id, &endpoint_id).await {
+        Ok(()) => {}
+        Err(error) => tracing::warn!(
+            webstore = %webstore_id,
+            endpoint = %endpoint_id,
+            %error,
+            "webhook deliveries stopped by a store failure; they start again within seconds"
+        ),
+    }
+    let _ = METRICS
+        .webhook_oldest_undelivered
+        .remove_label_values(&labels);
+    let _ = METRICS.webhook_disabled.remove_label_values(&labels);
+}
+
+/// The endpoint as the catalogue in force has it, while its webstore is served here.
+fn current(service: &Service, webstore_id: &str, endpoint_id: &str) -> Option<Webhook> {
+    if service.placement().served(webstore_id) != Served::Here {
+        return None;
+    }
+    let webstore = service.catalogue().webstore_by_id(webstore_id)?.clone();
+    webstore
+        .webhooks
+        .iter()
+        .find(|webhook| webhook.id == endpoint_id)
+        .cloned()
+}
+
+async fn deliver_until_gone(
+    service: &Service,
+    settings: WebhookSettings,
+    webstore_id: &str,
+    endpoint_id: &str,
+) -> Result<(), StoreError> {
+    let store = service.registry().store().clone();
+    let sequencer = service.events().sequencer(webstore_id)?;
+    let labels = [webstore_id, endpoint_id];
+    let mut position = match store.delivery(webstore_id, endpoint_id)? {
+        Some(record) => Position {
+            record,
+            unsaved: false,
+            saved_at: Instant::now(),
+        },
+        None => {
+            // A new endpoint is sent what happens from now on; the operator redelivers older
+            // events if it wants them. Not past the last event stored: the watermark may
+            // stand on a number whose write was given up, which a restart may give out again.
+            let start = sequencer
+                .watermark()
+                .min(store.last_event_sequence(webstore_id)?);
+            let mut fresh = Position {
+                record: DeliveryRecord {
+                    delivered_through: start,
+                    ..DeliveryRecord::default()
+                },
+                unsaved: true,
+                saved_at: Instant::now(),
+            };
+            save(&store, webstore_id, endpoint_id, &mut fresh)?;
+            fresh
+        }
+    };
+    let mut client: Option<(bool, reqwest::Client)> = None;
+    loop {
+        if let Some(after) = store.redelivery(webstore_id, endpoint_id)? {
+            tracing::info!(
+                webstore = %webstore_id,
+                endpoint = %endpoint_id,
+                after,
+                "redelivering the events after the operator's cursor"
+            );
+            position.record = DeliveryRecord {
+                delivered_through: after,
+                ..DeliveryRecord::default()
+            };
+            position.unsaved = true;
+            save(&store, webstore_id, endpoint_id, &mut position)?;
+            drop(store.clear_redelivery(webstore_id, endpoint_id)?);
+        }
+        let Some(webhook) = current(service, webstore_id, endpoint_id) else {
+            save(&store, webstore_id, endpoint_id, &mut position)?;
+            return Ok(());
+        };
+        METRICS
+            .webhook_disabled
+            .with_label_values(&labels)
+            .set(i64::from(position.record.disabled.is_some()));
+        if position.record.disabled.is_some() {
+            METRICS
+                .webhook_oldest_undelivered
+                .with_label_values(&labels)
+                .set(0);
+            tokio::time::sleep(LOOK_AGAIN).await;
+            continue;
+        }
+        // Made before the watermark is read, so that a move in between still wakes it.
+        let moved = sequencer.moved();
+        let pruned = store.events_pruned_through(webstore_id)?;
+        if position.record.delivered_through < pruned {
+            tracing::warn!(
+                webstore = %webstore_id,
+                endpoint = %endpoint_id,
+                from = position.record.delivered_through + 1,
+                through = pruned,
+                "events the endpoint had not had were removed by the retention: they are skipped"
+            );
+            position.record.delivered_through = pruned;
+            position.unsaved = true;
+        }
+        let Some((sequence, event)) =
+            next_wanted(&store, &sequencer, webstore_id, &webhook, &mut position)?
+        else {
+            METRICS
+                .webhook_oldest_undelivered
+                .with_label_values(&labels)
+                .set(0);
+            save(&store, webstore_id, endpoint_id, &mut position)?;
+            let _ = tokio::time::timeout(LOOK_AGAIN, moved).await;
+            continue;
+        };
+        let now_ms = jiff::Timestamp::now().as_millisecond();
+        METRICS
+            .webhook_oldest_undelivered
+            .with_label_values(&labels)
+            .set((now_ms - event.created_at_ms).max(0) / 1000);
+        if position.record.next_attempt_ms > now_ms {
+            save(&store, webstore_id, endpoint_id, &mut position)?;
+            let due = Duration::from_millis((position.record.next_attempt_ms - now_ms) as u64);
+            tokio::time::sleep(due.min(LOOK_AGAIN)).await;
+            continue;
+        }
+        let client = match &client {
+            Some((allowed, client)) if *allowed == webhook.allow_private_network => client.clone(),
+            _ => {
+                let built = build_client(&settings, webhook.allow_private_network);
+                client = Some((webhook.allow_private_network, built.clone()));
+                built
+            }
+        };
+        let outcome = attempt(&client, &webhook, &event).await;
+        METRICS
+            .webhook_deliveries
+            .with_label_values(&[webstore_id, endpoint_id, outcome.label()])
+            .inc();
+        let record = &mut position.record;
+        match outcome {
+            Outcome::Delivered => {
+                if record.attempts == 0 {
+                    let waited = jiff::Timestamp::now().as_millisecond() - event.created_at_ms;
+                    METRICS
+                        .webhook_latency
+                        .observe(waited.max(0) as f64 / 1000.0);
+                }
+                *record = DeliveryRecord {
+                    delivered_through: sequence,
+                    ..DeliveryRecord::default()
+                };
+                position.unsaved = true;
+                if position.saved_at.elapsed() >= RECORD_EVERY {
+                    save(&store, webstore_id, endpoint_id, &mut position)?;
+                }
+            }
+            Outcome::Gone => {
+                tracing::error!(
+                    webstore = %webstore_id,
+                    endpoint = %endpoint_id,
+                    sequence,
+                    "the webhook endpoint answered 410 Gone: it is disabled until redelivered"
+                );
+                record.disabled = Some("it answered 410 Gone".to_owned());
+                position.unsaved = true;
+                save(&store, webstore_id, endpoint_id, &mut position)?;
+            }
+            failed => {
+                let now_ms = jiff::Timestamp::now().as_millisecond();
+                record.attempts = record.attempts.saturating_add(1);
+                if record.failing_since_ms == 0 {
+                    record.failing_since_ms = now_ms;
+                }
+                let failing_for =
+                    Duration::from_millis((now_ms - record.failing_since_ms).max(0) as u64);
+                if failing_for >= settings.give_up {
+                    tracing::error!(
+                        webstore = %webstore_id,
+                        endpoint = %endpoint_id,
+                        sequence,
+                        attempts = record.attempts,
+                        failing_secs = failing_for.as_secs(),
+                        outcome = failed.label(),
+                        "a webhook endpoint kept failing past the give-up time: it is disabled \
+                         until redelivered"
+                    );
+                    record.disabled = Some(format!(
+                        "its retries were given up after {} attempts over {} s (last: {})",
+                        record.attempts,
+                        failing_for.as_secs(),
+                        failed.label()
+                    ));
+                } else {
+                    let wait = wait_after(failed, settings.first_retry, record.attempts, jitter());
+                    record.next_attempt_ms = now_ms + wait.as_millis() as i64;
+                    tracing::warn!(
+                        webstore = %webstore_id,
+                        endpoint = %endpoint_id,
+                        sequence,
+                        attempts = record.attempts,
+                        outcome = failed.label(),
+                        retry_in_ms = wait.as_millis() as u64,
+                        "a webhook delivery failed; it is retried"
+                    );
+                }
+                position.unsaved = true;
+                save(&store, webstore_id, endpoint_id, &mut position)?;
+            }
+        }
+    }
+}
+
+/// The first event after the position, up to the watermark, of a type the endpoint wants;
+/// the position moves past the events it does not want.
+fn next_wanted(
+    store: &Store,
+    sequencer: &Sequencer,
+    webstore_id: &str,
+    webhook: &Webhook,
+    position: &mut Position,
+) -> Result<Option<(u64, EventRecord)>, StoreError> {
+    let watermark = sequencer.watermark();
+    let mut found = None;
+    let mut passed = position.record.delivered_through;
+    store.for_each_event(
+        webstore_id,
+        position.record.delivered_through,
+        watermark,
+        &mut |sequence, record| {
+            let wanted =
+                EventType::parse(&record.event_type).is_some_and(|kind| webhook.wants(kind));
+            if wanted {
+                found = Some((sequence, record));
+                return false;
+            }
+            passed = sequence;
+            true
+        },
+    )?;
+    if passed != position.record.delivered_through {
+        position.record.delivered_through = passed;
+        position.record.attempts = 0;
+        position.record.failing_since_ms = 0;
+        position.record.next_attempt_ms = 0;
+        position.unsaved = true;
+    }
+    Ok(found)
+}
+
+/// Records the position if it changed since it was last recorded. Not waited for: a
+/// position lost to a crash only sends again what was sent.
+fn save(
+    store: &Store,
+    webstore_id: &str,
+    endpoint_id: &str,
+    position: &mut Position,
+) -> Result<(), StoreError> {
+    if position.unsaved {
+        drop(store.set_delivery(webstore_id, endpoint_id, &position.record)?);
+        position.unsaved = false;
+        position.saved_at = Instant::now();
+    }
+    Ok(())
+}
+
+fn build_client(settings: &WebhookSettings, allow_private: bool) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(settings.timeout)
+        .connect_timeout(settings.timeout.min(Duration::from_secs(5)))
+        .no_proxy()
+        .dns_resolver(destination::resolver(allow_private))
+        .user_agent(concat!("boxsub-webhooks/", env!("CARGO_PKG_VERSION")))
+        .pool_max_idle_per_host(1)
+        .build()
+        .unwrap_or_else(|error| {
+            // Building fails only when TLS cannot start; a plain client still delivers to
+            // http endpoints and reports https ones as unreachable.
+            tracing::error!(%error, "the webhook client could not be built with its settings");
+            reqwest::Client::new()
+        })
+}
+
+/// The id an event is delivered as (`webhook-id`): its own.
+#[derive(Deserialize)]
+struct EventHead<'a> {
+    id: &'a str,
+}
+
+/// One attempt to deliver `event` to `webhook`.
+async fn attempt(client: &reqwest::Client, webhook: &Webhook, event: &EventRecord) -> Outcome {
+    if destination::refused_literal(&webhook.url, webhook.allow_private_network) {
+        return Outcome::Refused;
+    }
+    let Ok(head) = serde_json::from_slice::<EventHead<'_>>(&event.json) else {
+        // An event is written by this service and always has its id; a broken one is
+        // reported as a failure rather than sent unsigned.
+        return Outcome::Failed(0);
+    };
+    let timestamp = jiff::Timestamp::now().as_second();
+    let signature = signature_header(&webhook.secrets, head.id, timestamp, &event.json);
+    let sent = client
+        .post(webhook.url.clone())
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header("webhook-id", head.id)
+        .header("webhook-timestamp", timestamp)
+        .header("webhook-signature", signature)
+        .body(event.json.clone())
+        .send()
+        .await;
+    match sent {
+        Ok(response) => {
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned);
+            let outcome = Outcome::of_status(response.status().as_u16(), retry_after.as_deref());
+            // The body is not wanted; dropping the response lets the connection go back
+            // to the pool when it is complete, or closes it.
+            drop(response);
+            outcome
+        }
+        Err(error) if error.is_timeout() => Outcome::Timeout,
+        Err(error) if is_refused_by_resolver(&error) => Outcome::Refused,
+        Err(_) => Outcome::Unreachable,
+    }
+}
+
+/// Whether a failed request was stopped by the resolver's check of private addresses.
+fn is_refused_by_resolver(error: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if current
+            .to_string()
+            .contains("has no address a webhook may reach")
+        {
+            return true;
+        }
+        source = current.source();
+    }
+    false
+}
+
+/// A number uniform in 0..1 for a retry's jitter.
+fn jitter() -> f64 {
+    let mut bytes = [0u8; 4];
+    if getrandom::getrandom(&mut bytes).is_err() {
+        return 0.5;
+    }
+    f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX)
+}
