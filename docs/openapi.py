@@ -748,6 +748,27 @@ headers = {
         "required": True,
         "schema": {"type": "integer", "minimum": 1},
     },
+    "RateLimit-Policy": {
+        "description": (
+            "The caller's webstore's quotas, as draft-ietf-httpapi-ratelimit-headers-11 "
+            "writes them (a Structured Fields list): `writes` and `reads`, each `q` requests "
+            "in a window of `w` seconds (the burst, and the seconds it takes to earn it "
+            "back), and `concurrency`, `q` requests in progress at once "
+            "(`qu=\"concurrent-requests\"`), e.g. `\"writes\";q=100;w=1, "
+            "\"reads\";q=200;w=1, \"concurrency\";q=64;qu=\"concurrent-requests\"`. "
+            "On every answer to an authenticated request of a webstore this node serves."),
+        "schema": {"type": "string"},
+    },
+    "RateLimit": {
+        "description": (
+            "What is left of the quota this request took from (`writes` for creates and "
+            "changes, `reads` for everything else): `r` requests that may still come at "
+            "once, and `t` seconds until the quota is whole again, e.g. "
+            "`\"writes\";r=42;t=1`. A 429 names the quota it went past with `r=0` and `t` "
+            "equal to `Retry-After`. On every answer to an authenticated request of a "
+            "webstore this node serves."),
+        "schema": {"type": "string", "pattern": "^\"(writes|reads|concurrency)\";r=[0-9]+;t=[0-9]+$"},
+    },
     "Allow": {
         "description": "The methods the path supports, e.g. `GET, PATCH, PUT`.",
         "required": True,
@@ -905,12 +926,24 @@ responses = {
     },
     "TooManyRequests": {
         "description": (
-            "10 failed sign-ins for this email (in this webstore) within 15 minutes; "
-            "`Retry-After` says when the oldest of them expires."),
-        "headers": hdrs("Retry-After"),
+            "The caller's webstore went past one of its quotas (`RateLimit` names it, with "
+            "`r=0`): its writes or reads per second, or its requests in progress at once. "
+            "Nothing was changed; `Retry-After` says when a request of the same kind may "
+            "succeed. For a sign-in, also: 10 failed sign-ins for this email (in this "
+            "webstore) within 15 minutes; `Retry-After` says when the oldest of them "
+            "expires."),
+        "headers": hdrs("Retry-After", "RateLimit-Policy", "RateLimit"),
         "content": json_content(sref("Message"), msg_ex(
-            ("throttled", "Too many failed sign-in attempts for this email. Try again "
-                          "later."))),
+            ("writes", "This webstore has made more writes than its quota allows. Nothing "
+                       "was changed; try again after Retry-After seconds (RateLimit-Policy "
+                       "states the quota)."),
+            ("reads", "This webstore has made more reads than its quota allows. Try again "
+                      "after Retry-After seconds (RateLimit-Policy states the quota)."),
+            ("concurrency", "This webstore has as many requests in progress as its quota "
+                            "allows. Nothing was changed; try again when one has been "
+                            "answered."),
+            ("sign_in", "Too many failed sign-in attempts for this email. Try again "
+                        "later."))),
     },
     "HeadTooLarge": {
         "description": (
@@ -1048,7 +1081,7 @@ def common(body=False, auth=True, unprocessable=None, not_found=False, throttled
         out["413"] = r("PayloadTooLarge")
     if unprocessable:
         out["422"] = r(unprocessable)
-    if throttled:
+    if auth or throttled:
         out["429"] = r("TooManyRequests")
     out["431"] = r("HeadTooLarge")
     out["500"] = r("InternalError")
@@ -1720,6 +1753,23 @@ doc = {
         "responses": responses,
     },
 }
+
+# Every answer an authenticated request may get once its quotas have been counted carries
+# the quota fields: the answers of authenticated operations, and the shared responses they
+# use (not 401, 421 or 431, given before a webstore is known).
+QUOTA_FIELDS = {"RateLimit-Policy": ref("headers", "RateLimit-Policy"),
+                "RateLimit": ref("headers", "RateLimit")}
+for name, response in responses.items():
+    if name not in ("Unauthorized", "Misdirected", "HeadTooLarge"):
+        response.setdefault("headers", hdrs()).update(
+            {k: v for k, v in QUOTA_FIELDS.items() if k not in response.get("headers", {})})
+for path_item in paths.values():
+    for operation in path_item.values():
+        if not isinstance(operation, dict) or operation.get("security") == []:
+            continue
+        for status, response in operation.get("responses", {}).items():
+            if "$ref" not in response:
+                response.setdefault("headers", hdrs()).update(QUOTA_FIELDS)
 
 with open(OUT, "w", encoding="utf-8") as f:
     json.dump(doc, f, indent=2, ensure_ascii=False)

@@ -183,6 +183,13 @@ pub struct ServeConfig {
     /// Catalogue JSON file; without it the built-in demo catalogue is used.
     #[arg(long, env = "BOXSUB_CATALOGUE")]
     pub catalogue: Option<PathBuf>,
+    /// API requests in service at once (handed to the actors and the log); more wait in one
+    /// queue per webstore and are admitted a webstore at a time in turn, so that one
+    /// webstore's flood cannot hold up another's requests. Enough to keep group commit's
+    /// batches full; far below the connection limit.
+    #[arg(long, env = "BOXSUB_ADMISSION_SLOTS", default_value_t = 128,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub admission_slots: u64,
     /// Deadline, in milliseconds, for each call to a customer actor.
     #[arg(long, env = "BOXSUB_CALL_TIMEOUT_MS", default_value_t = 5000)]
     pub call_timeout_ms: u64,

@@ -58,6 +58,7 @@ pub mod index;
 pub mod keygen;
 pub mod metrics;
 pub mod node;
+pub mod quotas;
 pub mod registry;
 pub mod replication;
 #[cfg(feature = "tools")]

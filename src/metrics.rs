@@ -91,6 +91,14 @@ pub struct Metrics {
     pub webhook_latency: Histogram,
     /// `boxsub_events_pruned_total`: events the retention sweep removed.
     pub events_pruned: IntCounter,
+    /// `boxsub_webstore_requests_total{webstore,outcome}`: authenticated API requests by
+    /// what their quotas made of them (`admitted`, or `throttled_` and the quota).
+    pub webstore_requests: IntCounterVec,
+    /// `boxsub_admission_wait_seconds{webstore}`: how long admitted requests waited for a
+    /// turn while the host was saturated (0 for most).
+    pub admission_wait: HistogramVec,
+    /// `boxsub_admission_in_service`: requests admitted and not yet answered.
+    pub admission_in_service: IntGauge,
 }
 
 /// The process's metrics.
@@ -328,6 +336,39 @@ impl Metrics {
                 &registry,
                 "boxsub_events_pruned_total",
                 "Events the retention sweep removed (--events-retention).",
+            ),
+            webstore_requests: counter_vec(
+                &registry,
+                "boxsub_webstore_requests_total",
+                "Authenticated API requests of each webstore by outcome: admitted, or \
+                 throttled_writes, throttled_reads, throttled_concurrency (a 429 for that \
+                 quota).",
+                &["webstore", "outcome"],
+            ),
+            admission_wait: {
+                let family = HistogramVec::new(
+                    HistogramOpts::new(
+                        "boxsub_admission_wait_seconds",
+                        "How long each webstore's admitted requests waited for their turn \
+                         while every admission slot was taken (0 when one was free).",
+                    )
+                    .buckets(vec![
+                        0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                        1.0,
+                    ]),
+                    &["webstore"],
+                )
+                .expect("metric names and labels are valid");
+                registry
+                    .register(Box::new(family.clone()))
+                    .expect("each family is registered once");
+                family
+            },
+            admission_in_service: gauge(
+                &registry,
+                "boxsub_admission_in_service",
+                "API requests admitted and not yet answered (at most --admission-slots; \
+                 more wait their turn).",
             ),
             idempotency_records: gauge(
                 &registry,

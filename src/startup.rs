@@ -602,6 +602,7 @@ fn service_settings(config: &ServeConfig) -> ServiceSettings {
         idempotency_ttl_secs: config.idempotency_ttl_secs,
         webstores: config.webstores.clone(),
         event_views: EventViewsHandle(Arc::new(crate::http::ApiViews)),
+        admission_slots: config.admission_slots as usize,
     }
 }
 

@@ -14,6 +14,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use super::quotas::{QuotaSettings, QuotasFile};
 use super::schedule::{Day, WeekDays};
 use super::webhooks::{build_webhooks, Webhook, WebhookFile};
 
@@ -373,6 +374,8 @@ pub struct Webstore {
     pub producers: BTreeMap<String, Producer>,
     /// Its webhook endpoints.
     pub webhooks: Vec<Webhook>,
+    /// What it may do (its own `quotas` over the catalogue's).
+    pub quotas: QuotaSettings,
 }
 
 /// A producer's account: who may sign in to the web app and see their webstore's day.
@@ -556,6 +559,9 @@ pub fn secret_sha256(secret: &str) -> String {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CatalogueFile {
+    /// The quotas of every webstore that names none (field by field).
+    #[serde(default)]
+    quotas: QuotasFile,
     webstores: Vec<WebstoreFile>,
 }
 
@@ -605,6 +611,8 @@ struct WebstoreFile {
     producers: Vec<ProducerFile>,
     #[serde(default)]
     webhooks: Vec<WebhookFile>,
+    #[serde(default)]
+    quotas: QuotasFile,
     #[serde(default)]
     delivery_services: Vec<DeliveryServiceFile>,
     #[serde(default)]
@@ -717,6 +725,15 @@ fn build(
     let mut webstore_ids = HashSet::new();
     let mut producer_emails = HashSet::new();
     let mut next_idx = previous.map_or(0, |p| p.next_idx);
+    let default_quotas = match file.quotas.over(QuotaSettings::DEFAULT) {
+        Ok(quotas) => quotas,
+        Err(quota_problems) => {
+            for problem in quota_problems {
+                problems.add("quotas", problem);
+            }
+            QuotaSettings::DEFAULT
+        }
+    };
     for (position, raw) in file.webstores.into_iter().enumerate() {
         let before = problems.count();
         let place = format!("webstores[{position}] ({})", raw.id);
@@ -756,6 +773,15 @@ fn build(
         for (i, problem) in webhook_problems {
             problems.add(format!("{place}.webhooks[{i}]"), problem);
         }
+        let quotas = raw
+            .quotas
+            .over(default_quotas)
+            .unwrap_or_else(|quota_problems| {
+                for problem in quota_problems {
+                    problems.add(format!("{place}.quotas"), problem);
+                }
+                default_quotas
+            });
         let zone = super::time_zones::resolve(&raw.time_zone);
         if zone.is_none() {
             problems.add(
@@ -814,6 +840,7 @@ fn build(
             zone,
             producers,
             webhooks,
+            quotas,
         }));
     }
     if !problems.0.is_empty() {

@@ -13,6 +13,7 @@ pub mod order;
 pub mod paging;
 pub mod password;
 pub mod placement;
+pub mod quotas;
 pub mod schedule;
 pub mod throttle;
 pub mod time_zones;

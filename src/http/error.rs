@@ -9,6 +9,7 @@ use warp::reply::Response;
 use warp::Rejection;
 
 use crate::domain::fields::FieldErrors;
+use crate::quotas::{Quota, Throttled};
 use crate::service::{Refusal, ServiceError};
 
 use super::router::RouteError;
@@ -51,6 +52,9 @@ pub enum ApiError {
     /// Sign-in throttled.
     #[error("throttled")]
     Throttled(Duration),
+    /// The caller's webstore went past one of its quotas; nothing was changed.
+    #[error("over its {} quota", .0.quota.name())]
+    OverQuota(Throttled),
     /// Overloaded or shutting down; nothing was changed.
     #[error("unavailable")]
     Unavailable,
@@ -95,7 +99,7 @@ impl ApiError {
             ApiError::UnreadableBody => StatusCode::BAD_REQUEST,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::InvalidJson | ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Throttled(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Throttled(_) | ApiError::OverQuota(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Misdirected => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::CursorGone(_) => StatusCode::GONE,
@@ -131,6 +135,21 @@ impl ApiError {
             ApiError::Throttled(_) => {
                 "Too many failed sign-in attempts for this email. Try again later."
             }
+            ApiError::OverQuota(throttled) => match throttled.quota {
+                Quota::Writes => {
+                    "This webstore has made more writes than its quota allows. Nothing was \
+                     changed; try again after Retry-After seconds (RateLimit-Policy states \
+                     the quota)."
+                }
+                Quota::Reads => {
+                    "This webstore has made more reads than its quota allows. Try again after \
+                     Retry-After seconds (RateLimit-Policy states the quota)."
+                }
+                Quota::Concurrency => {
+                    "This webstore has as many requests in progress as its quota allows. \
+                     Nothing was changed; try again when one has been answered."
+                }
+            },
             ApiError::Unavailable => "Service temporarily unavailable. Try again shortly.",
             ApiError::Conflict(_) => "Conflict",
             ApiError::CursorGone(true) => {
@@ -192,6 +211,7 @@ impl ApiError {
                 let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
             }
+            ApiError::OverQuota(throttled) => super::ratelimit::stamp_refusal(headers, &throttled),
             ApiError::Unavailable
             | ApiError::NotPrimary
             | ApiError::Moving

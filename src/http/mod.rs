@@ -10,6 +10,7 @@ mod body;
 mod error;
 mod handlers;
 mod observe;
+mod ratelimit;
 mod router;
 pub mod server;
 mod views;
@@ -30,6 +31,7 @@ use warp::Filter;
 use crate::app::{AppAnswer, AppRequest, AppSettings};
 use crate::domain::catalogue::Webstore;
 use crate::node::Node;
+use crate::quotas::Kind;
 use crate::service::placement::Served;
 use crate::service::Service;
 
@@ -327,7 +329,46 @@ where
     if !placement.serves(&webstore.settings.id) {
         return Err(ApiError::Misdirected);
     }
-    let endpoint = router::resolve(method, path)?;
+    // Every answer to the webstore from here on counts against its quotas and says so.
+    let endpoint = router::resolve(method, path);
+    let kind = match endpoint {
+        Ok(endpoint) if endpoint.writes() => Kind::Write,
+        _ => Kind::Read,
+    };
+    let granted = service
+        .quotas()
+        .admit(&webstore, kind)
+        .await
+        .map_err(ApiError::OverQuota)?;
+    let call = Call {
+        service,
+        webstore: &webstore,
+        params: Params::parse(query.as_bytes()),
+        headers,
+    };
+    let mut response = match endpoint {
+        Ok(endpoint) => answer(&call, endpoint, body, body_timeout).await,
+        Err(error) => Err(error.into()),
+    }
+    .unwrap_or_else(ApiError::into_response);
+    ratelimit::stamp(response.headers_mut(), &granted);
+    Ok(response)
+}
+
+/// The answer of `endpoint` to a caller its quotas let through.
+async fn answer<S, B>(
+    call: &Call<'_>,
+    endpoint: Endpoint,
+    body: S,
+    body_timeout: Duration,
+) -> Result<Response, ApiError>
+where
+    S: Stream<Item = Result<B, warp::Error>> + Send,
+    B: Buf + Send,
+{
+    use Endpoint::*;
+    let webstore = call.webstore;
+    let placement = call.service.placement();
     // A write holds its webstore's ticket until it is answered, so that a move's freeze
     // waits for it (see `service::placement`).
     let _write = if endpoint.writes() {
@@ -342,34 +383,29 @@ where
     } else {
         None
     };
-    let call = Call {
-        service,
-        webstore: &webstore,
-        params: Params::parse(query.as_bytes()),
-        headers,
-    };
+    let headers = call.headers;
     let read_body = || read_limited(body, content_length(headers), body_timeout);
     match endpoint {
         Ping => Ok(no_content()),
-        ListCustomers => handlers::list_customers(&call).await,
-        CreateCustomer => handlers::create_customer(&call, &read_body().await?).await,
+        ListCustomers => handlers::list_customers(call).await,
+        CreateCustomer => handlers::create_customer(call, &read_body().await?).await,
         SignIn => {
             let form = is_form(headers);
-            handlers::sign_in(&call, &read_body().await?, form).await
+            handlers::sign_in(call, &read_body().await?, form).await
         }
-        GetCustomer(id) => handlers::get_customer(&call, id).await,
-        UpdateCustomer(id) => handlers::update_customer(&call, id, &read_body().await?).await,
-        ListOrders => handlers::list_orders(&call).await,
-        CreateOrder => handlers::create_order(&call, &read_body().await?).await,
-        GetOrder(id) => handlers::get_order(&call, id).await,
-        ListBoxes => Ok(handlers::list_boxes(&call)),
-        GetBox(id) => handlers::get_box(&call, id),
-        ListDeliveryServices => Ok(handlers::list_delivery_services(&call)),
-        GetDeliveryService(id) => handlers::get_delivery_service(&call, id),
-        GetWebstore => Ok(handlers::get_webstore(&call)),
-        ListDeliveries => handlers::list_deliveries(&call).await,
+        GetCustomer(id) => handlers::get_customer(call, id).await,
+        UpdateCustomer(id) => handlers::update_customer(call, id, &read_body().await?).await,
+        ListOrders => handlers::list_orders(call).await,
+        CreateOrder => handlers::create_order(call, &read_body().await?).await,
+        GetOrder(id) => handlers::get_order(call, id).await,
+        ListBoxes => Ok(handlers::list_boxes(call)),
+        GetBox(id) => handlers::get_box(call, id),
+        ListDeliveryServices => Ok(handlers::list_delivery_services(call)),
+        GetDeliveryService(id) => handlers::get_delivery_service(call, id),
+        GetWebstore => Ok(handlers::get_webstore(call)),
+        ListDeliveries => handlers::list_deliveries(call).await,
         OpenApi => Ok(handlers::openapi()),
-        ListEvents => handlers::list_events(&call),
+        ListEvents => handlers::list_events(call),
     }
 }
 

@@ -43,6 +43,7 @@ use crate::domain::placement::Ownership;
 use crate::events::feed::{self, CursorError};
 use crate::events::{EventViews, Events};
 use crate::metrics::METRICS;
+use crate::quotas::Quotas;
 use crate::registry::{Registry, RegistryError};
 use crate::store::{Store, StoreError};
 
@@ -204,6 +205,9 @@ pub struct ServiceSettings {
     pub webstores: Option<Vec<String>>,
     /// How events render their resources (the front end's views).
     pub event_views: EventViewsHandle,
+    /// API requests in service at once before more wait their webstore's turn
+    /// (`--admission-slots`).
+    pub admission_slots: usize,
 }
 
 /// The front end's views, as the service's settings carry them.
@@ -254,6 +258,8 @@ pub struct Service {
     producer_sessions: producers::ProducerSessions,
     /// The webstores' events.
     events: Arc<Events>,
+    /// The webstores' quotas and fair admission.
+    quotas: Quotas,
 }
 
 impl Service {
@@ -273,7 +279,9 @@ impl Service {
         }
         let placement = Placement::new(settings.webstores.clone(), recorded);
         let events = Arc::new(Events::new(store.clone(), settings.event_views.0.clone()));
+        let quotas = Quotas::new(&catalogue.get(), settings.admission_slots);
         Ok(Service {
+            quotas,
             placement,
             id_range: settings.id_range,
             producer_throttles: SignInThrottles::default(),
@@ -301,6 +309,11 @@ impl Service {
     /// Which webstores this node serves, and their write gates.
     pub fn placement(&self) -> &Placement {
         &self.placement
+    }
+
+    /// The webstores' quotas, and the admission of requests while the host is saturated.
+    pub fn quotas(&self) -> &Quotas {
+        &self.quotas
     }
 
     /// The webstores' events (the feed and the webhooks read them).
@@ -354,6 +367,7 @@ impl Service {
             }
         }
         self.registry.add_webstores(&next)?;
+        self.quotas.reload(&next);
         self.catalogue.replace(next.clone());
         Ok(next)
     }

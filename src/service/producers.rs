@@ -247,6 +247,7 @@ mod tests {
             event_views: crate::service::EventViewsHandle(std::sync::Arc::new(
                 crate::http::ApiViews,
             )),
+            admission_slots: 64,
         };
         Service::new(catalogue, Store::open_for_test(dir), settings).unwrap()
     }

@@ -84,6 +84,7 @@ fn service_over(dir: &Path, gate: &LogGate) -> (Arc<Service>, Arc<Webstore>) {
         idempotency_ttl_secs: 86_400,
         webstores: None,
         event_views: crate::service::EventViewsHandle(std::sync::Arc::new(crate::http::ApiViews)),
+        admission_slots: 64,
     };
     let catalogue = Catalogue::demo(0);
     let webstore = catalogue.webstores()[0].clone();

@@ -191,6 +191,7 @@ fn harness_with(dir: &Path, call_timeout: Duration, listing_held: bool) -> Harne
         idempotency_ttl_secs: 86_400,
         webstores: None,
         event_views: crate::service::EventViewsHandle(Arc::new(crate::http::ApiViews)),
+        admission_slots: 64,
     };
     let catalogue = Arc::new(Catalogue::demo(0));
     let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();
@@ -673,6 +674,7 @@ async fn below_the_free_space_reserve_writes_are_refused_and_reads_go_on() {
         idempotency_ttl_secs: 86_400,
         webstores: None,
         event_views: crate::service::EventViewsHandle(Arc::new(crate::http::ApiViews)),
+        admission_slots: 64,
     };
     let catalogue = Arc::new(Catalogue::demo(0));
     let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();

@@ -34,6 +34,7 @@ mod moves;
 mod operations;
 mod orders;
 mod partitions;
+mod quotas;
 mod replication;
 mod robustness;
 mod schedules;

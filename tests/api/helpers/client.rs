@@ -58,7 +58,7 @@ impl TestResponse {
     }
 
     /// The request, status, headers and body, for failure messages.
-    pub(super) fn describe(&self) -> String {
+    pub fn describe(&self) -> String {
         format!(
             "{} answered {} with headers {:?} and body {}",
             self.request,
