@@ -71,9 +71,12 @@ pub struct BenchConfig {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Run only the scenarios whose names contain this text.
+    /// Run only the scenarios whose names contain this text (`noisy_neighbour` is one).
     #[arg(long)]
     pub only: Option<String>,
+    /// Connections of webstore A's flood in the noisy-neighbour scenario.
+    #[arg(long, default_value_t = 512)]
+    pub flood_connections: usize,
 }
 
 /// Settings of `boxsub-tools day-page`.
@@ -139,7 +142,11 @@ async fn bench(config: &BenchConfig) -> Result<(), String> {
     let report = crate::bench::run(config).await?;
     println!("{}", crate::bench::markdown(&report));
     write_json(config.json.as_deref(), &report)?;
-    let errors: u64 = report.scenarios.iter().map(|s| s.errors).sum();
+    let errors: u64 = report.scenarios.iter().map(|s| s.errors).sum::<u64>()
+        + report
+            .noisy_neighbour
+            .as_ref()
+            .map_or(0, |noisy| noisy.errors());
     if errors > 0 {
         return Err(format!(
             "{errors} benchmark requests did not get the expected status"

@@ -414,7 +414,7 @@ struct Tally {
 /// Runs the whole measurement.
 pub async fn day_page(config: &DayPageConfig) -> Result<DayPageReport, String> {
     let scratch = Scratch::new()?;
-    let server = Server::start(Program::Service, &serve_args(&scratch.path("day"), "on"))?;
+    let server = Server::start(Program::Service, &serve_args(&scratch.path("day"), "on")?)?;
     let deliveries = config.deliveries;
     let pages = deliveries.div_ceil(PER_PAGE);
     eprintln!("seeding {deliveries} customers with an order each on {DATE}...");

@@ -22,7 +22,7 @@ pub(super) async fn measure_expiry(
 ) -> Result<ExpiryReport, String> {
     let dir = scratch.path("expiry");
     seed(&dir, SEEDED, 1)?;
-    let mut args = serve_args(&dir, "on");
+    let mut args = serve_args(&dir, "on")?;
     args.extend(["--idempotency-ttl".to_owned(), EXPIRY_TTL.to_string()]);
     let server = Server::start(Program::Service, &args)?;
     let run = std::time::SystemTime::now()
@@ -44,7 +44,7 @@ pub(super) async fn measure_expiry(
             }
             keyed
         }),
-        expect: Arc::new(|_| 201),
+        expect: load::expect_status(201),
     };
     eprintln!("keyed creates for {EXPIRY_SECONDS} s with --idempotency-ttl {EXPIRY_TTL}...");
     let started = Instant::now();

@@ -12,7 +12,7 @@ use super::{round, DeliveryListReport, RestartReport, SequentialReport};
 /// Seconds from process start until the first answered request, and the server.
 async fn time_to_first_answer(dir: &Path) -> Result<(f64, Server, Instant), String> {
     let started = Instant::now();
-    let server = Server::start(Program::Service, &serve_args(dir, "on"))?;
+    let server = Server::start(Program::Service, &serve_args(dir, "on")?)?;
     let lookup = request(
         "GET",
         "/v1/customers?email=seed1@example.com",
@@ -103,7 +103,7 @@ pub(super) async fn measure_restart(
     customers: u64,
     orders_per_customer: u64,
 ) -> Result<RestartReport, String> {
-    let empty = Server::start(Program::Service, &serve_args(&scratch.path("empty"), "on"))?;
+    let empty = Server::start(Program::Service, &serve_args(&scratch.path("empty"), "on")?)?;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let empty_rss = empty.rss_mib();
     empty.stop();

@@ -22,8 +22,13 @@ use tokio::net::TcpStream;
 pub type Req = Request<Full<Bytes>>;
 /// Builds the request for sequence number `n` (unique across connections).
 pub type RequestFn = Arc<dyn Fn(u64) -> Req + Send + Sync>;
-/// The status that request `n` must get.
-pub type ExpectFn = Arc<dyn Fn(u64) -> u16 + Send + Sync>;
+/// Whether request `n` got a status it may get.
+pub type ExpectFn = Arc<dyn Fn(u64, u16) -> bool + Send + Sync>;
+
+/// Every request must get `status`.
+pub fn expect_status(status: u16) -> ExpectFn {
+    Arc::new(move |_, got| got == status)
+}
 
 /// Latencies above this (one minute, in µs) are recorded as this.
 const HIGHEST_US: u64 = 60_000_000;
@@ -145,7 +150,7 @@ async fn connection(spec: LoadSpec, index: u64, measure_from: Instant, end: Inst
             continue;
         }
         let request = (spec.request)(sequence);
-        let expected = (spec.expect)(sequence);
+        let n = sequence;
         sequence += spec.connections as u64;
         let sent = Instant::now();
         let answer = client.send(request).await;
@@ -157,7 +162,7 @@ async fn connection(spec: LoadSpec, index: u64, measure_from: Instant, end: Inst
             Ok(answer) => {
                 result.requests += 1;
                 record_since(&mut result.latencies_us, sent);
-                if answer.status != expected {
+                if !(spec.expect)(n, answer.status) {
                     result.errors += 1;
                 }
             }

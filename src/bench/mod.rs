@@ -23,12 +23,14 @@ mod day;
 mod expiry;
 mod large_store;
 pub mod load;
+mod noisy_neighbour;
 mod report;
 mod scenarios;
 mod servers;
 mod webhook_receiver;
 
 pub use day::{day_page, DayPageReport, DayRead};
+pub use noisy_neighbour::{NoisyNeighbourReport, NoisyRun};
 pub use report::markdown;
 pub use servers::bare_server;
 pub use webhook_receiver::{webhook_receiver, ReceiverStats};
@@ -41,9 +43,10 @@ use serde::Serialize;
 use crate::tools::BenchConfig;
 use expiry::measure_expiry;
 use large_store::measure_restart;
+use noisy_neighbour::measure_noisy_neighbour;
 use load::{LoadResult, LoadSpec};
 use scenarios::{scenarios, Scenario, Target};
-use servers::{machine, seed, serve_args, Program, Scratch, Server};
+use servers::{machine, seed, serve_args_with, unmetered_catalogue, Program, Scratch, Server};
 
 /// Customers seeded for the request scenarios.
 const SEEDED: u64 = 10_000;
@@ -224,6 +227,8 @@ pub struct BenchReport {
     pub scenarios: Vec<ScenarioReport>,
     /// Keyed creates with expiry.
     pub expiry: Option<ExpiryReport>,
+    /// One webstore's orders beside another's flood.
+    pub noisy_neighbour: Option<NoisyNeighbourReport>,
     /// Restart and memory.
     pub restart: Option<RestartReport>,
     /// Settings of the run.
@@ -245,6 +250,15 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         })
         .collect();
     let reports = run_scenarios(&scratch, &chosen, config).await?;
+    let noisy_neighbour = if config
+        .only
+        .as_deref()
+        .is_none_or(|only| "noisy_neighbour".contains(only))
+    {
+        Some(measure_noisy_neighbour(&scratch, config).await?)
+    } else {
+        None
+    };
     let expiry = if config.only.is_none() {
         Some(measure_expiry(&scratch, config).await?)
     } else {
@@ -266,6 +280,7 @@ pub async fn run(config: &BenchConfig) -> Result<BenchReport, String> {
         machine: machine(),
         scenarios: reports,
         expiry,
+        noisy_neighbour,
         restart,
         connections: config.connections,
         duration_seconds: config.duration,
@@ -303,7 +318,7 @@ async fn run_scenarios(
         warmup,
         duration,
         request: Arc::new(|_| load::bare_request()),
-        expect: Arc::new(|_| 200),
+        expect: load::expect_status(200),
     };
     let mut reports = Vec::new();
     for scenario in chosen {
@@ -402,38 +417,34 @@ async fn drained(receiver: &Server) -> Result<WebhookReport, String> {
 /// receiver it sends to if it has one.
 fn start_target(scratch: &Scratch, target: Target) -> Result<(Server, Option<Server>), String> {
     let mut receiver = None;
-    let catalogue;
-    let (name, durability, extra): (&str, &str, Vec<&str>) = match target {
-        Target::Durable => ("durable", "on", vec![]),
+    let mut catalogue = unmetered_catalogue()?;
+    let (name, durability, extra): (&str, &str, &[&str]) = match target {
+        Target::Durable => ("durable", "on", &[]),
         Target::DurableWithWebhook => {
             let started = Server::start(
                 Program::Tools,
                 &["webhook-receiver", "--addr", "127.0.0.1:0"].map(str::to_owned),
             )?;
-            let path = scratch.path("webhook-catalogue.json");
-            std::fs::write(
-                &path,
-                webhook_receiver::catalogue_with_endpoint(started.addr)?,
-            )
-            .map_err(|e| format!("writing {}: {e}", path.display()))?;
+            catalogue = webhook_receiver::with_endpoint(catalogue, started.addr)?;
             receiver = Some(started);
-            catalogue = path.display().to_string();
-            (
-                "durable-webhook",
-                "on",
-                vec!["--catalogue", catalogue.as_str()],
-            )
+            ("durable-webhook", "on", &[])
         }
         Target::DurableSyncingAtOnce => (
             "durable-syncing-at-once",
             "on",
-            vec!["--commit-interval-us", "0"],
+            &["--commit-interval-us", "0"],
         ),
-        Target::NotDurable => ("durability-off", "off", vec![]),
+        Target::NotDurable => ("durability-off", "off", &[]),
+        Target::Throttled => {
+            // One read a second: every request of the scenario is past the quota.
+            catalogue["webstores"][0]["quotas"] =
+                serde_json::json!({"reads_per_second": 1, "read_burst": 1});
+            ("throttled", "on", &[])
+        }
     };
     let dir = scratch.path(name);
     seed(&dir, SEEDED, 1)?;
-    let mut args = serve_args(&dir, durability);
+    let mut args = serve_args_with(&dir, durability, &catalogue)?;
     args.extend(extra.iter().map(|arg| (*arg).to_owned()));
     Ok((Server::start(Program::Service, &args)?, receiver))
 }

@@ -1,5 +1,5 @@
 //! The request scenarios: which server each targets (durable, durable without gathering,
-//! durable with a webhook endpoint, durability off), the request of each sequence number, and the status it must get.
+//! durable with a webhook endpoint, durability off, a webstore past its read quota), the request of each sequence number, and the status it must get.
 //! Must not touch: running them (`super::run`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -19,6 +19,8 @@ pub(super) enum Target {
     NotDurable,
     /// Durable, with one webhook endpoint sent every event (the bench's receiver).
     DurableWithWebhook,
+    /// Durable, the driven webstore allowed one read a second: what a 429 of a quota costs.
+    Throttled,
 }
 
 pub(super) struct Scenario {
@@ -43,8 +45,8 @@ pub(super) fn scenarios() -> Vec<Scenario> {
     let fresh = Arc::new(AtomicU64::new(0));
     let post_order: load::RequestFn =
         Arc::new(move |n| request("POST", "/v1/orders", credentials, Some(&order_body(n))));
-    let created = |_: u64| 201;
-    let ok = |_: u64| 200;
+    let created = load::expect_status(201);
+    let ok = load::expect_status(200);
     let by_email = move |n: u64| {
         request(
             "GET",
@@ -66,19 +68,19 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             name: "orders_create",
             target: Target::Durable,
             request: post_order.clone(),
-            expect: Arc::new(created),
+            expect: created.clone(),
         },
         Scenario {
             name: "orders_create_webhook",
             target: Target::DurableWithWebhook,
             request: post_order.clone(),
-            expect: Arc::new(created),
+            expect: created.clone(),
         },
         Scenario {
             name: "orders_create_commit_interval_0",
             target: Target::DurableSyncingAtOnce,
             request: post_order.clone(),
-            expect: Arc::new(created),
+            expect: created.clone(),
         },
         Scenario {
             name: "customers_create",
@@ -90,19 +92,19 @@ pub(super) fn scenarios() -> Vec<Scenario> {
                 );
                 request("POST", "/v1/customers", credentials, Some(&body))
             }),
-            expect: Arc::new(created),
+            expect: created.clone(),
         },
         Scenario {
             name: "customers_by_email",
             target: Target::Durable,
             request: Arc::new(by_email),
-            expect: Arc::new(ok),
+            expect: ok.clone(),
         },
         Scenario {
             name: "order_by_id",
             target: Target::Durable,
             request: Arc::new(order_by_id),
-            expect: Arc::new(ok),
+            expect: ok.clone(),
         },
         Scenario {
             name: "mix_80_read_20_order_create",
@@ -112,7 +114,14 @@ pub(super) fn scenarios() -> Vec<Scenario> {
                 1 | 3 => by_email(n),
                 _ => order_by_id(n),
             }),
-            expect: Arc::new(move |n| if n % 5 == 0 { 201 } else { 200 }),
+            expect: Arc::new(move |n, status| status == if n % 5 == 0 { 201 } else { 200 }),
+        },
+        Scenario {
+            name: "reads_past_quota_429",
+            target: Target::Throttled,
+            request: Arc::new(move |_| request("GET", "/v1/boxes", credentials, None)),
+            // The quota lets one request a second through.
+            expect: Arc::new(|_, status| status == 429 || status == 200),
         },
         Scenario {
             name: "orders_create_durability_off",
@@ -120,7 +129,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
             request: Arc::new(move |n| {
                 request("POST", "/v1/orders", credentials, Some(&order_body(n)))
             }),
-            expect: Arc::new(created),
+            expect: created.clone(),
         },
     ]
 }

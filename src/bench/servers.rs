@@ -239,9 +239,23 @@ pub(super) fn machine() -> Machine {
     }
 }
 
-pub(super) fn serve_args(dir: &Path, durability: &str) -> Vec<String> {
+/// `boxsub serve` on `dir` with the [`unmetered_catalogue`].
+pub(super) fn serve_args(dir: &Path, durability: &str) -> Result<Vec<String>, String> {
+    serve_args_with(dir, durability, &unmetered_catalogue()?)
+}
+
+/// `boxsub serve` on `dir` with `catalogue`, written beside the data directory.
+pub(super) fn serve_args_with(
+    dir: &Path,
+    durability: &str,
+    catalogue: &serde_json::Value,
+) -> Result<Vec<String>, String> {
+    let path = dir.with_extension("catalogue.json");
+    let text = serde_json::to_vec_pretty(catalogue).map_err(|e| e.to_string())?;
+    std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
     let dir = dir.display().to_string();
-    [
+    let path = path.display().to_string();
+    Ok([
         "serve",
         "--addr",
         "127.0.0.1:0",
@@ -249,9 +263,27 @@ pub(super) fn serve_args(dir: &Path, durability: &str) -> Vec<String> {
         &dir,
         "--durability",
         durability,
+        "--catalogue",
+        &path,
     ]
     .map(str::to_owned)
-    .to_vec()
+    .to_vec())
+}
+
+/// The demo catalogue with its first webstore (the one the scenarios drive) given the most
+/// a catalogue may: the benchmark measures the host, not a quota. The second webstore keeps
+/// the built-in defaults.
+pub(super) fn unmetered_catalogue() -> Result<serde_json::Value, String> {
+    let mut catalogue: serde_json::Value =
+        serde_json::from_str(crate::domain::catalogue::DEMO_CATALOGUE_JSON)
+            .map_err(|e| e.to_string())?;
+    let most = crate::domain::quotas::MAX_QUOTA;
+    catalogue["webstores"][0]["quotas"] = serde_json::json!({
+        "writes_per_second": most, "write_burst": most,
+        "reads_per_second": most, "read_burst": most,
+        "concurrent_requests": most,
+    });
+    Ok(catalogue)
 }
 
 pub(super) fn credentials() -> (&'static str, &'static str) {

@@ -88,12 +88,12 @@ pub(super) async fn stats(addr: std::net::SocketAddr) -> Result<ReceiverStats, S
     serde_json::from_slice(&body).map_err(|e| format!("the webhook receiver's stats: {e}"))
 }
 
-/// The demo catalogue with one webhook endpoint on its first webstore, sent every type,
-/// pointed at the receiver at `addr`.
-pub(super) fn catalogue_with_endpoint(addr: std::net::SocketAddr) -> Result<String, String> {
-    let mut catalogue: serde_json::Value =
-        serde_json::from_str(crate::domain::catalogue::DEMO_CATALOGUE_JSON)
-            .map_err(|e| e.to_string())?;
+/// `catalogue` with one webhook endpoint on its first webstore, sent every type, pointed at
+/// the receiver at `addr`.
+pub(super) fn with_endpoint(
+    mut catalogue: serde_json::Value,
+    addr: std::net::SocketAddr,
+) -> Result<serde_json::Value, String> {
     let secret = crate::webhooks::signing::new_secret().map_err(|e| e.to_string())?;
     catalogue["webstores"][0]["webhooks"] = serde_json::json!([{
         "id": "bench",
@@ -102,5 +102,5 @@ pub(super) fn catalogue_with_endpoint(addr: std::net::SocketAddr) -> Result<Stri
         "secrets": [secret],
         "allow_private_network": true,
     }]);
-    serde_json::to_string_pretty(&catalogue).map_err(|e| e.to_string())
+    Ok(catalogue)
 }

@@ -1,0 +1,231 @@
+//! The noisy neighbour: webstore B sends one order every 20 ms while webstore A floods
+//! `POST /v1/orders` (over 200 customers) through many connections, A's quotas set above
+//! what the host can do, so that fair admission, not a quota, is what shares the host. B's
+//! latency is measured alone and under the flood, and A's rate alone and beside B, against
+//! a server with fair admission (the default `--admission-slots`) and one without it
+//! (slots beyond any flood): the figures before and after, in one run.
+//!
+//! Must not touch: the other scenarios; what B may get is a 201, always (never refused).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::load::{self, record_since, request, Client, LoadResult, LoadSpec};
+use super::servers::{seed, serve_args_with, unmetered_catalogue, Program, Scratch, Server};
+use super::{round, SEEDED};
+use crate::domain::catalogue::DEMO_CREDENTIALS;
+use crate::tools::BenchConfig;
+
+/// B's pace.
+const B_INTERVAL: Duration = Duration::from_millis(20);
+/// A's orders go to this many customers.
+const A_CUSTOMERS: u64 = 200;
+/// Admission slots of the server without fair admission: more than any flood's connections.
+const NO_ADMISSION: &str = "100000";
+
+/// One server's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct NoisyRun {
+    /// `--admission-slots` of the server (`default`, or the number).
+    pub admission_slots: String,
+    /// B's median latency alone, ms.
+    pub b_alone_p50_ms: f64,
+    /// B's 99th percentile alone, ms.
+    pub b_alone_p99_ms: f64,
+    /// B's median latency under A's flood, ms.
+    pub b_flooded_p50_ms: f64,
+    /// B's 99th percentile under A's flood, ms.
+    pub b_flooded_p99_ms: f64,
+    /// B's orders under the flood.
+    pub b_flooded_requests: u64,
+    /// B's requests that did not get a 201 (in both phases).
+    pub b_errors: u64,
+    /// A's orders per second alone.
+    pub a_alone_rps: f64,
+    /// A's orders per second beside B.
+    pub a_with_b_rps: f64,
+    /// A's requests that did not get a 201.
+    pub a_errors: u64,
+}
+
+/// The scenario's figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct NoisyNeighbourReport {
+    /// A's connections.
+    pub a_connections: usize,
+    /// B's interval between orders, ms.
+    pub b_interval_ms: u64,
+    /// Measured seconds per phase.
+    pub seconds: f64,
+    /// With fair admission (the default) and without.
+    pub runs: Vec<NoisyRun>,
+}
+
+impl NoisyNeighbourReport {
+    /// Requests of A or B that did not get a 201.
+    pub fn errors(&self) -> u64 {
+        self.runs.iter().map(|run| run.a_errors + run.b_errors).sum()
+    }
+}
+
+/// Runs the scenario against a server with fair admission and one without.
+pub(super) async fn measure_noisy_neighbour(
+    scratch: &Scratch,
+    config: &BenchConfig,
+) -> Result<NoisyNeighbourReport, String> {
+    let mut runs = Vec::new();
+    for slots in [None, Some(NO_ADMISSION)] {
+        runs.push(one_server(scratch, config, slots).await?);
+    }
+    Ok(NoisyNeighbourReport {
+        a_connections: config.flood_connections,
+        b_interval_ms: B_INTERVAL.as_millis() as u64,
+        seconds: config.duration,
+        runs,
+    })
+}
+
+async fn one_server(
+    scratch: &Scratch,
+    config: &BenchConfig,
+    slots: Option<&str>,
+) -> Result<NoisyRun, String> {
+    let name = format!("noisy-{}", slots.unwrap_or("default"));
+    let dir = scratch.path(&name);
+    seed(&dir, SEEDED, 1)?;
+    // A (the first demo webstore) unmetered, B (the second) with the built-in quotas.
+    let mut args = serve_args_with(&dir, "on", &unmetered_catalogue()?)?;
+    if let Some(slots) = slots {
+        args.extend(["--admission-slots".to_owned(), slots.to_owned()]);
+    }
+    let server = Server::start(Program::Service, &args)?;
+    let b_customer = create_b_customer(server.addr).await?;
+    let duration = Duration::from_secs_f64(config.duration);
+    let warmup = Duration::from_secs_f64(config.warmup);
+    let flood = LoadSpec {
+        addr: server.addr,
+        connections: config.flood_connections,
+        warmup,
+        duration,
+        request: Arc::new(|n| {
+            let body = format!(
+                r#"{{"customer_id":{},"box_id":217,"frequency":"weekly"}}"#,
+                n % A_CUSTOMERS + 1
+            );
+            request("POST", "/v1/orders", a_credentials(), Some(&body))
+        }),
+        expect: load::expect_status(201),
+    };
+    eprintln!("noisy neighbour ({name}): B alone...");
+    let b_alone = paced_b(server.addr, b_customer, warmup, duration).await?;
+    eprintln!("noisy neighbour ({name}): A alone...");
+    let a_alone = load::run(flood.clone()).await?;
+    eprintln!("noisy neighbour ({name}): A's flood with B...");
+    let (a_with_b, b_flooded) = tokio::join!(
+        load::run(flood),
+        paced_b(server.addr, b_customer, warmup, duration)
+    );
+    let (a_with_b, b_flooded) = (a_with_b?, b_flooded?);
+    server.stop();
+    let run = NoisyRun {
+        admission_slots: slots.unwrap_or("default").to_owned(),
+        b_alone_p50_ms: round(b_alone.quantile_ms(0.5), 3),
+        b_alone_p99_ms: round(b_alone.quantile_ms(0.99), 3),
+        b_flooded_p50_ms: round(b_flooded.quantile_ms(0.5), 3),
+        b_flooded_p99_ms: round(b_flooded.quantile_ms(0.99), 3),
+        b_flooded_requests: b_flooded.requests,
+        b_errors: b_alone.errors + b_flooded.errors,
+        a_alone_rps: round(a_alone.rps(), 0),
+        a_with_b_rps: round(a_with_b.rps(), 0),
+        a_errors: a_alone.errors + a_with_b.errors,
+    };
+    eprintln!(
+        "noisy neighbour ({name}): B p50/p99 alone {}/{} ms, under A's flood {}/{} ms \
+         ({} orders), B errors {}; A {} rps alone, {} rps beside B, A errors {}",
+        run.b_alone_p50_ms,
+        run.b_alone_p99_ms,
+        run.b_flooded_p50_ms,
+        run.b_flooded_p99_ms,
+        run.b_flooded_requests,
+        run.b_errors,
+        run.a_alone_rps,
+        run.a_with_b_rps,
+        run.a_errors
+    );
+    Ok(run)
+}
+
+fn a_credentials() -> (&'static str, &'static str) {
+    (DEMO_CREDENTIALS[0].1, DEMO_CREDENTIALS[0].2)
+}
+
+fn b_credentials() -> (&'static str, &'static str) {
+    (DEMO_CREDENTIALS[1].1, DEMO_CREDENTIALS[1].2)
+}
+
+/// B's one customer, made through the API.
+async fn create_b_customer(addr: std::net::SocketAddr) -> Result<u64, String> {
+    let body = r#"{"first_name":"Bea","last_name":"Neighbour","email":"bea@example.org","delivery_service_id":501,"address":{"address_1":"1 Quiet Lane","city":"Dublin","postcode":"D01","home_phone":"01 555 0100"}}"#;
+    let answer = load::one_request(
+        addr,
+        request("POST", "/v1/customers", b_credentials(), Some(body)),
+    )
+    .await?;
+    if answer.status != 201 {
+        return Err(format!(
+            "creating B's customer answered {}: {}",
+            answer.status,
+            String::from_utf8_lossy(&answer.body)
+        ));
+    }
+    let customer: serde_json::Value =
+        serde_json::from_slice(&answer.body).map_err(|e| e.to_string())?;
+    customer["id"]
+        .as_u64()
+        .ok_or_else(|| "B's customer has no id".to_owned())
+}
+
+/// One order of B every [`B_INTERVAL`] on one keep-alive connection, the measured ones after
+/// `warmup`; an order that takes longer than the interval delays the next (never two at
+/// once).
+async fn paced_b(
+    addr: std::net::SocketAddr,
+    customer: u64,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<LoadResult, String> {
+    let mut client = Client::new(addr)?;
+    let body = format!(r#"{{"customer_id":{customer},"box_id":801,"frequency":"weekly"}}"#);
+    let started = Instant::now();
+    let measure_from = started + warmup;
+    let end = measure_from + duration;
+    let mut ticks = tokio::time::interval(B_INTERVAL);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut result = LoadResult::default();
+    while Instant::now() < end {
+        ticks.tick().await;
+        let sent = Instant::now();
+        let answer = client
+            .send(request("POST", "/v1/orders", b_credentials(), Some(&body)))
+            .await;
+        if sent < measure_from {
+            continue;
+        }
+        result.requests += 1;
+        match answer {
+            Ok(answer) if answer.status == 201 => record_since(&mut result.latencies_us, sent),
+            Ok(answer) => {
+                result.errors += 1;
+                tracing::warn!(status = answer.status, "B's order was not created");
+            }
+            Err(error) => {
+                result.errors += 1;
+                tracing::warn!(%error, "B's order failed");
+            }
+        }
+    }
+    result.seconds = duration.as_secs_f64();
+    Ok(result)
+}
