@@ -6,7 +6,8 @@
 //! Dependencies point one way: `http` → `node` → `service` → `registry` → `actors` →
 //! `events` → `index` → `store` → `domain`; `replication` (a group's life) uses `node`,
 //! `service` and `store`, and nothing below it knows of it; `webhooks` (deliveries) uses
-//! `service` and is started beside it.
+//! `service` and is started beside it; `quotas` (each webstore's quotas and the fair admission
+//! of requests) is held by `service` and uses only `domain` and `metrics`.
 //!
 //! - [`domain`]: the rules, as pure functions and plain data (catalogue, customers, orders,
 //!   emails, pagination, passwords, sign-in throttling). No I/O, no async.
@@ -17,6 +18,8 @@
 //! - [`service`]: the entry point the front end calls, one type per concern (actor calls,
 //!   idempotency, sign-in throttling, password work); every acquisition is a guard, so a
 //!   request dropped at any await point leaves nothing behind.
+//! - [`quotas`]: each webstore's quotas in force (GCRA limiters, requests in progress) and
+//!   fair admission while the host is saturated (a queue per webstore, served in turn).
 //! - [`node`]: what this process serves right now (the service, none while a group's
 //!   standby) and what `GET /health` says.
 //! - [`replication`]: a replicated group on a NATS JetStream changelog: the primary's fenced

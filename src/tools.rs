@@ -77,6 +77,10 @@ pub struct BenchConfig {
     /// Connections of webstore A's flood in the noisy-neighbour scenario.
     #[arg(long, default_value_t = 512)]
     pub flood_connections: usize,
+    /// The `--admission-slots` of the noisy-neighbour scenario's servers, one server each
+    /// (`default`: the service's default; 100000: more than any flood, no fair admission).
+    #[arg(long, value_delimiter = ',', default_value = "default,100000")]
+    pub noisy_admission_slots: Vec<String>,
 }
 
 /// Settings of `boxsub-tools day-page`.

@@ -2,8 +2,9 @@
 //! `POST /v1/orders` (over 200 customers) through many connections, A's quotas set above
 //! what the host can do, so that fair admission, not a quota, is what shares the host. B's
 //! latency is measured alone and under the flood, and A's rate alone and beside B, against
-//! a server with fair admission (the default `--admission-slots`) and one without it
-//! (slots beyond any flood): the figures before and after, in one run.
+//! servers with each of `--noisy-admission-slots` (by default the default `--admission-slots`,
+//! fair admission, and 100000, beyond any flood: none): the figures before and after, in one
+//! run. B's client runs on a thread of its own, apart from A's connections.
 //!
 //! Must not touch: the other scenarios; what B may get is a 201, always (never refused).
 
@@ -22,8 +23,6 @@ use crate::tools::BenchConfig;
 const B_INTERVAL: Duration = Duration::from_millis(20);
 /// A's orders go to this many customers.
 const A_CUSTOMERS: u64 = 200;
-/// Admission slots of the server without fair admission: more than any flood's connections.
-const NO_ADMISSION: &str = "100000";
 
 /// One server's figures.
 #[derive(Debug, Clone, Serialize)]
@@ -40,8 +39,13 @@ pub struct NoisyRun {
     pub b_flooded_p99_ms: f64,
     /// B's orders under the flood.
     pub b_flooded_requests: u64,
-    /// B's requests that did not get a 201 (in both phases).
+    /// B's requests that did not get a 201 (in both phases), and pings that did not get 204.
     pub b_errors: u64,
+    /// Median of a `GET /v1/ping` every 20 ms beside B under the flood, ms: the front end's and
+    /// the reactor's share of B's wait (no quota, actor or log).
+    pub ping_flooded_p50_ms: f64,
+    /// Its 99th percentile, ms.
+    pub ping_flooded_p99_ms: f64,
     /// A's orders per second alone.
     pub a_alone_rps: f64,
     /// A's orders per second beside B.
@@ -76,7 +80,8 @@ pub(super) async fn measure_noisy_neighbour(
     config: &BenchConfig,
 ) -> Result<NoisyNeighbourReport, String> {
     let mut runs = Vec::new();
-    for slots in [None, Some(NO_ADMISSION)] {
+    for slots in &config.noisy_admission_slots {
+        let slots = (slots != "default").then_some(slots.as_str());
         runs.push(one_server(scratch, config, slots).await?);
     }
     Ok(NoisyNeighbourReport {
@@ -119,15 +124,16 @@ async fn one_server(
         expect: load::expect_status(201),
     };
     eprintln!("noisy neighbour ({name}): B alone...");
-    let b_alone = paced_b(server.addr, b_customer, warmup, duration).await?;
+    let b_alone = paced_b_apart(server.addr, b_customer, warmup, duration).await?;
     eprintln!("noisy neighbour ({name}): A alone...");
     let a_alone = load::run(flood.clone()).await?;
     eprintln!("noisy neighbour ({name}): A's flood with B...");
-    let (a_with_b, b_flooded) = tokio::join!(
+    let (a_with_b, b_flooded, ping) = tokio::join!(
         load::run(flood),
-        paced_b(server.addr, b_customer, warmup, duration)
+        paced_b_apart(server.addr, b_customer, warmup, duration),
+        paced_ping_apart(server.addr, warmup, duration)
     );
-    let (a_with_b, b_flooded) = (a_with_b?, b_flooded?);
+    let (a_with_b, b_flooded, ping) = (a_with_b?, b_flooded?, ping?);
     server.stop();
     let run = NoisyRun {
         admission_slots: slots.unwrap_or("default").to_owned(),
@@ -136,19 +142,24 @@ async fn one_server(
         b_flooded_p50_ms: round(b_flooded.quantile_ms(0.5), 3),
         b_flooded_p99_ms: round(b_flooded.quantile_ms(0.99), 3),
         b_flooded_requests: b_flooded.requests,
-        b_errors: b_alone.errors + b_flooded.errors,
+        b_errors: b_alone.errors + b_flooded.errors + ping.errors,
+        ping_flooded_p50_ms: round(ping.quantile_ms(0.5), 3),
+        ping_flooded_p99_ms: round(ping.quantile_ms(0.99), 3),
         a_alone_rps: round(a_alone.rps(), 0),
         a_with_b_rps: round(a_with_b.rps(), 0),
         a_errors: a_alone.errors + a_with_b.errors,
     };
     eprintln!(
         "noisy neighbour ({name}): B p50/p99 alone {}/{} ms, under A's flood {}/{} ms \
-         ({} orders), B errors {}; A {} rps alone, {} rps beside B, A errors {}",
+         ({} orders; a ping beside it {}/{} ms), B errors {}; A {} rps alone, {} rps beside \
+         B, A errors {}",
         run.b_alone_p50_ms,
         run.b_alone_p99_ms,
         run.b_flooded_p50_ms,
         run.b_flooded_p99_ms,
         run.b_flooded_requests,
+        run.ping_flooded_p50_ms,
+        run.ping_flooded_p99_ms,
         run.b_errors,
         run.a_alone_rps,
         run.a_with_b_rps,
@@ -187,17 +198,63 @@ async fn create_b_customer(addr: std::net::SocketAddr) -> Result<u64, String> {
         .ok_or_else(|| "B's customer has no id".to_owned())
 }
 
-/// One order of B every [`B_INTERVAL`] on one keep-alive connection, the measured ones after
-/// `warmup`; an order that takes longer than the interval delays the next (never two at
-/// once).
-async fn paced_b(
+/// B's orders, [`paced_apart`].
+async fn paced_b_apart(
     addr: std::net::SocketAddr,
     customer: u64,
     warmup: Duration,
     duration: Duration,
 ) -> Result<LoadResult, String> {
-    let mut client = Client::new(addr)?;
     let body = format!(r#"{{"customer_id":{customer},"box_id":801,"frequency":"weekly"}}"#);
+    let order = move || request("POST", "/v1/orders", b_credentials(), Some(&body));
+    paced_apart(addr, warmup, duration, order, 201).await
+}
+
+/// `GET /v1/ping` (no credentials, no quota, no actor, no log: only the HTTP front end and
+/// the reactor), [`paced_apart`]: how long any request waits behind the flood's connections.
+async fn paced_ping_apart(
+    addr: std::net::SocketAddr,
+    warmup: Duration,
+    duration: Duration,
+) -> Result<LoadResult, String> {
+    let ping = || request("GET", "/v1/ping", ("", ""), None);
+    paced_apart(addr, warmup, duration, ping, 204).await
+}
+
+/// [`paced`] on a thread and runtime of its own, so that the latencies are the server's and
+/// not the wait of the client behind A's hundreds of connections in this process's runtime.
+async fn paced_apart(
+    addr: std::net::SocketAddr,
+    warmup: Duration,
+    duration: Duration,
+    make: impl Fn() -> load::Req + Send + 'static,
+    expected: u16,
+) -> Result<LoadResult, String> {
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let answer = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())
+            .and_then(|runtime| {
+                runtime.block_on(paced(addr, warmup, duration, make, expected))
+            });
+        let _ = done.send(answer);
+    });
+    result.await.map_err(|_| "a paced client's thread ended".to_owned())?
+}
+
+/// One request every [`B_INTERVAL`] on one keep-alive connection, the measured ones after
+/// `warmup`; a request that takes longer than the interval delays the next (never two at
+/// once).
+async fn paced(
+    addr: std::net::SocketAddr,
+    warmup: Duration,
+    duration: Duration,
+    make: impl Fn() -> load::Req,
+    expected: u16,
+) -> Result<LoadResult, String> {
+    let mut client = Client::new(addr)?;
     let started = Instant::now();
     let measure_from = started + warmup;
     let end = measure_from + duration;
@@ -207,22 +264,22 @@ async fn paced_b(
     while Instant::now() < end {
         ticks.tick().await;
         let sent = Instant::now();
-        let answer = client
-            .send(request("POST", "/v1/orders", b_credentials(), Some(&body)))
-            .await;
+        let answer = client.send(make()).await;
         if sent < measure_from {
             continue;
         }
         result.requests += 1;
         match answer {
-            Ok(answer) if answer.status == 201 => record_since(&mut result.latencies_us, sent),
+            Ok(answer) if answer.status == expected => {
+                record_since(&mut result.latencies_us, sent)
+            }
             Ok(answer) => {
                 result.errors += 1;
-                tracing::warn!(status = answer.status, "B's order was not created");
+                tracing::warn!(status = answer.status, "a paced request got another status");
             }
             Err(error) => {
                 result.errors += 1;
-                tracing::warn!(%error, "B's order failed");
+                tracing::warn!(%error, "a paced request failed");
             }
         }
     }

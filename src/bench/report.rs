@@ -52,19 +52,22 @@ pub fn markdown(report: &BenchReport) -> String {
             "\nNoisy neighbour: webstore B orders every {} ms, alone and while webstore A floods \
              `POST /v1/orders` on {} connections (A's quotas above the host), {} s each:\n\n\
              | admission slots | B p50 alone ms | B p99 alone ms | B p50 flooded ms | B p99 \
-             flooded ms | B orders flooded | B errors | A alone rps | A beside B rps | A errors |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+             flooded ms | B orders flooded | ping p50 flooded ms | ping p99 flooded ms | B \
+             errors | A alone rps | A beside B rps | A errors |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
             n.b_interval_ms, n.a_connections, n.seconds
         ));
         for run in &n.runs {
             out.push_str(&format!(
-                "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {} | {:.0} | {:.0} | {} |\n",
+                "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {} | {:.3} | {:.3} | {} | {:.0} | {:.0} | {} |\n",
                 run.admission_slots,
                 run.b_alone_p50_ms,
                 run.b_alone_p99_ms,
                 run.b_flooded_p50_ms,
                 run.b_flooded_p99_ms,
                 run.b_flooded_requests,
+                run.ping_flooded_p50_ms,
+                run.ping_flooded_p99_ms,
                 run.b_errors,
                 run.a_alone_rps,
                 run.a_with_b_rps,

@@ -88,6 +88,25 @@ async fn writes_past_their_quota_get_429_with_the_fields_counting_down_and_chang
     }
     assert_throttled(&answers[3], "writes");
     assert!(app.lookup_email("w3@example.com").await.is_empty());
+    // Counted by quota, and logged once in the minute however many follow.
+    for i in 4..6 {
+        let again = app
+            .create_customer(&customer_body(&format!("w{i}@example.com")))
+            .await;
+        assert_throttled(&again, "writes");
+    }
+    let metrics = scrape(&app).await;
+    let count = |outcome| {
+        sample(
+            &metrics,
+            "boxsub_webstore_requests_total",
+            &[("webstore", "store-a"), ("outcome", outcome)],
+        )
+    };
+    // Three creates and the lookup were admitted.
+    assert_eq!((count("admitted"), count("throttled_writes")), (4.0, 3.0));
+    let logged = app.stderr_tail().matches("went past its quota").count();
+    assert!((1..=2).contains(&logged), "{}", app.stderr_tail());
     // Reads have a quota of their own, and say so.
     let read = app.get("/v1/customers").await;
     read.assert_status(200);
