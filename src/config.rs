@@ -459,7 +459,6 @@ fn parse_percent(text: &str) -> Result<f64, String> {
     Ok(percent)
 }
 
-/// A number of seconds (fractions allowed), more than zero and at most a day.
 /// A number of seconds for a span of days: more than 0, at most ten years.
 fn parse_long_seconds(text: &str) -> Result<Duration, String> {
     const TEN_YEARS: f64 = 10.0 * 366.0 * 86_400.0;
@@ -475,6 +474,7 @@ fn parse_long_seconds(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
+/// A number of seconds (fractions allowed), more than zero and at most a day.
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     let seconds: f64 = text
         .trim()
@@ -486,4 +486,76 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
         ));
     }
     Ok(Duration::from_secs_f64(seconds))
+}
+
+/// The commands of both binaries against docs/operations.md ("### Commands"), which lists
+/// each of them: the tests here and in `tools` enumerate the command lines clap builds, so
+/// that a new command fails them until the document names it.
+#[cfg(test)]
+pub(crate) mod documented {
+    /// The "### Commands" section of docs/operations.md, up to the next heading.
+    pub fn commands_section() -> &'static str {
+        let document = include_str!("../docs/operations.md");
+        let start = document
+            .find("\n### Commands\n")
+            .expect("docs/operations.md has a \"### Commands\" section");
+        let section = &document[start + 1..];
+        let end = section[1..]
+            .find("\n#")
+            .map_or(section.len(), |end| end + 1);
+        &section[..end]
+    }
+
+    /// The subcommands of `command` (hidden ones included; clap's own `help` aside) that
+    /// `section` does not name as `` `BINARY NAME`` `` followed by a space or the code
+    /// span's end, with BINARY the command's name.
+    pub fn missing(command: &clap::Command, section: &str) -> Vec<String> {
+        let binary = command.get_name();
+        let names: Vec<&str> = command
+            .get_subcommands()
+            .map(clap::Command::get_name)
+            .filter(|name| *name != "help")
+            .collect();
+        assert!(!names.is_empty(), "{binary} has no subcommands");
+        names
+            .into_iter()
+            .filter(|name| {
+                let named = format!("`{binary} {name}");
+                !section.match_indices(&named).any(|(at, _)| {
+                    matches!(section[at + named.len()..].chars().next(), Some(' ' | '`'))
+                })
+            })
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::documented::{commands_section, missing};
+    use super::Cli;
+
+    #[test]
+    fn every_boxsub_command_is_in_docs_operations_md_commands() {
+        let missing = missing(&Cli::command(), commands_section());
+        assert!(
+            missing.is_empty(),
+            "docs/operations.md \"### Commands\" does not name `boxsub` {missing:?}"
+        );
+    }
+
+    #[test]
+    fn a_command_is_named_only_as_itself() {
+        let cli = Cli::command();
+        assert_eq!(
+            missing(&cli, "`boxsub export-all` and `boxsub serve`"),
+            missing(&cli, "")
+                .into_iter()
+                .filter(|name| name != "serve")
+                .collect::<Vec<_>>(),
+            "`boxsub export-all` names no `export`"
+        );
+    }
 }

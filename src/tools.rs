@@ -1,8 +1,9 @@
-//! The `boxsub-tools` binary's commands: the benchmark (`bench`), the bare warp server it
-//! measures against (`bare-server`), the producer's delivery day against the API's list
-//! (`day-page`), and the seeding of large stores (`seed`). They are built
-//! only with the cargo feature `tools`, so that the `boxsub` binary operators deploy carries
-//! the service alone. Must not touch: the service's own command line ([`crate::config`]).
+//! The `boxsub-tools` binary's commands: the benchmark (`bench`), the bare warp server and
+//! the webhook receiver it starts (`bare-server`, `webhook-receiver`), the producer's
+//! delivery day against the API's list (`day-page`), and the seeding of large stores
+//! (`seed`). They are built only with the cargo feature `tools`, so that the `boxsub` binary
+//! operators deploy carries the service alone. Must not touch: the service's own command line
+//! ([`crate::config`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -177,4 +178,21 @@ fn write_json(
     };
     let json = serde_json::to_vec_pretty(report).map_err(|e| e.to_string())?;
     std::fs::write(path, json).map_err(|e| format!("writing {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::ToolsCli;
+    use crate::config::documented::{commands_section, missing};
+
+    #[test]
+    fn every_boxsub_tools_command_is_in_docs_operations_md_commands() {
+        let missing = missing(&ToolsCli::command(), commands_section());
+        assert!(
+            missing.is_empty(),
+            "docs/operations.md \"### Commands\" does not name `boxsub-tools` {missing:?}"
+        );
+    }
 }

@@ -2,7 +2,9 @@
 //! so the first creates and the rest find its record and replay it. A [`Turn`] is a guard:
 //! the next request's turn comes when it is dropped, wherever it has travelled (into a
 //! customer actor's mailbox with the order it guards), and a request dropped while waiting
-//! for its turn leaves nothing behind. Must not touch: the store, HTTP.
+//! for its turn leaves nothing behind. A key's record is the store's to find and to judge
+//! (its time to live included): this module asks for the live one and reads nothing else of
+//! the store. Must not touch: the store's records and keys, HTTP.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -15,7 +17,6 @@ use crate::domain::catalogue::Webstore;
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::fields::FieldErrors;
 use crate::domain::idempotency::{Creation, CreationKind, Pending, RecordedResponse, KEY_REUSED};
-use crate::store::expiry::expired;
 use crate::store::Store;
 
 use super::{Created, ServiceError};
@@ -124,10 +125,12 @@ impl IdempotencyGate {
             return create(None).await.map(Created::Fresh);
         };
         let turn = self.turn(webstore.idx, pending.key.as_str()).await;
-        // A record past its time to live is gone, whether or not it has been swept yet.
-        let mut record = store
-            .idempotency(&webstore.settings.id, pending.key.as_str())?
-            .filter(|record| !expired(record.created_at, self.ttl_secs, unix_now()));
+        let mut record = store.live_idempotency(
+            &webstore.settings.id,
+            pending.key.as_str(),
+            self.ttl_secs,
+            unix_now(),
+        )?;
         let names = record
             .as_ref()
             .and_then(|r| r.location.as_deref())

@@ -1,4 +1,5 @@
-//! Expiring idempotency records: one sweep step reads a small batch of records after a
+//! Expiring idempotency records: what counts as a key's live record (one within its time to
+//! live, swept or not), and the sweep. One sweep step reads a small batch of records after a
 //! cursor and removes those older than the time to live, each with a compare-and-swap, so
 //! a record a request has just replaced with a new one is never removed, and no write waits
 //! behind a sweep (single-key removals take no batch lock). Removals need not be durable,
@@ -23,12 +24,27 @@ pub struct SweepStep {
 }
 
 /// Whether a record created at `created_at` (Unix seconds) has outlived `ttl_secs` at `now`.
-pub fn expired(created_at: i64, ttl_secs: u64, now: i64) -> bool {
+fn expired(created_at: i64, ttl_secs: u64, now: i64) -> bool {
     let ttl = i64::try_from(ttl_secs).unwrap_or(i64::MAX);
     now.saturating_sub(created_at) >= ttl
 }
 
 impl Store {
+    /// The live record of idempotency key `key` in `webstore_id` at `now` (Unix seconds):
+    /// its last record, unless that has outlived `ttl_secs`. A record past its time to live
+    /// is no record, whether or not a sweep has removed it yet.
+    pub fn live_idempotency(
+        &self,
+        webstore_id: &str,
+        key: &str,
+        ttl_secs: u64,
+        now: i64,
+    ) -> Result<Option<IdempotencyRecord>, StoreError> {
+        Ok(self
+            .idempotency(webstore_id, key)?
+            .filter(|record| !expired(record.created_at, ttl_secs, now)))
+    }
+
     /// Reads up to `batch` idempotency records from `from` (the start without one) and
     /// removes those expired at `now`.
     pub fn sweep_idempotency(
@@ -143,6 +159,26 @@ mod tests {
             .unwrap();
         assert!(!store.inner.storage.remove_if(&key, &old).unwrap());
         assert_eq!(store.idempotency("shop", "k").unwrap(), Some(record(9_000)));
+    }
+
+    #[test]
+    fn a_key_s_live_record_is_its_last_within_the_time_to_live_swept_or_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let key = keys::idempotency_version("shop", "k", 1);
+        store
+            .inner
+            .storage
+            .put(&key, encode(&record(1_000)))
+            .unwrap();
+        let live = |now| store.live_idempotency("shop", "k", 60, now).unwrap();
+        assert_eq!(live(1_059), Some(record(1_000)));
+        assert_eq!(live(1_060), None, "expired, though not swept");
+        assert!(store.idempotency("shop", "k").unwrap().is_some());
+        assert_eq!(
+            store.live_idempotency("shop", "other", 60, 1_000).unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -425,8 +425,8 @@ fn screenshot_path(name: &str) -> Option<PathBuf> {
 }
 
 #[tokio::test]
-async fn signing_in_leads_to_the_next_delivery_day_with_a_strict_session_cookie() {
-    let test = "signing_in_leads_to_the_next_delivery_day_with_a_strict_session_cookie";
+async fn signing_in_leads_to_the_next_delivery_day_with_an_http_only_lax_session_cookie() {
+    let test = "signing_in_leads_to_the_next_delivery_day_with_an_http_only_lax_session_cookie";
     let Some(browser) = Browser::start(test).await else {
         return;
     };
@@ -466,7 +466,8 @@ async fn signing_in_leads_to_the_next_delivery_day_with_a_strict_session_cookie(
     assert_eq!(browser.status().await, 200);
     assert!(browser.count("h1").await == 1);
 
-    // The cookie: not for scripts, not sent by other sites' requests, only to the app.
+    // The cookie: not for scripts, only to the app, and `Lax`: sent with a link followed from
+    // another site, never with another site's form posts or embedded requests.
     let cookie = browser.cookie(SESSION).await.expect("a session cookie");
     assert_eq!(cookie.http_only(), Some(true), "{cookie:?}");
     assert_eq!(

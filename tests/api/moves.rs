@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -21,17 +21,27 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
         return;
     };
     let stop = Arc::new(AtomicBool::new(false));
+    // One clock for the carts' writes and the move.
+    let started = Instant::now();
     let carts: Vec<_> = [(store_a(), "a"), (store_b(), "b"), (store_c(), "c")]
         .into_iter()
         .map(|(creds, tag)| {
-            tokio::spawn(cart(deployment.base(), creds, tag.to_owned(), stop.clone()))
+            tokio::spawn(cart_since(
+                started,
+                deployment.base(),
+                creds,
+                tag.to_owned(),
+                stop.clone(),
+            ))
         })
         .collect();
     tokio::time::sleep(Duration::from_millis(1000)).await;
+    let move_began = started.elapsed();
     let moved = {
         let deployment = &deployment;
         tokio::task::block_in_place(|| deployment.move_webstore(STORE_B, "two"))
     };
+    let move_ended = started.elapsed();
     assert!(
         moved.status.is_some_and(|s| s.success()),
         "{}\n{}",
@@ -45,12 +55,24 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
     for (tag, cart) in ["a", "b", "c"].into_iter().zip(carts) {
         logs.insert(tag, cart.await.expect("a cart"));
     }
-    // The webstores that stayed saw no error at all.
+    // The webstores that stayed saw no error at all, and wrote while the move went on.
     for tag in ["a", "c"] {
         let errors: Vec<_> = logs[tag].iter().filter(|(_, s, _)| *s != 201).collect();
         assert!(
             errors.is_empty(),
             "store {tag} saw errors during the move: {errors:?}"
+        );
+        let during = logs[tag]
+            .iter()
+            .filter(|(at, s, _)| *s == 201 && (move_began..=move_ended).contains(at))
+            .count();
+        eprintln!(
+            "store {tag}: {during} writes acknowledged during the move's {} ms",
+            (move_ended - move_began).as_millis()
+        );
+        assert!(
+            during > 0,
+            "store {tag} wrote nothing while store b moved ({move_began:?} to {move_ended:?})"
         );
     }
     // The moving one saw only 503s, for a moment.
@@ -62,29 +84,36 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
             .filter(|(_, s, _)| !matches!(s, 201 | 503))
             .collect::<Vec<_>>()
     );
-    let first_refused = b.iter().position(|(_, s, _)| *s == 503);
-    if let Some(first) = first_refused {
-        let before = if first == 0 {
-            Duration::ZERO
-        } else {
-            b[first - 1].0
-        };
-        let after = b[first..]
-            .iter()
-            .find(|(_, s, _)| *s == 201)
-            .map(|(at, _, _)| *at)
-            .expect("writes resumed");
-        let refused = b.iter().filter(|(_, s, _)| *s == 503).count();
-        eprintln!(
-            "store b: {refused} writes refused, for {} ms",
-            (after - before).as_millis()
-        );
-        assert!(
-            after - before <= Duration::from_secs(2),
-            "store b's writes stopped for {:?}",
-            after - before
-        );
-    }
+    // Its writes stopped only for a moment, whether the freeze refused them (503) or held
+    // them until the target took over: the longest time between two of its acknowledged
+    // writes, which were acknowledged before the move began and after it ended.
+    let acked: Vec<Duration> = b
+        .iter()
+        .filter(|(_, s, _)| *s == 201)
+        .map(|(at, _, _)| *at)
+        .collect();
+    assert!(
+        acked.first().is_some_and(|at| *at < move_began),
+        "store b wrote nothing before the move"
+    );
+    assert!(
+        acked.last().is_some_and(|at| *at > move_ended),
+        "store b's writes did not resume after the move"
+    );
+    let stopped = acked
+        .windows(2)
+        .map(|pair| pair[1] - pair[0])
+        .max()
+        .expect("two acknowledged writes");
+    let refused = b.iter().filter(|(_, s, _)| *s == 503).count();
+    eprintln!(
+        "store b: {refused} writes refused; its writes stopped for at most {} ms",
+        stopped.as_millis()
+    );
+    assert!(
+        stopped <= Duration::from_secs(2),
+        "store b's writes stopped for {stopped:?}"
+    );
     let base = deployment.base();
     assert_each_once(&base, &store_a(), "a", &logs["a"]).await;
     assert_each_once(&base, &store_b(), "b", &logs["b"]).await;

@@ -1,9 +1,10 @@
-//! The write-ahead log that acknowledges writes. Each change is written to sled in memory
-//! as before, and its single-key writes are also handed, encoded, to group commit
-//! ([`super::commit`]), which appends them to this log and `fdatasync`s it before anyone is
-//! answered. sled is no longer flushed per write: `checkpoint` flushes it behind the
-//! log, a segment at a time, and only then recycles the segment. A start replays what the
-//! log holds beyond sled's last checkpoint ([`recover`]).
+//! The write-ahead log that acknowledges writes. A change is made in memory (in sled, or
+//! waiting in `pending` over it), and its single-key writes are also handed, encoded, to
+//! group commit ([`super::commit`]), which appends them to this log and `fdatasync`s it
+//! before anyone is answered. The log is what makes a write durable, so sled is not flushed
+//! per write: `checkpoint` flushes it behind the log, a segment at a time, and only then
+//! recycles the segment. A start replays what the log holds beyond sled's last checkpoint
+//! ([`recover`]).
 //!
 //! On disk: `wal/` in the data directory holds segments named by their sequence number (16
 //! hex digits), each [`SEGMENT_BYTES`] long, zero-filled when created and then reused, so

@@ -3,11 +3,11 @@
 //!
 //! sled 0.34.7 splits a leaf once it holds more than 16 entries, whatever their size, and
 //! each split rewrites the leaf and its parent into sled's log: with one entry per order,
-//! every eighth order or so paid for a split, and the checkpoint's inserts cost about 4.5 µs
-//! an order. In the snapshot a customer's orders therefore live in chunks: an `o` entry
-//! holding up to [`CHUNK_ORDERS`] orders (see `codec::encode_order_chunk`), under
-//! `o` + customer id + the id of the chunk's first order + 0 (docs/benchmarks.md,
-//! "2026-11-25: orders packed into chunks").
+//! every eighth order or so would pay for a split, and the checkpoint's inserts would cost
+//! about 4.5 µs an order. In the snapshot a customer's orders therefore live in chunks: an
+//! `o` entry holding up to [`CHUNK_ORDERS`] orders (see `codec::encode_order_chunk`), under
+//! `o` + customer id + the id of the chunk's first order + 0 (docs/benchmarks.md has the
+//! figures).
 //!
 //! **Each order is stored once.** A customer's chunks hold ascending, disjoint runs of ids,
 //! and a chunk's key names its first id: the chunk that holds an id, or must take it, is

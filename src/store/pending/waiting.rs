@@ -3,10 +3,9 @@
 //! that every read consults first, and is applied to the snapshot in key order, in one pass,
 //! by the next checkpoint (before it marks the log's new start) or by a flush; the puts of
 //! one group (a customer's orders) are handed over together, for [`super::order_chunks`] to
-//! fold into chunks. Applied in a batch and away from the request, the snapshot's inserts no
-//! longer crowd the request's own work out of the cores' caches: a durable order costs about
-//! 3 µs less CPU in all (docs/benchmarks.md, "2026-11-24, night: order records applied
-//! behind the log").
+//! fold into chunks. Applied in a batch and away from the request, the snapshot's inserts do
+//! not crowd the request's own work out of the cores' caches, which makes a durable order
+//! cheaper in CPU than inserting its record on the request path.
 //!
 //! The rules that keep reads and writes right while puts wait:
 //!

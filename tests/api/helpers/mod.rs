@@ -73,7 +73,7 @@ pub use server::{
     DataDir, Finished, TestApp,
 };
 pub use shards::{
-    admin, assert_each_once, cart, create, moving_webstore, seed_customers, store_c, Deployment,
-    Shard, STORE_C, TOKEN,
+    admin, assert_each_once, cart, cart_since, create, moving_webstore, seed_customers, store_c,
+    Deployment, Shard, STORE_C, TOKEN,
 };
 pub use skip::skip_or_fail;

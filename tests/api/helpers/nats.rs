@@ -738,6 +738,32 @@ impl NatsCluster {
         }
     }
 
+    /// The node (0..3) that leads stream `name`, from the stream's information once it has
+    /// settled (see [`settled_stream`](Self::settled_stream)): `cluster.leader` names it.
+    pub async fn stream_leader(&self, name: &str) -> usize {
+        let info = self.settled_stream(name).await;
+        self.leader_in(&info)
+            .unwrap_or_else(|| panic!("stream {name} has no cluster leader: {info:?}"))
+    }
+
+    /// The node that leads stream `name` as a running node answers now, whether or not
+    /// every replica is current (after a crash some are not): `None` while it has no
+    /// leader or the information cannot be had.
+    pub async fn stream_leader_now(&self, name: &str) -> Option<usize> {
+        let context = jetstream::new(self.connect().await);
+        let stream = within("stream information", context.get_stream(name))
+            .await
+            .ok()?;
+        self.leader_in(stream.cached_info())
+    }
+
+    /// The node that `info` names as the stream's leader.
+    fn leader_in(&self, info: &stream::Info) -> Option<usize> {
+        let leader = info.cluster.as_ref()?.leader.as_ref()?;
+        let node = self.nodes.iter().position(|node| &node.name == leader);
+        Some(node.unwrap_or_else(|| panic!("a stream led by {leader}, no node of this cluster")))
+    }
+
     /// The last lines node `i` logged (all its runs), for failure messages.
     pub fn logs(&self, i: usize) -> String {
         file_tail(&self.nodes[i].log, LOG_TAIL_LINES)

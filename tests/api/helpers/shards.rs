@@ -460,14 +460,26 @@ pub async fn seed_customers(base: &str, creds: &Creds, tag: &str, count: usize) 
     }
 }
 
-/// Writes keyed creates through HAProxy until `stop`: each one's time, status and id.
+/// Writes keyed creates through HAProxy until `stop`: each one's time (since the cart
+/// started), status and id.
 pub async fn cart(
     base: String,
     creds: Creds,
     tag: String,
     stop: Arc<AtomicBool>,
 ) -> Vec<(Duration, u16, Option<i64>)> {
-    let started = Instant::now();
+    cart_since(Instant::now(), base, creds, tag, stop).await
+}
+
+/// [`cart`] with each write's time counted from `started`, so that several carts and other
+/// events of a test share one clock.
+pub async fn cart_since(
+    started: Instant,
+    base: String,
+    creds: Creds,
+    tag: String,
+    stop: Arc<AtomicBool>,
+) -> Vec<(Duration, u16, Option<i64>)> {
     let mut log = Vec::new();
     for n in 0..100_000 {
         if stop.load(Ordering::Relaxed) {
