@@ -187,7 +187,7 @@ pub struct ServeConfig {
     /// queue per webstore and are admitted a webstore at a time in turn, so that one
     /// webstore's flood cannot hold up another's requests. Enough to keep group commit's
     /// batches full; far below the connection limit.
-    #[arg(long, env = "BOXSUB_ADMISSION_SLOTS", default_value_t = 128,
+    #[arg(long, env = "BOXSUB_ADMISSION_SLOTS", default_value_t = 32,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub admission_slots: u64,
     /// Deadline, in milliseconds, for each call to a customer actor.

@@ -9,8 +9,7 @@
 //! life) uses `node`, `service` and `store`, and nothing below it knows of it; `webhooks`
 //! (deliveries) uses `service` and is started beside it; `quotas` (each webstore's quotas and
 //! the fair admission of requests) is held by `service` and uses only `domain` and `metrics`.
-//! This is the one statement of the
-//! chain; README.md and docs/design.md point here.
+//! This is the one statement of the chain; README.md and docs/design.md point here.
 //!
 //! - [`domain`]: the rules, as pure functions and plain data (catalogue, customers, orders,
 //!   emails, pagination, passwords, sign-in throttling). No I/O, no async.

@@ -35,6 +35,8 @@ pub struct Admission {
 struct Queues {
     /// Lanes with someone waiting, in the order their turns come.
     turns: VecDeque<Lane>,
+    /// Each lane's waiters, first come first; a lane that waited once keeps its (then empty)
+    /// queue.
     lanes: HashMap<Lane, VecDeque<oneshot::Sender<Slot>>>,
 }
 
@@ -179,9 +181,9 @@ impl Queues {
         let lane = self.turns.pop_front()?;
         let queue = self.lanes.get_mut(&lane)?;
         let sender = queue.pop_front();
-        if queue.is_empty() {
-            self.lanes.remove(&lane);
-        } else {
+        // An empty lane keeps its queue (and its capacity) for the next time it waits: lanes
+        // are webstores of the catalogue, a bounded set.
+        if !queue.is_empty() {
             self.turns.push_back(lane);
         }
         sender
