@@ -43,8 +43,8 @@ use serde::Serialize;
 use crate::tools::BenchConfig;
 use expiry::measure_expiry;
 use large_store::measure_restart;
-use noisy_neighbour::measure_noisy_neighbour;
 use load::{LoadResult, LoadSpec};
+use noisy_neighbour::measure_noisy_neighbour;
 use scenarios::{scenarios, Scenario, Target};
 use servers::{machine, seed, serve_args_with, unmetered_catalogue, Program, Scratch, Server};
 

@@ -70,7 +70,10 @@ pub struct NoisyNeighbourReport {
 impl NoisyNeighbourReport {
     /// Requests of A or B that did not get a 201.
     pub fn errors(&self) -> u64 {
-        self.runs.iter().map(|run| run.a_errors + run.b_errors).sum()
+        self.runs
+            .iter()
+            .map(|run| run.a_errors + run.b_errors)
+            .sum()
     }
 }
 
@@ -238,12 +241,12 @@ async fn paced_apart(
             .enable_all()
             .build()
             .map_err(|e| e.to_string())
-            .and_then(|runtime| {
-                runtime.block_on(paced(addr, warmup, duration, make, expected))
-            });
+            .and_then(|runtime| runtime.block_on(paced(addr, warmup, duration, make, expected)));
         let _ = done.send(answer);
     });
-    result.await.map_err(|_| "a paced client's thread ended".to_owned())?
+    result
+        .await
+        .map_err(|_| "a paced client's thread ended".to_owned())?
 }
 
 /// One request every [`B_INTERVAL`] on one keep-alive connection, the measured ones after
@@ -272,9 +275,7 @@ async fn paced(
         }
         result.requests += 1;
         match answer {
-            Ok(answer) if answer.status == expected => {
-                record_since(&mut result.latencies_us, sent)
-            }
+            Ok(answer) if answer.status == expected => record_since(&mut result.latencies_us, sent),
             Ok(answer) => {
                 result.errors += 1;
                 tracing::warn!(status = answer.status, "a paced request got another status");

@@ -10,8 +10,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::helpers::{
-    customer_body, customer_body_b, default_catalogue, spawn_app_on, store_a, store_b, DataDir,
-    TestResponse,
+    customer_body, customer_body_b, default_catalogue, sample, scrape, spawn_app_on, store_a,
+    store_b, DataDir, TestResponse,
 };
 
 /// The default catalogue with these quotas for every webstore.
