@@ -85,6 +85,16 @@ const PHONES: [(usize, &str); 3] = [(7, "mobile"), (6, "home"), (8, "work")];
 impl DayView {
     /// The day of `deliveries` (the list in delivery order) in `webstore`.
     pub fn of(deliveries: &[Delivery], webstore: &Webstore) -> DayView {
+        DayView::build(deliveries, webstore, true)
+    }
+
+    /// The day's counts alone (the packing summary, no routes): what the week page shows of
+    /// each day.
+    pub fn counts_of(deliveries: &[Delivery], webstore: &Webstore) -> DayView {
+        DayView::build(deliveries, webstore, false)
+    }
+
+    fn build(deliveries: &[Delivery], webstore: &Webstore, with_routes: bool) -> DayView {
         let mut boxes = BTreeMap::<u64, u64>::new();
         let mut extras = BTreeMap::<u64, u64>::new();
         let mut exclusions = BTreeMap::<u64, u64>::new();
@@ -103,6 +113,9 @@ impl DayView {
                 for line in &details.extras {
                     *extras.entry(line.id).or_default() += u64::from(line.quantity);
                 }
+            }
+            if !with_routes {
+                continue;
             }
             let service_id = delivery.customer.delivery_service_id;
             if routes.last().is_none_or(|route| route.id != service_id) {
@@ -212,7 +225,7 @@ pub fn short_date(day: Day) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::sync::Arc;
 
     use super::*;
@@ -224,6 +237,39 @@ mod tests {
     use crate::domain::schedule::{Schedule, WeekDays};
 
     fn delivery(
+        order: u64,
+        service: u64,
+        box_id: u64,
+        extras: &[(u64, u32)],
+        excluded: &[u64],
+        with_extras: bool,
+    ) -> Delivery {
+        delivery_with(
+            Day(20_000),
+            order,
+            service,
+            box_id,
+            extras,
+            excluded,
+            with_extras,
+        )
+    }
+
+    /// A delivery on `date` of a weekly order (`order` is its id and its customer's), by
+    /// delivery service `service`, without exclusions.
+    pub(crate) fn delivery_on(
+        date: Day,
+        order: u64,
+        service: u64,
+        box_id: u64,
+        extras: &[(u64, u32)],
+        with_extras: bool,
+    ) -> Delivery {
+        delivery_with(date, order, service, box_id, extras, &[], with_extras)
+    }
+
+    fn delivery_with(
+        date: Day,
         order: u64,
         service: u64,
         box_id: u64,
@@ -247,7 +293,7 @@ mod tests {
             password_hash: None,
         };
         Delivery {
-            date: Day(20_000),
+            date,
             order: Order {
                 id: OrderId(order),
                 customer_id: CustomerId(order),
@@ -265,8 +311,8 @@ mod tests {
                     exclusions: excluded.to_vec(),
                     substitutions: Vec::new(),
                     schedule: Schedule {
-                        start: Day(20_000),
-                        week_days: WeekDays::only(Day(20_000).weekday()),
+                        start: date,
+                        week_days: WeekDays::only(date.weekday()),
                     },
                 },
                 created_at: 0,

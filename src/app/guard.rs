@@ -26,28 +26,36 @@ pub struct PublicOrigin {
 }
 
 impl PublicOrigin {
-    /// From `--public-url`: an `http://` or `https://` URL (anything after the host is
-    /// ignored); `None` for no URL.
+    /// From `--public-url`: an `http://` or `https://` URL of a host (and port), nothing
+    /// after it but an optional `/`; `None` for no URL. The origin is written as browsers
+    /// send it in `Origin`: lower-case, without the scheme's default port.
     pub fn parse(url: Option<&str>) -> Result<PublicOrigin, String> {
-        let Some(url) = url.map(str::trim).filter(|url| !url.is_empty()) else {
+        let Some(given) = url.map(str::trim).filter(|url| !url.is_empty()) else {
             return Ok(PublicOrigin::default());
         };
-        let (scheme, rest) = url
-            .split_once("://")
-            .ok_or_else(|| format!("--public-url {url:?} is not an http:// or https:// URL"))?;
-        let scheme = scheme.to_ascii_lowercase();
-        if scheme != "http" && scheme != "https" {
-            return Err(format!(
-                "--public-url {url:?} is not an http:// or https:// URL"
-            ));
+        let refuse = |why: &str| Err(format!("--public-url {given:?} {why}"));
+        let Ok(url) = url::Url::parse(given) else {
+            return refuse("is not an http:// or https:// URL");
+        };
+        if url.scheme() != "http" && url.scheme() != "https" {
+            return refuse("is not an http:// or https:// URL");
         }
-        let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-        if host.is_empty() || host.contains('@') {
-            return Err(format!("--public-url {url:?} names no host"));
+        if url.host_str().is_none_or(str::is_empty) {
+            return refuse("names no host");
+        }
+        if !url.username().is_empty() || url.password().is_some() {
+            return refuse("must not carry a user name or password");
+        }
+        if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+            return refuse(
+                "must be the address the app is served at, scheme, host and port only \
+                 (such as https://boxes.example.com): the app is always under /app, and a \
+                 path, query or fragment has no place in the origin browsers send",
+            );
         }
         Ok(PublicOrigin {
-            origin: Some(format!("{scheme}://{}", host.to_ascii_lowercase())),
-            https: scheme == "https",
+            origin: Some(url.origin().ascii_serialization()),
+            https: url.scheme() == "https",
         })
     }
 
@@ -145,7 +153,7 @@ mod tests {
 
     #[test]
     fn a_public_url_decides_secure_cookies_and_the_forms_origin() {
-        let https = PublicOrigin::parse(Some("https://Shop.Example:8443/app/")).unwrap();
+        let https = PublicOrigin::parse(Some("https://Shop.Example:8443/")).unwrap();
         assert!(https.https());
         let cookie = https.set_cookie(SESSION_COOKIE, TOKEN, "Lax");
         let cookie = cookie.to_str().unwrap();
@@ -179,9 +187,28 @@ mod tests {
             "no browser headers at all"
         );
 
-        for bad in ["ftp://x", "shop.example", "https://", "https://u@evil"] {
+        for bad in [
+            "ftp://x",
+            "shop.example",
+            "https://",
+            "https://u@evil",
+            "https://shop.example/app/",
+            "https://shop.example/?x=1",
+            "https://shop.example#top",
+        ] {
             assert!(PublicOrigin::parse(Some(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_default_port_is_dropped_from_the_origin_as_browsers_drop_it() {
+        let https = PublicOrigin::parse(Some("https://shop.example:443")).unwrap();
+        assert!(https.same_origin(&headers(&[("origin", "https://shop.example")])));
+        assert!(!https.same_origin(&headers(&[("origin", "https://shop.example:443")])));
+        let http = PublicOrigin::parse(Some("HTTP://Shop.Example:80/")).unwrap();
+        assert!(http.same_origin(&headers(&[("origin", "http://shop.example")])));
+        let other_port = PublicOrigin::parse(Some("https://shop.example:8443")).unwrap();
+        assert!(other_port.same_origin(&headers(&[("origin", "https://shop.example:8443")])));
     }
 
     #[test]

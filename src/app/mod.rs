@@ -11,6 +11,8 @@
 mod day;
 mod guard;
 mod pages;
+mod spreadsheet;
+mod week;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +30,8 @@ use crate::service::{Delivery, Service, ServiceError};
 pub use day::DayView;
 pub use guard::PublicOrigin;
 use guard::{cookie, tokens_match, FORM_COOKIE, SESSION_COOKIE};
-use pages::{DayPage, MessagePage, SignInPage};
+use pages::{DayPage, MessagePage, SignInPage, WeekPage};
+pub use spreadsheet::spreadsheet_safe;
 
 /// The app's stylesheet, served at `/app/app.css`.
 const STYLESHEET: &str = include_str!("app.css");
@@ -51,6 +54,8 @@ pub enum AppRoute {
     Day,
     /// `/app/deliveries/:date.csv`.
     DayCsv,
+    /// `/app/weeks/:date`.
+    Week,
     /// `/app/app.css`.
     Stylesheet,
     /// Any other path under `/app`.
@@ -66,6 +71,7 @@ impl AppRoute {
             AppRoute::SignOut => "/app/sign_out",
             AppRoute::Day => "/app/deliveries/:date",
             AppRoute::DayCsv => "/app/deliveries/:date.csv",
+            AppRoute::Week => "/app/weeks/:date",
             AppRoute::Stylesheet => "/app/app.css",
             AppRoute::Unmatched => "/app/*",
         }
@@ -87,12 +93,15 @@ pub fn route(path: &str) -> (AppRoute, Option<Day>) {
         "/app/app.css" => return (AppRoute::Stylesheet, None),
         _ => {}
     }
-    let Some(date) = path.strip_prefix("/app/deliveries/") else {
+    let (date, route) = if let Some(date) = path.strip_prefix("/app/weeks/") {
+        (date, AppRoute::Week)
+    } else if let Some(date) = path.strip_prefix("/app/deliveries/") {
+        match date.strip_suffix(".csv") {
+            Some(date) => (date, AppRoute::DayCsv),
+            None => (date, AppRoute::Day),
+        }
+    } else {
         return (AppRoute::Unmatched, None);
-    };
-    let (date, route) = match date.strip_suffix(".csv") {
-        Some(date) => (date, AppRoute::DayCsv),
-        None => (date, AppRoute::Day),
     };
     // `parse_iso_date` trims; a path's date is exactly ten characters.
     match parse_iso_date(date).filter(|_| date.len() == 10) {
@@ -190,7 +199,9 @@ async fn respond(
             sign_in(service, settings, request).await?
         }
         (AppRoute::SignIn, _) => return Err(AppError::MethodNotAllowed("GET, POST")),
-        (AppRoute::SignOut, _) if method == Method::POST => sign_out(service, settings, request)?,
+        (AppRoute::SignOut, _) if method == Method::POST => {
+            sign_out(service, settings, request).await?
+        }
         (AppRoute::SignOut, _) => return Err(AppError::MethodNotAllowed("POST")),
         (AppRoute::Home, _) => {
             only_get(method)?;
@@ -202,7 +213,11 @@ async fn respond(
             only_get(method)?;
             return day(service, request, date, route == AppRoute::DayCsv).await;
         }
-        (AppRoute::Day | AppRoute::DayCsv | AppRoute::Unmatched, _) => {
+        (AppRoute::Week, Some(date)) => {
+            only_get(method)?;
+            return week(service, request, date).await;
+        }
+        (AppRoute::Day | AppRoute::DayCsv | AppRoute::Week | AppRoute::Unmatched, _) => {
             return Err(AppError::NotFound)
         }
     };
@@ -380,7 +395,7 @@ async fn sign_in(
 }
 
 /// `POST /app/sign_out`: ends the session on the server and forgets its cookie.
-fn sign_out(
+async fn sign_out(
     service: &Service,
     settings: &AppSettings,
     request: &AppRequest<'_>,
@@ -397,7 +412,7 @@ fn sign_out(
     {
         return Err(AppError::ForgedForm);
     }
-    service.producer_sign_out(id);
+    service.producer_sign_out(id).await?;
     let mut response = see_other("/app/sign_in");
     response.headers_mut().append(
         header::SET_COOKIE,
@@ -436,8 +451,41 @@ async fn day(
         prev_label: day::short_date(prev),
         next: next.date().to_string(),
         next_label: day::short_date(next),
+        week: date.week_start().date().to_string(),
         form_token: &session.form_token,
         day: &view,
+    };
+    Ok(AppAnswer::Page(html(StatusCode::OK, page.render())))
+}
+
+/// `GET /app/weeks/:date`: the seven days from `date`.
+async fn week(
+    service: &Service,
+    request: &AppRequest<'_>,
+    first: Day,
+) -> Result<AppAnswer, AppError> {
+    let session = signed_in(service, request.headers)?;
+    let webstore = session.webstore;
+    if !service.placement().serves(&webstore.settings.id) {
+        return Err(AppError::Misdirected);
+    }
+    let mut days = Vec::with_capacity(week::DAYS as usize);
+    for offset in 0..week::DAYS {
+        let date = first.plus(offset);
+        days.push((date, service.all_deliveries(&webstore, date).await?));
+    }
+    let view = week::WeekView::of(&days, &webstore);
+    let (prev, next) = (first.plus(-week::DAYS), first.plus(week::DAYS));
+    let page = WeekPage {
+        webstore: &webstore.settings.name,
+        first: first.date().to_string(),
+        range_label: week::range_label(first),
+        prev: prev.date().to_string(),
+        prev_label: day::short_date(prev),
+        next: next.date().to_string(),
+        next_label: day::short_date(next),
+        form_token: &session.form_token,
+        week: &view,
     };
     Ok(AppAnswer::Page(html(StatusCode::OK, page.render())))
 }

@@ -5,6 +5,7 @@
 use askama::Template;
 
 use super::day::DayView;
+use super::week::WeekView;
 
 /// The sign-in form, with any alerts of a failed attempt.
 #[derive(Template)]
@@ -50,8 +51,34 @@ pub struct DayPage<'a> {
     pub next: String,
     /// Its label.
     pub next_label: String,
+    /// The first day of its week (Monday), `YYYY-MM-DD`: the week page's address.
+    pub week: String,
     /// The sign-out form's token.
     pub form_token: &'a str,
     /// The day's summary and routes.
     pub day: &'a DayView,
+}
+
+/// A week: its delivery days and what to pack on each.
+#[derive(Template)]
+#[template(path = "week.html")]
+pub struct WeekPage<'a> {
+    /// The webstore's name.
+    pub webstore: &'a str,
+    /// The week's first date, `YYYY-MM-DD`.
+    pub first: String,
+    /// The week's dates as a heading says them.
+    pub range_label: String,
+    /// The week before's first date, and its label.
+    pub prev: String,
+    /// Its label.
+    pub prev_label: String,
+    /// The week after's first date.
+    pub next: String,
+    /// Its label.
+    pub next_label: String,
+    /// The sign-out form's token.
+    pub form_token: &'a str,
+    /// The week's days and totals.
+    pub week: &'a WeekView,
 }

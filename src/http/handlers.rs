@@ -385,7 +385,7 @@ pub(super) async fn list_deliveries(call: &Call<'_>) -> Answer {
         .map(|delivery| DeliveryView::new(delivery, call.webstore))
         .collect();
     let response = if wants_csv(call.headers) {
-        csv_response(&views)
+        csv_response(&views, |cell: &str| std::borrow::Cow::Borrowed(cell))
     } else {
         json_response(StatusCode::OK, &views)
     };

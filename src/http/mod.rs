@@ -31,7 +31,7 @@ use warp::Filter;
 use crate::app::{AppAnswer, AppRequest, AppSettings};
 use crate::domain::catalogue::Webstore;
 use crate::node::Node;
-use crate::quotas::Kind;
+use crate::quotas::{Checked, Kind};
 use crate::service::placement::Served;
 use crate::service::Service;
 
@@ -282,7 +282,10 @@ where
                     .iter()
                     .map(|delivery| DeliveryView::new(delivery, &webstore))
                     .collect();
-                crate::app::csv_download(views::csv_response(&views), date)
+                crate::app::csv_download(
+                    views::csv_response(&views, crate::app::spreadsheet_safe),
+                    date,
+                )
             }
         },
     )
@@ -335,10 +338,9 @@ where
         Ok(endpoint) if endpoint.writes() => Kind::Write,
         _ => Kind::Read,
     };
-    let granted = service
+    let checked = service
         .quotas()
-        .admit(&webstore, kind)
-        .await
+        .check(&webstore, kind)
         .map_err(ApiError::OverQuota)?;
     let call = Call {
         service,
@@ -347,17 +349,20 @@ where
         headers,
     };
     let mut response = match endpoint {
-        Ok(endpoint) => answer(&call, endpoint, body, body_timeout).await,
+        Ok(endpoint) => answer(&call, &checked, endpoint, body, body_timeout).await,
         Err(error) => Err(error.into()),
     }
     .unwrap_or_else(ApiError::into_response);
-    ratelimit::stamp(response.headers_mut(), &granted);
+    ratelimit::stamp(response.headers_mut(), &checked);
     Ok(response)
 }
 
-/// The answer of `endpoint` to a caller its quotas let through.
+/// The answer of `endpoint` to a caller its quotas let through: its body read (a slow
+/// client holds only its own webstore's concurrency quota meanwhile), then its turn in
+/// service, then the work.
 async fn answer<S, B>(
     call: &Call<'_>,
+    checked: &Checked,
     endpoint: Endpoint,
     body: S,
     body_timeout: Duration,
@@ -384,19 +389,21 @@ where
         None
     };
     let headers = call.headers;
-    let read_body = || read_limited(body, content_length(headers), body_timeout);
+    let body = if endpoint.has_body() {
+        read_limited(body, content_length(headers), body_timeout).await?
+    } else {
+        Bytes::new()
+    };
+    let _slot = checked.admit().await;
     match endpoint {
         Ping => Ok(no_content()),
         ListCustomers => handlers::list_customers(call).await,
-        CreateCustomer => handlers::create_customer(call, &read_body().await?).await,
-        SignIn => {
-            let form = is_form(headers);
-            handlers::sign_in(call, &read_body().await?, form).await
-        }
+        CreateCustomer => handlers::create_customer(call, &body).await,
+        SignIn => handlers::sign_in(call, &body, is_form(headers)).await,
         GetCustomer(id) => handlers::get_customer(call, id).await,
-        UpdateCustomer(id) => handlers::update_customer(call, id, &read_body().await?).await,
+        UpdateCustomer(id) => handlers::update_customer(call, id, &body).await,
         ListOrders => handlers::list_orders(call).await,
-        CreateOrder => handlers::create_order(call, &read_body().await?).await,
+        CreateOrder => handlers::create_order(call, &body).await,
         GetOrder(id) => handlers::get_order(call, id).await,
         ListBoxes => Ok(handlers::list_boxes(call)),
         GetBox(id) => handlers::get_box(call, id),

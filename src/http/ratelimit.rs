@@ -9,7 +9,7 @@
 
 use warp::http::{header, HeaderMap, HeaderName, HeaderValue};
 
-use crate::quotas::{Granted, Quota, Throttled};
+use crate::quotas::{Checked, Quota, Throttled};
 
 /// `RateLimit-Policy` (made once: from a `&str`, each use would parse it again).
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -17,14 +17,14 @@ pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-pol
 pub static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 
 /// Stamps an answer to a request its quotas let through.
-pub fn stamp(headers: &mut HeaderMap, granted: &Granted) {
-    insert_policies(headers, &granted.policies);
+pub fn stamp(headers: &mut HeaderMap, checked: &Checked) {
+    insert_policies(headers, &checked.policies);
     headers.insert(
         RATELIMIT.clone(),
         state_field(
-            granted.quota,
-            granted.remaining.requests,
-            granted.remaining.full_in_secs,
+            checked.quota,
+            checked.remaining.requests,
+            checked.remaining.full_in_secs,
         ),
     );
 }

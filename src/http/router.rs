@@ -103,6 +103,8 @@ pub enum Route {
     AppDay,
     /// `/app/deliveries/:date.csv`.
     AppDayCsv,
+    /// `/app/weeks/:date`.
+    AppWeek,
     /// `/app/app.css`.
     AppStylesheet,
     /// Any other path under `/app`.
@@ -119,6 +121,7 @@ impl From<AppRoute> for Route {
             AppRoute::SignOut => Route::AppSignOut,
             AppRoute::Day => Route::AppDay,
             AppRoute::DayCsv => Route::AppDayCsv,
+            AppRoute::Week => Route::AppWeek,
             AppRoute::Stylesheet => Route::AppStylesheet,
             AppRoute::Unmatched => Route::AppUnmatched,
         }
@@ -151,6 +154,7 @@ impl Route {
             AppSignOut => AppRoute::SignOut.template(),
             AppDay => AppRoute::Day.template(),
             AppDayCsv => AppRoute::DayCsv.template(),
+            AppWeek => AppRoute::Week.template(),
             AppStylesheet => AppRoute::Stylesheet.template(),
             AppUnmatched => AppRoute::Unmatched.template(),
             Unmatched => "unmatched",
@@ -171,6 +175,15 @@ impl Endpoint {
     pub fn writes(self) -> bool {
         use Endpoint::*;
         matches!(self, CreateCustomer | UpdateCustomer(_) | CreateOrder)
+    }
+
+    /// Whether the endpoint reads a request body.
+    pub fn has_body(self) -> bool {
+        use Endpoint::*;
+        matches!(
+            self,
+            CreateCustomer | SignIn | UpdateCustomer(_) | CreateOrder
+        )
     }
 
     /// The route template of the endpoint.

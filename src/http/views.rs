@@ -338,8 +338,13 @@ impl<'a> DeliveryView<'a> {
 /// The content type of CSV responses.
 pub const CSV_CONTENT_TYPE: &str = "text/csv; charset=utf-8";
 
-/// The delivery list as CSV with a header row, ready to print as a packing list.
-pub fn csv_response(deliveries: &[DeliveryView<'_>]) -> Response {
+/// The delivery list as CSV with a header row, ready to print as a packing list, each cell
+/// written through `cell` (the API's keeps them exact; the app's download makes them safe
+/// for spreadsheets).
+pub fn csv_response(
+    deliveries: &[DeliveryView<'_>],
+    cell: impl Fn(&str) -> std::borrow::Cow<'_, str>,
+) -> Response {
     let mut writer = csv::Writer::from_writer(Vec::new());
     let header = DeliveryView::CSV_HEADER
         .iter()
@@ -348,7 +353,9 @@ pub fn csv_response(deliveries: &[DeliveryView<'_>]) -> Response {
     // Writing to a Vec cannot fail; a failure would only shorten the body.
     let _ = writer.write_record(header);
     for delivery in deliveries {
-        let _ = writer.write_record(delivery.csv_row());
+        let row = delivery.csv_row();
+        let cells: Vec<std::borrow::Cow<'_, str>> = row.iter().map(|value| cell(value)).collect();
+        let _ = writer.write_record(cells.iter().map(|value| value.as_bytes()));
     }
     let body = writer.into_inner().unwrap_or_default();
     let mut response = Response::new(body.into());

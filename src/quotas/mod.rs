@@ -1,15 +1,16 @@
 //! Fair share between webstores. Owns each webstore's quotas in force (writes and reads per
 //! second with a burst, requests in progress at once: [`crate::domain::quotas`]) and the
 //! fair admission of requests while the host is saturated ([`admission`]). A request is
-//! checked against its webstore's concurrency quota, then its rate quota, then waits for an
-//! admission slot; what it holds is released by guards, whenever its future is dropped.
+//! checked against its webstore's concurrency quota, then its rate quota ([`Quotas::check`]),
+//! and once its body has arrived waits for an admission slot ([`Checked::admit`]); what it
+//! holds is released by guards, whenever its future is dropped.
 //!
 //! The limiters live here, one set per webstore of the catalogue in force: a reload keeps the
 //! state of every webstore whose quotas did not change, starts afresh those whose did, and
 //! drops those of webstores it removes, so that state never outgrows the catalogue.
 //!
 //! Must not touch: status codes and headers (the HTTP layer renders [`Throttled`] and
-//! [`Granted`]), the store, the actors.
+//! [`Checked`]), the store, the actors.
 
 mod admission;
 mod rates;
@@ -71,16 +72,36 @@ pub struct Throttled {
     pub policies: Arc<str>,
 }
 
-/// A request let through: what it holds until it is answered, and what its quota has left.
-pub struct Granted {
-    /// The rate quota it took from, and what is left of it.
+/// A request its quotas let through: counted against its webstore's concurrency quota
+/// until dropped, and what is left of the rate quota it took from. It waits for its turn in
+/// service with [`Checked::admit`] once it has what it needs from its client (its body), so
+/// that a slow client holds its own webstore's quota and never a slot the others share.
+pub struct Checked {
+    /// The rate quota it took from.
     pub quota: Quota,
-    /// What is left.
+    /// What is left of it.
     pub remaining: Remaining,
     /// The webstore's policies, as [`policy_field`] writes them.
     pub policies: Arc<str>,
+    quotas: Arc<WebstoreQuotas>,
+    admission: Arc<Admission>,
     _in_progress: InProgress,
-    _slot: Slot,
+}
+
+impl Checked {
+    /// A slot in service, once the request's turn comes (at once while one is free).
+    /// Dropping the future gives up its place in the queue.
+    pub async fn admit(&self) -> Slot {
+        let began = Instant::now();
+        let admitted = self.admission.admit(self.quotas.lane).await;
+        self.quotas.counted.admitted.inc();
+        self.quotas.counted.wait.observe(if admitted.waited {
+            began.elapsed().as_secs_f64()
+        } else {
+            0.0
+        });
+        admitted.slot
+    }
 }
 
 /// One webstore's quotas and their state.
@@ -177,8 +198,8 @@ impl Quotas {
         self.by_webstore.store(Arc::new(next));
     }
 
-    /// Lets a request of `webstore` through once its turn comes, or refuses it now.
-    pub async fn admit(&self, webstore: &Webstore, kind: Kind) -> Result<Granted, Throttled> {
+    /// Counts a request of `webstore` against its quotas, or refuses it.
+    pub fn check(&self, webstore: &Webstore, kind: Kind) -> Result<Checked, Throttled> {
         let quotas = self
             .by_webstore
             .load()
@@ -196,20 +217,13 @@ impl Quotas {
             let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
             quotas.refuse(quota, secs.max(1))
         })?;
-        let began = Instant::now();
-        let admitted = self.admission.admit(quotas.lane).await;
-        quotas.counted.admitted.inc();
-        quotas.counted.wait.observe(if admitted.waited {
-            began.elapsed().as_secs_f64()
-        } else {
-            0.0
-        });
-        Ok(Granted {
+        Ok(Checked {
             quota,
             remaining,
             policies: quotas.policies.clone(),
+            admission: self.admission.clone(),
+            quotas,
             _in_progress: in_progress,
-            _slot: admitted.slot,
         })
     }
 
@@ -314,17 +328,17 @@ mod tests {
         let catalogue = catalogue(r#"{"writes_per_second": 1, "write_burst": 2}"#);
         let webstore = catalogue.webstores()[0].clone();
         let quotas = Quotas::new(&catalogue, 8);
-        let first = quotas.admit(&webstore, Kind::Write).await.unwrap();
+        let first = quotas.check(&webstore, Kind::Write).unwrap();
         assert_eq!(first.remaining.requests, 1);
         drop(first);
-        drop(quotas.admit(&webstore, Kind::Write).await.unwrap());
-        let refused = quotas.admit(&webstore, Kind::Write).await.err().unwrap();
+        drop(quotas.check(&webstore, Kind::Write).unwrap());
+        let refused = quotas.check(&webstore, Kind::Write).err().unwrap();
         assert_eq!(refused.quota, Quota::Writes);
         assert_eq!(refused.retry_after_secs, 1);
-        assert!(quotas.admit(&webstore, Kind::Read).await.is_ok());
+        assert!(quotas.check(&webstore, Kind::Read).is_ok());
         // Another webstore's writes are its own.
         let other = catalogue.webstores()[1].clone();
-        assert!(quotas.admit(&other, Kind::Write).await.is_ok());
+        assert!(quotas.check(&other, Kind::Write).is_ok());
         assert_eq!(quotas.in_service(), 0);
     }
 
@@ -333,12 +347,12 @@ mod tests {
         let catalogue = catalogue(r#"{"concurrent_requests": 2}"#);
         let webstore = catalogue.webstores()[0].clone();
         let quotas = Quotas::new(&catalogue, 8);
-        let a = quotas.admit(&webstore, Kind::Read).await.unwrap();
-        let _b = quotas.admit(&webstore, Kind::Read).await.unwrap();
-        let refused = quotas.admit(&webstore, Kind::Read).await.err().unwrap();
+        let a = quotas.check(&webstore, Kind::Read).unwrap();
+        let _b = quotas.check(&webstore, Kind::Read).unwrap();
+        let refused = quotas.check(&webstore, Kind::Read).err().unwrap();
         assert_eq!(refused.quota, Quota::Concurrency);
         drop(a);
-        assert!(quotas.admit(&webstore, Kind::Read).await.is_ok());
+        assert!(quotas.check(&webstore, Kind::Read).is_ok());
     }
 
     #[tokio::test]
@@ -346,39 +360,59 @@ mod tests {
         let tight = catalogue(r#"{"writes_per_second": 1, "write_burst": 1}"#);
         let webstore = tight.webstores()[0].clone();
         let quotas = Quotas::new(&tight, 8);
-        drop(quotas.admit(&webstore, Kind::Write).await.unwrap());
+        drop(quotas.check(&webstore, Kind::Write).unwrap());
         quotas.reload(&tight);
-        assert!(quotas.admit(&webstore, Kind::Write).await.is_err());
+        assert!(quotas.check(&webstore, Kind::Write).is_err());
         let wider = catalogue(r#"{"writes_per_second": 1, "write_burst": 5}"#);
         quotas.reload(&wider);
-        let granted = quotas.admit(&webstore, Kind::Write).await.unwrap();
+        let granted = quotas.check(&webstore, Kind::Write).unwrap();
         assert_eq!(granted.remaining.requests, 4);
         assert!(granted.policies.starts_with("\"writes\";q=5;w=5, "));
     }
 
     #[tokio::test]
-    async fn a_request_dropped_while_it_waits_for_its_turn_gives_its_quota_back() {
+    async fn a_request_dropped_while_it_waits_for_its_turn_gives_everything_back() {
         let catalogue = catalogue(r#"{"concurrent_requests": 1}"#);
         let (a, b) = (
             catalogue.webstores()[0].clone(),
             catalogue.webstores()[1].clone(),
         );
         let quotas = Quotas::new(&catalogue, 1);
-        let held = quotas.admit(&b, Kind::Read).await.unwrap();
+        let b_checked = quotas.check(&b, Kind::Read).unwrap();
+        let b_slot = b_checked.admit().await;
+        assert_eq!(quotas.in_service(), 1);
         // A's request waits for the one slot, and its future is dropped there.
-        let waiting = tokio::time::timeout(
-            std::time::Duration::from_millis(30),
-            quotas.admit(&a, Kind::Write),
-        )
-        .await;
+        let a_checked = quotas.check(&a, Kind::Write).unwrap();
+        let waiting =
+            tokio::time::timeout(std::time::Duration::from_millis(30), a_checked.admit()).await;
         assert!(waiting.is_err(), "it had to wait");
-        drop(held);
+        drop(a_checked);
+        drop((b_slot, b_checked));
         assert_eq!(quotas.in_service(), 0);
         // A's concurrency quota of one is free again, and so is the slot.
-        let granted = quotas.admit(&a, Kind::Write).await.unwrap();
+        let checked = quotas.check(&a, Kind::Write).unwrap();
+        let slot = checked.admit().await;
         assert_eq!(quotas.in_service(), 1);
-        drop(granted);
+        drop(slot);
         assert_eq!(quotas.in_service(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_request_counted_but_not_yet_admitted_holds_no_slot() {
+        // A slow client (its body still coming) holds its webstore's quota, never a slot.
+        let catalogue = catalogue("{}");
+        let webstore = catalogue.webstores()[0].clone();
+        let quotas = Quotas::new(&catalogue, 1);
+        let slow: Vec<Checked> = (0..5)
+            .map(|_| quotas.check(&webstore, Kind::Write).unwrap())
+            .collect();
+        assert_eq!(quotas.in_service(), 0);
+        let other = catalogue.webstores()[1].clone();
+        let checked = quotas.check(&other, Kind::Read).unwrap();
+        let slot = tokio::time::timeout(std::time::Duration::from_secs(1), checked.admit())
+            .await
+            .expect("a slot is free while the slow requests wait for their bodies");
+        drop((slot, slow));
     }
 
     #[test]

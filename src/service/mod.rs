@@ -254,8 +254,6 @@ pub struct Service {
     id_range: IdRange,
     /// Producers' sign-in throttles, apart from customers'.
     producer_throttles: SignInThrottles,
-    /// Producers' open sessions in the web app.
-    producer_sessions: producers::ProducerSessions,
     /// The webstores' events.
     events: Arc<Events>,
     /// The webstores' quotas and fair admission.
@@ -285,7 +283,6 @@ impl Service {
             placement,
             id_range: settings.id_range,
             producer_throttles: SignInThrottles::default(),
-            producer_sessions: producers::ProducerSessions::default(),
             registry: Registry::open(catalogue.clone(), store, settings.id_range, events.clone())?,
             events,
             calls: ActorCalls::new(
@@ -447,12 +444,14 @@ impl Service {
         Ok(self.registry.store().writable()?)
     }
 
-    /// Forgets throttling state that has expired, and producer sessions idle too long; run
-    /// now and then.
+    /// Forgets throttling state that has expired, and removes producer sessions idle too
+    /// long; run now and then.
     pub fn prune_throttles(&self) {
         self.throttles.prune();
         self.producer_throttles.prune();
-        self.producer_sessions.prune();
+        if let Err(error) = self.prune_producer_sessions() {
+            tracing::warn!(%error, "idle producer sessions could not be removed");
+        }
     }
 
     /// Sets the metrics that are read rather than counted (live actors, the store's size,

@@ -1,24 +1,34 @@
 //! Producers' sessions in the web app: signing in with a producer account of the catalogue
 //! (throttled like customers' sign-ins, 10 failures per email in 15 minutes, and as slow
 //! whether or not the email is a producer's), the sessions that follow (a random id the
-//! client keeps in a cookie; only its SHA-256 is held here), and signing out, which ends a
-//! session on the server. A session ends after [`IDLE`] without use. Sessions live in
-//! memory: a restart signs every producer out.
+//! client keeps in a cookie; only its SHA-256 is stored), and signing out, which ends a
+//! session on the server. A session ends after [`IDLE`] without use.
 //!
-//! Must not touch: HTTP (cookies, forms and pages are the app's), the store.
+//! Sessions are records of the store (`codec::SessionRecord`), written through its log like
+//! every change: they outlive a restart, and in a replicated group they travel in the
+//! changelog, so that a failover keeps every producer signed in and a sign-out on one node
+//! holds on the next. Every use reads the record (a session signed out elsewhere opens
+//! nothing) and checks the account against the catalogue in force (a password changed or an
+//! account removed by a reload ends its sessions at their next use).
+//!
+//! Must not touch: HTTP (cookies, forms and pages are the app's), the store's layout.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use dashmap::DashMap;
 use sha2::{Digest, Sha256};
 
 use super::{Service, ServiceError};
 use crate::domain::catalogue::{Webstore, WebstoreIdx};
 use crate::domain::email::fold;
+use crate::store::codec::SessionRecord;
 
 /// How long a session lasts without being used.
 pub const IDLE: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// How stale a session's stored last use may grow while it is in use before a use writes it
+/// again: a session in use costs a write at most this often.
+const TOUCH_EVERY: Duration = Duration::from_secs(5 * 60);
 
 /// Sessions one account may have open at once (its browsers and devices); a sign-in past it
 /// ends the account's least recently used session.
@@ -27,25 +37,6 @@ pub const SESSIONS_PER_ACCOUNT: usize = 16;
 /// The throttles' key for emails that are no producer's (they are throttled too, so that
 /// the answer does not tell them apart).
 const NO_WEBSTORE: WebstoreIdx = WebstoreIdx(u32::MAX);
-
-/// A signed-in producer's session.
-struct Session {
-    webstore: WebstoreIdx,
-    /// The account signed in with (its folded email) and the SHA-256 of its password hash
-    /// then: a catalogue reloaded without the account, or with another password, ends the
-    /// session at its next use.
-    email: String,
-    account: [u8; 32],
-    /// The token the app's forms carry (sign-out), against cross-site requests.
-    form_token: String,
-    last_used: Mutex<Instant>,
-}
-
-/// Every open session, by the SHA-256 of its id.
-#[derive(Default)]
-pub struct ProducerSessions {
-    sessions: DashMap<[u8; 32], Session>,
-}
 
 /// A session just opened: the id for the cookie and the token for the forms.
 #[derive(Debug, Clone)]
@@ -80,6 +71,11 @@ fn digest(session_id: &str) -> [u8; 32] {
     Sha256::digest(session_id.as_bytes()).into()
 }
 
+/// The fingerprint of an account's password hash a session keeps.
+fn digest_of(password_hash: &str) -> [u8; 32] {
+    Sha256::digest(password_hash.as_bytes()).into()
+}
+
 /// 32 random bytes as hex.
 pub fn random_token() -> Result<String, ServiceError> {
     let mut bytes = [0u8; 32];
@@ -87,46 +83,17 @@ pub fn random_token() -> Result<String, ServiceError> {
     Ok(hex::encode(bytes))
 }
 
-impl ProducerSessions {
-    /// Forgets the sessions idle for longer than [`IDLE`].
-    pub fn prune(&self) {
-        self.prune_at(Instant::now());
-    }
+/// Now, in Unix milliseconds (sessions are stored, so they count in wall-clock time).
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
+}
 
-    fn prune_at(&self, now: Instant) {
-        self.sessions.retain(|_, session| {
-            let last = *session.last_used.lock().unwrap_or_else(|e| e.into_inner());
-            now.duration_since(last) < IDLE
-        });
-    }
-
-    /// Ends the least recently used sessions of account `email` beyond
-    /// [`SESSIONS_PER_ACCOUNT`]` - 1`, so that a new one fits: signing in again and again
-    /// cannot grow the sessions without bound.
-    fn make_room_for(&self, email: &str) {
-        let mut of_account: Vec<([u8; 32], Instant)> = self
-            .sessions
-            .iter()
-            .filter(|entry| entry.email == email)
-            .map(|entry| {
-                let last = *entry.last_used.lock().unwrap_or_else(|e| e.into_inner());
-                (*entry.key(), last)
-            })
-            .collect();
-        if of_account.len() < SESSIONS_PER_ACCOUNT {
-            return;
-        }
-        of_account.sort_unstable_by_key(|(_, last)| *last);
-        let surplus = of_account.len() + 1 - SESSIONS_PER_ACCOUNT;
-        for (key, _) in of_account.into_iter().take(surplus) {
-            self.sessions.remove(&key);
-        }
-    }
-
-    /// How many sessions are open (tests and diagnostics).
-    pub fn open(&self) -> usize {
-        self.sessions.len()
-    }
+fn idle_at(record: &SessionRecord, now_ms: i64) -> bool {
+    now_ms.saturating_sub(record.last_used_ms) >= IDLE.as_millis() as i64
 }
 
 impl Service {
@@ -144,7 +111,7 @@ impl Service {
             .begin(webstore, fold(email))
             .map_err(SignInRefused::Throttled)?;
         let stored = found.map(|(_, producer)| producer.password_hash.clone());
-        let account = stored.as_deref().map(digest).unwrap_or_default();
+        let account = stored.as_deref().map(digest_of).unwrap_or_default();
         let matches = self
             .passwords
             .check(password, stored, move |matches| attempt.finish(matches))
@@ -157,68 +124,135 @@ impl Service {
             session_id: random_token().map_err(SignInRefused::Failed)?,
             form_token: random_token().map_err(SignInRefused::Failed)?,
         };
+        let Some((webstore, _)) = found else {
+            return Err(SignInRefused::Wrong);
+        };
         let email = fold(email);
-        self.producer_sessions.make_room_for(&email);
-        self.producer_sessions.sessions.insert(
-            digest(&signed_in.session_id),
-            Session {
-                webstore,
-                email,
-                account,
-                form_token: signed_in.form_token.clone(),
-                last_used: Mutex::new(Instant::now()),
-            },
-        );
+        let now = now_ms();
+        self.make_room_for(&email, now)
+            .map_err(SignInRefused::Failed)?;
+        let record = SessionRecord {
+            webstore_id: webstore.settings.id.clone(),
+            email,
+            account,
+            form_token: signed_in.form_token.clone(),
+            signed_in_ms: now,
+            last_used_ms: now,
+        };
+        let store = self.registry.store();
+        let written = store
+            .put_session(&digest(&signed_in.session_id), &record)
+            .map_err(|error| SignInRefused::Failed(error.into()))?;
+        written
+            .durable()
+            .await
+            .map_err(|error| SignInRefused::Failed(error.into()))?;
         Ok(signed_in)
+    }
+
+    /// Ends the least recently used sessions of account `email` beyond
+    /// [`SESSIONS_PER_ACCOUNT`]` - 1`, and any idle one, so that a new one fits: signing in
+    /// again and again cannot grow the sessions without bound.
+    fn make_room_for(&self, email: &str, now_ms: i64) -> Result<(), ServiceError> {
+        let store = self.registry.store();
+        let mut of_account: Vec<([u8; 32], i64)> = Vec::new();
+        store.for_each_session(&mut |digest, record| {
+            if record.email == email && !idle_at(&record, now_ms) {
+                of_account.push((digest, record.last_used_ms));
+            }
+            true
+        })?;
+        if of_account.len() < SESSIONS_PER_ACCOUNT {
+            return Ok(());
+        }
+        of_account.sort_unstable_by_key(|(_, last)| *last);
+        let surplus = of_account.len() + 1 - SESSIONS_PER_ACCOUNT;
+        for (digest, _) in of_account.into_iter().take(surplus) {
+            drop(store.remove_session(&digest)?);
+        }
+        Ok(())
     }
 
     /// The session `session_id` names, if it is open and its account still in the catalogue
     /// (same webstore, same password); using it keeps it open.
     pub fn producer_session(&self, session_id: &str) -> Option<ProducerSession> {
-        self.producer_session_at(session_id, Instant::now())
+        self.producer_session_at(session_id, now_ms())
     }
 
-    /// [`Service::producer_session`] as of `now`.
-    fn producer_session_at(&self, session_id: &str, now: Instant) -> Option<ProducerSession> {
-        let key = digest(session_id);
-        let session = self.producer_sessions.sessions.get(&key)?;
-        {
-            let mut last = session.last_used.lock().unwrap_or_else(|e| e.into_inner());
-            if now.duration_since(*last) >= IDLE {
-                drop(last);
-                drop(session);
-                self.producer_sessions.sessions.remove(&key);
+    /// [`Service::producer_session`] as of `now_ms` (Unix milliseconds).
+    fn producer_session_at(&self, session_id: &str, now_ms: i64) -> Option<ProducerSession> {
+        let store = self.registry.store();
+        let digest = digest(session_id);
+        let record = match store.session(&digest) {
+            Ok(record) => record?,
+            Err(error) => {
+                tracing::error!(%error, "a producer session could not be read");
                 return None;
             }
-            *last = now;
-        }
+        };
         let catalogue = self.catalogue();
         let still_valid = catalogue
-            .producer(&session.email)
+            .producer(&record.email)
             .filter(|(webstore, producer)| {
-                webstore.idx == session.webstore
-                    && digest(&producer.password_hash) == session.account
-            });
-        let Some((webstore, _)) = still_valid else {
-            drop(session);
-            self.producer_sessions.sessions.remove(&key);
+                webstore.settings.id == record.webstore_id
+                    && digest_of(&producer.password_hash) == record.account
+            })
+            .map(|(webstore, _)| webstore.clone());
+        let Some(webstore) = still_valid.filter(|_| !idle_at(&record, now_ms)) else {
+            // Ended: idle too long, or its account gone or changed. Not awaited: the next use
+            // finds it ended again if the removal is lost.
+            drop(store.remove_session(&digest));
             return None;
         };
-        let webstore = webstore.clone();
+        if now_ms.saturating_sub(record.last_used_ms) >= TOUCH_EVERY.as_millis() as i64 {
+            let touched = SessionRecord {
+                last_used_ms: now_ms,
+                ..record.clone()
+            };
+            // A refused write (a full disk) only leaves the last use older.
+            drop(store.put_session(&digest, &touched));
+        }
         Some(ProducerSession {
             webstore,
-            form_token: session.form_token.clone(),
+            form_token: record.form_token,
         })
     }
 
-    /// Ends session `session_id` on the server: its cookie opens nothing from now on.
-    pub fn producer_sign_out(&self, session_id: &str) {
-        self.producer_sessions.sessions.remove(&digest(session_id));
+    /// Ends session `session_id` on the server, durably: its cookie opens nothing from now
+    /// on, on this node or any that takes over.
+    pub async fn producer_sign_out(&self, session_id: &str) -> Result<(), ServiceError> {
+        let written = self.registry.store().remove_session(&digest(session_id))?;
+        Ok(written.durable().await?)
     }
 
-    /// The open producer sessions (upkeep prunes the idle ones).
-    pub fn producer_sessions(&self) -> &ProducerSessions {
-        &self.producer_sessions
+    /// Removes the sessions idle for longer than [`IDLE`]; how many.
+    pub fn prune_producer_sessions(&self) -> Result<usize, ServiceError> {
+        self.prune_producer_sessions_at(now_ms())
+    }
+
+    fn prune_producer_sessions_at(&self, now_ms: i64) -> Result<usize, ServiceError> {
+        let store = self.registry.store();
+        let mut idle = Vec::new();
+        store.for_each_session(&mut |digest, record| {
+            if idle_at(&record, now_ms) {
+                idle.push(digest);
+            }
+            true
+        })?;
+        for digest in &idle {
+            drop(store.remove_session(digest)?);
+        }
+        Ok(idle.len())
+    }
+
+    /// How many sessions are stored (tests and diagnostics).
+    pub fn producer_sessions_open(&self) -> usize {
+        let mut open = 0;
+        let _ = self.registry.store().for_each_session(&mut |_, _| {
+            open += 1;
+            true
+        });
+        open
     }
 }
 
@@ -267,11 +301,38 @@ mod tests {
         assert_eq!(session.form_token, signed_in.form_token);
         assert_ne!(signed_in.session_id, signed_in.form_token);
         assert!(service.producer_session("not-a-session").is_none());
-        service.producer_sign_out(&signed_in.session_id);
+        service
+            .producer_sign_out(&signed_in.session_id)
+            .await
+            .unwrap();
         assert!(
             service.producer_session(&signed_in.session_id).is_none(),
             "a session signed out opens nothing"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_outlives_the_service_and_a_sign_out_outlives_it_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let (kept, ended) = {
+            let service = service(dir.path());
+            let kept = service
+                .producer_sign_in("pat@farm.example", "shed key".into())
+                .await
+                .unwrap();
+            let ended = service
+                .producer_sign_in("pat@farm.example", "shed key".into())
+                .await
+                .unwrap();
+            service.producer_sign_out(&ended.session_id).await.unwrap();
+            service.registry().store().close().unwrap();
+            (kept, ended)
+        };
+        // A new process on the same store.
+        let service = service(dir.path());
+        let session = service.producer_session(&kept.session_id).expect("kept");
+        assert_eq!(session.form_token, kept.form_token);
+        assert!(service.producer_session(&ended.session_id).is_none());
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -286,13 +347,14 @@ mod tests {
             .producer_sign_in("pat@farm.example", "shed key".into())
             .await
             .unwrap();
-        let start = Instant::now();
-        let almost = start + IDLE - Duration::from_secs(60);
+        let ms = |duration: Duration| duration.as_millis() as i64;
+        let start = now_ms();
+        let almost = start + ms(IDLE) - ms(Duration::from_secs(60));
         assert!(service
             .producer_session_at(&first.session_id, almost)
             .is_some());
         // Used just before the end of its idle time, the first session lasts another 12 h.
-        let later = almost + IDLE - Duration::from_secs(60);
+        let later = almost + ms(IDLE) - ms(Duration::from_secs(60));
         assert!(service
             .producer_session_at(&first.session_id, later)
             .is_some());
@@ -302,13 +364,14 @@ mod tests {
                 .is_none(),
             "idle for more than 12 h"
         );
+        assert_eq!(service.producer_sessions_open(), 1, "the ended one is gone");
         assert_eq!(
-            service.producer_sessions().open(),
-            1,
-            "the ended one is gone"
+            service
+                .prune_producer_sessions_at(later + ms(IDLE))
+                .unwrap(),
+            1
         );
-        service.producer_sessions().prune_at(later + IDLE);
-        assert_eq!(service.producer_sessions().open(), 0, "pruned when idle");
+        assert_eq!(service.producer_sessions_open(), 0, "pruned when idle");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -361,7 +424,7 @@ mod tests {
             service.producer_session(&removed_later).is_none(),
             "no account"
         );
-        assert_eq!(service.producer_sessions().open(), 0);
+        assert_eq!(service.producer_sessions_open(), 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,14 +439,15 @@ mod tests {
                 .unwrap();
             ids.push(signed_in.session_id);
         }
-        // The oldest is used again: the second oldest is now the least recently used.
-        std::thread::sleep(Duration::from_millis(2));
-        assert!(service.producer_session(&ids[0]).is_some());
+        // The oldest is used again (later than its last use is written again): the second
+        // oldest is now the least recently used.
+        let later = now_ms() + TOUCH_EVERY.as_millis() as i64;
+        assert!(service.producer_session_at(&ids[0], later).is_some());
         let newest = service
             .producer_sign_in("pat@farm.example", "shed key".into())
             .await
             .unwrap();
-        assert_eq!(service.producer_sessions().open(), SESSIONS_PER_ACCOUNT);
+        assert_eq!(service.producer_sessions_open(), SESSIONS_PER_ACCOUNT);
         assert!(service.producer_session(&ids[1]).is_none(), "ended");
         assert!(service.producer_session(&ids[0]).is_some());
         assert!(service.producer_session(&newest.session_id).is_some());
@@ -405,6 +469,6 @@ mod tests {
                 Err(SignInRefused::Throttled(_))
             ));
         }
-        assert_eq!(service.producer_sessions().open(), 0);
+        assert_eq!(service.producer_sessions_open(), 0);
     }
 }

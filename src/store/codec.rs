@@ -41,6 +41,8 @@ pub enum Kind {
     Event = 5,
     /// [`DeliveryRecord`].
     Delivery = 6,
+    /// [`SessionRecord`].
+    Session = 7,
 }
 
 /// Why a record could not be decoded.
@@ -239,6 +241,30 @@ impl Record for EventRecord {
 }
 impl Record for DeliveryRecord {
     const KIND: Kind = Kind::Delivery;
+}
+
+/// A producer's session in the web app (see `service::producers`), under the SHA-256 of its
+/// id: the id itself is only ever in the producer's cookie.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRecord {
+    /// The producer's webstore.
+    pub webstore_id: String,
+    /// The account signed in with (its folded email).
+    pub email: String,
+    /// The SHA-256 of the account's password hash at sign-in: a catalogue without the
+    /// account, or with another password, ends the session.
+    pub account: [u8; 32],
+    /// The token the app's forms carry.
+    pub form_token: String,
+    /// When it was opened (Unix milliseconds).
+    pub signed_in_ms: i64,
+    /// When it was last used, as last written (Unix milliseconds; written again when a use
+    /// finds it older than a few minutes, so that a session in use is not idle for long).
+    pub last_used_ms: i64,
+}
+
+impl Record for SessionRecord {
+    const KIND: Kind = Kind::Session;
 }
 
 fn config() -> bincode::config::Configuration<

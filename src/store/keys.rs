@@ -36,6 +36,8 @@ pub const EVENT: u8 = b'v';
 pub const DELIVERY: u8 = b'd';
 /// A redelivery the operator asked of a webhook endpoint, not yet taken up.
 pub const REDELIVERY: u8 = b'r';
+/// A producer's session in the web app, by the SHA-256 of its id.
+pub const SESSION: u8 = b's';
 /// The highest sequence number of a webstore's events the retention sweep removed.
 pub const EVENTS_PRUNED: &[u8] = b"mevents-pruned/";
 
@@ -242,6 +244,14 @@ pub fn redelivery(webstore: &str, endpoint: &str) -> Vec<u8> {
     key
 }
 
+/// `s` + the SHA-256 of a session id: a producer's session.
+pub fn session(digest: &[u8; 32]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(33);
+    key.push(SESSION);
+    key.extend_from_slice(digest);
+    key
+}
+
 /// `m events-pruned/` + webstore id: the highest sequence number of its events removed by
 /// the retention sweep (`u64`, big-endian).
 pub fn events_pruned(webstore: &str) -> Vec<u8> {
@@ -280,6 +290,7 @@ pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
             "r + webstore id + 0 + endpoint id",
             redelivery("shop", "erp"),
         ),
+        ("s + session digest", session(&[7; 32])),
         ("m format", FORMAT_KEY.to_vec()),
         ("m clean-shutdown", CLEAN_SHUTDOWN_KEY.to_vec()),
         ("m wal-from", WAL_FROM.to_vec()),

@@ -4,7 +4,8 @@
 //! store's life (`super`).
 
 use super::codec::{
-    decode, CodecError, CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord, OrderRecord,
+    decode, CodecError, CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord,
+    OrderRecord, SessionRecord,
 };
 use super::error::corrupt;
 use super::pending::order_chunks::{for_each_stored_order, stored_order, StoredOrder};
@@ -437,6 +438,41 @@ impl Store {
             .storage
             .get(&keys::redelivery(webstore_id, endpoint))?
             .and_then(|value| keys::trailing_id(&value)))
+    }
+
+    /// Producer session `digest`, if stored.
+    pub fn session(&self, digest: &[u8; 32]) -> Result<Option<SessionRecord>, StoreError> {
+        let key = keys::session(digest);
+        self.inner
+            .storage
+            .get(&key)?
+            .map(|bytes| decode(&bytes).map_err(|source| corrupt(&key, source)))
+            .transpose()
+    }
+
+    /// Calls `visit` with every stored producer session (its digest and record) until it
+    /// returns false; the first that does not decode is an error naming its key.
+    pub fn for_each_session(
+        &self,
+        visit: &mut dyn FnMut([u8; 32], SessionRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        let mut failure = None;
+        self.inner
+            .storage
+            .for_each(&[keys::SESSION], &mut |key, value| {
+                let digest: Option<[u8; 32]> = key.get(1..).and_then(|d| d.try_into().ok());
+                let Some(digest) = digest else {
+                    return true;
+                };
+                match decode(value) {
+                    Ok(record) => visit(digest, record),
+                    Err(source) => {
+                        failure = Some(corrupt(key, source));
+                        false
+                    }
+                }
+            })?;
+        failure.map_or(Ok(()), Err)
     }
 
     /// Where webhook endpoint `endpoint` of `webstore_id` stands, if it has delivered or

@@ -7,6 +7,7 @@
 
 use super::codec::{
     encode, CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord, OrderRecord,
+    SessionRecord,
 };
 use super::log::wal::LogEntry;
 use super::{keys, OnDurable, Store, StoreError, WriteBatch, Written};
@@ -351,6 +352,28 @@ impl Store {
             &keys::delivery(webstore_id, endpoint),
             encode(record),
         )?;
+        open.commit(entry)
+    }
+
+    /// Stores producer session `digest` (see [`keys::session`]); durable once the answer
+    /// completes.
+    pub fn put_session(
+        &self,
+        digest: &[u8; 32],
+        record: &SessionRecord,
+    ) -> Result<Written, StoreError> {
+        let open = self.open_for_writes()?;
+        let mut entry = open.entry();
+        self.put(&mut entry, &keys::session(digest), encode(record))?;
+        open.commit(entry)
+    }
+
+    /// Removes producer session `digest` (even while the disk refuses writes: it ends a
+    /// session and frees space); durable once the answer completes.
+    pub fn remove_session(&self, digest: &[u8; 32]) -> Result<Written, StoreError> {
+        let open = self.open_even_if_refused()?;
+        let mut entry = open.entry();
+        self.remove_key(&mut entry, &keys::session(digest))?;
         open.commit(entry)
     }
 

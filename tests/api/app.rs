@@ -14,8 +14,8 @@ use reqwest::header::{HeaderMap, LOCATION, SET_COOKIE};
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    customer_body, id_of, producers_catalogue, spawn_app_on_with, store_b, DataDir, TestApp,
-    PRODUCER_A, PRODUCER_B,
+    customer_body, id_of, producers_catalogue, serve_to_exit, spawn_app_on_with, store_b, DataDir,
+    TestApp, PRODUCER_A, PRODUCER_B,
 };
 
 const DAY: &str = "2027-01-11";
@@ -589,7 +589,8 @@ async fn forms_posted_from_another_site_are_refused() {
 
 #[tokio::test]
 async fn cookies_are_secure_behind_an_https_public_url() {
-    let (_dir, app) = producers_app(&["--public-url", "https://shop.example"]).await;
+    // The default port, as an operator may write it: browsers leave it out of `Origin`.
+    let (_dir, app) = producers_app(&["--public-url", "https://shop.example:443"]).await;
     let mut visitor = Visitor::new(&app);
     let form = visitor.get("/app/sign_in").await;
     let form_cookie = form.header("set-cookie").unwrap();
@@ -605,6 +606,12 @@ async fn cookies_are_secure_behind_an_https_public_url() {
     // Forms must come from the public origin now, not from the address boxsub listens on.
     let refused = visitor.sign_in(PRODUCER_A).await;
     assert_eq!(refused.status, 403);
+    visitor.origin = "https://shop.example:443".into();
+    assert_eq!(
+        visitor.sign_in(PRODUCER_A).await.status,
+        403,
+        "no browser sends this"
+    );
     visitor.origin = "https://shop.example".into();
     let signed_in = visitor.sign_in(PRODUCER_A).await;
     assert_eq!(signed_in.status, 303);
@@ -772,4 +779,186 @@ async fn a_producer_of_a_webstore_served_elsewhere_gets_a_421_page_not_an_empty_
         producer_b.get("/app/deliveries/2027-01-11").await.status,
         200
     );
+}
+
+#[tokio::test]
+async fn a_public_url_with_a_path_query_or_fragment_stops_the_start_with_a_clear_message() {
+    let dir = DataDir::with_catalogue(producers_catalogue());
+    for url in [
+        "https://shop.example/app",
+        "https://shop.example/?a=1",
+        "https://shop.example/#top",
+    ] {
+        let refused = serve_to_exit(&dir, &["--public-url", url]);
+        assert!(refused.status.is_some_and(|s| !s.success()), "{url}");
+        assert!(
+            refused.stderr.contains("--public-url")
+                && refused.stderr.contains("scheme, host and port only"),
+            "{url}: {}",
+            refused.stderr
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_week_page_adds_up_its_days_pages() {
+    // Arrange: store A's day of 2027-01-11 (orders on Mondays and Thursdays, one Tuesday's).
+    let (_dir, app) = producers_app(&[]).await;
+    seed_the_day(&app).await;
+    let mut producer = Visitor::signed_in(&app, PRODUCER_A).await;
+
+    // Act: the week from Sunday 2027-01-10.
+    let week = producer.get("/app/weeks/2027-01-10").await;
+
+    // Assert: store A's delivery days (Mondays, Tuesdays, Thursdays, Saturdays), each with
+    // its day page's deliveries, and the week's boxes and extras the sum of the days'.
+    assert_eq!(week.status, 200, "{}", week.body);
+    let dates = week.attributes("data-date");
+    assert_eq!(
+        dates,
+        ["2027-01-11", "2027-01-12", "2027-01-14", "2027-01-16"]
+    );
+    let counts: Vec<u64> = week
+        .attributes("data-deliveries")
+        .iter()
+        .map(|count| count.parse().unwrap())
+        .collect();
+    assert_eq!(counts, [5, 1, 5, 0]);
+    let mut boxes = BTreeMap::<u64, u64>::new();
+    let mut extras = BTreeMap::<u64, u64>::new();
+    for (date, count) in dates.iter().zip(&counts) {
+        let day = producer.get(&format!("/app/deliveries/{date}")).await;
+        assert_eq!(day.status, 200);
+        assert_eq!(
+            day.attributes("data-order-id").len() as u64,
+            *count,
+            "{date}"
+        );
+        for (id, n) in day.pairs("data-box-id", "data-count") {
+            *boxes.entry(id).or_default() += n;
+        }
+        for (id, n) in day.pairs("data-extra-id", "data-quantity") {
+            *extras.entry(id).or_default() += n;
+        }
+        assert!(
+            week.body
+                .contains(&format!("href=\"/app/deliveries/{date}\"")),
+            "a link to {date}"
+        );
+    }
+    assert_eq!(
+        week.pairs("data-box-id", "data-total"),
+        boxes.into_iter().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        week.pairs("data-extra-id", "data-total"),
+        extras.into_iter().collect::<Vec<_>>()
+    );
+    for around in ["/app/weeks/2027-01-03", "/app/weeks/2027-01-17"] {
+        assert!(
+            week.body.contains(&format!("href=\"{around}\"")),
+            "{around}"
+        );
+    }
+    let day = producer.get(&format!("/app/deliveries/{DAY}")).await;
+    assert!(day.body.contains("href=\"/app/weeks/2027-01-10\""));
+    // Store B's producer sees store B's week only: its one delivery on Monday.
+    let mut producer_b = Visitor::signed_in(&app, PRODUCER_B).await;
+    let week_b = producer_b.get("/app/weeks/2027-01-10").await;
+    assert_eq!(week_b.status, 200);
+    assert_eq!(week_b.attributes("data-deliveries")[0], "1");
+    assert!(!week_b.body.contains("Store A"));
+    // Not a date: no page.
+    assert_eq!(producer.get("/app/weeks/2027-13-01").await.status, 404);
+}
+
+#[tokio::test]
+async fn the_days_csv_download_neutralises_formulas_and_the_apis_csv_keeps_them() {
+    // Arrange: a customer whose name, note and phone a spreadsheet would run as formulas.
+    let (_dir, app) = producers_app(&[]).await;
+    let mut body = customer_body("eve@example.com");
+    body["first_name"] = json!("=HYPERLINK(\"https://evil.example\",\"Click\")");
+    body["address"]["delivery_note"] = json!("@SUM(1+1)");
+    body["address"]["home_phone"] = json!("+44 20 7946 0000");
+    let eve = id_of(&app.create_customer_ok(&body).await);
+    order_a(&app, eve, json!({})).await;
+    let mut producer = Visitor::signed_in(&app, PRODUCER_A).await;
+
+    // Act
+    let download = producer.get(&format!("/app/deliveries/{DAY}.csv")).await;
+    let api = api_csv(&app).await;
+
+    // Assert
+    assert_eq!(download.status, 200);
+    let cells = |text: &str| -> Vec<Vec<String>> {
+        csv::Reader::from_reader(text.as_bytes())
+            .records()
+            .map(|record| record.unwrap().iter().map(str::to_owned).collect())
+            .collect()
+    };
+    let (safe, exact) = (cells(&download.body), cells(&api));
+    assert_eq!(safe.len(), 1);
+    assert_eq!(safe[0].len(), exact[0].len());
+    for (safe, exact) in safe[0].iter().zip(&exact[0]) {
+        if exact.starts_with(['=', '+', '-', '@', '\t', '\r']) {
+            assert_eq!(*safe, format!("'{exact}"));
+        } else {
+            assert_eq!(safe, exact);
+        }
+    }
+    let api_row = exact[0].join("|");
+    for formula in ["=HYPERLINK(", "@SUM(1+1)", "+44 20 7946 0000"] {
+        assert!(
+            exact[0].iter().any(|cell| cell.starts_with(formula)),
+            "the API keeps {formula:?} as given: {api_row}"
+        );
+        assert!(safe[0].iter().any(|cell| *cell
+            == format!(
+                "'{}",
+                exact[0].iter().find(|c| c.starts_with(formula)).unwrap()
+            )));
+    }
+}
+
+#[tokio::test]
+async fn a_session_outlives_a_restart_and_a_sign_out_ends_it_for_good() {
+    // Arrange: two browsers of one producer, signed in.
+    let dir = DataDir::with_catalogue(producers_catalogue());
+    let mut app = spawn_app_on_with(&dir, &[], &[]).await;
+    let mut kept = Visitor::signed_in(&app, PRODUCER_A).await;
+    let leaving = Visitor::signed_in(&app, PRODUCER_A).await;
+    let day = format!("/app/deliveries/{DAY}");
+    assert_eq!(kept.get(&day).await.status, 200);
+    let (kept_cookies, leaving_cookies) = (kept.cookies.clone(), leaving.cookies.clone());
+
+    // Act: the process restarts; then one browser signs out, and the process restarts again.
+    app.terminate_ok(std::time::Duration::from_secs(20));
+    drop(app);
+    let mut app = spawn_app_on_with(&dir, &[], &[]).await;
+    let mut kept = Visitor::new(&app);
+    kept.cookies = kept_cookies.clone();
+    let after_restart = kept.get(&day).await;
+    let mut leaving = Visitor::new(&app);
+    leaving.cookies = leaving_cookies.clone();
+    let page = leaving.get(&day).await;
+    assert_eq!(page.status, 200, "the other browser too");
+    let token = page.form_token();
+    let signed_out = leaving
+        .post("/app/sign_out", &[("form_token", &token)])
+        .await;
+    app.terminate_ok(std::time::Duration::from_secs(20));
+    drop(app);
+    let app = spawn_app_on_with(&dir, &[], &[]).await;
+    let mut kept = Visitor::new(&app);
+    kept.cookies = kept_cookies;
+    let mut leaving = Visitor::new(&app);
+    leaving.cookies = leaving_cookies;
+
+    // Assert
+    assert_eq!(after_restart.status, 200, "signed in across the restart");
+    assert_eq!(signed_out.status, 303);
+    assert_eq!(kept.get(&day).await.status, 200, "and across the next");
+    let refused = leaving.get(&day).await;
+    assert_eq!(refused.status, 303, "the signed-out cookie opens nothing");
+    assert_eq!(refused.location(), Some("/app/sign_in"));
 }
