@@ -39,6 +39,8 @@ const DAY_AROUND_A: (&str, &str) = ("2027-01-09", "2027-01-12");
 const DAY_AROUND_B: (&str, &str) = ("2027-01-08", "2027-01-13");
 /// A Saturday (store A's Market Pickup) that nobody ordered for.
 const EMPTY_DAY: &str = "2027-01-16";
+/// The week of [`DAY`] (from its Sunday).
+const WEEK: &str = "2027-01-10";
 /// The session cookie.
 const SESSION: &str = "boxsub_session";
 /// The environment variable that makes the tests write the documentation's screenshots.
@@ -863,6 +865,8 @@ async fn at_a_phones_width_no_page_scrolls_sideways() {
             .await;
         assert_no_sideways_scroll(&browser, Viewport::Phone, &format!("the day {date}")).await;
     }
+    browser.goto(&app.url(&format!("/app/weeks/{WEEK}"))).await;
+    assert_no_sideways_scroll(&browser, Viewport::Phone, "the week").await;
 
     // The 58-letter town is on the page, wrapped rather than cut off.
     browser
@@ -961,6 +965,62 @@ async fn the_printed_day_is_a4_with_a_page_per_route_and_no_navigation() {
 }
 
 #[tokio::test]
+async fn the_printed_week_is_one_a4_page_without_navigation() {
+    let test = "the_printed_week_is_one_a4_page_without_navigation";
+    let Some(browser) = Browser::start(test).await else {
+        return;
+    };
+    let (_dir, app) = producers_app().await;
+    seed_the_day(&app).await;
+    sign_in(&browser, &app, PRODUCER_A).await;
+    browser.goto(&app.url(&format!("/app/weeks/{WEEK}"))).await;
+    assert!(browser.count("#boxes tr[data-box-id]").await > 0, "boxes to pack");
+
+    browser.emulate_media(Some("print")).await;
+    for (selector, shown) in [
+        ("nav", false),
+        ("form[action='/app/sign_out']", false),
+        ("h1", true),
+        ("#days", true),
+        ("#boxes", true),
+    ] {
+        let visible = browser
+            .js(
+                &format!("return document.querySelector({selector:?}).checkVisibility();"),
+                vec![],
+            )
+            .await;
+        assert_eq!(visible, json!(shown), "{selector} in print");
+    }
+    browser.emulate_media(None).await;
+
+    let pdf = browser.print_to_pdf().await;
+    assert!(pdf.starts_with(b"%PDF-"), "not a PDF");
+    let text = String::from_utf8_lossy(&pdf);
+    let pages = text
+        .match_indices("/Type /Page")
+        .filter(|(at, _)| !text[at + "/Type /Page".len()..].starts_with('s'))
+        .count();
+    assert_eq!(pages, 1, "the week on one page");
+    let media_box = text
+        .split("/MediaBox [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .expect("a MediaBox");
+    let numbers: Vec<f64> = media_box
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(
+        (numbers[2] - 595.28).abs() < 2.0 && (numbers[3] - 841.89).abs() < 2.0,
+        "A4: {media_box}"
+    );
+    if let Some(path) = screenshot_path("app-week-desktop.png") {
+        browser.screenshot_to(&path).await;
+    }
+}
+
+#[tokio::test]
 async fn axe_core_finds_nothing_serious_on_any_page() {
     let test = "axe_core_finds_nothing_serious_on_any_page";
     let Some(axe) = axe_core_source(test) else {
@@ -998,6 +1058,12 @@ async fn axe_core_finds_nothing_serious_on_any_page() {
             "an empty day",
             format!("/app/deliveries/{EMPTY_DAY}"),
             Viewport::Desktop,
+        ),
+        ("the week", format!("/app/weeks/{WEEK}"), Viewport::Desktop),
+        (
+            "the week on a phone",
+            format!("/app/weeks/{WEEK}"),
+            Viewport::Phone,
         ),
         (
             "a page that does not exist",
