@@ -1,12 +1,14 @@
 //! `boxsub-tools day-page`: what a producer's whole delivery day costs in the web app, beside
 //! the API's delivery list of the same day. It starts boxsub (durable, the demo catalogue, a
 //! scratch store), seeds N customers of the demo's first webstore through the API, each with
-//! one weekly order on one date, signs in once as the webstore's producer, and reads the
+//! one weekly order on every day of its Courier (so each of those days, the date measured
+//! among them, has N deliveries), signs in once as the webstore's producer, and reads the
 //! whole day one request at a time over one keep-alive connection, K runs of each read,
 //! interleaved so that a noisy machine's drift hits every read alike: the day page, its CSV,
 //! and the API's list (every page of 1,000) as JSON and as CSV; and, cold, the page and the
 //! API's JSON each right after a new order (on another day) has made the kept sorted list of
-//! the day stale, so that each pays the sort again. It reports latency quantiles, bytes and
+//! the day stale, so that each pays the sort again; and the week page of the date's week (its
+//! five delivery days of N deliveries each). It reports latency quantiles, bytes and
 //! server CPU per read (by thread, to the nanosecond: a read takes a few ms, less than the
 //! ticks of 10 ms of the process's CPU in `/proc/PID/stat`, which it gives over the whole
 //! measurement as a check). Must not touch: how servers start and are measured (`servers`), the
@@ -31,15 +33,21 @@ use crate::tools::DayPageConfig;
 /// The day measured: a Thursday, on which the demo's first webstore delivers with its
 /// Courier alone (one route).
 const DATE: &str = "2027-06-03";
-/// Its weekday, 0 being Sunday.
-const WEEK_DAY: u8 = 4;
+/// The seeded orders' weekdays (0 being Sunday): every day of the Courier, so that each of
+/// its days has the N deliveries of [`DATE`].
+const WEEK_DAYS: [u8; 5] = [1, 2, 3, 4, 5];
+/// The week measured: the seven days from the Sunday before [`DATE`].
+const WEEK_OF: &str = "2027-05-30";
+/// When the seeded orders start: the Monday of that week, so that each of its delivery
+/// days has them all.
+const ORDERS_FROM: &str = "2027-05-31";
 /// The Courier: Monday to Friday.
 const COURIER: u64 = 91;
 /// The orders that make the day's kept list stale before a cold read: weekly on Fridays
-/// from the next day. Any new order of the webstore moves the generation its lists are kept
-/// at, and these add no delivery to the day measured, which keeps its N deliveries and its
-/// number of API pages through the run.
-const STALE_START: &str = "2027-06-04";
+/// from the week after the one measured. Any new order of the webstore moves the generation
+/// its lists are kept at, and these add no delivery to the day or the week measured, which
+/// keep their deliveries and the API its number of pages through the run.
+const STALE_START: &str = "2027-06-11";
 /// Their weekday.
 const STALE_WEEK_DAY: u8 = 5;
 /// The API's largest page.
@@ -114,15 +122,17 @@ enum Kind {
     ApiCsv,
     ColdPage,
     ColdApiJson,
+    Week,
 }
 
-const ROUND: [Kind; 6] = [
+const ROUND: [Kind; 7] = [
     Kind::Page,
     Kind::PageCsv,
     Kind::ApiJson,
     Kind::ApiCsv,
     Kind::ColdPage,
     Kind::ColdApiJson,
+    Kind::Week,
 ];
 
 impl Kind {
@@ -134,6 +144,7 @@ impl Kind {
             Kind::ApiCsv => "api_list_csv",
             Kind::ColdPage => "day_page_cold",
             Kind::ColdApiJson => "api_list_json_cold",
+            Kind::Week => "week_page",
         }
     }
 
@@ -160,6 +171,7 @@ impl Kind {
             Kind::PageCsv => format!("GET /app/deliveries/{DATE}.csv"),
             Kind::ApiJson | Kind::ColdApiJson => api,
             Kind::ApiCsv => format!("{api}, Accept: text/csv"),
+            Kind::Week => format!("GET /app/weeks/{WEEK_OF}"),
         };
         if self.cold() {
             format!("{described}, after a new order")
@@ -185,7 +197,11 @@ impl Kind {
                 .collect();
         }
         let suffix = if self.is_csv() { ".csv" } else { "" };
-        let path = format!("/app/deliveries/{DATE}{suffix}");
+        let path = if self == Kind::Week {
+            format!("/app/weeks/{WEEK_OF}")
+        } else {
+            format!("/app/deliveries/{DATE}{suffix}")
+        };
         vec![app_request("GET", &path, Some(session), None)]
     }
 
@@ -205,8 +221,23 @@ impl Kind {
     }
 
     /// Whether one read's answers hold the whole day: a row of the page, a line of the
-    /// CSV, an element of the JSON for each delivery.
+    /// CSV, an element of the JSON for each delivery; the week, every delivery of its
+    /// [`WEEK_DAYS`] delivery days.
     fn check_whole(self, answers: &[Answer], deliveries: u64) -> Result<(), String> {
+        if self == Kind::Week {
+            let body = String::from_utf8_lossy(&answers[0].body);
+            let found: u64 = body
+                .split("data-deliveries=\"")
+                .skip(1)
+                .filter_map(|rest| rest.split('"').next()?.parse::<u64>().ok())
+                .sum();
+            let wanted = deliveries * WEEK_DAYS.len() as u64;
+            return if found == wanted {
+                Ok(())
+            } else {
+                Err(format!("the week holds {found} deliveries, not {wanted}"))
+            };
+        }
         let mut found = 0;
         for answer in answers {
             found += if self.is_page() {
@@ -319,9 +350,9 @@ fn customer_body(i: u64) -> String {
     .to_string()
 }
 
-/// A weekly order for `customer` from `start_date` on `week_day`: the 5 kg box (217) with
+/// A weekly order for `customer` from `start_date` on `week_days`: the 5 kg box (217) with
 /// some exclusions, substitutions and extras, or for one in four the fruit bag (218).
-fn order_body(customer: u64, i: u64, start_date: &str, week_day: u8) -> String {
+fn order_body(customer: u64, i: u64, start_date: &str, week_days: &[u8]) -> String {
     let some = |yes: bool, value: Value| if yes { value } else { json!([]) };
     let (box_id, exclusions, substitutions, extras) = if i % 4 == 3 {
         let exclusions = some(i % 8 == 3, json!([241]));
@@ -344,7 +375,7 @@ fn order_body(customer: u64, i: u64, start_date: &str, week_day: u8) -> String {
     };
     json!({"order": {
         "customer_id": customer, "box_id": box_id, "frequency": "weekly",
-        "start_date": start_date, "week_days": [week_day],
+        "start_date": start_date, "week_days": week_days,
         "exclusions": exclusions, "substitutions": substitutions, "extras": extras,
     }})
     .to_string()
@@ -372,7 +403,7 @@ async fn seed_share(addr: SocketAddr, share: u64, deliveries: u64) -> Result<Vec
         );
         let customer =
             created_id(&checked(&mut client, "a customer", create, 201, |_| None).await?)?;
-        let body = order_body(customer, i, DATE, WEEK_DAY);
+        let body = order_body(customer, i, ORDERS_FROM, &WEEK_DAYS);
         let create = load::request("POST", "/v1/orders", credentials(), Some(&body));
         checked(&mut client, "an order", create, 201, |_| None).await?;
         ids.push(customer);
@@ -382,7 +413,7 @@ async fn seed_share(addr: SocketAddr, share: u64, deliveries: u64) -> Result<Vec
 
 /// A new order of a seeded customer on another day: the day's kept list is stale after it.
 async fn make_stale(client: &mut Client, customer: u64, n: u64) -> Result<(), String> {
-    let body = order_body(customer, n, STALE_START, STALE_WEEK_DAY);
+    let body = order_body(customer, n, STALE_START, &[STALE_WEEK_DAY]);
     let create = load::request("POST", "/v1/orders", credentials(), Some(&body));
     checked(client, "an order on another day", create, 201, |_| None)
         .await
@@ -565,10 +596,18 @@ mod tests {
 
     #[test]
     fn the_days_are_the_weekdays_named() {
-        for (date, week_day) in [(DATE, WEEK_DAY), (STALE_START, STALE_WEEK_DAY)] {
+        let weekday = |date: &str| {
             let date: jiff::civil::Date = date.parse().unwrap();
-            assert_eq!(date.weekday().to_sunday_zero_offset(), week_day as i8);
-        }
+            date.weekday().to_sunday_zero_offset() as u8
+        };
+        assert!(WEEK_DAYS.contains(&weekday(DATE)));
+        assert_eq!(weekday(STALE_START), STALE_WEEK_DAY);
+        assert_eq!(weekday(WEEK_OF), 0, "a week starts on a Sunday");
+        assert_eq!(weekday(ORDERS_FROM), 1);
+        assert!(ORDERS_FROM > WEEK_OF && ORDERS_FROM < DATE);
+        let (week_of, stale): (jiff::civil::Date, jiff::civil::Date) =
+            (WEEK_OF.parse().unwrap(), STALE_START.parse().unwrap());
+        assert!(stale > week_of.saturating_add(jiff::Span::new().days(6)));
     }
 
     #[test]
