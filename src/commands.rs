@@ -130,14 +130,19 @@ fn haproxy_config(placement: &std::path::Path, catalogue: &std::path::Path) -> R
         &file.haproxy_map,
         haproxy::map_file(&file, &catalogue).as_bytes(),
     )?;
+    crate::sharding::placement::write_atomically(
+        &file.webstore_map(),
+        haproxy::webstore_map_file(&file).as_bytes(),
+    )?;
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(haproxy::config(&file).as_bytes())
         .and_then(|()| stdout.flush())
         .map_err(|error| format!("writing the configuration: {error}"))?;
     eprintln!(
-        "boxsub: wrote the API-key map {} ({} webstores on {} shards)",
+        "boxsub: wrote the API-key map {} and the webstore map {} ({} webstores on {} shards)",
         file.haproxy_map.display(),
+        file.webstore_map().display(),
         file.webstores.len(),
         file.shards.len()
     );

@@ -108,13 +108,20 @@ impl PublicOrigin {
 }
 
 fn cookie_header(text: &str) -> HeaderValue {
-    // Names are constants and values hex tokens, so the header is always valid.
+    // Names are constants and values hex tokens or route keys (`domain::routing`), so the
+    // header is always valid.
     HeaderValue::from_str(text).unwrap_or_else(|_| HeaderValue::from_static(""))
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers, if it is a token (hex
 /// digits only, as boxsub writes them): anything else is as good as no cookie.
 pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    cookie_text(headers, name).filter(|value| is_token(value))
+}
+
+/// The value of cookie `name`, whatever it holds (the routing cookie: a webstore's route
+/// key, compared, never trusted).
+pub fn cookie_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -123,7 +130,6 @@ pub fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .filter_map(|pair| pair.trim().split_once('='))
         .find(|(key, _)| *key == name)
         .map(|(_, value)| value.trim())
-        .filter(|value| is_token(value))
 }
 
 /// Whether `text` looks like a token boxsub made: 64 hex digits.

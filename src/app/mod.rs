@@ -23,13 +23,14 @@ use warp::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode}
 use warp::reply::Response;
 
 use crate::domain::catalogue::Webstore;
+use crate::domain::routing::{route_key, ROUTING_COOKIE};
 use crate::domain::schedule::{delivery_day_from, delivery_days_around, parse_iso_date, Day};
 use crate::service::producers::{ProducerSession, SignInRefused};
 use crate::service::{Delivery, Service, ServiceError};
 
 pub use day::DayView;
 pub use guard::PublicOrigin;
-use guard::{cookie, tokens_match, FORM_COOKIE, SESSION_COOKIE};
+use guard::{cookie, cookie_text, tokens_match, FORM_COOKIE, SESSION_COOKIE};
 use pages::{DayPage, MessagePage, SignInPage, WeekPage};
 pub use spreadsheet::spreadsheet_safe;
 
@@ -362,6 +363,36 @@ async fn sign_in(
                 settings
                     .public
                     .set_cookie(SESSION_COOKIE, &signed_in.session_id, "Lax"),
+            );
+            // The deployment's front end routes this browser's app to the webstore's shard.
+            let route = route_key(&signed_in.webstore_id);
+            response.headers_mut().append(
+                header::SET_COOKIE,
+                settings.public.set_cookie(ROUTING_COOKIE, &route, "Lax"),
+            );
+            Ok(response)
+        }
+        Err(SignInRefused::ServedElsewhere(webstore_id)) => {
+            // The deployment's front end routes the app by the routing cookie: set it and
+            // send the form back (307 keeps the method and the body), unless it named this
+            // webstore already and still reached a shard that does not serve it.
+            let route = route_key(&webstore_id);
+            if cookie_text(headers, ROUTING_COOKIE) == Some(route.as_str()) {
+                return Err(AppError::Misdirected);
+            }
+            let mut response = with_headers(
+                with_status(
+                    Response::new(Bytes::new().into()),
+                    StatusCode::TEMPORARY_REDIRECT,
+                ),
+                &[
+                    (header::CACHE_CONTROL, "no-store"),
+                    (header::LOCATION, "/app/sign_in"),
+                ],
+            );
+            response.headers_mut().append(
+                header::SET_COOKIE,
+                settings.public.set_cookie(ROUTING_COOKIE, &route, "Lax"),
             );
             Ok(response)
         }

@@ -14,6 +14,7 @@ pub mod paging;
 pub mod password;
 pub mod placement;
 pub mod quotas;
+pub mod routing;
 pub mod schedule;
 pub mod throttle;
 pub mod time_zones;

@@ -45,6 +45,8 @@ pub struct SignedIn {
     pub session_id: String,
     /// The forms' token.
     pub form_token: String,
+    /// The producer's webstore.
+    pub webstore_id: String,
 }
 
 /// A session in use.
@@ -63,6 +65,9 @@ pub enum SignInRefused {
     Wrong,
     /// Too many failures for this email: try again after this long.
     Throttled(Duration),
+    /// The password is right, and the producer's webstore (this id) is served by another
+    /// shard of the deployment: sign in there (no session was opened here).
+    ServedElsewhere(String),
     /// The service could not check it.
     Failed(ServiceError),
 }
@@ -120,12 +125,16 @@ impl Service {
         if !matches {
             return Err(SignInRefused::Wrong);
         }
+        let Some((webstore, _)) = found else {
+            return Err(SignInRefused::Wrong);
+        };
+        if !self.placement().serves(&webstore.settings.id) {
+            return Err(SignInRefused::ServedElsewhere(webstore.settings.id.clone()));
+        }
         let signed_in = SignedIn {
             session_id: random_token().map_err(SignInRefused::Failed)?,
             form_token: random_token().map_err(SignInRefused::Failed)?,
-        };
-        let Some((webstore, _)) = found else {
-            return Err(SignInRefused::Wrong);
+            webstore_id: webstore.settings.id.clone(),
         };
         let email = fold(email);
         let now = now_ms();

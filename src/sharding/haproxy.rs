@@ -1,5 +1,7 @@
 //! HAProxy in front of the shards, made from the placement file: a frontend that picks each
-//! request's backend from its `API-Key` header through a map file, a backend per shard whose
+//! request's backend from its `API-Key` header through a map file (and each request of the
+//! producers' app from its routing cookie, which names the webstore, through a second map:
+//! `domain::routing`), a backend per shard whose
 //! servers are health-checked with `GET /health` (only a node that takes requests answers
 //! 200, so a replicated group's primary alone gets traffic), and the runtime socket through
 //! which a move switches a webstore's keys to another shard without a reload
@@ -14,6 +16,7 @@ use std::fmt::Write;
 
 use super::placement::PlacementFile;
 use crate::domain::catalogue::Catalogue;
+use crate::domain::routing::{route_key, ROUTING_COOKIE};
 
 /// The backend name of shard `name`.
 pub fn backend(name: &str) -> String {
@@ -32,6 +35,18 @@ pub fn map_file(placement: &PlacementFile, catalogue: &Catalogue) -> String {
             lines.push(format!("{key} {}\n", backend(shard)));
         }
     }
+    lines.sort();
+    lines.concat()
+}
+
+/// The webstore map's content: a line `ROUTE-KEY BACKEND` for every placed webstore (its id
+/// as the producers' app's routing cookie writes it), sorted.
+pub fn webstore_map_file(placement: &PlacementFile) -> String {
+    let mut lines: Vec<String> = placement
+        .webstores
+        .iter()
+        .map(|(id, shard)| format!("{} {}\n", route_key(id), backend(shard)))
+        .collect();
     lines.sort();
     lines.concat()
 }
@@ -76,6 +91,10 @@ defaults
 
 frontend boxsub
     bind {frontend}
+    # The producers' app: a browser sends no API key; the app's routing cookie names the
+    # webstore, and the webstore map its shard. Without the cookie, the first shard, whose
+    # sign-in sets it and sends the browser back.
+    use_backend %[req.cook({cookie}),map({webstore_map},{default_backend})] if {{ req.cook({cookie}) -m found }} {{ path_reg ^/app(/|$) }}
     # The shard of the request's webstore, by its API key; unknown keys go to the first
     # shard, which answers them as any node would (401).
     use_backend %[req.hdr(API-Key),map({map},{default_backend})]
@@ -84,6 +103,8 @@ frontend boxsub
         socket = placement.haproxy_socket.display(),
         frontend = placement.frontend,
         map = placement.haproxy_map.display(),
+        webstore_map = placement.webstore_map().display(),
+        cookie = ROUTING_COOKIE,
     );
     for (name, shard) in &placement.shards {
         let _ = write!(
@@ -122,6 +143,7 @@ mod tests {
             frontend: "127.0.0.1:8080".into(),
             haproxy_socket: "/tmp/h.sock".into(),
             haproxy_map: "/tmp/h.map".into(),
+            haproxy_webstore_map: None,
             shards: [
                 (
                     "one".to_owned(),
@@ -153,6 +175,16 @@ mod tests {
         assert!(cfg.contains("backend shard_two"), "{cfg}");
         assert!(cfg.contains("server two_1 127.0.0.1:3003 check"), "{cfg}");
         assert!(cfg.contains("map(/tmp/h.map,shard_one)"), "{cfg}");
+        assert!(
+            cfg.contains("req.cook(boxsub_webstore),map(/tmp/h-webstores.map,shard_one)"),
+            "{cfg}"
+        );
+        let webstores = webstore_map_file(&placement);
+        assert_eq!(
+            webstores.lines().count(),
+            placement.webstores.len(),
+            "{webstores}"
+        );
         assert!(
             cfg.contains("stats socket /tmp/h.sock mode 600 level admin"),
             "{cfg}"

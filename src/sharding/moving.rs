@@ -37,6 +37,7 @@ use super::admin_client::AdminClient;
 use super::haproxy::backend;
 use super::map::{switch_key, MapFile};
 use super::placement::PlacementFile;
+use crate::domain::routing::route_key;
 
 /// A catch-up round that ships at most this many customers is the last before the freeze.
 pub const TAIL_CUSTOMERS: u64 = 100;
@@ -120,6 +121,8 @@ pub async fn move_webstore(
     let started = Instant::now();
     let mut placement = PlacementFile::read(placement_path)?;
     let mut map = MapFile::read(&placement.haproxy_map)?;
+    let webstore_map_path = placement.webstore_map();
+    let mut webstore_map = MapFile::read(&webstore_map_path)?;
     let from = placement
         .webstores
         .get(id)
@@ -238,6 +241,13 @@ pub async fn move_webstore(
             &backend(to),
         )?;
     }
+    // The producers' app: the webstore's routing cookie to the same shard.
+    switch_key(
+        &placement.haproxy_socket,
+        &webstore_map_path,
+        &route_key(id),
+        &backend(to),
+    )?;
     let switched = Instant::now();
     say(&format!(
         "switched HAProxy's map for {} API keys of {id} to {}",
@@ -277,10 +287,13 @@ pub async fn move_webstore(
     placement.write(placement_path)?;
     map.point(&keys, &backend(to));
     map.write(&placement.haproxy_map)?;
+    webstore_map.point(&[route_key(id)], &backend(to));
+    webstore_map.write(&webstore_map_path)?;
     say(&format!(
-        "rewrote {} and {}; done in {} ms",
+        "rewrote {}, {} and {}; done in {} ms",
         placement_path.display(),
         placement.haproxy_map.display(),
+        webstore_map_path.display(),
         started.elapsed().as_millis()
     ));
     Ok(())

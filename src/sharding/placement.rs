@@ -42,6 +42,10 @@ pub struct PlacementFile {
     pub haproxy_socket: PathBuf,
     /// The API-key map file HAProxy routes by.
     pub haproxy_map: PathBuf,
+    /// The webstore map file HAProxy routes the producers' app by (its routing cookie);
+    /// when not given, beside the API-key map: `NAME-webstores.map` for `NAME.map`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub haproxy_webstore_map: Option<PathBuf>,
     /// The shards, by name.
     pub shards: BTreeMap<String, Shard>,
     /// The shard of each webstore, by webstore id.
@@ -49,6 +53,20 @@ pub struct PlacementFile {
 }
 
 impl PlacementFile {
+    /// The webstore map's path: as given, or beside the API-key map.
+    pub fn webstore_map(&self) -> PathBuf {
+        if let Some(given) = &self.haproxy_webstore_map {
+            return given.clone();
+        }
+        let stem = self
+            .haproxy_map
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        self.haproxy_map
+            .with_file_name(format!("{stem}-webstores.map"))
+    }
+
     /// Reads and parses `path` (not checked against a catalogue).
     pub fn read(path: &Path) -> Result<PlacementFile, String> {
         let text = std::fs::read_to_string(path)
@@ -167,6 +185,7 @@ mod tests {
             frontend: "127.0.0.1:8080".into(),
             haproxy_socket: "/run/haproxy.sock".into(),
             haproxy_map: "/etc/haproxy/shards.map".into(),
+            haproxy_webstore_map: None,
             shards: [
                 (
                     "s1".to_owned(),

@@ -762,18 +762,38 @@ async fn hostile_forms_get_a_clear_refusal_and_change_nothing() {
 }
 
 #[tokio::test]
-async fn a_producer_of_a_webstore_served_elsewhere_gets_a_421_page_not_an_empty_day() {
+async fn a_producer_of_a_webstore_served_elsewhere_is_sent_on_and_never_shown_an_empty_day() {
     let (_dir, app) = producers_app(&["--webstores", "store-b"]).await;
-    let mut producer = Visitor::signed_in(&app, PRODUCER_A).await;
+    let mut producer = Visitor::new(&app);
+
+    // The right password on a node that does not serve store A: no session here, the
+    // routing cookie that names store A for the deployment's front end, and the form sent
+    // back (307: the same POST again, which the front end routes by the cookie).
+    let sent_on = producer.sign_in(PRODUCER_A).await;
+    assert_eq!(sent_on.status, 307, "{}", sent_on.body);
+    assert_eq!(sent_on.location(), Some("/app/sign_in"));
+    assert_eq!(
+        producer.cookies.get("boxsub_webstore").map(String::as_str),
+        Some("store-a")
+    );
+    assert!(!producer.cookies.contains_key("boxsub_session"));
+    // The same node again, cookie and all (no front end routed it on): a 421 page.
+    let again = producer.sign_in(PRODUCER_A).await;
+    assert_eq!(again.status, 421, "{}", again.body);
+    assert!(again.body.contains("served by another node"));
     for path in [
         "/app/deliveries/2027-01-11",
         "/app/deliveries/2027-01-11.csv",
     ] {
         let answer = producer.get(path).await;
-        assert_eq!(answer.status, 421, "{path}: {}", answer.body);
-        assert!(answer.body.contains("served by another node"), "{path}");
+        assert_eq!(answer.status, 303, "{path}: no session here");
         assert!(!answer.body.contains("data-order-id"));
     }
+    // A wrong password learns nothing of where the account lives.
+    let mut stranger = Visitor::new(&app);
+    let wrong = stranger.sign_in((PRODUCER_A.0, "not the password")).await;
+    assert_eq!(wrong.status, 401);
+    assert!(!stranger.cookies.contains_key("boxsub_webstore"));
     let mut producer_b = Visitor::signed_in(&app, PRODUCER_B).await;
     assert_eq!(
         producer_b.get("/app/deliveries/2027-01-11").await.status,

@@ -974,7 +974,10 @@ async fn the_printed_week_is_one_a4_page_without_navigation() {
     seed_the_day(&app).await;
     sign_in(&browser, &app, PRODUCER_A).await;
     browser.goto(&app.url(&format!("/app/weeks/{WEEK}"))).await;
-    assert!(browser.count("#boxes tr[data-box-id]").await > 0, "boxes to pack");
+    assert!(
+        browser.count("#boxes tr[data-box-id]").await > 0,
+        "boxes to pack"
+    );
 
     browser.emulate_media(Some("print")).await;
     for (selector, shown) in [

@@ -6,6 +6,7 @@
 
 mod app;
 mod app_browser;
+mod app_shards;
 mod auth_and_errors;
 mod catalogue_reads;
 mod catalogue_reload;

@@ -74,6 +74,6 @@ pub use server::{
 };
 pub use shards::{
     admin, assert_each_once, cart, cart_since, create, moving_webstore, seed_customers, store_c,
-    Deployment, Shard, STORE_C, TOKEN,
+    Deployment, Shard, PRODUCER_C, STORE_C, TOKEN,
 };
 pub use skip::skip_or_fail;

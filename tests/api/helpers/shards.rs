@@ -32,13 +32,25 @@ pub fn store_c() -> Creds {
     Creds::new(STORE_C_KEY, STORE_C_SECRET)
 }
 
-/// The default catalogue with a third webstore, a copy of store B.
+/// Store C's producer account: email and password.
+pub const PRODUCER_C: (&str, &str) = ("packer@store-c.example", "shed key for store c");
+
+/// The default catalogue with a third webstore, a copy of store B, and a producer account in
+/// stores A ([`super::PRODUCER_A`]) and C ([`PRODUCER_C`]).
 pub fn three_webstores() -> Value {
     let mut catalogue = default_catalogue();
     let mut c = catalogue["webstores"][1].clone();
     c["id"] = json!(STORE_C);
     c["name"] = json!("Store C");
     c["api_keys"] = json!([{"key": STORE_C_KEY, "secret_sha256": sha256_hex(STORE_C_SECRET)}]);
+    for (webstore, (email, password), salt) in [
+        (&mut catalogue["webstores"][0], super::PRODUCER_A, 1u8),
+        (&mut c, PRODUCER_C, 3u8),
+    ] {
+        let hash = boxsub::domain::password::hash_password(password, &[salt; 16])
+            .expect("a password hashes");
+        webstore["producers"] = json!([{"email": email, "password_hash": hash}]);
+    }
     catalogue["webstores"]
         .as_array_mut()
         .expect("webstores")
