@@ -22,6 +22,7 @@ mod group_events;
 mod group_harness;
 mod group_messages;
 mod group_security;
+mod group_sessions;
 mod group_snapshots;
 mod helpers;
 mod host_faults;
