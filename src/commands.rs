@@ -343,13 +343,14 @@ fn import(config: &ImportConfig) -> Result<(), String> {
     let imported = crate::transfer::import::import(&store, &input, &mut progress)
         .map_err(|error| format!("import refused: {error}"))?;
     println!(
-        "imported {} customers, {} orders, {} idempotency records, {} events and {} webhook \
-         delivery records of {}",
+        "imported {} customers, {} orders, {} idempotency records, {} events, {} webhook \
+         delivery records and {} producer sessions of {}",
         imported.customers,
         imported.orders,
         imported.idempotency_records,
         imported.events,
         imported.deliveries,
+        imported.sessions,
         if imported.webstores.is_empty() {
             "no webstore".to_owned()
         } else {

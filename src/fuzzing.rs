@@ -377,6 +377,10 @@ fn check_line(line: Line) -> bool {
         }
         Line::EventsPruned(pruned) => pruned.into_parts().is_ok(),
         Line::Delivery(delivery) => delivery.into_record().inspect(round_trip).is_ok(),
+        Line::Session(session) => session
+            .into_record()
+            .inspect(|(_, record)| round_trip(record))
+            .is_ok(),
     }
 }
 

@@ -297,6 +297,7 @@ where
             "idempotency_records": imported.idempotency_records,
             "events": imported.events,
             "deliveries": imported.deliveries,
+            "sessions": imported.sessions,
         }),
     ))
 }

@@ -525,8 +525,8 @@ impl Store {
         Ok(Some(LoadedCustomer { record, orders }))
     }
 
-    /// The ids of the webstores that have events, an events-pruned mark or webhook delivery
-    /// records in the store, in order (a whole-store export carries these webstore by
+    /// The ids of the webstores that have events, an events-pruned mark, webhook delivery
+    /// records or producer sessions in the store, in order (a whole-store export carries these webstore by
     /// webstore). One seek per webstore and prefix, not a read of every event.
     pub fn webstores_with_events(&self) -> Result<Vec<String>, StoreError> {
         let mut found = std::collections::BTreeSet::new();
@@ -568,6 +568,10 @@ impl Store {
                 }
                 true
             })?;
+        self.for_each_session(&mut |_, record| {
+            found.insert(record.webstore_id);
+            true
+        })?;
         Ok(found.into_iter().collect())
     }
 

@@ -489,6 +489,13 @@ impl Store {
                 true
             })?;
         }
+        // Its producers' sessions (keyed by digest alone: found by the webstore they name).
+        self.for_each_session(&mut |digest, record| {
+            if record.webstore_id == id {
+                doomed.push(keys::session(&digest));
+            }
+            true
+        })?;
         // The mark too (it lives among the meta keys, not under the webstore's prefixes):
         // it counts in where the webstore's numbering continues, and an import brings its
         // own.
@@ -645,6 +652,11 @@ pub fn add_delivery_record(
     record: &DeliveryRecord,
 ) {
     batch.put(keys::delivery(webstore_id, endpoint), encode(record));
+}
+
+/// Adds an imported producer session to `batch`.
+pub fn add_session_record(batch: &mut WriteBatch, digest: &[u8; 32], record: &SessionRecord) {
+    batch.put(keys::session(digest), encode(record));
 }
 
 /// Adds an imported events-pruned mark to `batch`: `webstore_id`'s events up to sequence

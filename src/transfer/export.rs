@@ -5,7 +5,8 @@
 //! did), so an export is always whole. Every record stored before it began is in it. Then,
 //! webstore by webstore, its events (each stands alone: its JSON holds the resource as it
 //! was), how far the retention sweep removed them, read after the events so that it covers
-//! any the sweep removed meanwhile, and its webhook endpoints' delivery records.
+//! any the sweep removed meanwhile, its webhook endpoints' delivery records and its producers'
+//! sessions.
 //!
 //! [`export_changed`] writes, in the same format, only what a webstore's writes changed
 //! since a move's last round ([`crate::store::tracking`]): each changed customer with all its
@@ -20,7 +21,7 @@ use std::io::Write;
 
 use super::format::{
     to_text, Created, CustomerLine, DeliveryLine, EventLine, EventsPrunedLine, IdempotencyLine,
-    Line, OrderLine, FORMAT, VERSION,
+    Line, OrderLine, SessionLine, FORMAT, VERSION,
 };
 use super::{Progress, TransferError};
 use crate::domain::ids::CustomerId;
@@ -41,6 +42,8 @@ pub struct Exported {
     pub events: u64,
     /// Webhook endpoints' delivery records.
     pub deliveries: u64,
+    /// Producers' sessions in the web app.
+    pub sessions: u64,
     /// Orders and idempotency records written while the export ran, left out because what
     /// they belong to was read before they were.
     pub left_out: u64,
@@ -166,16 +169,18 @@ pub fn export(
             return Err(error);
         }
         exported.deliveries += mark_and_deliveries(store, id, &mut write_line)?;
+        exported.sessions += sessions(store, id, &mut write_line)?;
     }
     out.flush().map_err(TransferError::write)?;
     progress.finish(&format!(
         "exported {} customers, {} orders, {} idempotency records, {} events, {} delivery \
-         records",
+         records, {} sessions",
         exported.customers,
         exported.orders,
         exported.idempotency_records,
         exported.events,
-        exported.deliveries
+        exported.deliveries,
+        exported.sessions
     ));
     Ok(exported)
 }
@@ -209,6 +214,28 @@ fn mark_and_deliveries(
     let count = deliveries.len() as u64;
     for line in deliveries {
         write(&Line::Delivery(line))?;
+    }
+    Ok(count)
+}
+
+/// Writes every producer session of `webstore`, in digest order: how many. A move's every
+/// round carries them all (they are few), and the target keeps exactly these, so that a
+/// sign-out during the move holds there too.
+fn sessions(
+    store: &Store,
+    webstore: &str,
+    write: &mut dyn FnMut(&Line) -> Result<(), TransferError>,
+) -> Result<u64, TransferError> {
+    let mut lines = Vec::new();
+    store.for_each_session(&mut |digest, record| {
+        if record.webstore_id == webstore {
+            lines.push(SessionLine::from_record(&digest, record));
+        }
+        true
+    })?;
+    let count = lines.len() as u64;
+    for line in lines {
+        write(&Line::Session(line))?;
     }
     Ok(count)
 }
@@ -280,5 +307,6 @@ pub fn export_changed(
         }
     }
     exported.deliveries += mark_and_deliveries(store, webstore, &mut write)?;
+    exported.sessions += sessions(store, webstore, &mut write)?;
     Ok(exported)
 }

@@ -1,8 +1,9 @@
 //! The export format: JSON lines, one record per line, in a fixed order (a header; customers
 //! by id, orders by customer and id, idempotency records by webstore and key; then, webstore
 //! by webstore, its events by sequence number, how far the retention sweep removed them, and
-//! its webhook endpoints' delivery records by endpoint) and with a fixed field order, so that
-//! exporting what was imported gives the same bytes.
+//! its webhook endpoints' delivery records by endpoint, and its producers' sessions in the
+//! web app by digest) and with a fixed field order, so that exporting what was imported gives
+//! the same bytes.
 //!
 //! ```text
 //! {"type":"header","format":"boxsub-export","version":2,"webstore":null}
@@ -12,13 +13,15 @@
 //! {"type":"event","webstore_id":"shop","sequence":1,"event_type":"customer.created",…}
 //! {"type":"events_pruned","webstore_id":"shop","through":0}
 //! {"type":"delivery","webstore_id":"shop","endpoint":"erp","delivered_through":1,…}
+//! {"type":"session","webstore_id":"shop","digest":"…","email":"pat@shop.example",…}
 //! ```
 //!
 //! Customers carry their password hashes (a moved webstore's customers keep signing in).
 //! Events keep their sequence numbers and their JSON byte for byte (a feed's cursor and a
 //! webhook's delivered position are sequence numbers, and an event's id and body must be the
-//! ones already given out). Version 1, which has no event, delivery or events-pruned lines,
-//! is still read. Must not touch: the store, files.
+//! ones already given out). Sessions are under the SHA-256 of their id, as stored: the ids
+//! themselves are only ever in the producers' cookies. Version 1, which has no event,
+//! delivery, events-pruned or session lines, is still read. Must not touch: the store, files.
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +30,7 @@ use crate::domain::order::Frequency;
 use crate::domain::schedule::{parse_iso_date, Day, WeekDays};
 use crate::store::codec::{
     CustomerRecord, DeliveryRecord, EventRecord, ExtraRecord, IdempotencyRecord, OrderRecord,
+    SessionRecord,
 };
 
 /// The name in every export's header.
@@ -66,6 +70,8 @@ pub enum Line {
     EventsPruned(EventsPrunedLine),
     /// Where a webhook endpoint of a webstore stands (version 2 on).
     Delivery(DeliveryLine),
+    /// A producer's session in the web app (version 2 on).
+    Session(SessionLine),
 }
 
 impl Line {
@@ -73,7 +79,7 @@ impl Line {
     pub fn since_version(&self) -> u32 {
         match self {
             Line::Header { .. } | Line::Customer(_) | Line::Order(_) | Line::Idempotency(_) => 1,
-            Line::Event(_) | Line::EventsPruned(_) | Line::Delivery(_) => 2,
+            Line::Event(_) | Line::EventsPruned(_) | Line::Delivery(_) | Line::Session(_) => 2,
         }
     }
 }
@@ -221,6 +227,64 @@ pub struct DeliveryLine {
     pub failing_since_ms: i64,
     /// When the next attempt is due (Unix milliseconds; 0 for at once).
     pub next_attempt_ms: i64,
+}
+
+/// A producer's session, as exported (see `codec::SessionRecord`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionLine {
+    /// Its webstore.
+    pub webstore_id: String,
+    /// The SHA-256 of the session id, hex.
+    pub digest: String,
+    /// The account (folded email).
+    pub email: String,
+    /// The SHA-256 of the account's password hash at sign-in, hex.
+    pub account: String,
+    /// The forms' token.
+    pub form_token: String,
+    /// When it was opened (Unix milliseconds).
+    pub signed_in_ms: i64,
+    /// When it was last used, as last written (Unix milliseconds).
+    pub last_used_ms: i64,
+}
+
+impl SessionLine {
+    /// The line of stored session `digest`.
+    pub fn from_record(digest: &[u8; 32], record: SessionRecord) -> SessionLine {
+        SessionLine {
+            webstore_id: record.webstore_id,
+            digest: hex::encode(digest),
+            email: record.email,
+            account: hex::encode(record.account),
+            form_token: record.form_token,
+            signed_in_ms: record.signed_in_ms,
+            last_used_ms: record.last_used_ms,
+        }
+    }
+
+    /// The digest and the record to store.
+    pub fn into_record(self) -> Result<([u8; 32], SessionRecord), BadLine> {
+        let sha256 = |text: &str| -> Option<[u8; 32]> { hex::decode(text).ok()?.try_into().ok() };
+        match (sha256(&self.digest), sha256(&self.account)) {
+            (Some(digest), Some(account)) if !self.webstore_id.is_empty() => Ok((
+                digest,
+                SessionRecord {
+                    webstore_id: self.webstore_id,
+                    email: self.email,
+                    account,
+                    form_token: self.form_token,
+                    signed_in_ms: self.signed_in_ms,
+                    last_used_ms: self.last_used_ms,
+                },
+            )),
+            _ => Err(BadLine(
+                "session: the webstore_id must be set, and digest and account must be 64 \
+                 hexadecimal digits"
+                    .into(),
+            )),
+        }
+    }
 }
 
 /// A line that does not make a record.
@@ -525,6 +589,30 @@ pub fn to_text(line: &Line) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_line_round_trips_and_refuses_a_bad_digest() {
+        let record = SessionRecord {
+            webstore_id: "shop".into(),
+            email: "pat@shop.example".into(),
+            account: [9; 32],
+            form_token: "f".repeat(64),
+            signed_in_ms: 1,
+            last_used_ms: 2,
+        };
+        let line = SessionLine::from_record(&[7; 32], record.clone());
+        let text = to_text(&Line::Session(line.clone()));
+        assert!(text.starts_with(br#"{"type":"session","webstore_id":"shop","digest":"0707"#));
+        let Line::Session(back) = serde_json::from_slice(&text).unwrap() else {
+            panic!("a session line reads back as another kind")
+        };
+        assert_eq!(back.into_record().unwrap(), ([7; 32], record));
+        let bad = SessionLine {
+            digest: "07".into(),
+            ..line
+        };
+        assert!(bad.into_record().is_err());
+    }
 
     #[test]
     fn lines_round_trip_through_records() {

@@ -18,11 +18,12 @@ use super::format::{reads_version, Line, FORMAT, OLDEST_READ, VERSION};
 use super::{Progress, TransferError};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::store::codec::{
-    CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord, OrderRecord,
+    CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord, OrderRecord, SessionRecord,
 };
 use crate::store::{
     add_customer_record, add_delivery_record, add_event_record, add_events_pruned,
-    add_idempotency_record, add_order_record, keys, Store, StoreError, WriteBatch,
+    add_idempotency_record, add_order_record, add_session_record, keys, Store, StoreError,
+    WriteBatch,
 };
 
 /// What an import wrote.
@@ -40,6 +41,8 @@ pub struct Imported {
     pub events: u64,
     /// Webhook endpoints' delivery records.
     pub deliveries: u64,
+    /// Producers' sessions in the web app.
+    pub sessions: u64,
 }
 
 /// Records written per store batch at most; fewer where the store's log takes smaller
@@ -111,6 +114,8 @@ enum Record {
     EventsPruned(String, u64),
     /// Webstore, endpoint, record.
     Delivery(String, String, DeliveryRecord),
+    /// The session's digest, record (which names its webstore).
+    Session([u8; 32], SessionRecord),
 }
 
 impl Record {
@@ -132,6 +137,9 @@ impl Record {
                 webstore,
                 format!("the delivery record of endpoint {endpoint:?}"),
             )),
+            Record::Session(_, record) => {
+                Some((&record.webstore_id, "a producer's session".to_owned()))
+            }
         }
     }
 }
@@ -220,6 +228,9 @@ fn read_records(
                 line.into_record()
                     .map(|record| Record::Delivery(webstore, endpoint, record))
             }
+            Line::Session(line) => line
+                .into_record()
+                .map(|(digest, record)| Record::Session(digest, record)),
         }
         .map_err(|bad| TransferError::line(number, bad.0))?;
         if !visit(number, record)? {
@@ -239,6 +250,7 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
     let mut last_events: BTreeMap<String, u64> = BTreeMap::new();
     let mut marks: BTreeSet<String> = BTreeSet::new();
     let mut endpoints: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut sessions: BTreeSet<[u8; 32]> = BTreeSet::new();
     read_records(input, &mut |number, record| {
         if let (Some(only), Some((owner, what))) = (&only, record.owner()) {
             if owner != only {
@@ -325,6 +337,20 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
                 }
                 webstores.insert(webstore);
                 imported.deliveries += 1;
+            }
+            Record::Session(digest, record) => {
+                if !sessions.insert(digest) {
+                    return Err(TransferError::line(
+                        number,
+                        format!(
+                            "a second session {} of webstore {}",
+                            hex::encode(digest),
+                            record.webstore_id
+                        ),
+                    ));
+                }
+                webstores.insert(record.webstore_id);
+                imported.sessions += 1;
             }
         }
         progress.step("lines checked", number);
@@ -454,6 +480,7 @@ fn import_then(
             Record::Delivery(webstore, endpoint, record) => {
                 add_delivery_record(&mut writes, webstore, endpoint, record)
             }
+            Record::Session(digest, record) => add_session_record(&mut writes, digest, record),
             Record::EventsPruned(webstore, through) => {
                 batches.flush(Store::apply)?;
                 written_through = number - 1;
@@ -489,12 +516,13 @@ fn import_then(
     }
     progress.finish(&format!(
         "imported {} customers, {} orders, {} idempotency records, {} events, {} delivery \
-         records of {}",
+         records, {} sessions of {}",
         imported.customers,
         imported.orders,
         imported.idempotency_records,
         imported.events,
         imported.deliveries,
+        imported.sessions,
         imported.webstores.join(", ")
     ));
     Ok(imported)
@@ -536,6 +564,7 @@ fn undo(
             Record::Delivery(webstore, endpoint, _) => {
                 batch.delete(keys::delivery(&webstore, &endpoint))
             }
+            Record::Session(digest, _) => batch.delete(keys::session(&digest)),
         }
         batches.add(batch, Store::remove)?;
         Ok(true)
@@ -558,6 +587,7 @@ pub fn apply_live(
 ) -> Result<(Imported, Vec<CustomerId>), TransferError> {
     let mut applied = Imported::default();
     let mut customers: BTreeSet<u64> = BTreeSet::new();
+    let mut shipped_sessions: BTreeSet<[u8; 32]> = BTreeSet::new();
     let mut batches = Batches::new(store);
     let not_its = |number: u64, what: &str| {
         TransferError::line(number, format!("{what} is not webstore {webstore}'s"))
@@ -601,6 +631,11 @@ pub fn apply_live(
                 applied.deliveries += 1;
                 add_delivery_record(&mut writes, owner, endpoint, record);
             }
+            Record::Session(digest, record) => {
+                applied.sessions += 1;
+                shipped_sessions.insert(*digest);
+                add_session_record(&mut writes, digest, record);
+            }
             Record::EventsPruned(owner, through) => {
                 batches.flush(Store::apply)?;
                 prune_to(store, &mut batches, owner, *through)?;
@@ -611,6 +646,18 @@ pub fn apply_live(
         Ok(true)
     })?;
     batches.flush(Store::apply)?;
+    // A round carries all the webstore's sessions: one it does not carry was signed out (or
+    // swept) on the source meanwhile, and ends here too.
+    let mut ended = WriteBatch::default();
+    store.for_each_session(&mut |digest, record| {
+        if record.webstore_id == webstore && !shipped_sessions.contains(&digest) {
+            ended.delete(keys::session(&digest));
+        }
+        true
+    })?;
+    if !ended.is_empty() {
+        store.remove(ended)?;
+    }
     durable(store)?;
     applied.webstores = vec![webstore.to_owned()];
     Ok((applied, customers.into_iter().map(CustomerId).collect()))
