@@ -136,12 +136,24 @@ impl PendingAppend {
                 seq: ack.sequence,
                 duplicate: ack.duplicate,
             }),
-            Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => {
-                Err(AppendError::Fenced)
-            }
+            Err(error) if wrong_last_sequence(&error) => Err(AppendError::Fenced),
             Err(error) => Err(AppendError::Unconfirmed(error.to_string())),
         }
     }
+}
+
+/// Whether the stream refused a publish because the sequence it expected last (the stream's
+/// or the subject's) is not the stream's: error 10071, or 10164, the same refusal with a
+/// constant message that newer servers give for some of these checks and that async-nats
+/// leaves as `Other`.
+fn wrong_last_sequence(error: &async_nats::jetstream::context::PublishError) -> bool {
+    use async_nats::jetstream::{Error, ErrorCode};
+    error.kind() == PublishErrorKind::WrongLastSequence
+        || std::error::Error::source(error)
+            .and_then(|source| source.downcast_ref::<Error>())
+            .is_some_and(|source| {
+                source.error_code() == ErrorCode::STREAM_WRONG_LAST_SEQUENCE_CONSTANT
+            })
 }
 
 /// The latest complete replica snapshot.
@@ -473,7 +485,7 @@ impl Changelog {
             .expected_last_subject_sequence(previous);
         match self.publish(&self.done_subject, publish).await {
             Ok(_) => Ok(true),
-            Err(error) if error.kind() == PublishErrorKind::WrongLastSequence => Ok(false),
+            Err(error) if wrong_last_sequence(&error) => Ok(false),
             Err(error) => Err(ReplicationError::nats("completing a snapshot", error)),
         }
     }
