@@ -21,8 +21,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    customer_body, customer_body_b, enc, spawn_app_on_with, store_a, store_b, Creds, DataDir,
-    TestApp, TestResponse, ADDRESS_FIELDS, STORE_A, STORE_B,
+    customer_body, customer_body_b, enc, store_a, store_b, Creds, DataDir, Launch, TestApp,
+    TestResponse, ADDRESS_FIELDS, STORE_A, STORE_B,
 };
 
 /// Concurrent client tasks during a round.
@@ -971,7 +971,7 @@ async fn run(scenario: Scenario) {
     };
     let started = Instant::now();
     for round in 0..scenario.rounds {
-        let mut app = spawn_app_on_with(&dir, scenario.args, &[]).await;
+        let mut app = Launch::new().on(&dir).args(scenario.args).spawn().await;
         let resolved = verify(&app, &mut ledger).await;
         if scenario.retry_unanswered {
             retry_with_keys(&app, &mut ledger, resolved).await;
@@ -1012,7 +1012,7 @@ async fn run(scenario: Scenario) {
         );
         drop(app);
     }
-    let app = spawn_app_on_with(&dir, scenario.args, &[]).await;
+    let app = Launch::new().on(&dir).args(scenario.args).spawn().await;
     let resolved = verify(&app, &mut ledger).await;
     if scenario.retry_unanswered {
         retry_with_keys(&app, &mut ledger, resolved).await;
