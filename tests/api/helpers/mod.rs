@@ -25,7 +25,10 @@
 //! - [`receiver`]: a webhook receiver on loopback whose answers a test sets (and that can
 //!   go down and come back on its port);
 //! - [`links`]: TCP proxies on loopback that a test cuts (every byte stalls, nothing is
-//!   closed) and heals, between a group's nodes and their NATS servers.
+//!   closed) and heals, between a group's nodes and their NATS servers;
+//! - [`ledger`]: the crash tests' marked write requests and the [`Ledger`] of what the
+//!   store must hold after a restart, with its checks (its other names, `Answer` and
+//!   `Store` among them, are used as `helpers::ledger::NAME`, since they would clash here).
 //!
 //! Every process started here is owned by a value whose `Drop` kills and reaps
 //! it; every wait is bounded in count and time.
@@ -37,6 +40,7 @@ pub mod contract;
 mod fixtures;
 mod group;
 mod haproxy;
+pub mod ledger;
 mod links;
 mod metrics;
 mod nats;
@@ -64,6 +68,7 @@ pub use group::{
     write_to_group_until, write_until, Group, Outcome, Read, FAILOVER_BOUND,
 };
 pub use haproxy::Haproxy;
+pub use ledger::Ledger;
 pub use links::Link;
 pub use metrics::{sample, scrape};
 pub use nats::{NatsCluster, NatsOptions, NatsSecurity};
