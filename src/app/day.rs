@@ -232,9 +232,9 @@ pub(crate) mod tests {
     use crate::domain::catalogue::{Catalogue, WebstoreIdx, DEMO_CATALOGUE_JSON};
     use crate::domain::customer::{Address, Customer};
     use crate::domain::email::Email;
-    use crate::domain::ids::{CustomerId, OrderId};
-    use crate::domain::order::{ExtraLine, Frequency, NewOrder, Order};
-    use crate::domain::schedule::{Schedule, WeekDays};
+    use crate::domain::ids::CustomerId;
+    use crate::domain::order::NewOrder;
+    use crate::domain::schedule::WeekDays;
 
     fn delivery(
         order: u64,
@@ -294,29 +294,11 @@ pub(crate) mod tests {
         };
         Delivery {
             date,
-            order: Order {
-                id: OrderId(order),
-                customer_id: CustomerId(order),
-                details: NewOrder {
-                    box_id,
-                    frequency: Frequency::Weekly,
-                    extras_one_off: false,
-                    extras: extras
-                        .iter()
-                        .map(|(id, quantity)| ExtraLine {
-                            id: *id,
-                            quantity: *quantity,
-                        })
-                        .collect(),
-                    exclusions: excluded.to_vec(),
-                    substitutions: Vec::new(),
-                    schedule: Schedule {
-                        start: date,
-                        week_days: WeekDays::only(date.weekday()),
-                    },
-                },
-                created_at: 0,
-            },
+            order: NewOrder::weekly_for_test(box_id)
+                .with_extras(extras)
+                .with_exclusions(excluded)
+                .with_schedule(date, WeekDays::only(date.weekday()))
+                .placed(order, order, 0),
             customer: Arc::new(customer),
             with_extras,
         }

@@ -10,6 +10,8 @@ pub mod fields;
 pub mod idempotency;
 pub mod ids;
 pub mod order;
+#[cfg(test)]
+mod order_builder;
 pub mod paging;
 pub mod password;
 pub mod placement;

@@ -281,29 +281,15 @@ impl Indexes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::order::{Frequency, NewOrder};
-    use crate::domain::schedule::{Schedule, WeekDays};
+    use crate::domain::order::NewOrder;
+    use crate::domain::schedule::WeekDays;
     use crate::store::disk::Reserve;
     use crate::store::{add_new_customer, add_order, StoreOptions, WriteBatch};
 
     fn order(id: u64, customer: u64, start: i32, day: u8) -> Order {
-        Order {
-            id: OrderId(id),
-            customer_id: CustomerId(customer),
-            details: NewOrder {
-                box_id: 217,
-                frequency: Frequency::Weekly,
-                extras_one_off: false,
-                extras: Vec::new(),
-                exclusions: Vec::new(),
-                substitutions: Vec::new(),
-                schedule: Schedule {
-                    start: Day(start),
-                    week_days: WeekDays::only(day),
-                },
-            },
-            created_at: 0,
-        }
+        NewOrder::weekly_for_test(217)
+            .with_schedule(Day(start), WeekDays::only(day))
+            .placed(id, customer, 0)
     }
 
     #[tokio::test]

@@ -436,28 +436,16 @@ fn customer(id: u64, webstore: usize, email: &str, name: usize) -> Customer {
 
 fn order(id: u64, customer: u64, created_at: i64) -> Order {
     use crate::domain::order::{Frequency, NewOrder};
-    use crate::domain::schedule::{Day, Schedule, WeekDays};
-    Order {
-        id: OrderId(id),
-        customer_id: CustomerId(customer),
-        details: NewOrder {
-            box_id: 200 + id % 7,
-            frequency: if id.is_multiple_of(2) {
-                Frequency::Weekly
-            } else {
-                Frequency::Fortnightly
-            },
-            extras_one_off: false,
-            extras: Vec::new(),
-            exclusions: Vec::new(),
-            substitutions: Vec::new(),
-            schedule: Schedule {
-                start: Day(20_000 + id as i32),
-                week_days: WeekDays::only(1 + (id % 5) as u8),
-            },
-        },
-        created_at,
-    }
+    use crate::domain::schedule::{Day, WeekDays};
+    let frequency = if id.is_multiple_of(2) {
+        Frequency::Weekly
+    } else {
+        Frequency::Fortnightly
+    };
+    NewOrder::weekly_for_test(200 + id % 7)
+        .with_frequency(frequency)
+        .with_schedule(Day(20_000 + id as i32), WeekDays::only(1 + (id % 5) as u8))
+        .placed(id, customer, created_at)
 }
 
 /// The store under test, its snapshot and its log's directory.

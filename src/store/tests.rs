@@ -257,25 +257,11 @@ fn over(snapshot: &Arc<LossySnapshot>, dir: &Path) -> Store {
 }
 
 fn order(id: u64, customer: u64) -> crate::domain::order::Order {
-    use crate::domain::order::{Frequency, NewOrder, Order};
-    use crate::domain::schedule::{Day, Schedule, WeekDays};
-    Order {
-        id: crate::domain::ids::OrderId(id),
-        customer_id: CustomerId(customer),
-        details: NewOrder {
-            box_id: 217,
-            frequency: Frequency::Weekly,
-            extras_one_off: false,
-            extras: Vec::new(),
-            exclusions: Vec::new(),
-            substitutions: Vec::new(),
-            schedule: Schedule {
-                start: Day(20_000 + id as i32),
-                week_days: WeekDays::only(1),
-            },
-        },
-        created_at: 0,
-    }
+    use crate::domain::order::NewOrder;
+    use crate::domain::schedule::{Day, WeekDays};
+    NewOrder::weekly_for_test(217)
+        .with_schedule(Day(20_000 + id as i32), WeekDays::only(1))
+        .placed(id, customer, 0)
 }
 
 /// Acknowledged changes of four writers (creates, orders, email changes), made on `store`;

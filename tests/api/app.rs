@@ -14,8 +14,8 @@ use reqwest::header::{HeaderMap, LOCATION, SET_COOKIE};
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    customer_body, id_of, producers_catalogue, serve_to_exit, spawn_app_on_with, store_b, DataDir,
-    TestApp, PRODUCER_A, PRODUCER_B,
+    customer_body, id_of, producers_catalogue, serve_to_exit, store_b, DataDir, Launch, TestApp,
+    PRODUCER_A, PRODUCER_B,
 };
 
 const DAY: &str = "2027-01-11";
@@ -174,7 +174,7 @@ impl<'a> Visitor<'a> {
 
 async fn producers_app(extra_args: &[&str]) -> (DataDir, TestApp) {
     let dir = DataDir::with_catalogue(producers_catalogue());
-    let app = spawn_app_on_with(&dir, extra_args, &[]).await;
+    let app = Launch::new().on(&dir).args(extra_args).spawn().await;
     (dir, app)
 }
 
@@ -944,7 +944,7 @@ async fn the_days_csv_download_neutralises_formulas_and_the_apis_csv_keeps_them(
 async fn a_session_outlives_a_restart_and_a_sign_out_ends_it_for_good() {
     // Arrange: two browsers of one producer, signed in.
     let dir = DataDir::with_catalogue(producers_catalogue());
-    let mut app = spawn_app_on_with(&dir, &[], &[]).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let mut kept = Visitor::signed_in(&app, PRODUCER_A).await;
     let leaving = Visitor::signed_in(&app, PRODUCER_A).await;
     let day = format!("/app/deliveries/{DAY}");
@@ -954,7 +954,7 @@ async fn a_session_outlives_a_restart_and_a_sign_out_ends_it_for_good() {
     // Act: the process restarts; then one browser signs out, and the process restarts again.
     app.terminate_ok(std::time::Duration::from_secs(20));
     drop(app);
-    let mut app = spawn_app_on_with(&dir, &[], &[]).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let mut kept = Visitor::new(&app);
     kept.cookies = kept_cookies.clone();
     let after_restart = kept.get(&day).await;
@@ -968,7 +968,7 @@ async fn a_session_outlives_a_restart_and_a_sign_out_ends_it_for_good() {
         .await;
     app.terminate_ok(std::time::Duration::from_secs(20));
     drop(app);
-    let app = spawn_app_on_with(&dir, &[], &[]).await;
+    let app = Launch::new().on(&dir).spawn().await;
     let mut kept = Visitor::new(&app);
     kept.cookies = kept_cookies;
     let mut leaving = Visitor::new(&app);

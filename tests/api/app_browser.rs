@@ -26,9 +26,9 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    axe_core_source, customer_body, customer_body_b, enc, id_of, producers_catalogue,
-    spawn_app_on_with, store_a, store_b, Browser, BrowserOptions, Creds, DataDir, TestApp,
-    Viewport, PRODUCER_A, PRODUCER_B,
+    axe_core_source, customer_body, customer_body_b, enc, id_of, producers_catalogue, store_a,
+    store_b, Browser, BrowserOptions, Creds, DataDir, Launch, TestApp, Viewport, PRODUCER_A,
+    PRODUCER_B,
 };
 
 /// A Monday with deliveries of both stores (store A's on two routes).
@@ -49,7 +49,7 @@ const SCREENSHOTS: &str = "BOXSUB_SCREENSHOTS";
 /// A server with the producers' catalogue (its data directory lives as long as it).
 async fn producers_app() -> (DataDir, TestApp) {
     let dir = DataDir::with_catalogue(producers_catalogue());
-    let app = spawn_app_on_with(&dir, &[], &[]).await;
+    let app = Launch::new().on(&dir).spawn().await;
     (dir, app)
 }
 

@@ -5,8 +5,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    boxsub_command, customer_body, default_catalogue, run_to_exit, sha256_hex, spawn_app_on,
-    store_a, store_b, Creds, DataDir,
+    boxsub_command, customer_body, default_catalogue, run_to_exit, sha256_hex, store_a, store_b,
+    Creds, DataDir, Launch,
 };
 
 const STORE_C_KEY: &str = "ak_test_store_c_reloaded";
@@ -42,7 +42,7 @@ fn write(dir: &DataDir, catalogue: &Value) {
 async fn sighup_with_a_grown_catalogue_adds_a_webstore_and_changes_boxes() {
     // Arrange
     let dir = DataDir::new();
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     let ann = app
         .create_customer_ok(&customer_body("ann@example.com"))
         .await;
@@ -94,7 +94,7 @@ async fn sighup_with_a_grown_catalogue_adds_a_webstore_and_changes_boxes() {
 async fn sighup_with_a_broken_catalogue_or_one_dropping_a_webstore_in_use_changes_nothing() {
     // Arrange
     let dir = DataDir::new();
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     app.create_customer_ok(&customer_body("ann@example.com"))
         .await;
     let mut broken = grown_catalogue();

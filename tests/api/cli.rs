@@ -7,8 +7,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    boxsub_command, default_catalogue, run_to_exit, sha256_hex, spawn_app, spawn_app_with,
-    spawn_demo_app, Creds, MSG_BAD_CREDS,
+    boxsub_command, default_catalogue, run_to_exit, sha256_hex, spawn_app, Creds, Launch,
+    MSG_BAD_CREDS,
 };
 
 /// Runs `boxsub keygen` and returns (key, secret, secret_sha256).
@@ -81,7 +81,7 @@ async fn a_catalogue_built_from_keygen_output_authenticates() {
         {"key": crate::helpers::STORE_A_KEY, "secret_sha256": sha256_hex(crate::helpers::STORE_A_SECRET)},
         {"key": key, "secret_sha256": digest},
     ]);
-    let app = spawn_app_with(catalogue).await;
+    let app = Launch::new().catalogue(catalogue).spawn().await;
     let creds = Creds::new(&key, &secret);
 
     // Act
@@ -104,7 +104,7 @@ fn after(line: &str, marker: &str) -> Option<String> {
 #[tokio::test]
 async fn serve_without_a_catalogue_prints_working_demo_credentials() {
     // Arrange + Act
-    let app = spawn_demo_app().await;
+    let app = Launch::new().demo().spawn().await;
     let output = &app.startup_output;
     let key = output.iter().find_map(|l| after(l, "API-Key:"));
     let secret = output.iter().find_map(|l| after(l, "API-Secret:"));

@@ -5,8 +5,8 @@ use serde_json::{json, Value};
 
 use crate::helpers::{
     customer_body, customer_body_b, id_of, parse_link_header, path_and_query, query_param,
-    relaxed_catalogue, spawn_app, spawn_app_with, store_b, SoftAsserts, TestApp, ADDRESS_FIELDS,
-    BLANK, INVALID, MSG_NOT_FOUND, TAKEN, TOO_LONG_255,
+    relaxed_catalogue, spawn_app, store_b, Launch, SoftAsserts, TestApp, ADDRESS_FIELDS, BLANK,
+    INVALID, MSG_NOT_FOUND, TAKEN, TOO_LONG_255,
 };
 
 const CUSTOMER_KEYS: [&str; 13] = [
@@ -526,7 +526,7 @@ async fn delivery_service_id_may_be_a_digit_string() {
 #[tokio::test]
 async fn empty_body_names_first_name_email_and_delivery_service() {
     // Arrange: a webstore without address requirements
-    let app = spawn_app_with(relaxed_catalogue()).await;
+    let app = Launch::new().catalogue(relaxed_catalogue()).spawn().await;
 
     // Act
     let response = app.create_customer(&json!({})).await;
@@ -1199,7 +1199,7 @@ async fn an_update_may_not_remove_the_last_phone_where_one_is_required() {
 #[tokio::test]
 async fn an_update_may_add_an_address_later() {
     // Arrange: a store without address requirements, a customer without one
-    let app = spawn_app_with(relaxed_catalogue()).await;
+    let app = Launch::new().catalogue(relaxed_catalogue()).spawn().await;
     let created = app
         .create_customer_ok(&json!({"first_name": "Nomad", "email": "nomad@example.com",
                                     "delivery_service_id": 91}))

@@ -25,7 +25,7 @@ async fn creates_and_email_changes_cut_before_their_record_leave_nothing_behind(
     // Arrange: two customers, then (server stopped) the first writes of a create of
     // cut@example.com (next id, next number) and of Ann's change to ann.new@example.com.
     let dir = DataDir::new();
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let ann = id_of(
         &app.create_customer_ok(&customer_body("ann@example.com"))
             .await,
@@ -53,7 +53,7 @@ async fn creates_and_email_changes_cut_before_their_record_leave_nothing_behind(
     );
 
     // Act
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
 
     // Assert: neither cut write shows.
     let (listed, total) = app.all_customers_as(&store_a()).await;

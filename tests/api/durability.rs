@@ -14,8 +14,8 @@ use futures_util::future::join_all;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    boxsub_command, customer_body, customer_body_b, id_of, run_to_exit, spawn_app_on,
-    spawn_app_on_with, store_a, store_b, Creds, DataDir, TestApp, TAKEN,
+    boxsub_command, customer_body, customer_body_b, id_of, run_to_exit, store_a, store_b, Creds,
+    DataDir, Launch, TestApp, TAKEN,
 };
 
 /// How long a graceful stop may take.
@@ -147,7 +147,7 @@ fn assert_all_ok(views: &BTreeMap<String, Value>) {
 /// Starts a server on `dir` and asserts its start-up stderr line about the
 /// store's contents.
 async fn restart(dir: &DataDir) -> TestApp {
-    let app = spawn_app_on(dir).await;
+    let app = Launch::new().on(dir).spawn().await;
     let line = app.wait_for_stderr_line(Duration::from_secs(5), |l| {
         l.contains("customers") && l.contains("orders")
     });
@@ -267,7 +267,7 @@ fn number_of(customer: &Value) -> u64 {
 async fn a_restart_serves_the_same_customers_orders_lists_and_sign_ins() {
     // Arrange
     let dir = DataDir::new();
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let written = seed(&app).await;
     let before = observe(&app, &written).await;
     assert_all_ok(&before);
@@ -296,7 +296,7 @@ async fn a_restart_serves_the_same_customers_orders_lists_and_sign_ins() {
 async fn ids_and_customer_numbers_continue_after_a_restart() {
     // Arrange
     let dir = DataDir::new();
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let written = seed(&app).await;
     let (customers_a, _) = app.all_customers_as(&store_a()).await;
     let (customers_b, _) = app.all_customers_as(&store_b()).await;
@@ -376,7 +376,7 @@ async fn ids_and_customer_numbers_continue_after_a_restart() {
 async fn the_email_index_survives_restarts_including_changed_emails() {
     // Arrange
     let dir = DataDir::new();
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let holder = app
         .create_customer_ok(&customer_body("taken@example.com"))
         .await;
@@ -502,7 +502,11 @@ async fn with_durability_off_a_graceful_shutdown_still_keeps_every_acknowledged_
     // Arrange: `--durability off` on the command line
     let dir = DataDir::new();
     let mut written = Written::default();
-    let mut app = spawn_app_on_with(&dir, &["--durability", "off"], &[]).await;
+    let mut app = Launch::new()
+        .on(&dir)
+        .args(&["--durability", "off"])
+        .spawn()
+        .await;
     write_batch(&app, "flag", &mut written).await;
     let before = observe(&app, &written).await;
     assert_all_ok(&before);
@@ -518,7 +522,11 @@ async fn with_durability_off_a_graceful_shutdown_still_keeps_every_acknowledged_
     // Arrange again: `BOXSUB_DURABILITY=off` in the environment
     app.terminate_ok(STOP);
     drop(app);
-    let mut app = spawn_app_on_with(&dir, &[], &[("BOXSUB_DURABILITY", "off")]).await;
+    let mut app = Launch::new()
+        .on(&dir)
+        .env(&[("BOXSUB_DURABILITY", "off")])
+        .spawn()
+        .await;
     write_batch(&app, "env", &mut written).await;
     let before = observe(&app, &written).await;
     assert_all_ok(&before);
@@ -592,7 +600,7 @@ fn clock_rng() -> impl FnMut() -> u64 {
 async fn a_store_overwritten_with_garbage_stops_start_up_naming_the_directory() {
     // Arrange: a store with something in it, stopped cleanly
     let dir = DataDir::new();
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let customer = app
         .create_customer_ok(&customer_body("soon-garbage@example.com"))
         .await;

@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    customer_body, parse_link_header, path_and_query, spawn_app, spawn_app_on, spawn_app_on_with,
-    store_b, DataDir, TestApp,
+    customer_body, parse_link_header, path_and_query, spawn_app, store_b, DataDir, Launch, TestApp,
 };
 
 /// Follows the feed from `cursor` (from the start without one) to its end: the events and
@@ -134,7 +133,11 @@ async fn every_malformed_parameter_is_named_and_another_webstores_cursor_is_gone
 async fn a_cursor_past_the_retention_is_gone() {
     // Arrange
     let dir = DataDir::new();
-    let app = spawn_app_on_with(&dir, &["--events-retention-secs", "1"], &[]).await;
+    let app = Launch::new()
+        .on(&dir)
+        .args(&["--events-retention-secs", "1"])
+        .spawn()
+        .await;
     let start = app.get("/v1/events").await.json()["next"]
         .as_str()
         .unwrap()
@@ -168,7 +171,7 @@ async fn a_cursor_past_the_retention_is_gone() {
 async fn a_cursor_stays_good_across_a_restart_and_the_numbering_goes_on() {
     // Arrange
     let dir = DataDir::new();
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     for n in 0..3 {
         app.create_customer_ok(&customer_body(&format!("r{n}@example.com")))
             .await;
@@ -177,7 +180,7 @@ async fn a_cursor_stays_good_across_a_restart_and_the_numbering_goes_on() {
 
     // Act
     app.terminate_ok(Duration::from_secs(10));
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     app.create_customer_ok(&customer_body("after@example.com"))
         .await;
     let (rest, _) = follow(&app, Some(&cursor), 2).await;
@@ -192,7 +195,7 @@ async fn a_cursor_stays_good_across_a_restart_and_the_numbering_goes_on() {
 async fn after_a_kill_every_acknowledged_order_has_its_event_and_every_event_its_order() {
     // Arrange
     let dir = DataDir::new();
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let customer = app
         .create_customer_ok(&customer_body("killed@example.com"))
         .await;
@@ -232,7 +235,7 @@ async fn after_a_kill_every_acknowledged_order_has_its_event_and_every_event_its
     for writer in writers {
         acknowledged.extend(writer.await.unwrap());
     }
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     let (events, _) = follow(&app, None, 1000).await;
 
     // Assert

@@ -16,10 +16,7 @@ use std::time::{Duration, Instant};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 
-use crate::helpers::{
-    customer_body, id_of, skip_or_fail, spawn_app_on, spawn_app_on_with, try_spawn_app_on, DataDir,
-    TestApp,
-};
+use crate::helpers::{customer_body, id_of, skip_or_fail, DataDir, Launch, TestApp};
 
 /// A loop-mounted ext4 image; unmounted when dropped.
 struct LoopMount {
@@ -255,7 +252,7 @@ fn leftovers(data: &Path) -> Vec<String> {
 /// saying the disk is full and what to do, and either way it leaves no unfinished snapshot
 /// behind.
 async fn restart_on_a_full_disk(dir: &DataDir, known: i64) -> String {
-    let outcome = match try_spawn_app_on(dir).await {
+    let outcome = match Launch::new().on(dir).try_spawn().await {
         Err(failure) => {
             assert!(
                 failure.contains("exited during start-up") || failure.contains("closed stdout"),
@@ -302,7 +299,7 @@ async fn a_full_disk_refuses_writes_serves_reads_and_recovers_once_grown() {
     };
     let dir = DataDir::at(disk.point().join("data"));
     let mut acknowledged = Acknowledged::default();
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
 
     // Act: fill it through the API.
     let filling = Instant::now();
@@ -340,7 +337,7 @@ async fn a_full_disk_refuses_writes_serves_reads_and_recovers_once_grown() {
     std::fs::remove_file(filler).expect("remove the filler");
 
     // A restart on the nearly full disk serves reads and refuses writes.
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     app.get(&format!("/v1/customers/{known}"))
         .await
         .assert_status(200);
@@ -352,7 +349,7 @@ async fn a_full_disk_refuses_writes_serves_reads_and_recovers_once_grown() {
     // Grow the filesystem; everything acknowledged is there and writes resume.
     let growing = Instant::now();
     disk.grow(96);
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     let recovered_in = growing.elapsed();
     assert_all_there(&app, &acknowledged).await;
     let fresh = app
@@ -381,7 +378,11 @@ async fn a_disk_filled_behind_the_servers_back_stops_it_and_never_bricks_the_sto
         return;
     };
     let dir = DataDir::at(disk.point().join("data"));
-    let mut app = spawn_app_on_with(&dir, &["--min-free-mb", "0"], &[]).await;
+    let mut app = Launch::new()
+        .on(&dir)
+        .args(&["--min-free-mb", "0"])
+        .spawn()
+        .await;
     let mut acknowledged = Acknowledged::default();
     for n in 0..50 {
         let customer = app.create_customer_ok(&bulky_customer(n)).await;
@@ -427,7 +428,7 @@ async fn a_disk_filled_behind_the_servers_back_stops_it_and_never_bricks_the_sto
     // Freeing the space brings everything back.
     std::fs::remove_file(filler).expect("remove the filler");
     disk.grow(64);
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     assert_all_there(&app, &acknowledged).await;
     app.create_customer_ok(&customer_body("after@example.com"))
         .await;
@@ -452,7 +453,7 @@ async fn a_data_directory_turned_read_only_refuses_writes_and_serves_reads() {
         return;
     }
     let dir = DataDir::at(disk.point().join("data"));
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let ann = app
         .create_customer_ok(&customer_body("ann@example.com"))
         .await;
@@ -502,7 +503,7 @@ async fn unfinished_snapshots_in_the_data_directory_are_removed_and_named_at_sta
     // full disk or a crash mid-snapshot leaves them.
     let dir = DataDir::new();
     let ann = {
-        let mut app = spawn_app_on(&dir).await;
+        let mut app = Launch::new().on(&dir).spawn().await;
         let ann = app
             .create_customer_ok(&customer_body("ann@example.com"))
             .await;
@@ -515,7 +516,7 @@ async fn unfinished_snapshots_in_the_data_directory_are_removed_and_named_at_sta
     std::fs::write(dir.data.join(cut_short), vec![7u8; 4096]).unwrap();
 
     // Act
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
 
     // Assert: it serves the store, and says what it removed.
     app.get(&format!("/v1/customers/{}", ann["id"]))

@@ -17,9 +17,8 @@ use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 
 use crate::helpers::{
-    customer_body, id_of, read_raw_response, read_until_closed, spawn_app, spawn_app_on,
-    spawn_app_on_under_ulimit, spawn_app_on_with, store_a, Closed, Creds, DataDir, RawResponse,
-    TestApp,
+    customer_body, id_of, read_raw_response, read_until_closed, spawn_app, store_a, Closed, Creds,
+    DataDir, Launch, RawResponse, TestApp,
 };
 
 /// Concurrent connections a storm keeps open at once.
@@ -335,12 +334,12 @@ async fn thousands_of_stalled_connections_neither_starve_others_nor_outlive_thei
         eprintln!("WARNING: only {hard} open files allowed here; holding {heads} connections");
     }
     let dir = DataDir::new();
-    let app = spawn_app_on_under_ulimit(
-        &dir,
-        "-Sn 1024",
-        &["--header-timeout-secs", "3", "--body-timeout-secs", "3"],
-    )
-    .await;
+    let app = Launch::new()
+        .on(&dir)
+        .ulimit("-Sn 1024")
+        .args(&["--header-timeout-secs", "3", "--body-timeout-secs", "3"])
+        .spawn()
+        .await;
     assert!(
         app.stderr_tail().contains("open-files limit"),
         "the server logs its open-files limits: {}",
@@ -475,12 +474,11 @@ async fn the_connection_past_the_cap_is_refused_at_once_and_service_resumes() {
     // Arrange: a cap of 8, every slot taken by a connection the server has certainly
     // accepted (each has been answered) and keeps (60 s idle timeout).
     let dir = DataDir::new();
-    let app = spawn_app_on_with(
-        &dir,
-        &["--max-connections", "8", "--idle-timeout-secs", "60"],
-        &[],
-    )
-    .await;
+    let app = Launch::new()
+        .on(&dir)
+        .args(&["--max-connections", "8", "--idle-timeout-secs", "60"])
+        .spawn()
+        .await;
     let mut held = Vec::new();
     for _ in 0..8 {
         held.push(open_served(app.port).await);
@@ -552,7 +550,11 @@ async fn the_connection_past_the_cap_is_refused_at_once_and_service_resumes() {
 async fn an_idle_keep_alive_connection_is_closed_after_the_idle_timeout() {
     // Arrange
     let dir = DataDir::new();
-    let app = spawn_app_on_with(&dir, &["--idle-timeout-secs", "1"], &[]).await;
+    let app = Launch::new()
+        .on(&dir)
+        .args(&["--idle-timeout-secs", "1"])
+        .spawn()
+        .await;
     let mut stream = open_served(app.port).await;
 
     // Act
@@ -574,12 +576,11 @@ async fn a_request_past_the_request_deadline_gets_503_and_stores_nothing() {
     // Arrange: a 1 s deadline for a whole request, and a body deadline far above it, so
     // that a slow body meets the request deadline first.
     let dir = DataDir::new();
-    let app = spawn_app_on_with(
-        &dir,
-        &["--request-timeout-secs", "1", "--body-timeout-secs", "30"],
-        &[],
-    )
-    .await;
+    let app = Launch::new()
+        .on(&dir)
+        .args(&["--request-timeout-secs", "1", "--body-timeout-secs", "30"])
+        .spawn()
+        .await;
     let body = serde_json::to_vec(&customer_body("slow@example.com")).unwrap();
     let bytes = request(&app, "POST", "/v1/customers", &store_a(), &body);
     let (head, body) = bytes.split_at(bytes.len() - body.len());
@@ -688,7 +689,11 @@ async fn an_email_change_past_its_deadline_and_a_create_never_both_win() {
     let mut outcomes = Vec::new();
     let mover;
     {
-        let app = spawn_app_on_with(&dir, &["--call-timeout-ms", "1"], &[]).await;
+        let app = Launch::new()
+            .on(&dir)
+            .args(&["--call-timeout-ms", "1"])
+            .spawn()
+            .await;
         let app = &app;
         mover = id_of(
             &app.create_customer_ok(&customer_body("mover@example.com"))
@@ -725,7 +730,7 @@ async fn an_email_change_past_its_deadline_and_a_create_never_both_win() {
 
     // Assert: after a restart, each email has exactly one holder, and whoever holds it got
     // the 2xx.
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     let (all, _) = app.all_customers_as(&store_a()).await;
     for (email, change, create) in &outcomes {
         let holders: Vec<&Value> = all
@@ -781,7 +786,12 @@ async fn out_of_file_descriptors_the_server_backs_off_and_recovers() {
     // Arrange: a server allowed only 64 open files, with a cap far above that, so that
     // accepting fails with EMFILE once the descriptors are used up.
     let dir = DataDir::new();
-    let app = spawn_app_on_under_ulimit(&dir, "-n 64", &["--max-connections", "1000"]).await;
+    let app = Launch::new()
+        .on(&dir)
+        .ulimit("-n 64")
+        .args(&["--max-connections", "1000"])
+        .spawn()
+        .await;
     let mut held = Vec::new();
     for _ in 0..120 {
         if let Ok(Ok(stream)) = tokio::time::timeout(

@@ -12,8 +12,8 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    customer_body, customer_body_b, id_of, spawn_app, spawn_app_on, spawn_app_on_with, store_a,
-    store_b, Creds, DataDir, TestApp, TestResponse,
+    customer_body, customer_body_b, id_of, spawn_app, store_a, store_b, Creds, DataDir, Launch,
+    TestApp, TestResponse,
 };
 
 /// The header naming a replay.
@@ -394,7 +394,7 @@ async fn idempotency_keys_survive_a_restart_and_a_crash() {
     // Arrange
     let dir = DataDir::new();
     let (a, b) = (store_a(), store_b());
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let customer = bytes(&customer_body("kept@example.com"));
     let first_customer = post_keyed(&app, "/v1/customers", &customer, "kept-c", &a).await;
     assert_fresh_create(&first_customer);
@@ -410,7 +410,7 @@ async fn idempotency_keys_survive_a_restart_and_a_crash() {
     // Act
     app.terminate_ok(Duration::from_secs(10));
     drop(app);
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
 
     // Assert
     let again = post_keyed(&app, "/v1/customers", &customer, "kept-c", &a).await;
@@ -431,7 +431,7 @@ async fn idempotency_keys_survive_a_restart_and_a_crash() {
     assert_fresh_create(&first_after);
     app.crash();
     drop(app);
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
 
     // Assert
     let again = post_keyed(&app, "/v1/orders", &other, "after-restart", &a).await;
@@ -473,7 +473,11 @@ async fn await_metric(app: &TestApp, name: &str, wanted: impl Fn(f64) -> bool) {
 async fn records_expire_after_their_time_to_live_and_free_their_key() {
     // Arrange: records count for 2 s; the sweeper runs every second.
     let dir = DataDir::new();
-    let app = spawn_app_on_with(&dir, &["--idempotency-ttl", "2"], &[]).await;
+    let app = Launch::new()
+        .on(&dir)
+        .args(&["--idempotency-ttl", "2"])
+        .spawn()
+        .await;
     let a = store_a();
     let first_body = bytes(&customer_body("ttl-first@example.com"));
     let first = post_keyed(&app, "/v1/customers", &first_body, "ttl-key", &a).await;
@@ -507,7 +511,11 @@ async fn the_same_key_and_body_past_the_time_to_live_is_a_new_request() {
     // Arrange: a time to live of 1 s (swept or not by the time of the repeat, the record no
     // longer counts).
     let dir = DataDir::new();
-    let app = spawn_app_on_with(&dir, &["--idempotency-ttl", "1"], &[]).await;
+    let app = Launch::new()
+        .on(&dir)
+        .args(&["--idempotency-ttl", "1"])
+        .spawn()
+        .await;
     let a = store_a();
     let body = bytes(&customer_body("unswept@example.com"));
     let first = post_keyed(&app, "/v1/customers", &body, "unswept", &a).await;
@@ -532,7 +540,7 @@ async fn a_record_of_a_create_cut_before_its_write_frees_its_key() {
     use sha2::{Digest, Sha256};
 
     let dir = DataDir::new();
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let a = store_a();
     let ann = id_of(
         &app.create_customer_ok(&customer_body("ann@example.com"))
@@ -567,7 +575,7 @@ async fn a_record_of_a_create_cut_before_its_write_frees_its_key() {
     drop(store);
 
     // Act
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     let first_order = post_keyed(&app, "/v1/orders", &order, "cut-order", &a).await;
     let first_customer = post_keyed(&app, "/v1/customers", &customer, "cut-customer", &a).await;
 
@@ -635,7 +643,7 @@ async fn a_key_used_on_one_create_endpoint_is_refused_on_the_other_and_kept() {
     let demo: Value =
         serde_json::from_str(include_str!("../../src/domain/demo_catalogue.json")).unwrap();
     let dir = DataDir::with_catalogue(demo);
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let mut firsts = Vec::new();
     for (n, webstore) in demo_webstores().iter().enumerate() {
         let creds = &webstore.creds;
@@ -658,7 +666,7 @@ async fn a_key_used_on_one_create_endpoint_is_refused_on_the_other_and_kept() {
         if restarted {
             app.terminate_ok(Duration::from_secs(10));
             drop(app);
-            app = spawn_app_on(&dir).await;
+            app = Launch::new().on(&dir).spawn().await;
         }
         for (n, webstore) in demo_webstores().iter().enumerate() {
             let creds = &webstore.creds;

@@ -349,7 +349,7 @@ async fn an_export_of_version_1_imports_and_its_webstores_events_start_at_1() {
         imported.stdout
     );
 
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     app.get_as("/v1/customers/5", &store_b())
         .await
         .assert_status(200);

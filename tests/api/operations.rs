@@ -7,10 +7,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{json, Value};
 
-use crate::helpers::{
-    customer_body, sample, scrape, spawn_app, spawn_app_logging_to, spawn_app_on_with, store_a,
-    DataDir,
-};
+use crate::helpers::{customer_body, sample, scrape, spawn_app, store_a, DataDir, Launch};
 
 #[tokio::test]
 async fn the_request_id_round_trips_and_is_made_up_when_absent() {
@@ -144,9 +141,17 @@ async fn metrics_can_move_to_an_address_of_their_own_or_be_turned_off() {
     let metrics_addr = free.local_addr().unwrap().to_string();
     drop(free);
     let dir = DataDir::new();
-    let moved = spawn_app_on_with(&dir, &["--metrics", &metrics_addr], &[]).await;
+    let moved = Launch::new()
+        .on(&dir)
+        .args(&["--metrics", &metrics_addr])
+        .spawn()
+        .await;
     let off_dir = DataDir::new();
-    let off = spawn_app_on_with(&off_dir, &["--metrics", "off"], &[]).await;
+    let off = Launch::new()
+        .on(&off_dir)
+        .args(&["--metrics", "off"])
+        .spawn()
+        .await;
 
     // Act
     let on_own = reqwest::get(format!("http://{metrics_addr}/metrics"))
@@ -172,7 +177,12 @@ async fn a_log_of_passwords_and_sign_ins_holds_no_secret() {
     let dir = DataDir::new();
     let log = dir.sibling("server.log");
     let password = "s3cret-Passw0rd-never-logged";
-    let mut app = spawn_app_logging_to(&dir, &log, &[], &[("RUST_LOG", "trace")]).await;
+    let mut app = Launch::new()
+        .on(&dir)
+        .log_to(&log)
+        .env(&[("RUST_LOG", "trace")])
+        .spawn()
+        .await;
     let mut body = customer_body("logged@example.com");
     body["password"] = json!(password);
 
@@ -208,7 +218,12 @@ async fn json_logs_carry_one_object_per_request() {
     // Arrange
     let dir = DataDir::new();
     let log = dir.sibling("server.json.log");
-    let mut app = spawn_app_logging_to(&dir, &log, &["--log-format", "json"], &[]).await;
+    let mut app = Launch::new()
+        .on(&dir)
+        .log_to(&log)
+        .args(&["--log-format", "json"])
+        .spawn()
+        .await;
 
     // Act
     app.send(
@@ -250,7 +265,12 @@ async fn log_lines_are_written_whole_and_at_once_even_in_a_burst() {
     // Arrange
     let dir = DataDir::new();
     let log = dir.sibling("server.burst.log");
-    let mut app = spawn_app_logging_to(&dir, &log, &["--log-format", "json"], &[]).await;
+    let mut app = Launch::new()
+        .on(&dir)
+        .log_to(&log)
+        .args(&["--log-format", "json"])
+        .spawn()
+        .await;
     let logged = |id: &str| {
         std::fs::read_to_string(&log)
             .unwrap_or_default()

@@ -10,8 +10,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::helpers::{
-    customer_body, customer_body_b, default_catalogue, sample, scrape, spawn_app_on, store_a,
-    store_b, DataDir, TestResponse,
+    customer_body, customer_body_b, default_catalogue, sample, scrape, store_a, store_b, DataDir,
+    Launch, TestResponse,
 };
 
 /// The default catalogue with these quotas for every webstore.
@@ -61,7 +61,7 @@ async fn writes_past_their_quota_get_429_with_the_fields_counting_down_and_chang
     let dir = DataDir::with_catalogue(catalogue_with(
         json!({"writes_per_second": 1, "write_burst": 3}),
     ));
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
 
     // Act
     let mut answers = Vec::new();
@@ -119,7 +119,7 @@ async fn reads_past_their_quota_get_429_and_the_other_webstore_reads_on() {
     let dir = DataDir::with_catalogue(catalogue_with(
         json!({"reads_per_second": 1, "read_burst": 2}),
     ));
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
 
     // Act
     let first = app.get("/v1/boxes").await;
@@ -147,7 +147,7 @@ async fn one_webstores_quota_is_its_own() {
     let mut catalogue = default_catalogue();
     catalogue["webstores"][0]["quotas"] = json!({"writes_per_second": 1, "write_burst": 1});
     let dir = DataDir::with_catalogue(catalogue);
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
 
     // Act
     let a1 = app.create_customer(&customer_body("a1@example.com")).await;
@@ -185,7 +185,7 @@ async fn a_catalogue_reload_changes_a_quota_in_force() {
     // Arrange: store A may write once, and has.
     let tight = catalogue_with(json!({"writes_per_second": 1, "write_burst": 1}));
     let dir = DataDir::with_catalogue(tight.clone());
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     app.create_customer(&customer_body("r0@example.com"))
         .await
         .assert_status(201);
@@ -236,7 +236,7 @@ async fn the_concurrency_quota_refuses_while_slow_requests_hold_it_and_frees_wit
     // Arrange: two requests in progress at once; the two that hold them never send their
     // bodies.
     let dir = DataDir::with_catalogue(catalogue_with(json!({"concurrent_requests": 2})));
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     let creds = store_a();
     let mut slow = Vec::new();
     for _ in 0..2 {

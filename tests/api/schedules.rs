@@ -6,8 +6,7 @@
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    customer_body, id_of, spawn_app, spawn_app_on, store_b, DataDir, SoftAsserts, TestApp, BLANK,
-    INVALID,
+    customer_body, id_of, spawn_app, store_b, DataDir, Launch, SoftAsserts, TestApp, BLANK, INVALID,
 };
 
 const NOT_A_DELIVERY_DAY: &str = "is not a delivery day of the delivery service";
@@ -126,7 +125,7 @@ async fn every_schedule_rule_is_a_422_naming_its_field() {
 async fn schedules_are_echoed_on_create_get_and_list_and_after_a_restart() {
     // Arrange
     let dir = DataDir::new();
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     let courier = customer(&app, "echo@example.com", 91).await;
     let sent = [
         (
@@ -175,7 +174,7 @@ async fn schedules_are_echoed_on_create_get_and_list_and_after_a_restart() {
     drop(app);
 
     // After a restart.
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     check_list(app.orders_of(courier).await);
 }
 
@@ -638,7 +637,7 @@ async fn another_webstores_orders_never_appear() {
 async fn the_list_survives_a_restart() {
     // Arrange
     let dir = DataDir::new();
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     let who = customer(&app, "restart@example.com", 91).await;
     let weekly = id_of(
         &app.create_order_ok(&order(
@@ -650,7 +649,7 @@ async fn the_list_survives_a_restart() {
     drop(app);
 
     // Act
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
 
     // Assert
     assert_eq!(order_ids(&deliveries(&app, "2027-01-07").await), [weekly]);

@@ -42,7 +42,11 @@ async fn assert_misdirected(app: &TestApp, creds: &Creds) {
 #[tokio::test]
 async fn a_node_serves_only_its_webstores_and_answers_421_for_the_others() {
     let dir = DataDir::new();
-    let app = spawn_app_on_with(&dir, &["--webstores", STORE_A], &[]).await;
+    let app = Launch::new()
+        .on(&dir)
+        .args(&["--webstores", STORE_A])
+        .spawn()
+        .await;
     app.create_customer_ok(&customer_body("ann@example.com"))
         .await;
     assert_misdirected(&app, &store_b()).await;
@@ -53,7 +57,7 @@ async fn a_node_serves_only_its_webstores_and_answers_421_for_the_others() {
     assert_eq!(app.get_without_auth("/v1/ping").await.status, 204);
     drop(app);
     // Nothing of the misrouted requests reached the store.
-    let app = spawn_app_on(&dir).await;
+    let app = Launch::new().on(&dir).spawn().await;
     let (b_customers, _) = app.all_customers_as(&store_b()).await;
     assert!(b_customers.is_empty(), "{b_customers:?}");
     let (a_customers, _) = app.all_customers_as(&store_a()).await;
@@ -73,7 +77,7 @@ async fn a_released_webstore_is_never_served_again_and_a_taken_one_always() {
     }
     // Started with the command line it had before the move, and with none.
     for (pass, args) in [&["--webstores", STORE_A][..], &[]].into_iter().enumerate() {
-        let app = spawn_app_on_with(&dir, args, &[]).await;
+        let app = Launch::new().on(&dir).args(args).spawn().await;
         assert_misdirected(&app, &store_a()).await;
         let created = app
             .create_customer_b_ok(&format!("bo{pass}@example.com"))
@@ -111,10 +115,16 @@ fn free_port() -> u16 {
 async fn haproxy_from_a_generated_config_routes_each_webstore_to_its_shard() {
     let test = "haproxy_from_a_generated_config_routes_each_webstore_to_its_shard";
     let (one, two) = (DataDir::new(), DataDir::new());
-    let shard_one =
-        spawn_app_on_with(&one, &["--webstores", STORE_A, "--id-range", "1"], &[]).await;
-    let shard_two =
-        spawn_app_on_with(&two, &["--webstores", STORE_B, "--id-range", "2"], &[]).await;
+    let shard_one = Launch::new()
+        .on(&one)
+        .args(&["--webstores", STORE_A, "--id-range", "1"])
+        .spawn()
+        .await;
+    let shard_two = Launch::new()
+        .on(&two)
+        .args(&["--webstores", STORE_B, "--id-range", "2"])
+        .spawn()
+        .await;
     let files = tempfile::tempdir().expect("a temp dir");
     let frontend = format!("127.0.0.1:{}", free_port());
     let socket = files.path().join("admin.sock");
@@ -229,7 +239,11 @@ async fn haproxy_from_a_generated_config_routes_each_webstore_to_its_shard() {
 #[tokio::test]
 async fn a_data_directory_keeps_its_id_range_for_good() {
     let dir = DataDir::new();
-    let app = spawn_app_on_with(&dir, &["--id-range", "3"], &[]).await;
+    let app = Launch::new()
+        .on(&dir)
+        .args(&["--id-range", "3"])
+        .spawn()
+        .await;
     let created = app
         .create_customer_ok(&customer_body("ann@example.com"))
         .await;
@@ -242,6 +256,10 @@ async fn a_data_directory_keeps_its_id_range_for_good() {
         "{}",
         refused.stderr
     );
-    let app = spawn_app_on_with(&dir, &["--id-range", "3"], &[]).await;
+    let app = Launch::new()
+        .on(&dir)
+        .args(&["--id-range", "3"])
+        .spawn()
+        .await;
     assert_eq!(app.lookup_email("ann@example.com").await.len(), 1);
 }

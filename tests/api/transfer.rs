@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    boxsub_command, customer_body, customer_body_b, id_of, run_to_exit, spawn_app_on,
-    spawn_app_on_with, store_b, DataDir, Finished, TestApp,
+    boxsub_command, customer_body, customer_body_b, id_of, run_to_exit, store_b, DataDir, Finished,
+    Launch, TestApp,
 };
 
 fn run(args: &[&str], data_dir: &Path) -> Finished {
@@ -104,7 +104,7 @@ async fn everything(app: &TestApp, customers: &[Value]) -> Vec<Value> {
 async fn export_import_export_is_byte_identical_and_everything_reads_the_same() {
     // Arrange
     let source = DataDir::new();
-    let app = spawn_app_on(&source).await;
+    let app = Launch::new().on(&source).spawn().await;
     let customers = populate(&app).await;
     let before = everything(&app, &customers).await;
     drop(app);
@@ -144,7 +144,7 @@ async fn export_import_export_is_byte_identical_and_everything_reads_the_same() 
             .count(),
         8
     );
-    let app = spawn_app_on(&target).await;
+    let app = Launch::new().on(&target).spawn().await;
     assert_eq!(everything(&app, &customers).await, before);
     let signed_in = app.sign_in("a2@example.com", "password number 2").await;
     signed_in.assert_status(200);
@@ -182,7 +182,7 @@ async fn export_import_export_is_byte_identical_and_everything_reads_the_same() 
 async fn a_webstore_moves_to_a_host_that_holds_another() {
     // Arrange: host 1 (id range 0) has both webstores; host 2 (id range 1) has store A only.
     let host1 = DataDir::new();
-    let app1 = spawn_app_on(&host1).await;
+    let app1 = Launch::new().on(&host1).spawn().await;
     let customers = populate(&app1).await;
     let b_customers: Vec<Value> = customers
         .iter()
@@ -192,7 +192,11 @@ async fn a_webstore_moves_to_a_host_that_holds_another() {
     let b_before = everything(&app1, &b_customers).await;
     drop(app1);
     let host2 = DataDir::new();
-    let app2 = spawn_app_on_with(&host2, &["--id-range", "1"], &[]).await;
+    let app2 = Launch::new()
+        .on(&host2)
+        .args(&["--id-range", "1"])
+        .spawn()
+        .await;
     let resident = app2
         .create_customer_ok(&customer_body("resident@example.com"))
         .await;
@@ -227,7 +231,11 @@ async fn a_webstore_moves_to_a_host_that_holds_another() {
         "{}",
         imported.stdout
     );
-    let app2 = spawn_app_on_with(&host2, &["--id-range", "1"], &[]).await;
+    let app2 = Launch::new()
+        .on(&host2)
+        .args(&["--id-range", "1"])
+        .spawn()
+        .await;
     assert_eq!(everything(&app2, &b_customers).await, b_before);
     app2.get(&format!("/v1/customers/{}", id_of(&resident)))
         .await
@@ -259,7 +267,7 @@ async fn a_webstore_moves_to_a_host_that_holds_another() {
 async fn a_colliding_import_is_refused_and_writes_nothing() {
     // Arrange: an export, and a second store that already received it.
     let source = DataDir::new();
-    let app = spawn_app_on(&source).await;
+    let app = Launch::new().on(&source).spawn().await;
     populate(&app).await;
     drop(app);
     let export = source.sibling("export.jsonl");
@@ -279,7 +287,11 @@ async fn a_colliding_import_is_refused_and_writes_nothing() {
     ));
     // And a store that has customers of its own in webstore B, from another id range.
     let other = DataDir::new();
-    let app = spawn_app_on_with(&other, &["--id-range", "2"], &[]).await;
+    let app = Launch::new()
+        .on(&other)
+        .args(&["--id-range", "2"])
+        .spawn()
+        .await;
     app.create_customer_b_ok("mine@example.com").await;
     drop(app);
 
@@ -319,7 +331,11 @@ async fn a_colliding_import_is_refused_and_writes_nothing() {
         std::fs::read(after).unwrap()
     );
     // With the range it ran with: a data directory keeps its range for good.
-    let app = spawn_app_on_with(&other, &["--id-range", "2"], &[]).await;
+    let app = Launch::new()
+        .on(&other)
+        .args(&["--id-range", "2"])
+        .spawn()
+        .await;
     let (b_list, _) = app.all_customers_as(&store_b()).await;
     assert_eq!(b_list.len(), 1, "nothing of the refused import was written");
 }
@@ -327,7 +343,7 @@ async fn a_colliding_import_is_refused_and_writes_nothing() {
 #[tokio::test]
 async fn export_and_import_refuse_a_running_servers_data_directory() {
     let dir = DataDir::new();
-    let _app = spawn_app_on(&dir).await;
+    let _app = Launch::new().on(&dir).spawn().await;
     for args in [&["export"][..], &["import", "--input", "/dev/null"][..]] {
         let refused = run(args, &dir.data);
         assert!(refused.status.is_some_and(|s| !s.success()), "{args:?}");
@@ -346,7 +362,7 @@ type Acknowledged = (Instant, i64, Option<i64>);
 async fn an_online_backup_under_writes_holds_every_write_acknowledged_before_it() {
     // Arrange: a server taking customers and orders from four writers.
     let dir = DataDir::new();
-    let app = Arc::new(spawn_app_on(&dir).await);
+    let app = Arc::new(Launch::new().on(&dir).spawn().await);
     let acknowledged: Arc<Mutex<Vec<Acknowledged>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let writers: Vec<_> = (0..4)
@@ -406,7 +422,7 @@ async fn an_online_backup_under_writes_holds_every_write_acknowledged_before_it(
         &restored.data,
     ));
     drop(Arc::try_unwrap(app).ok());
-    let app = spawn_app_on(&restored).await;
+    let app = Launch::new().on(&restored).spawn().await;
     let before: Vec<(i64, Option<i64>)> = acknowledged
         .lock()
         .unwrap()

@@ -24,7 +24,7 @@ fn damage_customer_record(dir: &DataDir, id: u64) {
 async fn a_damaged_record_is_refused_by_verify_store_and_isolated_without_it() {
     // Arrange: two customers, one of them then damaged while the server is stopped
     let dir = DataDir::new();
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let damaged = app
         .create_customer_ok(&customer_body("damaged@example.com"))
         .await;
@@ -59,7 +59,7 @@ async fn a_damaged_record_is_refused_by_verify_store_and_isolated_without_it() {
     );
 
     // Without the flag: it serves; the damaged customer is a 503, the other one is intact
-    let mut app = spawn_app_on(&dir).await;
+    let mut app = Launch::new().on(&dir).spawn().await;
     let broken = app.get(&format!("/v1/customers/{}", id_of(&damaged))).await;
     assert_eq!(broken.status, 503, "{}", broken.text());
     assert!(broken.header("retry-after").is_some());

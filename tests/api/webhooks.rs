@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::helpers::{
-    boxsub_command, customer_body, default_catalogue, run_to_exit, sample, scrape,
-    spawn_app_on_with, Answer, DataDir, Delivery, Receiver, TestApp,
+    boxsub_command, customer_body, default_catalogue, run_to_exit, sample, scrape, Answer, DataDir,
+    Delivery, Launch, Receiver, TestApp,
 };
 
 /// The Standard Webhooks specification's example secret.
@@ -46,7 +46,7 @@ async fn start(dir: &DataDir, extra: &[&str]) -> TestApp {
     let mut args = vec!["--admin-addr", "127.0.0.1:0", "--admin-token-file", &token];
     args.extend(FAST_RETRY);
     args.extend(extra);
-    spawn_app_on_with(dir, &args, &[]).await
+    Launch::new().on(dir).args(&args).spawn().await
 }
 
 /// Waits until endpoint `id`'s deliveries have started (a new endpoint is sent what happens

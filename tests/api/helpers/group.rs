@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 use reqwest::Method;
 use serde_json::Value;
 
-use super::{
-    customer_body, spawn_app_on_with, store_a, DataDir, Link, NatsCluster, NatsOptions, TestApp,
-};
+use super::{customer_body, store_a, DataDir, Launch, Link, NatsCluster, NatsOptions, TestApp};
 
 /// `count` data directories holding the same store of `customers` customers with an order
 /// each (written by `boxsub-tools seed`'s code, for the test catalogue's first webstore):
@@ -196,7 +194,12 @@ impl Group {
         }
         args.extend(self.extra.iter().cloned());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        spawn_app_on_with(&member.dir, &args, &[("RUST_LOG", "info")]).await
+        Launch::new()
+            .on(&member.dir)
+            .args(&args)
+            .env(&[("RUST_LOG", "info")])
+            .spawn()
+            .await
     }
 
     /// Node `i`'s process (panics if it is not running).

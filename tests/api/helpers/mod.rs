@@ -5,8 +5,9 @@
 //! It is split by concern, and every name is re-exported here, so that tests use
 //! `crate::helpers::NAME` whichever file it lives in:
 //!
-//! - [`server`]: starting, signalling and stopping the server process, data
-//!   directories, flags, and running the binary's other commands;
+//! - [`server`]: starting the server process with a [`Launch`] (its catalogue, data
+//!   directory, flags, environment, limits and log), signalling and stopping it, data
+//!   directories, and running the binary's other commands;
 //! - [`client`]: the HTTP client wrappers of [`TestApp`], raw TCP exchanges, URLs;
 //! - [`contract`]: the OpenAPI check every answer of [`TestApp::send`] goes through;
 //! - [`assertions`]: assertions on answers and resources;
@@ -24,7 +25,10 @@
 //! - [`receiver`]: a webhook receiver on loopback whose answers a test sets (and that can
 //!   go down and come back on its port);
 //! - [`links`]: TCP proxies on loopback that a test cuts (every byte stalls, nothing is
-//!   closed) and heals, between a group's nodes and their NATS servers.
+//!   closed) and heals, between a group's nodes and their NATS servers;
+//! - [`ledger`]: the crash tests' marked write requests and the [`Ledger`] of what the
+//!   store must hold after a restart, with its checks (its other names, `Answer` and
+//!   `Store` among them, are used as `helpers::ledger::NAME`, since they would clash here).
 //!
 //! Every process started here is owned by a value whose `Drop` kills and reaps
 //! it; every wait is bounded in count and time.
@@ -36,6 +40,7 @@ pub mod contract;
 mod fixtures;
 mod group;
 mod haproxy;
+pub mod ledger;
 mod links;
 mod metrics;
 mod nats;
@@ -63,14 +68,13 @@ pub use group::{
     write_to_group_until, write_until, Group, Outcome, Read, FAILOVER_BOUND,
 };
 pub use haproxy::Haproxy;
+pub use ledger::Ledger;
 pub use links::Link;
 pub use metrics::{sample, scrape};
 pub use nats::{NatsCluster, NatsOptions, NatsSecurity};
 pub use receiver::{Answer, Delivery, Receiver};
 pub use server::{
-    boxsub_command, run_to_exit, serve_to_exit, spawn_app, spawn_app_logging_to, spawn_app_on,
-    spawn_app_on_under_ulimit, spawn_app_on_with, spawn_app_with, spawn_demo_app, try_spawn_app_on,
-    DataDir, Finished, TestApp,
+    boxsub_command, run_to_exit, serve_to_exit, spawn_app, DataDir, Finished, Launch, TestApp,
 };
 pub use shards::{
     admin, assert_each_once, cart, cart_since, create, moving_webstore, seed_customers, store_c,

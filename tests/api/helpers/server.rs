@@ -1,8 +1,9 @@
 //! The server under test as a process: starting `boxsub serve` on an ephemeral port of
-//! 127.0.0.1 (with a catalogue and data directory of its own or a [`DataDir`] the test
-//! keeps, extra flags, environment, an open-files limit or a log file), waiting for its
-//! `listening on` line, keeping the tail of its stderr, signalling, stopping, crashing and
-//! reaping it, and running the binary's other commands to completion ([`run_to_exit`]).
+//! 127.0.0.1 through one builder, [`Launch`] (a catalogue and data directory of its own or a
+//! [`DataDir`] the test keeps, extra flags, environment, an open-files limit, a log file;
+//! [`spawn_app`] for the default), waiting for its `listening on` line, keeping the tail of
+//! its stderr, signalling, stopping, crashing and reaping it, and running the binary's other
+//! commands to completion ([`run_to_exit`]).
 //!
 //! Every process started here is owned by a value whose `Drop` kills and reaps it; every
 //! wait is bounded in count and time.
@@ -97,8 +98,8 @@ pub struct TestApp {
     pub startup_output: Vec<String>,
     child: Child,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
-    /// The temp dir of a server started by `spawn_app*`; `None` for one started
-    /// on a [`DataDir`] the test owns.
+    /// The temp dir of a server started by a [`Launch`] of its own; `None` for one
+    /// started on a [`DataDir`] the test owns.
     _dir: Option<TempDir>,
 }
 
@@ -109,24 +110,10 @@ impl Drop for TestApp {
     }
 }
 
-/// Starts the server with the default two-store catalogue.
+/// Starts the server with the default two-store catalogue in a temp dir of its own: the
+/// one-liner for `Launch::new().spawn()`.
 pub async fn spawn_app() -> TestApp {
-    spawn_app_with(default_catalogue()).await
-}
-
-/// Starts the server with this catalogue.
-pub async fn spawn_app_with(catalogue: Value) -> TestApp {
-    let dir = tempfile::tempdir().expect("failed to create a temp dir");
-    let path = dir.path().join("catalogue.json");
-    std::fs::write(&path, serde_json::to_vec_pretty(&catalogue).unwrap())
-        .expect("failed to write the catalogue");
-    start_server(dir, Some(&path))
-}
-
-/// Starts the server with its built-in demo catalogue (no `--catalogue`).
-pub async fn spawn_demo_app() -> TestApp {
-    let dir = tempfile::tempdir().expect("failed to create a temp dir");
-    start_server(dir, None)
+    Launch::new().spawn().await
 }
 
 /// A data directory and catalogue that outlive any one server process, so a
@@ -207,122 +194,141 @@ impl DataDir {
     }
 }
 
-/// Starts the server on `dir` (the same directory may be used again by a later
-/// server once this one has stopped).
-pub async fn spawn_app_on(dir: &DataDir) -> TestApp {
-    spawn_app_on_with(dir, &[], &[]).await
+/// Which catalogue a server started by [`Launch`] reads.
+#[derive(Default)]
+enum Catalogue {
+    /// The default two-store catalogue ([`default_catalogue`]).
+    #[default]
+    Default,
+    /// This catalogue.
+    Given(Value),
+    /// The binary's built-in demo catalogue (no `--catalogue`).
+    Demo,
 }
 
-/// Starts the server on `dir` with extra arguments (`["--durability", "off"]`)
-/// and environment variables.
-pub async fn spawn_app_on_with(
-    dir: &DataDir,
-    extra_args: &[&str],
-    env: &[(&str, &str)],
-) -> TestApp {
-    let launch = Launch {
-        extra_args,
-        env,
-        ulimit: None,
-        log_file: None,
-    };
-    start_process(&dir.data, Some(&dir.catalogue), launch, None)
-}
-
-/// Starts the server on `dir` with extra arguments, under an open-files limit set by the
-/// shell: `ulimit_args` such as `-Sn 1024` (a host whose default soft limit is that low) or
-/// `-n 64` (soft and hard).
-pub async fn spawn_app_on_under_ulimit(
-    dir: &DataDir,
-    ulimit_args: &str,
-    extra_args: &[&str],
-) -> TestApp {
-    let launch = Launch {
-        extra_args,
-        env: &[],
-        ulimit: Some(ulimit_args),
-        log_file: None,
-    };
-    start_process(&dir.data, Some(&dir.catalogue), launch, None)
-}
-
-/// How a server process is started, beyond its data directory and catalogue.
-struct Launch<'a> {
-    extra_args: &'a [&'a str],
-    env: &'a [(&'a str, &'a str)],
+/// How a server process is started, built up and then spawned: by default `boxsub serve` on a
+/// data directory and the default catalogue in a temp dir of its own, with no extra flags or
+/// environment, stderr kept in a tail for diagnostics.
+///
+/// ```ignore
+/// let app = Launch::new().on(&dir).args(&["--durability", "off"]).spawn().await;
+/// ```
+#[derive(Default)]
+#[must_use = "a Launch starts nothing until it is spawned"]
+pub struct Launch<'a> {
+    /// The [`DataDir`] (and its catalogue) the server runs on, if the test keeps one.
+    on: Option<&'a DataDir>,
+    catalogue: Catalogue,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
     /// Run it under `ulimit` with these arguments.
-    ulimit: Option<&'a str>,
+    ulimit: Option<String>,
     /// Write its whole stderr to this file (the tail kept for diagnostics stays empty).
-    log_file: Option<&'a Path>,
+    log_to: Option<PathBuf>,
 }
 
-/// Starts the server on `dir` with extra arguments and environment, writing everything it
-/// logs to `log_file`.
-pub async fn spawn_app_logging_to(
-    dir: &DataDir,
-    log_file: &Path,
-    extra_args: &[&str],
-    env: &[(&str, &str)],
-) -> TestApp {
-    let launch = Launch {
-        extra_args,
-        env,
-        ulimit: None,
-        log_file: Some(log_file),
-    };
-    start_process(&dir.data, Some(&dir.catalogue), launch, None)
+impl<'a> Launch<'a> {
+    /// The default launch: the default catalogue in a temp dir of its own.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Runs the server on `dir` (its data directory and catalogue), which outlives the server:
+    /// the same directory may be used again by a later server once this one has stopped.
+    pub fn on(mut self, dir: &'a DataDir) -> Self {
+        self.on = Some(dir);
+        self
+    }
+
+    /// Gives the server this catalogue, in a temp dir of its own (a server [`on`](Self::on) a
+    /// [`DataDir`] reads the catalogue the `DataDir` was made with).
+    pub fn catalogue(mut self, catalogue: Value) -> Self {
+        self.catalogue = Catalogue::Given(catalogue);
+        self
+    }
+
+    /// Leaves the server on its built-in demo catalogue (no `--catalogue`), in a temp dir of
+    /// its own.
+    pub fn demo(mut self) -> Self {
+        self.catalogue = Catalogue::Demo;
+        self
+    }
+
+    /// Passes these extra arguments after `serve` and its address, data directory and
+    /// catalogue (`["--durability", "off"]`).
+    pub fn args(mut self, args: &[&str]) -> Self {
+        self.args.extend(args.iter().map(|arg| arg.to_string()));
+        self
+    }
+
+    /// Sets these environment variables (on an environment cleared of the server's own).
+    pub fn env(mut self, env: &[(&str, &str)]) -> Self {
+        self.env.extend(
+            env.iter()
+                .map(|(name, value)| (name.to_string(), value.to_string())),
+        );
+        self
+    }
+
+    /// Runs the server under an open-files limit set by the shell: `ulimit_args` such as
+    /// `-Sn 1024` (a host whose default soft limit is that low) or `-n 64` (soft and hard).
+    pub fn ulimit(mut self, ulimit_args: &str) -> Self {
+        self.ulimit = Some(ulimit_args.to_string());
+        self
+    }
+
+    /// Writes everything the server logs to `log_file` (the tail kept for diagnostics stays
+    /// empty).
+    pub fn log_to(mut self, log_file: &Path) -> Self {
+        self.log_to = Some(log_file.to_path_buf());
+        self
+    }
+
+    /// Starts the server and waits (bounded) for its `listening on` line; panics with what it
+    /// said if it does not start.
+    pub async fn spawn(self) -> TestApp {
+        self.try_spawn()
+            .await
+            .unwrap_or_else(|failure| panic!("{failure}"))
+    }
+
+    /// Starts the server where it may refuse to start: the server if it serves, or why it did
+    /// not (what it said on stderr) if it stopped first.
+    pub async fn try_spawn(self) -> Result<TestApp, String> {
+        if let Some(dir) = self.on {
+            assert!(
+                matches!(self.catalogue, Catalogue::Default),
+                "a server on a DataDir reads the DataDir's catalogue; make the DataDir with it"
+            );
+            return try_start_process(&dir.data, Some(&dir.catalogue), &self, None);
+        }
+        let dir = tempfile::tempdir().expect("failed to create a temp dir");
+        let catalogue = match &self.catalogue {
+            Catalogue::Default => Some(default_catalogue()),
+            Catalogue::Given(catalogue) => Some(catalogue.clone()),
+            Catalogue::Demo => None,
+        };
+        let path = catalogue.map(|catalogue| {
+            let path = dir.path().join("catalogue.json");
+            std::fs::write(&path, serde_json::to_vec_pretty(&catalogue).unwrap())
+                .expect("failed to write the catalogue");
+            path
+        });
+        let data_dir = dir.path().join("data");
+        std::fs::create_dir_all(&data_dir).expect("failed to create the data dir");
+        try_start_process(&data_dir, path.as_deref(), &self, Some(dir))
+    }
 }
 
-fn start_server(dir: TempDir, catalogue: Option<&Path>) -> TestApp {
-    let data_dir = dir.path().join("data");
-    std::fs::create_dir_all(&data_dir).expect("failed to create the data dir");
-    let launch = Launch {
-        extra_args: &[],
-        env: &[],
-        ulimit: None,
-        log_file: None,
-    };
-    start_process(&data_dir, catalogue, launch, Some(dir))
-}
-
-/// Starts the server on `dir` where it may refuse to start: the server if it serves, or
-/// why it did not (what it said on stderr) if it stopped first.
-pub async fn try_spawn_app_on(dir: &DataDir) -> Result<TestApp, String> {
-    let launch = Launch {
-        extra_args: &[],
-        env: &[],
-        ulimit: None,
-        log_file: None,
-    };
-    try_start_process(&dir.data, Some(&dir.catalogue), launch, None)
-}
-
-/// Starts `boxsub serve` on `data_dir` with extra arguments and environment and
-/// waits (bounded) for its `listening on` line.
-fn start_process(
-    data_dir: &Path,
-    catalogue: Option<&Path>,
-    launch: Launch<'_>,
-    owned_dir: Option<TempDir>,
-) -> TestApp {
-    try_start_process(data_dir, catalogue, launch, owned_dir)
-        .unwrap_or_else(|failure| panic!("{failure}"))
-}
-
-/// [`start_process`], with a server that does not start as an error saying why.
+/// Starts `boxsub serve` on `data_dir` as `launch` says and waits (bounded) for its
+/// `listening on` line; a server that does not start is an error saying why.
 fn try_start_process(
     data_dir: &Path,
     catalogue: Option<&Path>,
-    launch: Launch<'_>,
+    launch: &Launch<'_>,
     owned_dir: Option<TempDir>,
 ) -> Result<TestApp, String> {
-    let Launch {
-        extra_args,
-        env,
-        ulimit,
-        log_file,
-    } = launch;
-    let mut cmd = match ulimit {
+    let mut cmd = match &launch.ulimit {
         None => boxsub_command(),
         Some(limits) => {
             // The shell lowers its limits and then becomes the server (`exec`), so the
@@ -343,12 +349,12 @@ fn try_start_process(
     if let Some(catalogue) = catalogue {
         cmd.arg("--catalogue").arg(catalogue);
     }
-    cmd.args(extra_args);
-    for (name, value) in env {
+    cmd.args(&launch.args);
+    for (name, value) in &launch.env {
         cmd.env(name, value);
     }
     cmd.stdout(Stdio::piped());
-    match log_file {
+    match &launch.log_to {
         Some(path) => cmd.stderr(std::fs::File::create(path).expect("create the log file")),
         None => cmd.stderr(Stdio::piped()),
     };

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 
 use super::{
     boxsub_command, customer_body, customer_body_b, default_catalogue, run_to_exit, sha256_hex,
-    spawn_app_on_with, store_b, Creds, DataDir, Finished, Group, Haproxy, NatsOptions, TestApp,
-    STORE_A, STORE_A_KEY, STORE_B,
+    store_b, Creds, DataDir, Finished, Group, Haproxy, Launch, NatsOptions, TestApp, STORE_A,
+    STORE_A_KEY, STORE_B,
 };
 
 /// The third webstore of [`three_webstores`].
@@ -123,7 +123,7 @@ impl ShardNode {
 
     pub async fn restart(&mut self) {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        self.app = Some(spawn_app_on_with(&self.dir, &args, &[]).await);
+        self.app = Some(Launch::new().on(&self.dir).args(&args).spawn().await);
     }
 
     pub fn app(&self) -> &TestApp {
