@@ -5,18 +5,17 @@
 //! rules stay in the service and the domain.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use super::StartupError;
+use crate::clock::unix_now;
 use crate::config::{DurabilityFlag, ServeConfig};
 use crate::domain::catalogue::Catalogue;
 use crate::service::{EventViewsHandle, ServiceSettings};
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 
 pub(super) fn load_catalogue(path: Option<&std::path::Path>) -> Result<Catalogue, StartupError> {
-    let loaded_at = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs() as i64);
+    let loaded_at = unix_now();
     let Some(path) = path else {
         return Ok(Catalogue::demo(loaded_at));
     };

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::actors::customer::unix_now;
+use crate::clock::unix_now;
 use crate::service::placement::Served;
 use crate::service::Service;
 use crate::store::Store;

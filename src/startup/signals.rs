@@ -12,7 +12,7 @@ use std::sync::Arc;
 use tokio::signal::unix::Signal;
 
 use super::backup::{committed, export_backup};
-use crate::actors::customer::unix_now;
+use crate::clock::unix_now;
 use crate::node::Node;
 
 /// On each SIGHUP, re-reads the catalogue file and puts it in force for new requests; a
