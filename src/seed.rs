@@ -11,8 +11,8 @@ use crate::domain::catalogue::{Catalogue, Webstore};
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, IdRange, OrderId};
-use crate::domain::order::{Frequency, NewOrder, Order};
-use crate::domain::schedule::{Day, Schedule, WeekDays};
+use crate::domain::order::{NewOrder, Order};
+use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
 use crate::store::disk::Reserve;
 use crate::store::{
     add_new_customer, add_order, Durability, Store, StoreError, StoreOptions, WriteBatch,

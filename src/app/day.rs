@@ -233,8 +233,8 @@ pub(crate) mod tests {
     use crate::domain::customer::{Address, Customer};
     use crate::domain::email::Email;
     use crate::domain::ids::{CustomerId, OrderId};
-    use crate::domain::order::{ExtraLine, Frequency, NewOrder, Order};
-    use crate::domain::schedule::{Schedule, WeekDays};
+    use crate::domain::order::{ExtraLine, NewOrder, Order};
+    use crate::domain::schedule::{Frequency, Schedule, WeekDays};
 
     fn delivery(
         order: u64,

@@ -281,8 +281,8 @@ impl Indexes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::order::{Frequency, NewOrder};
-    use crate::domain::schedule::{Schedule, WeekDays};
+    use crate::domain::order::NewOrder;
+    use crate::domain::schedule::{Frequency, Schedule, WeekDays};
     use crate::store::disk::Reserve;
     use crate::store::{add_new_customer, add_order, StoreOptions, WriteBatch};
 

@@ -257,8 +257,8 @@ fn over(snapshot: &Arc<LossySnapshot>, dir: &Path) -> Store {
 }
 
 fn order(id: u64, customer: u64) -> crate::domain::order::Order {
-    use crate::domain::order::{Frequency, NewOrder, Order};
-    use crate::domain::schedule::{Day, Schedule, WeekDays};
+    use crate::domain::order::{NewOrder, Order};
+    use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
     Order {
         id: crate::domain::ids::OrderId(id),
         customer_id: CustomerId(customer),
