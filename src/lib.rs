@@ -8,8 +8,9 @@
 //! called by `http` and reaching the rest through `service` only; `replication` (a group's
 //! life) uses `node`, `service` and `store`, and nothing below it knows of it; `webhooks`
 //! (deliveries) uses `service` and is started beside it; `quotas` (each webstore's quotas and
-//! the fair admission of requests) is held by `service` and uses only `domain` and `metrics`.
-//! This is the one statement of the chain; README.md and docs/design.md point here.
+//! the fair admission of requests) is held by `service` and uses only `domain` and `metrics`;
+//! `clock` (the wall clock) uses nothing and is read by any layer but `domain`, which is given
+//! "now". This is the one statement of the chain; README.md and docs/design.md point here.
 //!
 //! - [`domain`]: the rules, as pure functions and plain data (catalogue, customers, orders,
 //!   emails, pagination, passwords, sign-in throttling). No I/O, no async.
@@ -40,6 +41,8 @@
 //! - [`sharding`]: the operator's files of a deployment sharded by webstore (the placement
 //!   file, HAProxy's configuration and API-key map).
 //! - [`metrics`]: the Prometheus metric families every layer counts into.
+//! - [`clock`]: the wall clock as Unix seconds, read by every layer that stores or renders a
+//!   time.
 //! - [`config`], [`commands`], [`startup`], [`keygen`]: the service binary's command line,
 //!   its commands, wiring and shutdown, key generation.
 //!
@@ -52,6 +55,7 @@ pub mod actors;
 pub mod app;
 #[cfg(feature = "tools")]
 pub mod bench;
+pub mod clock;
 pub mod commands;
 pub mod config;
 pub mod domain;

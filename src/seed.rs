@@ -11,8 +11,8 @@ use crate::domain::catalogue::{Catalogue, Webstore};
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, IdRange, OrderId};
-use crate::domain::order::{Frequency, NewOrder, Order};
-use crate::domain::schedule::{Day, Schedule, WeekDays};
+use crate::domain::order::{NewOrder, Order};
+use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
 use crate::store::disk::Reserve;
 use crate::store::{
     add_new_customer, add_order, Durability, Store, StoreError, StoreOptions, WriteBatch,
@@ -45,7 +45,7 @@ pub fn last_order_id(customers: u64, orders_per_customer: u64) -> u64 {
 /// `boxsub-tools seed` as the command line asks: the catalogue file (or the demo catalogue), then
 /// [`seed_orders`].
 pub fn run(config: &SeedConfig) -> Result<Seeded, String> {
-    let loaded_at = crate::actors::customer::unix_now();
+    let loaded_at = crate::clock::unix_now();
     let catalogue = match &config.catalogue {
         None => Catalogue::demo(loaded_at),
         Some(path) => {
@@ -101,7 +101,7 @@ pub fn seed_orders(
             context: "seeding".into(),
             detail: "the catalogue has no webstore".into(),
         })?;
-    let created_at = crate::actors::customer::unix_now();
+    let created_at = crate::clock::unix_now();
     let plan = Plan::for_webstore(webstore, created_at);
     let mut batch = WriteBatch::default();
     let mut in_batch = 0;

@@ -13,7 +13,9 @@ use super::fields::{
     NOT_AN_INTEGER, NOT_IN_LIST,
 };
 use super::ids::{CustomerId, OrderId};
-use super::schedule::{self, parse_start_date, parse_week_days, Schedule, ScheduleRules};
+use super::schedule::{
+    self, parse_start_date, parse_week_days, Frequency, Schedule, ScheduleRules,
+};
 
 /// Most elements accepted in any one array of an order (contract section 6).
 pub const MAX_LIST_ITEMS: usize = 100;
@@ -22,37 +24,6 @@ pub const MAX_EXTRA_QUANTITY: i64 = 1000;
 
 const ONE_BOX_ONLY: &str =
     "must be 1: an order is for one box; post one order per box and per unit";
-
-/// How often a box is delivered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Frequency {
-    /// Once.
-    Single,
-    /// Every week.
-    Weekly,
-    /// Every other week.
-    Fortnightly,
-}
-
-impl Frequency {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Frequency::Single => "single",
-            Frequency::Weekly => "weekly",
-            Frequency::Fortnightly => "fortnightly",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Frequency> {
-        match text {
-            "single" => Some(Frequency::Single),
-            "weekly" => Some(Frequency::Weekly),
-            "fortnightly" => Some(Frequency::Fortnightly),
-            _ => None,
-        }
-    }
-}
 
 /// A quantity of one extra.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

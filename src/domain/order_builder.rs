@@ -4,8 +4,8 @@
 //! Only test builds have it, so that a test names just the fields it cares about.
 
 use super::ids::{CustomerId, OrderId};
-use super::order::{ExtraLine, Frequency, NewOrder, Order};
-use super::schedule::{Day, Schedule, WeekDays};
+use super::order::{ExtraLine, NewOrder, Order};
+use super::schedule::{Day, Frequency, Schedule, WeekDays};
 
 impl NewOrder {
     /// A weekly order of `box_id`, extras with every box, no extras, exclusions or

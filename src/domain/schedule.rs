@@ -14,7 +14,6 @@
 use jiff::civil::Date;
 
 use super::fields::{integer, Field, FieldErrors, BLANK, INVALID};
-use super::order::Frequency;
 
 /// Message when a day is not one the customer's delivery service delivers on.
 pub const NOT_A_DELIVERY_DAY: &str = "is not a delivery day of the delivery service";
@@ -113,6 +112,38 @@ impl WeekDays {
     /// The days, Sunday first.
     pub fn days(self) -> impl Iterator<Item = u8> {
         (0..7).filter(move |day| self.contains(*day))
+    }
+}
+
+/// How often a box is delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Frequency {
+    /// Once.
+    Single,
+    /// Every week.
+    Weekly,
+    /// Every other week.
+    Fortnightly,
+}
+
+impl Frequency {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Frequency::Single => "single",
+            Frequency::Weekly => "weekly",
+            Frequency::Fortnightly => "fortnightly",
+        }
+    }
+
+    /// The frequency of a wire name.
+    pub(super) fn parse(text: &str) -> Option<Frequency> {
+        match text {
+            "single" => Some(Frequency::Single),
+            "weekly" => Some(Frequency::Weekly),
+            "fortnightly" => Some(Frequency::Fortnightly),
+            _ => None,
+        }
     }
 }
 

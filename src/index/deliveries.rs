@@ -16,8 +16,7 @@ use dashmap::DashMap;
 
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::Frequency;
-use crate::domain::schedule::{Day, Schedule};
+use crate::domain::schedule::{Day, Frequency, Schedule};
 
 /// An order as the delivery index keeps it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use crate::actors::customer::{unix_now, Request};
+use crate::actors::customer::Request;
+use crate::clock::unix_now;
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{parse_customer, Customer, CustomerChanges, Mode};
 use crate::domain::email::Email;

@@ -105,8 +105,7 @@ impl DeliveryLists {
 mod tests {
     use super::*;
     use crate::domain::ids::{CustomerId, OrderId};
-    use crate::domain::order::Frequency;
-    use crate::domain::schedule::{Schedule, WeekDays};
+    use crate::domain::schedule::{Frequency, Schedule, WeekDays};
 
     fn key(webstore: u16, date: i32) -> ListKey {
         ListKey {

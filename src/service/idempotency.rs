@@ -12,7 +12,7 @@ use std::sync::Arc;
 use dashmap::DashMap;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use crate::actors::customer::unix_now;
+use crate::clock::unix_now;
 use crate::domain::catalogue::Webstore;
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::fields::FieldErrors;

@@ -15,8 +15,8 @@ use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::{ExtraLine, Frequency, NewOrder, Order};
-use crate::domain::schedule::{Day, Schedule, WeekDays};
+use crate::domain::order::{ExtraLine, NewOrder, Order};
+use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
 
 const MAGIC: &[u8; 3] = b"BXS";
 const HEADER_LEN: usize = 3 + 1 + 2 + 4;

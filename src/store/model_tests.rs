@@ -435,8 +435,8 @@ fn customer(id: u64, webstore: usize, email: &str, name: usize) -> Customer {
 }
 
 fn order(id: u64, customer: u64, created_at: i64) -> Order {
-    use crate::domain::order::{Frequency, NewOrder};
-    use crate::domain::schedule::{Day, WeekDays};
+    use crate::domain::order::NewOrder;
+    use crate::domain::schedule::{Day, Frequency, WeekDays};
     let frequency = if id.is_multiple_of(2) {
         Frequency::Weekly
     } else {

@@ -12,9 +12,9 @@ use super::pending::order_chunks::{for_each_stored_order, stored_order, StoredOr
 use super::snapshot::prefix_end;
 use super::{keys, Store, StoreError};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::{Frequency, Order};
+use crate::domain::order::Order;
 use crate::domain::placement::Ownership;
-use crate::domain::schedule::Schedule;
+use crate::domain::schedule::{Frequency, Schedule};
 
 /// Visits one stored record (key, value): whether to go on, or why it does not decode.
 type RecordVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, CodecError> + 'a;

@@ -26,8 +26,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::domain::customer::ADDRESS_FIELDS;
-use crate::domain::order::Frequency;
-use crate::domain::schedule::{parse_iso_date, Day, WeekDays};
+use crate::domain::schedule::{parse_iso_date, Day, Frequency, WeekDays};
 use crate::store::codec::{
     CustomerRecord, DeliveryRecord, EventRecord, ExtraRecord, IdempotencyRecord, OrderRecord,
     SessionRecord,
