@@ -47,14 +47,13 @@
 //!   its commands, wiring and shutdown, key generation.
 //!
 //! Behind cargo features, out of the binary operators deploy and out of the default API:
-//! `tools` (the `boxsub-tools` binary: `tools`, `bench`, `seed`: the benchmark, its bare
-//! server and large test stores) and `fuzzing` (`fuzzing`: the entry points of the fuzz
-//! targets in `fuzz/` and of their seed replay in `cargo test`).
+//! `tools` (the `boxsub-tools` binary: `tools`, its command line over `tools::bench` and
+//! `tools::seed`: the benchmark, its bare server and large test stores) and `fuzzing`
+//! (`fuzzing`: the entry points of the fuzz targets in `fuzz/` and of their seed replay in
+//! `cargo test`).
 
 pub mod actors;
 pub mod app;
-#[cfg(feature = "tools")]
-pub mod bench;
 pub mod clock;
 pub mod commands;
 pub mod config;
@@ -70,8 +69,6 @@ pub mod node;
 pub mod quotas;
 pub mod registry;
 pub mod replication;
-#[cfg(feature = "tools")]
-pub mod seed;
 pub mod service;
 pub mod sharding;
 pub mod startup;

@@ -1,6 +1,8 @@
 //! The `boxsub-tools` binary (cargo feature `tools`): the benchmark, its bare server and the
 //! seeding of large stores, kept out of the `boxsub` binary that operators deploy. Logs go
-//! to standard error at `RUST_LOG` (default `warn`).
+//! to standard error at `RUST_LOG` (default `warn`). This file owns only the allocator, the
+//! logging and the runtime; the command line and every tool are in `boxsub::tools`, which it
+//! must not duplicate.
 
 use std::process::ExitCode;
 

@@ -26,7 +26,7 @@ pub fn seeded_dirs(count: usize, customers: u64) -> Vec<DataDir> {
     let first = DataDir::new();
     let text = std::fs::read_to_string(&first.catalogue).expect("the test catalogue");
     let catalogue = boxsub::domain::catalogue::Catalogue::parse(&text, 0).expect("it parses");
-    boxsub::seed::seed(&first.data, &catalogue, customers).expect("seeding a store");
+    boxsub::tools::seed::seed(&first.data, &catalogue, customers).expect("seeding a store");
     let mut dirs = vec![first];
     for _ in 1..count {
         let dir = DataDir::new();

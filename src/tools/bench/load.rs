@@ -2,7 +2,8 @@
 //! request as soon as the previous answer is read, for a warm-up and then a measured period.
 //! Each connection is hyper's own client connection (no pool, no retries: one request in
 //! flight per connection, driven by the task that sends on it) and records its latencies into an HdrHistogram of its own; the
-//! histograms are merged at the end. Only loopback addresses are ever a target.
+//! histograms are merged at the end. Only loopback addresses are ever a target. Must not
+//! touch: what a scenario sends and expects (`scenarios`), the servers, the report.
 
 use std::net::SocketAddr;
 use std::pin::Pin;

@@ -1,5 +1,6 @@
 //! The bench's report as the markdown that `boxsub-tools bench` prints (the tables of
-//! docs/benchmarks.md); `--json` writes the same report as JSON.
+//! docs/benchmarks.md); `--json` writes the same report as JSON. Must not touch: the
+//! measurements themselves, only their rendering.
 
 use super::BenchReport;
 

@@ -1,11 +1,16 @@
 //! `boxsub-tools seed`: writes a store of N customers with K orders each (one by default) straight
 //! into a data directory, for measuring restart time and memory at scale (and for
 //! benchmarks). It goes through the same record encoding and key layout as the server, in
-//! large batches, and refuses a directory that already holds customers.
+//! large batches, and refuses a directory that already holds customers. It owns `seed`'s
+//! settings ([`SeedConfig`]). Must not touch: the command line that parses them and prints
+//! what was seeded ([`crate::tools`]), nor the store's key layout and encoding, which it only
+//! uses.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
+
+use clap::Args;
 
 use crate::domain::catalogue::{Catalogue, Webstore};
 use crate::domain::customer::{Address, Customer};
@@ -17,13 +22,30 @@ use crate::store::disk::Reserve;
 use crate::store::{
     add_new_customer, add_order, Durability, Store, StoreError, StoreOptions, WriteBatch,
 };
-use crate::tools::SeedConfig;
 
 /// Records (customers and orders) written per batch. Small on purpose: sled 0.34 keeps
 /// large batches in memory far past its cache capacity (batches of 20,000 records took
 /// 9.7 GB of memory to seed 2M orders, and 10M orders were killed for want of memory;
 /// batches of 500 take 0.3 GB for 2M and 0.5 GB for 10M, and seed twice as fast).
 const BATCH_RECORDS: u64 = 500;
+
+/// Settings of `boxsub-tools seed`.
+#[derive(Debug, Clone, Args)]
+pub struct SeedConfig {
+    /// How many customers.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub customers: u64,
+    /// Orders of each customer: weekly, on the delivery service's days in turn. Customer n's
+    /// orders get ids (n-1)*K+1 to n*K.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub orders_per_customer: u64,
+    /// An empty data directory to fill.
+    #[arg(long)]
+    pub data_dir: PathBuf,
+    /// Catalogue whose first webstore the customers belong to (default: the demo catalogue).
+    #[arg(long)]
+    pub catalogue: Option<PathBuf>,
+}
 
 /// What a seeding run wrote.
 #[derive(Debug, Clone, Copy)]

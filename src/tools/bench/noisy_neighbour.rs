@@ -15,9 +15,8 @@ use serde::Serialize;
 
 use super::load::{self, record_since, request, Client, LoadResult, LoadSpec};
 use super::servers::{seed, serve_args_with, unmetered_catalogue, Program, Scratch, Server};
-use super::{round, SEEDED};
+use super::{round, BenchConfig, SEEDED};
 use crate::domain::catalogue::DEMO_CREDENTIALS;
-use crate::tools::BenchConfig;
 
 /// B's pace.
 const B_INTERVAL: Duration = Duration::from_millis(20);

@@ -1,13 +1,13 @@
 //! Keyed creates against idempotency-record expiry: a stream of creates with a new key
 //! each, with `/metrics` read once a second, showing that the records kept stay bounded.
+//! Must not touch: how servers start (`servers`), the other scenarios, the report.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::load::{self, request, LoadSpec};
 use super::servers::{credentials, seed, serve_args, Program, Scratch, Server};
-use super::{round, ExpiryReport, ExpirySample, SEEDED};
-use crate::tools::BenchConfig;
+use super::{round, BenchConfig, ExpiryReport, ExpirySample, SEEDED};
 
 /// Time to live of the records in [`measure_expiry`], seconds (the sweep runs every second).
 const EXPIRY_TTL: u64 = 2;

@@ -1,6 +1,8 @@
 //! The large store: restart time, time until the last order is found, resident memory per
 //! customer and per order, and single requests at that scale (pages, email lookup, an
 //! order create, a date's delivery list), one at a time, in latency and server CPU.
+//! Must not touch: how the store is seeded (`boxsub-tools seed`, [`mod@crate::tools::seed`]) and
+//! how servers start (`servers`), the report.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -113,7 +115,7 @@ pub(super) async fn measure_restart(
         let dir = scratch.path("one-order");
         eprintln!("seeding {customers} customers with one order each for the memory baseline...");
         seed(&dir, customers, 1)?;
-        let baseline = start_twice(&dir, crate::seed::last_order_id(customers, 1)).await?;
+        let baseline = start_twice(&dir, crate::tools::seed::last_order_id(customers, 1)).await?;
         baseline.server.stop();
         let _ = std::fs::remove_dir_all(&dir);
         Some(baseline.rss_mib)
@@ -121,7 +123,7 @@ pub(super) async fn measure_restart(
         None
     };
     let dir = scratch.path("large");
-    let orders = crate::seed::last_order_id(customers, orders_per_customer);
+    let orders = crate::tools::seed::last_order_id(customers, orders_per_customer);
     eprintln!("seeding {customers} customers with {orders} orders for the restart measurement...");
     let seeding = Instant::now();
     seed(&dir, customers, orders_per_customer)?;

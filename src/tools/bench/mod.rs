@@ -18,6 +18,10 @@
 //! expiry; `large_store` measures restart and single requests on a large store; `report`
 //! renders the report as markdown; `day` measures a producer's delivery day in the web app
 //! beside the API's list (`boxsub-tools day-page`, a command of its own).
+//!
+//! This file also owns `bench`'s settings ([`BenchConfig`]); `day-page`'s are in `day`. Must
+//! not touch: the command line that parses them and prints the report ([`crate::tools`]),
+//! which calls in here and is never called from here.
 
 mod day;
 mod expiry;
@@ -29,24 +33,63 @@ mod scenarios;
 mod servers;
 mod webhook_receiver;
 
-pub use day::{day_page, DayPageReport, DayRead};
+pub use day::{day_page, DayPageConfig, DayPageReport, DayRead};
 pub use noisy_neighbour::{NoisyNeighbourReport, NoisyRun};
 pub use report::markdown;
 pub use servers::bare_server;
 pub use webhook_receiver::{webhook_receiver, ReceiverStats};
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::Args;
 use serde::Serialize;
 
-use crate::tools::BenchConfig;
 use expiry::measure_expiry;
 use large_store::measure_restart;
 use load::{LoadResult, LoadSpec};
 use noisy_neighbour::measure_noisy_neighbour;
 use scenarios::{scenarios, Scenario, Target};
 use servers::{machine, seed, serve_args_with, unmetered_catalogue, Program, Scratch, Server};
+
+/// Settings of `boxsub-tools bench`.
+#[derive(Debug, Clone, Args)]
+pub struct BenchConfig {
+    /// Measured seconds per run.
+    #[arg(long, default_value_t = 20.0)]
+    pub duration: f64,
+    /// Unmeasured warm-up seconds before each run.
+    #[arg(long, default_value_t = 3.0)]
+    pub warmup: f64,
+    /// Concurrent keep-alive connections.
+    #[arg(long, default_value_t = 64)]
+    pub connections: usize,
+    /// Runs of each scenario, each beside a bare-server run.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
+    /// Customers in the large store whose restart time, memory and per-request cost at scale
+    /// are measured (0 skips it).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub restart_customers: u64,
+    /// Orders of each customer in that store. Above 1, a store with one order per customer
+    /// is seeded too, so that memory per order can be told from memory per customer.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub restart_orders_per_customer: u64,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Run only the scenarios whose names contain this text (`noisy_neighbour` is one).
+    #[arg(long)]
+    pub only: Option<String>,
+    /// Connections of webstore A's flood in the noisy-neighbour scenario.
+    #[arg(long, default_value_t = 512)]
+    pub flood_connections: usize,
+    /// The `--admission-slots` of the noisy-neighbour scenario's servers, one server each
+    /// (`default`: the service's default; 100000: more than any flood, no fair admission).
+    #[arg(long, value_delimiter = ',', default_value = "default,100000")]
+    pub noisy_admission_slots: Vec<String>,
+}
 
 /// Customers seeded for the request scenarios.
 const SEEDED: u64 = 10_000;

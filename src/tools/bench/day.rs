@@ -15,8 +15,10 @@
 //! HTTP client (`load`), the main bench's scenarios and report.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Instant;
 
+use clap::Args;
 use futures_util::future::try_join_all;
 use hdrhistogram::Histogram;
 use hyper::header::{HeaderValue, ACCEPT, CONTENT_TYPE, COOKIE, SET_COOKIE};
@@ -28,7 +30,20 @@ use super::load::{self, Answer, Client, Req};
 use super::servers::{credentials, machine, serve_args, Program, Scratch, Server, ThreadCpu};
 use super::{round, Machine};
 use crate::domain::catalogue::DEMO_PRODUCERS;
-use crate::tools::DayPageConfig;
+
+/// Settings of `boxsub-tools day-page`.
+#[derive(Debug, Clone, Args)]
+pub struct DayPageConfig {
+    /// Deliveries on the day measured (one customer with one weekly order each).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub deliveries: u64,
+    /// Measured runs of each read (after one unmeasured run of each).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
+    pub runs: u64,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
 
 /// The day measured: a Thursday, on which the demo's first webstore delivers with its
 /// Courier alone (one route).
