@@ -1,6 +1,6 @@
 //! Fair share between webstores. Owns each webstore's quotas in force (writes and reads per
 //! second with a burst, requests in progress at once: [`crate::domain::quotas`]) and the
-//! fair admission of requests while the host is saturated ([`admission`]). A request is
+//! fair admission of requests while the host is saturated (`admission`). A request is
 //! checked against its webstore's concurrency quota, then its rate quota ([`Quotas::check`]),
 //! and once its body has arrived waits for an admission slot ([`Checked::admit`]); what it
 //! holds is released by guards, whenever its future is dropped.
@@ -68,7 +68,7 @@ pub struct Throttled {
     pub quota: Quota,
     /// Whole seconds until a request of the same kind may succeed (at least 1).
     pub retry_after_secs: u64,
-    /// The webstore's policies, as [`policy_field`] writes them.
+    /// The webstore's policies, as `policy_field` writes them (the `RateLimit-Policy` field).
     pub policies: Arc<str>,
 }
 
@@ -81,7 +81,7 @@ pub struct Checked {
     pub quota: Quota,
     /// What is left of it.
     pub remaining: Remaining,
-    /// The webstore's policies, as [`policy_field`] writes them.
+    /// The webstore's policies, as `policy_field` writes them (the `RateLimit-Policy` field).
     pub policies: Arc<str>,
     quotas: Arc<WebstoreQuotas>,
     admission: Arc<Admission>,
