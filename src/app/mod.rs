@@ -6,13 +6,13 @@
 //! codes; every page carries a `Content-Security-Policy` without scripts and may not be
 //! framed. No page needs JavaScript, and none has any.
 //!
-//! - [`routes`]: the app's paths, and the route and date each names.
-//! - [`sign_in`](mod@sign_in): the sign-in form, signing in and out, the session a request carries.
-//! - [`deliveries`]: the day and week pages, and a day's CSV.
-//! - [`responses`]: the answers' shapes and headers, the stylesheet, the error pages.
-//! - [`day`], [`week`]: a day and a week as the pages show them; [`pages`]: the templates.
-//! - [`guard`]: cookies, the public origin, forms from other sites.
-//! - [`spreadsheet`]: the cells of the day's download a spreadsheet would run.
+//! - `routes`: the app's paths, and the route and date each names.
+//! - `sign_in`: the sign-in form, signing in and out, the session a request carries.
+//! - `deliveries`: the day and week pages, and a day's CSV.
+//! - `responses`: the answers' shapes and headers, the stylesheet, the error pages.
+//! - `day`, `week`: a day and a week as the pages show them; `pages`: the templates.
+//! - `guard`: cookies, the public origin, forms from other sites.
+//! - `spreadsheet`: the cells of the day's download a spreadsheet would run.
 //!
 //! This file owns the entry: the request and answer types the HTTP front end hands over and
 //! takes back, why a page cannot be shown, and which handler answers which route and

@@ -2,10 +2,10 @@
 //! items, extras and boxes (contract section 7). Parsed and checked once at start-up, then
 //! shared read-only by every request, so no lock guards it.
 //!
-//! - [`file`]: the JSON document and its checks, which build the model.
-//! - [`keys`]: API-key authentication; secrets exist only as SHA-256 digests.
-//! - [`current`]: the catalogue in force, replaced whole on a reload.
-//! - [`demo`]: the catalogue built into the binary, and its public credentials.
+//! - `file`: the JSON document and its checks, which build the model.
+//! - `keys`: API-key authentication; secrets exist only as SHA-256 digests.
+//! - `current`: the catalogue in force, replaced whole on a reload.
+//! - `demo`: the catalogue built into the binary, and its public credentials.
 //!
 //! This file owns the model: the types a checked catalogue is made of and what they answer
 //! (prices, limits, delivery days, a webstore's boxes, a producer by email). Everything the
