@@ -1,0 +1,230 @@
+//! Signing in and out: the sign-in form (with its form cookie and token), a sign-in checked
+//! by the service (its cookies: the session's, and the routing cookie that takes the browser
+//! to its webstore's shard), a sign-out, and the session a request's cookie names.
+//!
+//! Must not touch: passwords and sessions themselves (the service's), the delivery pages.
+
+use askama::Template;
+use bytes::Bytes;
+use warp::http::{header, HeaderMap, StatusCode};
+use warp::reply::Response;
+
+use crate::domain::routing::{route_key, ROUTING_COOKIE};
+use crate::service::producers::{ProducerSession, SignInRefused};
+use crate::service::Service;
+
+use super::guard::{cookie, cookie_text, tokens_match, FORM_COOKIE, SESSION_COOKIE};
+use super::pages::SignInPage;
+use super::responses::{error_page, html, retry_after_value, see_other, with_headers, with_status};
+use super::{AppError, AppRequest, AppSettings};
+
+/// The session the request's cookie names.
+pub(super) fn signed_in(
+    service: &Service,
+    headers: &HeaderMap,
+) -> Result<ProducerSession, AppError> {
+    cookie(headers, SESSION_COOKIE)
+        .and_then(|id| service.producer_session(id))
+        .ok_or(AppError::NotSignedIn)
+}
+
+/// `GET /app/sign_in`: the form (or, signed in already, the app).
+pub(super) fn sign_in_form(
+    service: &Service,
+    settings: &AppSettings,
+    request: &AppRequest<'_>,
+) -> Response {
+    if signed_in(service, request.headers).is_ok() {
+        return see_other("/app");
+    }
+    sign_in_page(settings, request.headers, StatusCode::OK, &[], "")
+}
+
+/// The sign-in form with `alerts`, keeping the form cookie the browser has (or setting a new
+/// one), so that the form's token and the cookie agree.
+fn sign_in_page(
+    settings: &AppSettings,
+    headers: &HeaderMap,
+    status: StatusCode,
+    alerts: &[String],
+    email: &str,
+) -> Response {
+    let (token, new_token) = match cookie(headers, FORM_COOKIE) {
+        Some(token) => (token.to_owned(), false),
+        None => match crate::service::producers::random_token() {
+            Ok(token) => (token, true),
+            Err(error) => return error_page(AppError::Service(error)),
+        },
+    };
+    let page = SignInPage {
+        alerts,
+        email,
+        form_token: &token,
+    };
+    let mut response = html(status, page.render());
+    if new_token {
+        response.headers_mut().append(
+            header::SET_COOKIE,
+            settings.public.set_cookie(FORM_COOKIE, &token, "Strict"),
+        );
+    }
+    response
+}
+
+/// The sign-in form's fields.
+#[derive(serde::Deserialize, Default)]
+struct SignInForm {
+    #[serde(default)]
+    email: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    form_token: String,
+}
+
+/// The sign-out form's field.
+#[derive(serde::Deserialize, Default)]
+struct TokenForm {
+    #[serde(default)]
+    form_token: String,
+}
+
+/// `POST /app/sign_in`.
+pub(super) async fn sign_in(
+    service: &Service,
+    settings: &AppSettings,
+    request: &AppRequest<'_>,
+) -> Result<Response, AppError> {
+    let headers = request.headers;
+    let form: SignInForm = parse_form(request.form.as_ref());
+    let form_cookie = cookie(headers, FORM_COOKIE);
+    let genuine = settings.public.same_origin(headers)
+        && form_cookie.is_some_and(|expected| tokens_match(Some(&form.form_token), expected));
+    if !genuine {
+        let alert = "This form expired or came from another site: please sign in again.";
+        return Ok(sign_in_page(
+            settings,
+            headers,
+            StatusCode::FORBIDDEN,
+            &[alert.to_owned()],
+            "",
+        ));
+    }
+    let mut blank = Vec::new();
+    if form.email.trim().is_empty() {
+        blank.push("Email can't be blank.".to_owned());
+    }
+    if form.password.is_empty() {
+        blank.push("Password can't be blank.".to_owned());
+    }
+    if !blank.is_empty() {
+        return Ok(sign_in_page(
+            settings,
+            headers,
+            StatusCode::UNPROCESSABLE_ENTITY,
+            &blank,
+            form.email.trim(),
+        ));
+    }
+    match service.producer_sign_in(&form.email, form.password).await {
+        Ok(signed_in) => {
+            let mut response = see_other("/app");
+            response.headers_mut().append(
+                header::SET_COOKIE,
+                settings
+                    .public
+                    .set_cookie(SESSION_COOKIE, &signed_in.session_id, "Lax"),
+            );
+            // The deployment's front end routes this browser's app to the webstore's shard.
+            let route = route_key(&signed_in.webstore_id);
+            response.headers_mut().append(
+                header::SET_COOKIE,
+                settings.public.set_cookie(ROUTING_COOKIE, &route, "Lax"),
+            );
+            Ok(response)
+        }
+        Err(SignInRefused::ServedElsewhere(webstore_id)) => {
+            // The deployment's front end routes the app by the routing cookie: set it and
+            // send the form back (307 keeps the method and the body), unless it named this
+            // webstore already and still reached a shard that does not serve it.
+            let route = route_key(&webstore_id);
+            if cookie_text(headers, ROUTING_COOKIE) == Some(route.as_str()) {
+                return Err(AppError::Misdirected);
+            }
+            let mut response = with_headers(
+                with_status(
+                    Response::new(Bytes::new().into()),
+                    StatusCode::TEMPORARY_REDIRECT,
+                ),
+                &[
+                    (header::CACHE_CONTROL, "no-store"),
+                    (header::LOCATION, "/app/sign_in"),
+                ],
+            );
+            response.headers_mut().append(
+                header::SET_COOKIE,
+                settings.public.set_cookie(ROUTING_COOKIE, &route, "Lax"),
+            );
+            Ok(response)
+        }
+        Err(SignInRefused::Wrong) => Ok(sign_in_page(
+            settings,
+            headers,
+            StatusCode::UNAUTHORIZED,
+            &["Wrong email or password.".to_owned()],
+            form.email.trim(),
+        )),
+        Err(SignInRefused::Throttled(retry_after)) => {
+            let minutes = retry_after.as_secs().div_ceil(60).max(1);
+            let alert = format!(
+                "Too many failed sign-ins for this email: try again in {minutes} minute{}.",
+                if minutes == 1 { "" } else { "s" }
+            );
+            let mut response = sign_in_page(
+                settings,
+                headers,
+                StatusCode::TOO_MANY_REQUESTS,
+                &[alert],
+                form.email.trim(),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, retry_after_value(retry_after));
+            Ok(response)
+        }
+        Err(SignInRefused::Failed(error)) => Err(AppError::Service(error)),
+    }
+}
+
+/// `POST /app/sign_out`: ends the session on the server and forgets its cookie.
+pub(super) async fn sign_out(
+    service: &Service,
+    settings: &AppSettings,
+    request: &AppRequest<'_>,
+) -> Result<Response, AppError> {
+    let form: TokenForm = parse_form(request.form.as_ref());
+    let Some(id) = cookie(request.headers, SESSION_COOKIE) else {
+        return Ok(see_other("/app/sign_in"));
+    };
+    let Some(session) = service.producer_session(id) else {
+        return Ok(see_other("/app/sign_in"));
+    };
+    if !settings.public.same_origin(request.headers)
+        || !tokens_match(Some(&form.form_token), &session.form_token)
+    {
+        return Err(AppError::ForgedForm);
+    }
+    service.producer_sign_out(id).await?;
+    let mut response = see_other("/app/sign_in");
+    response.headers_mut().append(
+        header::SET_COOKIE,
+        settings.public.clear_cookie(SESSION_COOKIE, "Lax"),
+    );
+    Ok(response)
+}
+
+fn parse_form<T: serde::de::DeserializeOwned + Default>(body: Option<&Bytes>) -> T {
+    // A malformed form is a form with no fields: the checks that follow name what is missing.
+    body.and_then(|body| serde_urlencoded::from_bytes(body).ok())
+        .unwrap_or_default()
+}
