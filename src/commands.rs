@@ -98,7 +98,7 @@ async fn move_webstore(
         let _ = writeln!(stdout, "{line}");
         let _ = stdout.flush();
     };
-    crate::sharding::moving::move_webstore(
+    crate::sharding::move_webstore::move_webstore(
         webstore,
         placement,
         to,

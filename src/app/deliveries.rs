@@ -24,7 +24,7 @@ pub(super) async fn day(
 ) -> Result<AppAnswer, AppError> {
     let session = signed_in(service, request.headers)?;
     let webstore = session.webstore;
-    if !service.placement().serves(&webstore.settings.id) {
+    if !service.serving().serves(&webstore.settings.id) {
         return Err(AppError::Misdirected);
     }
     let deliveries = service.all_deliveries(&webstore, date).await?;
@@ -60,7 +60,7 @@ pub(super) async fn week(
 ) -> Result<AppAnswer, AppError> {
     let session = signed_in(service, request.headers)?;
     let webstore = session.webstore;
-    if !service.placement().serves(&webstore.settings.id) {
+    if !service.serving().serves(&webstore.settings.id) {
         return Err(AppError::Misdirected);
     }
     let mut days = Vec::with_capacity(week::DAYS as usize);

@@ -12,9 +12,9 @@ pub mod ids;
 pub mod order;
 #[cfg(test)]
 mod order_builder;
+pub mod ownership;
 pub mod paging;
 pub mod password;
-pub mod placement;
 pub mod quotas;
 pub mod routing;
 pub mod schedule;

@@ -32,7 +32,7 @@ use crate::app::{AppAnswer, AppRequest, AppSettings};
 use crate::domain::catalogue::Webstore;
 use crate::node::Node;
 use crate::quotas::{Checked, Kind};
-use crate::service::placement::Served;
+use crate::service::serving::Served;
 use crate::service::Service;
 
 pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
@@ -328,8 +328,8 @@ where
     }
     let webstore = authenticate(service, headers)?;
     record.webstore(&webstore.settings.id);
-    let placement = service.placement();
-    if !placement.serves(&webstore.settings.id) {
+    let serving = service.serving();
+    if !serving.serves(&webstore.settings.id) {
         return Err(ApiError::Misdirected);
     }
     // Every answer to the webstore from here on counts against its quotas and says so.
@@ -373,12 +373,12 @@ where
 {
     use Endpoint::*;
     let webstore = call.webstore;
-    let placement = call.service.placement();
+    let serving = call.service.serving();
     // A write holds its webstore's ticket until it is answered, so that a move's freeze
-    // waits for it (see `service::placement`).
+    // waits for it (see `service::serving`).
     let _write = if endpoint.writes() {
         Some(
-            placement
+            serving
                 .begin_write(&webstore.settings.id)
                 .map_err(|refused| match refused {
                     Served::Elsewhere => ApiError::Misdirected,

@@ -20,11 +20,11 @@ mod customers;
 mod deliveries;
 mod delivery_lists;
 pub mod idempotency;
-pub mod moves;
+pub mod move_steps;
 mod orders;
 pub mod passwords;
-pub mod placement;
 pub mod producers;
+pub mod serving;
 pub mod sign_in;
 pub mod webhooks;
 
@@ -38,8 +38,8 @@ use crate::domain::email::fold;
 use crate::domain::fields::{FieldErrors, TAKEN};
 use crate::domain::idempotency::{Creation, RecordedResponse};
 use crate::domain::ids::{CustomerId, IdRange};
+use crate::domain::ownership::Ownership;
 use crate::domain::paging::Page;
-use crate::domain::placement::Ownership;
 use crate::events::feed::{self, CursorError};
 use crate::events::{EventViews, Events};
 use crate::metrics::METRICS;
@@ -54,7 +54,7 @@ use calls::ActorCalls;
 use delivery_lists::DeliveryLists;
 use idempotency::IdempotencyGate;
 use passwords::PasswordWork;
-use placement::Placement;
+use serving::Serving;
 use sign_in::SignInThrottles;
 
 /// Why the service refused or failed a request.
@@ -201,7 +201,7 @@ pub struct ServiceSettings {
     /// How long idempotency records count, in seconds.
     pub idempotency_ttl_secs: u64,
     /// The webstores this node serves (`--webstores`), `None` for every one of the
-    /// catalogue; the store's ownership records override it (see [`placement`]).
+    /// catalogue; the store's ownership records override it (see [`serving`]).
     pub webstores: Option<Vec<String>>,
     /// How events render their resources (the front end's views).
     pub event_views: EventViewsHandle,
@@ -249,7 +249,7 @@ pub struct Service {
     throttles: SignInThrottles,
     passwords: PasswordWork,
     delivery_lists: DeliveryLists,
-    placement: Placement,
+    serving: Serving,
     /// The ids this node gives out (`--id-range`).
     id_range: IdRange,
     /// Producers' sign-in throttles, apart from customers'.
@@ -275,12 +275,12 @@ impl Service {
                 store.frozen().freeze(id);
             }
         }
-        let placement = Placement::new(settings.webstores.clone(), recorded);
+        let serving = Serving::new(settings.webstores.clone(), recorded);
         let events = Arc::new(Events::new(store.clone(), settings.event_views.0.clone()));
         let quotas = Quotas::new(&catalogue.get(), settings.admission_slots);
         Ok(Service {
             quotas,
-            placement,
+            serving,
             id_range: settings.id_range,
             producer_throttles: SignInThrottles::default(),
             registry: Registry::open(catalogue.clone(), store, settings.id_range, events.clone())?,
@@ -304,8 +304,8 @@ impl Service {
     }
 
     /// Which webstores this node serves, and their write gates.
-    pub fn placement(&self) -> &Placement {
-        &self.placement
+    pub fn serving(&self) -> &Serving {
+        &self.serving
     }
 
     /// The webstores' quotas, and the admission of requests while the host is saturated.

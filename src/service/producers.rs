@@ -128,7 +128,7 @@ impl Service {
         let Some((webstore, _)) = found else {
             return Err(SignInRefused::Wrong);
         };
-        if !self.placement().serves(&webstore.settings.id) {
+        if !self.serving().serves(&webstore.settings.id) {
             return Err(SignInRefused::ServedElsewhere(webstore.settings.id.clone()));
         }
         let signed_in = SignedIn {

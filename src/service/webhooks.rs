@@ -47,7 +47,7 @@ impl Service {
         let webstore = self
             .catalogue
             .webstore_by_id(id)
-            .filter(|_| self.placement.serves(id))
+            .filter(|_| self.serving.serves(id))
             .ok_or(ServiceError::NotFound)?;
         let store = self.registry.store();
         let mut endpoints = Vec::new();
@@ -82,7 +82,7 @@ impl Service {
         let webstore = self
             .catalogue
             .webstore_by_id(id)
-            .filter(|_| self.placement.serves(id))
+            .filter(|_| self.serving.serves(id))
             .ok_or(ServiceError::NotFound)?;
         if !webstore
             .webhooks

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock::unix_now;
-use crate::service::placement::Served;
+use crate::service::serving::Served;
 use crate::service::Service;
 use crate::store::Store;
 use crate::webhooks::{WebhookSettings, Webhooks};
@@ -165,7 +165,7 @@ fn spawn_events_retention(
                 .webstores()
                 .iter()
                 .map(|webstore| webstore.settings.id.clone())
-                .filter(|id| service.placement().served(id) == Served::Here)
+                .filter(|id| service.serving().served(id) == Served::Here)
                 .collect();
             for webstore in served {
                 loop {

@@ -1,6 +1,6 @@
 //! The webstores whose writes the store refuses: those frozen for a move to another shard
 //! (and those handed over or released). The service freezes a webstore's writes at its
-//! front (`crate::service::placement`: requests are refused, and those under way waited
+//! front (`crate::service::serving`: requests are refused, and those under way waited
 //! for); this is the store's own fence behind it, for a change that an actor had begun
 //! before its request went away: its request's ticket is gone, but its write still reaches
 //! the store, where it is refused once the webstore is frozen. A freeze waits for the writes

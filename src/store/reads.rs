@@ -13,7 +13,7 @@ use super::snapshot::prefix_end;
 use super::{keys, Store, StoreError};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::Order;
-use crate::domain::placement::Ownership;
+use crate::domain::ownership::Ownership;
 use crate::domain::schedule::{Frequency, Schedule};
 
 /// Visits one stored record (key, value): whether to go on, or why it does not decode.

@@ -2,7 +2,7 @@
 //! (a customer's record and orders travel together), the idempotency keys and the events
 //! written. A move copies the webstore while its writes go on, then ships what changed,
 //! round after round, and freezes its writes only for the last, short round
-//! (`crate::service::moves`).
+//! (`crate::service::move_steps`).
 //!
 //! A write notes what it changed **after** it has made its writes in the store: a round
 //! that takes the set and then reads what it names sees every write noted in it, and a

@@ -14,7 +14,7 @@ use super::{keys, OnDurable, Store, StoreError, WriteBatch, Written};
 use crate::domain::customer::Customer;
 use crate::domain::idempotency::Pending;
 use crate::domain::order::Order;
-use crate::domain::placement::Ownership;
+use crate::domain::ownership::Ownership;
 
 /// An event as a change's writer puts it: its sequence number, and its key and value.
 type EventEntry = (u64, (Vec<u8>, Vec<u8>));

@@ -25,13 +25,13 @@ use crate::domain::event_types::EventType;
 use crate::domain::webhooks::Webhook;
 use crate::events::sequence::Sequencer;
 use crate::metrics::METRICS;
-use crate::service::placement::Served;
+use crate::service::serving::Served;
 use crate::service::Service;
 use crate::store::codec::{DeliveryRecord, EventRecord};
 use crate::store::{Store, StoreError};
 
 /// How often a waiting task looks again at what may have changed without waking it: an
-/// operator's redelivery, the catalogue, the webstore's placement.
+/// operator's redelivery, the catalogue, whether this node serves the webstore.
 const LOOK_AGAIN: Duration = Duration::from_secs(1);
 /// The longest a run of successful deliveries goes without recording where it stands (a
 /// restart redelivers at most this much: deliveries are at least once).
@@ -70,7 +70,7 @@ pub async fn run(
 
 /// The endpoint as the catalogue in force has it, while its webstore is served here.
 fn current(service: &Service, webstore_id: &str, endpoint_id: &str) -> Option<Webhook> {
-    if service.placement().served(webstore_id) != Served::Here {
+    if service.serving().served(webstore_id) != Served::Here {
         return None;
     }
     let webstore = service.catalogue().webstore_by_id(webstore_id)?.clone();

@@ -24,10 +24,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::service::placement::Served;
+use crate::service::serving::Served;
 use crate::service::Service;
 
-/// How often the supervisor compares the tasks with the catalogue and the placement.
+/// How often the supervisor compares the tasks with the catalogue and what this node serves.
 const SUPERVISE_EVERY: Duration = Duration::from_millis(500);
 
 /// How deliveries are made and retried.
@@ -91,11 +91,11 @@ async fn supervise(service: Arc<Service>, settings: WebhookSettings) {
     loop {
         ticks.tick().await;
         let catalogue = service.catalogue();
-        let placement = service.placement();
+        let serving = service.serving();
         let mut wanted = Vec::new();
         for webstore in catalogue.webstores() {
             let id = &webstore.settings.id;
-            if placement.served(id) != Served::Here {
+            if serving.served(id) != Served::Here {
                 continue;
             }
             for webhook in &webstore.webhooks {

@@ -66,7 +66,7 @@ async fn a_node_serves_only_its_webstores_and_answers_421_for_the_others() {
 
 #[tokio::test]
 async fn a_released_webstore_is_never_served_again_and_a_taken_one_always() {
-    use boxsub::domain::placement::Ownership;
+    use boxsub::domain::ownership::Ownership;
     let dir = DataDir::new();
     {
         let store = dir.open_store();

@@ -40,9 +40,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::placement::Served;
+use super::serving::Served;
 use super::{Service, ServiceError};
-use crate::domain::placement::Ownership;
+use crate::domain::ownership::Ownership;
 use crate::transfer::{export::Exported, import::Imported, Progress};
 
 /// How long a freeze waits for the writes under way.
@@ -116,8 +116,8 @@ impl Service {
         self.webstore_of(id)?;
         Ok(WebstoreState {
             webstore: id.to_owned(),
-            served: served_name(self.placement.served(id)),
-            recorded: self.placement.recorded(id).map(recorded_name),
+            served: served_name(self.serving.served(id)),
+            recorded: self.serving.recorded(id).map(recorded_name),
         })
     }
 
@@ -138,8 +138,8 @@ impl Service {
         }
         Ok(WebstoreHeld {
             webstore: id.to_owned(),
-            served: served_name(self.placement.served(id)),
-            recorded: self.placement.recorded(id).map(recorded_name),
+            served: served_name(self.serving.served(id)),
+            recorded: self.serving.recorded(id).map(recorded_name),
             customers: customers.len() as u64,
             orders,
             last_event: store.last_event_sequence(id)?,
@@ -154,7 +154,7 @@ impl Service {
     /// served here and takes writes.
     pub fn begin_copy(&self, id: &str) -> Result<u64, ServiceError> {
         self.webstore_of(id)?;
-        if self.placement.served(id) != Served::Here {
+        if self.serving.served(id) != Served::Here {
             return Err(ServiceError::Conflict(format!(
                 "{id} is not served here with its writes: only a webstore that takes writes \
                  here can be copied while they go on"
@@ -189,26 +189,26 @@ impl Service {
     /// way are done.
     pub async fn freeze_for_move(&self, id: &str) -> Result<(), ServiceError> {
         self.webstore_of(id)?;
-        if self.placement.served(id) == Served::Elsewhere {
+        if self.serving.served(id) == Served::Elsewhere {
             return Err(ServiceError::Conflict(format!("{id} is not served here")));
         }
-        if self.placement.recorded(id) == Some(Ownership::HandedOver) {
+        if self.serving.recorded(id) == Some(Ownership::HandedOver) {
             return Ok(());
         }
-        if self.placement.recorded(id) != Some(Ownership::Moving) {
+        if self.serving.recorded(id) != Some(Ownership::Moving) {
             self.registry
                 .store()
                 .set_ownership(id, Ownership::Moving)?
                 .durable()
                 .await?;
-            self.placement.record(id, Some(Ownership::Moving));
+            self.serving.record(id, Some(Ownership::Moving));
         }
         // The store's own fence first: a change an actor began for a request that has gone
         // (its ticket with it) is refused there from now on; the barrier then waits for
         // those already inside the store.
         let store = self.registry.store();
         store.frozen().freeze(id);
-        if !self.placement.freeze(id, DRAIN_WITHIN).await {
+        if !self.serving.freeze(id, DRAIN_WITHIN).await {
             return Err(ServiceError::Busy);
         }
         store.barrier_after_visible_writes()?.durable().await?;
@@ -221,7 +221,7 @@ impl Service {
     /// is released.
     pub async fn hand_over(&self, id: &str) -> Result<(), ServiceError> {
         self.webstore_of(id)?;
-        match self.placement.recorded(id) {
+        match self.serving.recorded(id) {
             Some(Ownership::HandedOver) => return Ok(()),
             Some(Ownership::Moving) => {}
             _ => {
@@ -236,7 +236,7 @@ impl Service {
             .set_ownership(id, Ownership::HandedOver)?
             .durable()
             .await?;
-        self.placement.record(id, Some(Ownership::HandedOver));
+        self.serving.record(id, Some(Ownership::HandedOver));
         self.registry.store().tracking().stop(id);
         Ok(())
     }
@@ -247,12 +247,12 @@ impl Service {
     pub async fn call_off_move(&self, id: &str) -> Result<(), ServiceError> {
         self.webstore_of(id)?;
         let store = self.registry.store();
-        match self.placement.recorded(id) {
+        match self.serving.recorded(id) {
             Some(Ownership::Moving) => {
                 store.clear_ownership(id)?.durable().await?;
-                self.placement.record(id, None);
+                self.serving.record(id, None);
                 store.frozen().thaw(id);
-                self.placement.unfreeze(id);
+                self.serving.unfreeze(id);
             }
             Some(Ownership::HandedOver) => {
                 return Err(ServiceError::Conflict(format!(
@@ -275,7 +275,7 @@ impl Service {
         out: &mut dyn std::io::Write,
     ) -> Result<Exported, ServiceError> {
         self.webstore_of(id)?;
-        if self.placement.recorded(id) == Some(Ownership::Released) {
+        if self.serving.recorded(id) == Some(Ownership::Released) {
             return Err(ServiceError::Conflict(format!(
                 "{id} was released from here"
             )));
@@ -290,7 +290,7 @@ impl Service {
     /// threads, inside the runtime).
     pub fn import_webstore(&self, id: &str, input: &Path) -> Result<Imported, ServiceError> {
         let webstore = self.webstore_of(id)?;
-        match (self.placement.served(id), self.placement.recorded(id)) {
+        match (self.serving.served(id), self.serving.recorded(id)) {
             (_, Some(Ownership::Released)) => {
                 return Err(ServiceError::Conflict(format!(
                     "{id} was released from here and is never served here again"
@@ -330,7 +330,7 @@ impl Service {
     /// served here.
     pub fn apply_changes(&self, id: &str, input: &Path) -> Result<Imported, ServiceError> {
         let webstore = self.webstore_of(id)?;
-        match (self.placement.served(id), self.placement.recorded(id)) {
+        match (self.serving.served(id), self.serving.recorded(id)) {
             (_, Some(Ownership::Released)) => {
                 return Err(ServiceError::Conflict(format!(
                     "{id} was released from here and is never served here again"
@@ -358,7 +358,7 @@ impl Service {
     /// with its state read afresh from the store.
     pub async fn take_webstore(&self, id: &str) -> Result<(), ServiceError> {
         let webstore = self.webstore_of(id)?;
-        match self.placement.recorded(id) {
+        match self.serving.recorded(id) {
             Some(Ownership::Released) => {
                 return Err(ServiceError::Conflict(format!(
                     "{id} was released from here and is never served here again"
@@ -367,7 +367,7 @@ impl Service {
             Some(Ownership::Taken) => return Ok(()),
             _ => {}
         }
-        if self.placement.served(id) != Served::Elsewhere {
+        if self.serving.served(id) != Served::Elsewhere {
             return Err(ServiceError::Conflict(format!(
                 "{id} is served here already"
             )));
@@ -381,8 +381,8 @@ impl Service {
             .set_ownership(id, Ownership::Taken)?
             .durable()
             .await?;
-        self.placement.record(id, Some(Ownership::Taken));
-        self.placement.unfreeze(id);
+        self.serving.record(id, Some(Ownership::Taken));
+        self.serving.unfreeze(id);
         Ok(())
     }
 
@@ -391,7 +391,7 @@ impl Service {
     /// and its last changes shipped). How many keys were removed.
     pub async fn release_webstore(&self, id: &str) -> Result<u64, ServiceError> {
         self.webstore_of(id)?;
-        match self.placement.recorded(id) {
+        match self.serving.recorded(id) {
             Some(Ownership::Released | Ownership::HandedOver) => {}
             _ => {
                 return Err(ServiceError::Conflict(format!(
@@ -401,13 +401,13 @@ impl Service {
                 )))
             }
         }
-        if self.placement.recorded(id) != Some(Ownership::Released) {
+        if self.serving.recorded(id) != Some(Ownership::Released) {
             self.registry
                 .store()
                 .set_ownership(id, Ownership::Released)?
                 .durable()
                 .await?;
-            self.placement.record(id, Some(Ownership::Released));
+            self.serving.record(id, Some(Ownership::Released));
         }
         let store = self.registry.store().clone();
         let id = id.to_owned();

@@ -1,10 +1,10 @@
 //! Which webstores this node serves, and the gate every write of a webstore passes: the
 //! node's `--webstores` and its store's ownership records decide what it serves
-//! ([`crate::domain::placement::serves`]); a webstore being moved to another shard is
+//! ([`crate::domain::ownership::serves`]); a webstore being moved to another shard is
 //! frozen (its writes refused while reads go on) until the move releases it.
 //!
 //! A write holds a [`WriteTicket`] for as long as it runs, and a freeze waits until none is
-//! held: once [`Placement::freeze`] returns, every write of the webstore that was admitted
+//! held: once [`Serving::freeze`] returns, every write of the webstore that was admitted
 //! has finished, and no other will be, so an export then holds all of them. The ticket is
 //! counted before the frozen flag is read, and the freeze sets the flag before it reads the
 //! count (both sequentially consistent), so no write slips between them. The ticket is given
@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
-use crate::domain::placement::{serves, Ownership};
+use crate::domain::ownership::{serves, Ownership};
 
 /// Whether a webstore's request may go on here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,7 +41,7 @@ struct Gate {
 
 /// The webstores this node serves.
 #[derive(Debug)]
-pub struct Placement {
+pub struct Serving {
     /// `--webstores`, or `None` for every webstore of the catalogue.
     named: Option<Vec<String>>,
     /// What the store records, by webstore id.
@@ -60,11 +60,11 @@ impl Drop for WriteTicket {
     }
 }
 
-impl Placement {
-    /// The placement of a node started with `named` (`--webstores`), whose store records
+impl Serving {
+    /// What a node started with `named` (`--webstores`), whose store records
     /// `recorded`.
-    pub fn new(named: Option<Vec<String>>, recorded: Vec<(String, Ownership)>) -> Placement {
-        Placement {
+    pub fn new(named: Option<Vec<String>>, recorded: Vec<(String, Ownership)>) -> Serving {
+        Serving {
             named,
             recorded: recorded.into_iter().collect(),
             gates: DashMap::new(),
@@ -178,68 +178,65 @@ mod tests {
 
     #[test]
     fn only_named_or_taken_webstores_are_served_and_released_ones_never() {
-        let placement = Placement::new(
+        let serving = Serving::new(
             named(&["a", "b"]),
             vec![
                 ("b".into(), Ownership::Released),
                 ("c".into(), Ownership::Taken),
             ],
         );
-        assert_eq!(placement.served("a"), Served::Here);
-        assert_eq!(placement.served("b"), Served::Elsewhere);
-        assert_eq!(placement.served("c"), Served::Here);
-        assert_eq!(placement.served("d"), Served::Elsewhere);
-        assert!(matches!(placement.begin_write("b"), Err(Served::Elsewhere)));
+        assert_eq!(serving.served("a"), Served::Here);
+        assert_eq!(serving.served("b"), Served::Elsewhere);
+        assert_eq!(serving.served("c"), Served::Here);
+        assert_eq!(serving.served("d"), Served::Elsewhere);
+        assert!(matches!(serving.begin_write("b"), Err(Served::Elsewhere)));
         let served: Vec<&str> = ["a", "b", "c", "d"]
             .into_iter()
-            .filter(|id| placement.serves(id))
+            .filter(|id| serving.serves(id))
             .collect();
         assert_eq!(served, ["a", "c"]);
     }
 
     #[tokio::test]
     async fn a_freeze_waits_for_the_writes_under_way_and_refuses_new_ones() {
-        let placement = Arc::new(Placement::new(None, Vec::new()));
-        let ticket = placement.begin_write("a").expect("admitted");
+        let serving = Arc::new(Serving::new(None, Vec::new()));
+        let ticket = serving.begin_write("a").expect("admitted");
         let freezing = {
-            let placement = placement.clone();
-            tokio::spawn(async move { placement.freeze("a", Duration::from_secs(10)).await })
+            let serving = serving.clone();
+            tokio::spawn(async move { serving.freeze("a", Duration::from_secs(10)).await })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(
             !freezing.is_finished(),
             "the freeze waits for the write under way"
         );
-        assert!(matches!(placement.begin_write("a"), Err(Served::Frozen)));
-        assert_eq!(placement.served("a"), Served::Frozen);
-        assert!(
-            placement.begin_write("b").is_ok(),
-            "other webstores write on"
-        );
+        assert!(matches!(serving.begin_write("a"), Err(Served::Frozen)));
+        assert_eq!(serving.served("a"), Served::Frozen);
+        assert!(serving.begin_write("b").is_ok(), "other webstores write on");
         drop(ticket);
         assert!(
             freezing.await.unwrap(),
             "the freeze completes once the write is done"
         );
-        placement.unfreeze("a");
-        assert!(placement.begin_write("a").is_ok());
+        serving.unfreeze("a");
+        assert!(serving.begin_write("a").is_ok());
     }
 
     #[tokio::test]
     async fn a_freeze_gives_up_waiting_at_its_deadline_but_stays() {
-        let placement = Placement::new(None, Vec::new());
-        let _ticket = placement.begin_write("a").expect("admitted");
-        assert!(!placement.freeze("a", Duration::from_millis(20)).await);
-        assert_eq!(placement.served("a"), Served::Frozen);
+        let serving = Serving::new(None, Vec::new());
+        let _ticket = serving.begin_write("a").expect("admitted");
+        assert!(!serving.freeze("a", Duration::from_millis(20)).await);
+        assert_eq!(serving.served("a"), Served::Frozen);
     }
 
     #[test]
     fn a_ticket_dropped_anywhere_is_given_back() {
-        let placement = Placement::new(None, Vec::new());
+        let serving = Serving::new(None, Vec::new());
         for _ in 0..100 {
-            let ticket = placement.begin_write("a").expect("admitted");
+            let ticket = serving.begin_write("a").expect("admitted");
             drop(ticket);
         }
-        assert_eq!(placement.gate("a").writes.load(Ordering::SeqCst), 0);
+        assert_eq!(serving.gate("a").writes.load(Ordering::SeqCst), 0);
     }
 }
