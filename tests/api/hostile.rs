@@ -379,15 +379,17 @@ async fn thousands_of_stalled_connections_neither_starve_others_nor_outlive_thei
         waited < Duration::from_secs(2),
         "a normal client waited {waited:?}"
     );
-    let heads_closed = wait_for_closes(stalled_heads, Duration::from_secs(15)).await;
-    let bodies_closed = wait_for_closes(stalled_bodies, Duration::from_secs(15)).await;
+    let heads_closed = wait_for_closes(stalled_heads, Duration::from_secs(25)).await;
+    let bodies_closed = wait_for_closes(stalled_bodies, Duration::from_secs(25)).await;
     let head_lives: Vec<_> = heads_closed.iter().map(|(life, _)| *life).collect();
     let body_lives: Vec<_> = bodies_closed.iter().map(|(life, _)| *life).collect();
     for life in head_lives.iter().chain(&body_lives) {
         assert!(
-            // The upper bound leaves room for a loaded CI machine (the whole suite runs in
-            // parallel); the idle deadline (30 s) and "never" are far above it.
-            (Duration::from_millis(2_900)..Duration::from_secs(12)).contains(life),
+            // A life counts from before the connect, and on a machine loaded by the whole
+            // suite the server accepts the first of 3,200 connections seconds late (alone:
+            // at most 4 s; under the suite, 12.4 s was seen): the upper bound leaves room for
+            // that, and stays below the idle deadline (30 s) and "never".
+            (Duration::from_millis(2_900)..Duration::from_secs(20)).contains(life),
             "a stalled connection lived {life:?} with a 3 s deadline"
         );
     }
