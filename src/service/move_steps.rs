@@ -285,24 +285,27 @@ impl Service {
             .map_err(|error| ServiceError::Storage(error.to_string()))
     }
 
+    /// Whether this node may be written a copy of webstore `id` (an import, a round of
+    /// changes): not one it serves (`overwrite` says what would be lost), nor one it gave
+    /// away for good.
+    fn may_receive(&self, id: &str, overwrite: &str) -> Result<(), ServiceError> {
+        match (self.serving.served(id), self.serving.recorded(id)) {
+            (_, Some(Ownership::Released)) => Err(ServiceError::Conflict(format!(
+                "{id} was released from here and is never served here again"
+            ))),
+            (Served::Here | Served::Frozen, _) => Err(ServiceError::Conflict(format!(
+                "{id} is served here: {overwrite}"
+            ))),
+            (Served::Elsewhere, _) => Ok(()),
+        }
+    }
+
     /// Imports the export at `input` (webstore `id`'s alone) into this running node and takes
     /// its customers and orders into the registry and indexes (blocking: run it off the async
     /// threads, inside the runtime).
     pub fn import_webstore(&self, id: &str, input: &Path) -> Result<Imported, ServiceError> {
         let webstore = self.webstore_of(id)?;
-        match (self.serving.served(id), self.serving.recorded(id)) {
-            (_, Some(Ownership::Released)) => {
-                return Err(ServiceError::Conflict(format!(
-                    "{id} was released from here and is never served here again"
-                )))
-            }
-            (Served::Here | Served::Frozen, _) => {
-                return Err(ServiceError::Conflict(format!(
-                    "{id} is served here: an import would overwrite it"
-                )))
-            }
-            (Served::Elsewhere, _) => {}
-        }
+        self.may_receive(id, "an import would overwrite it")?;
         let store = self.registry.store();
         // What an interrupted import left: never served, so nothing of it was acknowledged.
         store.purge_webstore(id)?;
@@ -330,19 +333,7 @@ impl Service {
     /// served here.
     pub fn apply_changes(&self, id: &str, input: &Path) -> Result<Imported, ServiceError> {
         let webstore = self.webstore_of(id)?;
-        match (self.serving.served(id), self.serving.recorded(id)) {
-            (_, Some(Ownership::Released)) => {
-                return Err(ServiceError::Conflict(format!(
-                    "{id} was released from here and is never served here again"
-                )))
-            }
-            (Served::Here | Served::Frozen, _) => {
-                return Err(ServiceError::Conflict(format!(
-                    "{id} is served here: changes of a copy would overwrite it"
-                )))
-            }
-            (Served::Elsewhere, _) => {}
-        }
+        self.may_receive(id, "changes of a copy would overwrite it")?;
         let store = self.registry.store();
         let runtime = tokio::runtime::Handle::current();
         let durable = |store: &crate::store::Store| runtime.block_on(store.durable());
