@@ -141,16 +141,8 @@ async fn a_nats_cluster_acknowledges_r3_writes_with_a_node_killed_and_takes_it_b
         "both writes are in the stream"
     );
     assert_eq!(settled.config.num_replicas, 3);
-    let on_n1 = jetstream::new(
-        async_nats::connect(cluster.url(0))
-            .await
-            .unwrap_or_else(|error| panic!("connect to the restarted n1: {error}")),
-    );
-    let through_n1 = on_n1
-        .get_stream("HARNESS_KILL")
-        .await
-        .unwrap_or_else(|error| panic!("the stream, through the restarted n1: {error}"));
-    assert_eq!(through_n1.cached_info().state.messages, 2);
+    let through_n1 = cluster.stream_through(0, "HARNESS_KILL").await;
+    assert_eq!(through_n1.state.messages, 2);
 }
 
 /// What the changelog's retry of a lost acknowledgement gets. JetStream checks a publish's

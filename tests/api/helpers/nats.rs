@@ -738,6 +738,34 @@ impl NatsCluster {
         }
     }
 
+    /// Stream `name`'s information as node `i` alone answers it, asked again (every 200 ms,
+    /// up to [`READY_TIMEOUT`]) while node `i` cannot answer yet: a node just restarted
+    /// takes a moment after its stream replica is current before its JetStream API answers
+    /// a client of its own (a "timed out" was seen under a loaded CI host).
+    pub async fn stream_through(&self, i: usize, name: &str) -> stream::Info {
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            let attempt = async {
+                let client = within("connect", self.options.connect(vec![self.url(i)])).await?;
+                let stream = within(
+                    "stream information",
+                    jetstream::new(client).get_stream(name),
+                )
+                .await?;
+                Ok::<_, String>(stream.cached_info().clone())
+            };
+            match attempt.await {
+                Ok(info) => return info,
+                Err(error) => assert!(
+                    Instant::now() < deadline,
+                    "stream {name} through node {i}: {error} for {READY_TIMEOUT:?}\n{}",
+                    self.all_logs()
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// The node (0..3) that leads stream `name`, from the stream's information once it has
     /// settled (see [`settled_stream`](Self::settled_stream)): `cluster.leader` names it.
     pub async fn stream_leader(&self, name: &str) -> usize {
