@@ -146,6 +146,17 @@ pub(super) fn error_page(error: AppError) -> Response {
             "Served elsewhere",
             "Your webstore is served by another node now: open the app again in a moment.",
         ),
+        AppError::Service(ServiceError::Moving) => {
+            let mut response = message(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Moving",
+                "Your webstore is being moved to another node: try again in a few seconds.",
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            response
+        }
         AppError::Service(error) => {
             let (status, detail) = match &error {
                 ServiceError::Busy | ServiceError::Throttled { .. } => (

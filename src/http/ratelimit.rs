@@ -7,6 +7,7 @@
 //!
 //! Must not touch: the quotas' arithmetic (`crate::quotas`).
 
+use bytes::Bytes;
 use warp::http::{header, HeaderMap, HeaderName, HeaderValue};
 
 use crate::quotas::{Checked, Quota, Throttled};
@@ -42,8 +43,8 @@ pub fn stamp_refusal(headers: &mut HeaderMap, throttled: &Throttled) {
     );
 }
 
-fn insert_policies(headers: &mut HeaderMap, policies: &str) {
-    if let Ok(value) = HeaderValue::from_str(policies) {
+fn insert_policies(headers: &mut HeaderMap, policies: &Bytes) {
+    if let Ok(value) = HeaderValue::from_maybe_shared(policies.clone()) {
         headers.insert(RATELIMIT_POLICY.clone(), value);
     }
 }

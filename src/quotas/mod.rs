@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use bytes::Bytes;
 use prometheus::{Histogram, IntCounter};
 
 use crate::domain::catalogue::{Catalogue, Webstore};
@@ -68,8 +69,9 @@ pub struct Throttled {
     pub quota: Quota,
     /// Whole seconds until a request of the same kind may succeed (at least 1).
     pub retry_after_secs: u64,
-    /// The webstore's policies, as `policy_field` writes them (the `RateLimit-Policy` field).
-    pub policies: Arc<str>,
+    /// The webstore's policies, as `policy_field` writes them (the `RateLimit-Policy` field;
+    /// shared bytes, so that each answer's field is a reference count, not a copy).
+    pub policies: Bytes,
 }
 
 /// A request its quotas let through: counted against its webstore's concurrency quota
@@ -81,8 +83,9 @@ pub struct Checked {
     pub quota: Quota,
     /// What is left of it.
     pub remaining: Remaining,
-    /// The webstore's policies, as `policy_field` writes them (the `RateLimit-Policy` field).
-    pub policies: Arc<str>,
+    /// The webstore's policies, as `policy_field` writes them (the `RateLimit-Policy` field;
+    /// shared bytes, so that each answer's field is a reference count, not a copy).
+    pub policies: Bytes,
     quotas: Arc<WebstoreQuotas>,
     admission: Arc<Admission>,
     _in_progress: InProgress,
@@ -112,7 +115,7 @@ struct WebstoreQuotas {
     writes: Rate,
     reads: Rate,
     in_progress: Arc<AtomicU32>,
-    policies: Arc<str>,
+    policies: Bytes,
     /// The minute (Unix time / 60) of the last log line about a refusal.
     logged_minute: AtomicU64,
     counted: Counted,
@@ -246,7 +249,7 @@ impl WebstoreQuotas {
             writes,
             reads,
             in_progress: Arc::new(AtomicU32::new(0)),
-            policies: policies.into(),
+            policies: Bytes::from(policies),
             logged_minute: AtomicU64::new(0),
             counted: Counted::of(&webstore.settings.id),
         }
@@ -367,7 +370,7 @@ mod tests {
         quotas.reload(&wider);
         let granted = quotas.check(&webstore, Kind::Write).unwrap();
         assert_eq!(granted.remaining.requests, 4);
-        assert!(granted.policies.starts_with("\"writes\";q=5;w=5, "));
+        assert!(granted.policies.starts_with(b"\"writes\";q=5;w=5, "));
     }
 
     #[tokio::test]

@@ -18,10 +18,12 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use super::serving::Served;
 use super::{Service, ServiceError};
 use crate::domain::catalogue::{Webstore, WebstoreIdx};
 use crate::domain::email::fold;
 use crate::store::codec::SessionRecord;
+use crate::store::StoreError;
 
 /// How long a session lasts without being used.
 pub const IDLE: Duration = Duration::from_secs(12 * 60 * 60);
@@ -128,9 +130,15 @@ impl Service {
         let Some((webstore, _)) = found else {
             return Err(SignInRefused::Wrong);
         };
-        if !self.serving().serves(&webstore.settings.id) {
-            return Err(SignInRefused::ServedElsewhere(webstore.settings.id.clone()));
-        }
+        // A session is a write of the webstore: held until it is durable, so that a move's
+        // freeze waits for it and its last round carries it; refused while frozen.
+        let _write = self
+            .serving()
+            .begin_write(&webstore.settings.id)
+            .map_err(|refused| match refused {
+                Served::Elsewhere => SignInRefused::ServedElsewhere(webstore.settings.id.clone()),
+                Served::Frozen | Served::Here => SignInRefused::Failed(ServiceError::Moving),
+            })?;
         let signed_in = SignedIn {
             session_id: random_token().map_err(SignInRefused::Failed)?,
             form_token: random_token().map_err(SignInRefused::Failed)?,
@@ -164,20 +172,20 @@ impl Service {
     /// again and again cannot grow the sessions without bound.
     fn make_room_for(&self, email: &str, now_ms: i64) -> Result<(), ServiceError> {
         let store = self.registry.store();
-        let mut of_account: Vec<([u8; 32], i64)> = Vec::new();
+        let mut of_account: Vec<([u8; 32], i64, String)> = Vec::new();
         store.for_each_session(&mut |digest, record| {
             if record.email == email && !idle_at(&record, now_ms) {
-                of_account.push((digest, record.last_used_ms));
+                of_account.push((digest, record.last_used_ms, record.webstore_id));
             }
             true
         })?;
         if of_account.len() < SESSIONS_PER_ACCOUNT {
             return Ok(());
         }
-        of_account.sort_unstable_by_key(|(_, last)| *last);
+        of_account.sort_unstable_by_key(|(_, last, _)| *last);
         let surplus = of_account.len() + 1 - SESSIONS_PER_ACCOUNT;
-        for (digest, _) in of_account.into_iter().take(surplus) {
-            drop(store.remove_session(&digest)?);
+        for (digest, _, webstore_id) in of_account.into_iter().take(surplus) {
+            drop(store.remove_session(&webstore_id, &digest)?);
         }
         Ok(())
     }
@@ -210,7 +218,7 @@ impl Service {
         let Some(webstore) = still_valid.filter(|_| !idle_at(&record, now_ms)) else {
             // Ended: idle too long, or its account gone or changed. Not awaited: the next use
             // finds it ended again if the removal is lost.
-            drop(store.remove_session(&digest));
+            drop(store.remove_session(&record.webstore_id, &digest));
             return None;
         };
         if now_ms.saturating_sub(record.last_used_ms) >= TOUCH_EVERY.as_millis() as i64 {
@@ -228,9 +236,15 @@ impl Service {
     }
 
     /// Ends session `session_id` on the server, durably: its cookie opens nothing from now
-    /// on, on this node or any that takes over.
+    /// on, on this node or any that takes over. Refused ([`ServiceError::Moving`]) while its
+    /// webstore is frozen for a move, whose last round may have carried the session already.
     pub async fn producer_sign_out(&self, session_id: &str) -> Result<(), ServiceError> {
-        let written = self.registry.store().remove_session(&digest(session_id))?;
+        let store = self.registry.store();
+        let digest = digest(session_id);
+        let Some(record) = store.session(&digest)? else {
+            return Ok(());
+        };
+        let written = store.remove_session(&record.webstore_id, &digest)?;
         Ok(written.durable().await?)
     }
 
@@ -244,14 +258,21 @@ impl Service {
         let mut idle = Vec::new();
         store.for_each_session(&mut |digest, record| {
             if idle_at(&record, now_ms) {
-                idle.push(digest);
+                idle.push((digest, record.webstore_id));
             }
             true
         })?;
-        for digest in &idle {
-            drop(store.remove_session(digest)?);
+        let mut removed = 0;
+        for (digest, webstore_id) in &idle {
+            match store.remove_session(webstore_id, digest) {
+                Ok(written) => drop(written),
+                // Frozen for a move: pruned by the next sweep, here or on the target.
+                Err(StoreError::Frozen) => continue,
+                Err(error) => return Err(error.into()),
+            }
+            removed += 1;
         }
-        Ok(idle.len())
+        Ok(removed)
     }
 
     /// How many sessions are stored (tests and diagnostics).

@@ -362,15 +362,23 @@ impl Store {
         digest: &[u8; 32],
         record: &SessionRecord,
     ) -> Result<Written, StoreError> {
+        self.not_frozen(&record.webstore_id)?;
         let open = self.open_for_writes()?;
         let mut entry = open.entry();
         self.put(&mut entry, &keys::session(digest), encode(record))?;
         open.commit(entry)
     }
 
-    /// Removes producer session `digest` (even while the disk refuses writes: it ends a
-    /// session and frees space); durable once the answer completes.
-    pub fn remove_session(&self, digest: &[u8; 32]) -> Result<Written, StoreError> {
+    /// Removes producer session `digest` of webstore `webstore_id` (even while the disk
+    /// refuses writes: it ends a session and frees space; not while the webstore is frozen,
+    /// as its move's last round may have carried the session already); durable once the
+    /// answer completes.
+    pub fn remove_session(
+        &self,
+        webstore_id: &str,
+        digest: &[u8; 32],
+    ) -> Result<Written, StoreError> {
+        self.not_frozen(webstore_id)?;
         let open = self.open_even_if_refused()?;
         let mut entry = open.entry();
         self.remove_key(&mut entry, &keys::session(digest))?;

@@ -4,81 +4,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{COOKIE, LOCATION, SET_COOKIE};
-
 use crate::helpers::*;
-
-/// A browser of the app reduced to its cookies, sent to whichever node serves.
-#[derive(Default)]
-struct Cookies(Vec<(String, String)>);
-
-impl Cookies {
-    fn header(&self) -> String {
-        self.0
-            .iter()
-            .map(|(name, value)| format!("{name}={value}"))
-            .collect::<Vec<_>>()
-            .join("; ")
-    }
-
-    fn keep(&mut self, response: &reqwest::Response) {
-        for set in response.headers().get_all(SET_COOKIE) {
-            let pair = set.to_str().unwrap().split(';').next().unwrap();
-            let (name, value) = pair.split_once('=').unwrap();
-            self.0.retain(|(kept, _)| kept != name);
-            self.0.push((name.to_owned(), value.to_owned()));
-        }
-    }
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(30))
-        .build()
-        .unwrap()
-}
-
-/// `GET path` on `app` with `cookies`: the status, the `Location` and the body.
-async fn get(app: &TestApp, cookies: &mut Cookies, path: &str) -> (u16, Option<String>, String) {
-    let response = client()
-        .get(app.url(path))
-        .header(COOKIE, cookies.header())
-        .send()
-        .await
-        .unwrap();
-    cookies.keep(&response);
-    let location = response
-        .headers()
-        .get(LOCATION)
-        .map(|value| value.to_str().unwrap().to_owned());
-    (
-        response.status().as_u16(),
-        location,
-        response.text().await.unwrap(),
-    )
-}
-
-/// A form posted from the app's own page on `app`.
-async fn post(app: &TestApp, cookies: &mut Cookies, path: &str, form: &[(&str, &str)]) -> u16 {
-    let response = client()
-        .post(app.url(path))
-        .header(COOKIE, cookies.header())
-        .header("Origin", app.url("").trim_end_matches('/'))
-        .header("Sec-Fetch-Site", "same-origin")
-        .form(form)
-        .send()
-        .await
-        .unwrap();
-    cookies.keep(&response);
-    response.status().as_u16()
-}
-
-fn form_token(page: &str) -> String {
-    let needle = "name=\"form_token\" value=\"";
-    let start = page.find(needle).expect("a form token") + needle.len();
-    page[start..start + 64].to_owned()
-}
 
 const DAY: &str = "/app/deliveries/2027-01-11";
 
@@ -92,25 +18,8 @@ async fn a_session_survives_a_failover_and_its_sign_out_holds_on_every_node() {
         return;
     };
     let first = group.primary(Duration::from_secs(20)).await;
-    let app = group.app(first);
-    let mut browser = Cookies::default();
-    let (status, _, form) = get(app, &mut browser, "/app/sign_in").await;
-    assert_eq!(status, 200);
-    let token = form_token(&form);
-    let (email, password) = PRODUCER_A;
-    let signed_in = post(
-        app,
-        &mut browser,
-        "/app/sign_in",
-        &[
-            ("email", email),
-            ("password", password),
-            ("form_token", &token),
-        ],
-    )
-    .await;
-    assert_eq!(signed_in, 303);
-    assert_eq!(get(app, &mut browser, DAY).await.0, 200);
+    let mut browser = Visitor::signed_in(group.app(first), PRODUCER_A).await;
+    assert_eq!(browser.get(DAY).await.status, 200);
 
     // Act: the primary dies; the standby takes over.
     group.members[first]
@@ -120,24 +29,21 @@ async fn a_session_survives_a_failover_and_its_sign_out_holds_on_every_node() {
         .crash();
     let second = group.primary(Duration::from_secs(20)).await;
     assert_ne!(second, first);
-    let app = group.app(second);
-    let (status, _, page) = get(app, &mut browser, DAY).await;
+    browser.visit(group.app(second));
+    let page = browser.get(DAY).await;
 
     // Assert: still signed in; then signed out on the new primary, for good.
-    assert_eq!(status, 200, "the session came over with the changelog");
-    let token = form_token(&page);
-    assert_eq!(
-        post(
-            app,
-            &mut browser,
-            "/app/sign_out",
-            &[("form_token", &token)]
-        )
-        .await,
-        303
-    );
-    let (status, location, _) = get(app, &mut browser, DAY).await;
-    assert_eq!((status, location.as_deref()), (303, Some("/app/sign_in")));
+    assert_eq!(page.status, 200, "the session came over with the changelog");
+    let kept_cookies = browser.cookies.clone();
+    let out = browser
+        .post("/app/sign_out", &[("form_token", &page.form_token())])
+        .await;
+    assert_eq!(out.status, 303);
+    // The cookie kept by someone else.
+    let mut thief = Visitor::new(group.app(second));
+    thief.cookies = kept_cookies;
+    let old = thief.get(DAY).await;
+    assert_eq!((old.status, old.location()), (303, Some("/app/sign_in")));
     // The old primary rejoins, catches up, and takes over in turn: the cookie opens
     // nothing there either.
     group.restart(first).await;
@@ -149,6 +55,7 @@ async fn a_session_survives_a_failover_and_its_sign_out_holds_on_every_node() {
         .crash();
     let third = group.primary(Duration::from_secs(30)).await;
     assert_eq!(third, first);
-    let (status, location, _) = get(group.app(third), &mut browser, DAY).await;
-    assert_eq!((status, location.as_deref()), (303, Some("/app/sign_in")));
+    thief.visit(group.app(third));
+    let old = thief.get(DAY).await;
+    assert_eq!((old.status, old.location()), (303, Some("/app/sign_in")));
 }

@@ -7,6 +7,8 @@
 //!   the source released it;
 //! - a freeze called off and written to, then the move run: every write is copied;
 //! - a call-off refused once the webstore was handed over, and a release refused before;
+//! - a producer's sign-in and sign-out refused (503, nothing changed) while the webstore is
+//!   frozen, and its sessions on the target exactly as they were at the freeze;
 //! - a missing or unreadable map or placement file stops the move naming the file, and
 //!   nothing is changed.
 
@@ -419,4 +421,64 @@ async fn a_cut_over_longer_than_max_freeze_is_called_off_and_everything_is_as_be
     // Run with the default bound, the move completes with every write.
     tokio::task::block_in_place(|| move_to_the_end(&deployment, STORE_B));
     assert_moved(&deployment, STORE_B, &store_b(), "x", &log).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sign_ins_and_sign_outs_wait_out_a_freeze_and_the_sessions_move_as_they_were() {
+    let test =
+        "move_safety::sign_ins_and_sign_outs_wait_out_a_freeze_and_the_sessions_move_as_they_were";
+    let Some(deployment) = Deployment::start(test).await else {
+        return;
+    };
+    let one = deployment.one.app();
+    let day = "/app/deliveries/2027-01-11";
+    let mut staying = Visitor::signed_in(one, PRODUCER_A).await;
+    let mut leaving = Visitor::signed_in(one, PRODUCER_A).await;
+    let leaving_token = leaving.get(day).await.form_token();
+    let (status, body) = admin(
+        &deployment.one,
+        reqwest::Method::POST,
+        &format!("/admin/webstores/{STORE_A}/freeze"),
+        vec![],
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // Frozen: a sign-in and a sign-out are refused for a moment, and say so; pages are read.
+    let mut late = Visitor::new(one);
+    let refused = late.sign_in(PRODUCER_A).await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(refused.body.contains("being moved"), "{}", refused.body);
+    assert!(!late.cookies.contains_key("boxsub_session"));
+    let refused = leaving
+        .post("/app/sign_out", &[("form_token", &leaving_token)])
+        .await;
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(leaving.get(day).await.status, 200, "still signed in");
+    assert_eq!(staying.get(day).await.status, 200);
+
+    // Act: the move runs from the freeze to its end.
+    tokio::task::block_in_place(|| move_to_the_end(&deployment, STORE_A));
+
+    // Assert: on the target, both sessions open the day, and a sign-out there holds.
+    let two = deployment.two.node().app();
+    for visitor in [&mut staying, &mut leaving] {
+        visitor.visit(two);
+        assert_eq!(visitor.get(day).await.status, 200, "the session moved");
+    }
+    let token = leaving.get(day).await.form_token();
+    let out = leaving
+        .post("/app/sign_out", &[("form_token", &token)])
+        .await;
+    assert_eq!(out.status, 303);
+    assert_eq!(leaving.get(day).await.location(), Some("/app/sign_in"));
+    assert_eq!(staying.get(day).await.status, 200);
+    late.visit(two);
+    let signed_in = late.sign_in(PRODUCER_A).await;
+    assert_eq!(
+        signed_in.status, 303,
+        "the target signs in: {}",
+        signed_in.body
+    );
 }

@@ -48,6 +48,7 @@ mod receiver;
 mod server;
 mod shards;
 mod skip;
+mod visitor;
 
 pub use assertions::{assert_rfc3339_utc, id_of, SoftAsserts};
 pub use browser::{axe_core_source, Browser, BrowserOptions, Viewport};
@@ -81,3 +82,4 @@ pub use shards::{
     Deployment, Shard, PRODUCER_C, STORE_C, TOKEN,
 };
 pub use skip::skip_or_fail;
+pub use visitor::{Page, Visitor};
