@@ -292,13 +292,7 @@ async fn the_feed_goes_on_from_the_sources_cursor_on_the_target_with_every_event
     // A new write on the target is numbered right after the highest moved event, which
     // its admin listener says it holds.
     let highest = sequence(all.last().expect("events"));
-    let (_, held) = admin(
-        deployment.two.node(),
-        reqwest::Method::GET,
-        &format!("/admin/webstores/{STORE_B}"),
-        vec![],
-    )
-    .await;
+    let held = deployment.two.node().held(STORE_B).await;
     assert_eq!(held["last_event"], highest, "{held}");
     let [customer, _] = customer_and_order(&base, &creds, "after-", 0).await;
     assert_eq!(customer.0, 201, "the target takes writes");

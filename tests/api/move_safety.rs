@@ -105,13 +105,7 @@ async fn assert_moved(
         201,
         "{id} takes writes"
     );
-    let (_, held) = admin(
-        &deployment.one,
-        reqwest::Method::GET,
-        &format!("/admin/webstores/{id}"),
-        vec![],
-    )
-    .await;
+    let held = deployment.one.held(id).await;
     assert_eq!(held["recorded"], "released", "{id} on shard one: {held}");
     assert_eq!(held["customers"], 0, "{held}");
 }
@@ -207,7 +201,6 @@ async fn a_freeze_called_off_and_written_to_is_copied_whole_when_the_move_runs_a
         return;
     };
     let base = deployment.base();
-    let path = format!("/admin/webstores/{STORE_B}");
     let mut log = Vec::new();
     for n in 0..10 {
         let (status, id) = create(&base, &store_b(), "w", n).await;
@@ -215,13 +208,7 @@ async fn a_freeze_called_off_and_written_to_is_copied_whole_when_the_move_runs_a
     }
     // An operator freezes it, calls the move off, and carts write on.
     for step in ["freeze", "call-off"] {
-        let (status, body) = admin(
-            &deployment.one,
-            reqwest::Method::POST,
-            &format!("{path}/{step}"),
-            vec![],
-        )
-        .await;
+        let (status, body) = deployment.one.move_step(STORE_B, step).await;
         assert_eq!(status, 200, "{step}: {body}");
     }
     for n in 10..30 {
@@ -257,12 +244,7 @@ async fn a_call_off_is_refused_once_handed_over_and_a_release_before_it() {
         let (status, id) = create(&base, &store_b(), "h", n).await;
         log.push((Duration::ZERO, status, id));
     }
-    let path = format!("/admin/webstores/{STORE_B}");
-    let post = |step: &str| {
-        let path = format!("{path}/{step}");
-        let node = &deployment.one;
-        async move { admin(node, reqwest::Method::POST, &path, vec![]).await }
-    };
+    let post = |step: &'static str| deployment.one.move_step(STORE_B, step);
     // A release of a webstore that takes writes, or is only frozen: refused, nothing removed.
     let (status, body) = post("release").await;
     assert_eq!(status, 409, "{body}");
@@ -342,13 +324,7 @@ async fn a_missing_or_unreadable_map_or_placement_stops_the_move_and_changes_not
         } else {
             assert_eq!(std::fs::read(&map).unwrap(), map_text);
         }
-        let (_, held) = admin(
-            &deployment.one,
-            reqwest::Method::GET,
-            &format!("/admin/webstores/{STORE_B}"),
-            vec![],
-        )
-        .await;
+        let held = deployment.one.held(STORE_B).await;
         assert_eq!(held["served"], "here", "{held}");
         assert!(held["copy_session"].is_null(), "{held}");
         std::fs::write(&placement, &placement_text).unwrap();
@@ -396,22 +372,10 @@ async fn a_cut_over_longer_than_max_freeze_is_called_off_and_everything_is_as_be
     let (status, id) = create(&base, &store_b(), "x", 10).await;
     assert_eq!(status, 201, "the source takes its writes again");
     log.push((Duration::ZERO, status, id));
-    let (_, held) = admin(
-        &deployment.one,
-        reqwest::Method::GET,
-        &format!("/admin/webstores/{STORE_B}"),
-        vec![],
-    )
-    .await;
+    let held = deployment.one.held(STORE_B).await;
     assert_eq!(held["served"], "here", "{held}");
     assert!(held["recorded"].is_null(), "{held}");
-    let (_, target) = admin(
-        deployment.two.node(),
-        reqwest::Method::GET,
-        &format!("/admin/webstores/{STORE_B}"),
-        vec![],
-    )
-    .await;
+    let target = deployment.two.node().held(STORE_B).await;
     assert_eq!(target["served"], "elsewhere", "{target}");
     let placement = std::fs::read_to_string(deployment.path("placement.json")).unwrap();
     assert!(
@@ -435,13 +399,7 @@ async fn sign_ins_and_sign_outs_wait_out_a_freeze_and_the_sessions_move_as_they_
     let mut staying = Visitor::signed_in(one, PRODUCER_A).await;
     let mut leaving = Visitor::signed_in(one, PRODUCER_A).await;
     let leaving_token = leaving.get(day).await.form_token();
-    let (status, body) = admin(
-        &deployment.one,
-        reqwest::Method::POST,
-        &format!("/admin/webstores/{STORE_A}/freeze"),
-        vec![],
-    )
-    .await;
+    let (status, body) = deployment.one.move_step(STORE_A, "freeze").await;
     assert_eq!(status, 200, "{body}");
 
     // Frozen: a sign-in and a sign-out are refused for a moment, and say so; pages are read.

@@ -120,13 +120,7 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
     assert_each_once(&base, &store_c(), "c", &logs["c"]).await;
     // The source holds nothing of it, and refuses it.
     assert_eq!(deployment.one.store_b_listing().await, 421);
-    let (_, held) = admin(
-        &deployment.one,
-        reqwest::Method::GET,
-        &format!("/admin/webstores/{STORE_B}"),
-        vec![],
-    )
-    .await;
+    let held = deployment.one.held(STORE_B).await;
     assert_eq!(
         (held["customers"].as_u64(), held["orders"].as_u64()),
         (Some(0), Some(0)),
@@ -189,13 +183,7 @@ async fn a_move_interrupted_on_either_side_or_in_the_command_completes_when_run_
     }
     let path = format!("/admin/webstores/{STORE_B}");
     // The command stopped after the freeze: the source refuses the webstore's writes...
-    let (status, _) = admin(
-        &deployment.one,
-        reqwest::Method::POST,
-        &format!("{path}/freeze"),
-        vec![],
-    )
-    .await;
+    let (status, _) = deployment.one.move_step(STORE_B, "freeze").await;
     assert_eq!(status, 200);
     assert_eq!(create(&base, &store_b(), "m", 99).await.0, 503);
     // ...and the source crashed and came back with its command line: still frozen (durable).
@@ -286,12 +274,6 @@ async fn a_move_interrupted_on_either_side_or_in_the_command_completes_when_run_
         .unwrap();
     assert_eq!(response.status(), 401);
     // A shard never takes back a webstore it released.
-    let (status, body) = admin(
-        &deployment.one,
-        reqwest::Method::POST,
-        &format!("{path}/take"),
-        vec![],
-    )
-    .await;
+    let (status, body) = deployment.one.move_step(STORE_B, "take").await;
     assert_eq!(status, 409, "{body}");
 }

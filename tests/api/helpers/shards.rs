@@ -148,6 +148,32 @@ impl ShardNode {
     pub fn api(&self) -> String {
         format!("127.0.0.1:{}", self.app().port)
     }
+
+    /// What this node holds of webstore `id` (`GET /admin/webstores/ID`).
+    pub async fn held(&self, id: &str) -> Value {
+        let (status, held) = admin(
+            self,
+            reqwest::Method::GET,
+            &format!("/admin/webstores/{id}"),
+            vec![],
+        )
+        .await;
+        assert_eq!(status, 200, "what the node holds of {id}: {held}");
+        held
+    }
+
+    /// Step `step` of a move of webstore `id` on this node (`POST /admin/webstores/ID/STEP`,
+    /// without a body: `freeze`, `hand-over`, `take`, `call-off`, `release`…): the status and
+    /// JSON body.
+    pub async fn move_step(&self, id: &str, step: &str) -> (u16, Value) {
+        admin(
+            self,
+            reqwest::Method::POST,
+            &format!("/admin/webstores/{id}/{step}"),
+            vec![],
+        )
+        .await
+    }
 }
 
 /// An admin request to `node`; the status and JSON body.
