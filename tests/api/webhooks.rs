@@ -49,6 +49,19 @@ async fn start(dir: &DataDir, extra: &[&str]) -> TestApp {
     Launch::new().on(dir).args(&args).spawn().await
 }
 
+/// A server (see [`start`]) whose store A has one endpoint, `erp`, at `receiver`, signing
+/// with `secrets`, once its deliveries have started; and its data directory.
+async fn with_erp(receiver: &Receiver, secrets: &[&str], extra: &[&str]) -> (DataDir, TestApp) {
+    let dir = DataDir::with_catalogue(catalogue_with(vec![endpoint(
+        "erp",
+        &receiver.url(),
+        secrets,
+    )]));
+    let app = start(&dir, extra).await;
+    wait_for_endpoint(&app, "erp").await;
+    (dir, app)
+}
+
 /// Waits until endpoint `id`'s deliveries have started (a new endpoint is sent what happens
 /// from then on).
 async fn wait_for_endpoint(app: &TestApp, id: &str) {
@@ -173,13 +186,7 @@ async fn admin_status(app: &TestApp) -> Value {
 async fn deliveries_are_signed_per_standard_webhooks_and_verify_in_python() {
     // Arrange
     let receiver = Receiver::start().await;
-    let dir = DataDir::with_catalogue(catalogue_with(vec![endpoint(
-        "erp",
-        &receiver.url(),
-        &[OLD_SECRET, NEW_SECRET],
-    )]));
-    let app = start(&dir, &[]).await;
-    wait_for_endpoint(&app, "erp").await;
+    let (_dir, app) = with_erp(&receiver, &[OLD_SECRET, NEW_SECRET], &[]).await;
 
     // Act
     let customer_id = three_events(&app, "signed@example.com").await;
@@ -246,13 +253,7 @@ fn with_sequence_changed(mut body: Vec<u8>) -> Vec<u8> {
 async fn a_receiver_down_for_a_while_gets_everything_in_order_once_back() {
     // Arrange
     let mut receiver = Receiver::start().await;
-    let dir = DataDir::with_catalogue(catalogue_with(vec![endpoint(
-        "erp",
-        &receiver.url(),
-        &[OLD_SECRET],
-    )]));
-    let app = start(&dir, &[]).await;
-    wait_for_endpoint(&app, "erp").await;
+    let (_dir, app) = with_erp(&receiver, &[OLD_SECRET], &[]).await;
     receiver.down().await;
 
     // Act
@@ -299,13 +300,7 @@ async fn a_500_is_retried_until_a_2xx() {
     // Arrange
     let receiver = Receiver::start().await;
     receiver.answer_next(&[Answer::Status(500), Answer::Status(502)]);
-    let dir = DataDir::with_catalogue(catalogue_with(vec![endpoint(
-        "erp",
-        &receiver.url(),
-        &[OLD_SECRET],
-    )]));
-    let app = start(&dir, &[]).await;
-    wait_for_endpoint(&app, "erp").await;
+    let (_dir, app) = with_erp(&receiver, &[OLD_SECRET], &[]).await;
 
     // Act
     app.create_customer_ok(&customer_body("retried@example.com"))
@@ -380,13 +375,7 @@ async fn retry_after_of_a_429_or_503_is_honoured() {
     // Arrange
     let receiver = Receiver::start().await;
     receiver.answer_next(&[Answer::RetryAfter(429, 2), Answer::RetryAfter(503, 1)]);
-    let dir = DataDir::with_catalogue(catalogue_with(vec![endpoint(
-        "erp",
-        &receiver.url(),
-        &[OLD_SECRET],
-    )]));
-    let app = start(&dir, &[]).await;
-    wait_for_endpoint(&app, "erp").await;
+    let (_dir, app) = with_erp(&receiver, &[OLD_SECRET], &[]).await;
 
     // Act
     app.create_customer_ok(&customer_body("throttled@example.com"))
@@ -410,13 +399,7 @@ async fn a_410_disables_the_endpoint_until_the_operator_redelivers() {
     // Arrange
     let receiver = Receiver::start().await;
     receiver.answer(Answer::Status(410));
-    let dir = DataDir::with_catalogue(catalogue_with(vec![endpoint(
-        "erp",
-        &receiver.url(),
-        &[OLD_SECRET],
-    )]));
-    let app = start(&dir, &[]).await;
-    wait_for_endpoint(&app, "erp").await;
+    let (dir, app) = with_erp(&receiver, &[OLD_SECRET], &[]).await;
     let before = app.get("/v1/events").await.json()["next"]
         .as_str()
         .unwrap()
@@ -539,13 +522,7 @@ async fn deliveries_pending_at_a_restart_go_on_after_it() {
     // Arrange
     let receiver = Receiver::start().await;
     receiver.answer(Answer::Status(500));
-    let dir = DataDir::with_catalogue(catalogue_with(vec![endpoint(
-        "erp",
-        &receiver.url(),
-        &[OLD_SECRET],
-    )]));
-    let mut app = start(&dir, &[]).await;
-    wait_for_endpoint(&app, "erp").await;
+    let (dir, mut app) = with_erp(&receiver, &[OLD_SECRET], &[]).await;
     three_events(&app, "restart@example.com").await;
     receiver.wait_for_requests(2, WAIT).await;
     let ids: Vec<String> = feed(&app)
@@ -609,13 +586,7 @@ async fn an_endpoint_failing_past_the_give_up_time_is_disabled() {
     // Arrange
     let receiver = Receiver::start().await;
     receiver.answer(Answer::Status(500));
-    let dir = DataDir::with_catalogue(catalogue_with(vec![endpoint(
-        "erp",
-        &receiver.url(),
-        &[OLD_SECRET],
-    )]));
-    let app = start(&dir, &["--webhook-give-up-secs", "1"]).await;
-    wait_for_endpoint(&app, "erp").await;
+    let (_dir, app) = with_erp(&receiver, &[OLD_SECRET], &["--webhook-give-up-secs", "1"]).await;
 
     // Act
     app.create_customer_ok(&customer_body("given-up@example.com"))
