@@ -153,22 +153,6 @@ async fn one_server(
         a_with_b_rps: round(a_with_b.rps(), 0),
         a_errors: a_alone.errors + a_with_b.errors,
     };
-    eprintln!(
-        "noisy neighbour ({name}): B p50/p99 alone {}/{} ms, under A's flood {}/{} ms \
-         ({} orders; a ping beside it {}/{} ms), B errors {}; A {} rps alone, {} rps beside \
-         B, A errors {}",
-        run.b_alone_p50_ms,
-        run.b_alone_p99_ms,
-        run.b_flooded_p50_ms,
-        run.b_flooded_p99_ms,
-        run.b_flooded_requests,
-        run.ping_flooded_p50_ms,
-        run.ping_flooded_p99_ms,
-        run.b_errors,
-        run.a_alone_rps,
-        run.a_with_b_rps,
-        run.a_errors
-    );
     Ok(run)
 }
 
