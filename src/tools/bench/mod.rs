@@ -28,15 +28,18 @@ mod expiry;
 mod large_store;
 pub mod load;
 mod noisy_neighbour;
+mod paced;
 mod report;
 mod scenarios;
 mod servers;
+mod webhook_probe;
 mod webhook_receiver;
 
 pub use day::{day_page, DayPageConfig, DayPageReport, DayRead};
 pub use noisy_neighbour::{NoisyNeighbourReport, NoisyRun};
 pub use report::markdown;
 pub use servers::bare_server;
+pub use webhook_probe::FromAcknowledgement;
 pub use webhook_receiver::{webhook_receiver, ReceiverStats};
 
 use std::path::PathBuf;
@@ -130,6 +133,9 @@ pub struct WebhookReport {
     /// Seconds from the end of the scenario's last run until the receiver stopped getting
     /// deliveries (the endpoint's backlog).
     pub drained_after_s: f64,
+    /// From the acknowledgement of a probe's orders, sent beside the measured runs, to the
+    /// receiver.
+    pub from_acknowledgement: FromAcknowledgement,
 }
 
 /// Keyed creates against a short idempotency time to live: the records kept stay bounded
@@ -379,9 +385,26 @@ async fn run_scenarios(
         // Alternate bare and boxsub runs so that drift of a shared machine hits both.
         let mut bare_runs = Vec::new();
         let mut runs = Vec::new();
+        let mut probed = Vec::new();
         for _ in 0..config.rounds.max(1) {
             bare_runs.push(run_with_cpu(bare_spec.clone(), &bare).await?);
-            runs.push(run_with_cpu(spec.clone(), server).await?);
+            if scenario.target == Target::DurableWithWebhook {
+                let (run, probe) = tokio::join!(
+                    run_with_cpu(spec.clone(), server),
+                    webhook_probe::orders_beside(server.addr, warmup, duration)
+                );
+                runs.push(run?);
+                let (probe_run, acked) = probe?;
+                if probe_run.errors > 0 {
+                    return Err(format!(
+                        "{} of the webhook probe's orders did not get a 201",
+                        probe_run.errors
+                    ));
+                }
+                probed.extend(acked);
+            } else {
+                runs.push(run_with_cpu(spec.clone(), server).await?);
+            }
         }
         bare_runs.push(run_with_cpu(bare_spec.clone(), &bare).await?);
         let cpu_us = |runs: &[(LoadResult, f64)]| {
@@ -394,7 +417,7 @@ async fn run_scenarios(
         let bare_rps = bare_runs.iter().map(LoadResult::rps).sum::<f64>() / bare_runs.len() as f64;
         let combined = combine(runs.into_iter().map(|(run, _)| run).collect());
         let webhook = match (&receiver, scenario.target) {
-            (Some(receiver), Target::DurableWithWebhook) => Some(drained(receiver).await?),
+            (Some(receiver), Target::DurableWithWebhook) => Some(drained(receiver, &probed).await?),
             _ => None,
         };
         let report = ScenarioReport {
@@ -435,7 +458,10 @@ async fn run_scenarios(
 
 /// The receiver's stats once its deliveries stop coming (they stop for a second), and how
 /// long that took; at most two minutes.
-async fn drained(receiver: &Server) -> Result<WebhookReport, String> {
+async fn drained(
+    receiver: &Server,
+    probed: &[webhook_probe::Acked],
+) -> Result<WebhookReport, String> {
     let started = std::time::Instant::now();
     let mut last = webhook_receiver::stats(receiver.addr).await?;
     loop {
@@ -447,9 +473,20 @@ async fn drained(receiver: &Server) -> Result<WebhookReport, String> {
                 "webhook: {} delivered, write to receiver p50 {} ms p99 {} ms, drained {:.1} s after the load",
                 now.received, now.p50_ms, now.p99_ms, drained_after_s
             );
+            let from_acknowledgement =
+                webhook_probe::from_acknowledgement(receiver.addr, probed).await?;
+            eprintln!(
+                "webhook: from acknowledgement to receiver p50 {} ms p99 {} ms ({} of the \
+                 probe's {} orders delivered)",
+                from_acknowledgement.p50_ms,
+                from_acknowledgement.p99_ms,
+                from_acknowledgement.delivered,
+                from_acknowledgement.orders
+            );
             return Ok(WebhookReport {
                 receiver: now,
                 drained_after_s: round(drained_after_s, 1),
+                from_acknowledgement,
             });
         }
         last = now;

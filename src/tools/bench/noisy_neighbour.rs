@@ -9,11 +9,12 @@
 //! Must not touch: the other scenarios; what B may get is a 201, always (never refused).
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
-use super::load::{self, record_since, request, Client, LoadResult, LoadSpec};
+use super::load::{self, request, LoadResult, LoadSpec};
+use super::paced::paced_apart;
 use super::servers::{seed, serve_args_with, unmetered_catalogue, Program, Scratch, Server};
 use super::{round, BenchConfig, SEEDED};
 use crate::domain::catalogue::DEMO_CREDENTIALS;
@@ -195,7 +196,7 @@ async fn paced_b_apart(
 ) -> Result<LoadResult, String> {
     let body = format!(r#"{{"customer_id":{customer},"box_id":801,"frequency":"weekly"}}"#);
     let order = move || request("POST", "/v1/orders", b_credentials(), Some(&body));
-    paced_apart(addr, warmup, duration, order, 201).await
+    paced_apart(addr, B_INTERVAL, warmup, duration, order, 201, |_| {}).await
 }
 
 /// `GET /v1/ping` (no credentials, no quota, no actor, no log: only the HTTP front end and
@@ -206,69 +207,5 @@ async fn paced_ping_apart(
     duration: Duration,
 ) -> Result<LoadResult, String> {
     let ping = || request("GET", "/v1/ping", ("", ""), None);
-    paced_apart(addr, warmup, duration, ping, 204).await
-}
-
-/// [`paced`] on a thread and runtime of its own, so that the latencies are the server's and
-/// not the wait of the client behind A's hundreds of connections in this process's runtime.
-async fn paced_apart(
-    addr: std::net::SocketAddr,
-    warmup: Duration,
-    duration: Duration,
-    make: impl Fn() -> load::Req + Send + 'static,
-    expected: u16,
-) -> Result<LoadResult, String> {
-    let (done, result) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let answer = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| e.to_string())
-            .and_then(|runtime| runtime.block_on(paced(addr, warmup, duration, make, expected)));
-        let _ = done.send(answer);
-    });
-    result
-        .await
-        .map_err(|_| "a paced client's thread ended".to_owned())?
-}
-
-/// One request every [`B_INTERVAL`] on one keep-alive connection, the measured ones after
-/// `warmup`; a request that takes longer than the interval delays the next (never two at
-/// once).
-async fn paced(
-    addr: std::net::SocketAddr,
-    warmup: Duration,
-    duration: Duration,
-    make: impl Fn() -> load::Req,
-    expected: u16,
-) -> Result<LoadResult, String> {
-    let mut client = Client::new(addr)?;
-    let started = Instant::now();
-    let measure_from = started + warmup;
-    let end = measure_from + duration;
-    let mut ticks = tokio::time::interval(B_INTERVAL);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut result = LoadResult::default();
-    while Instant::now() < end {
-        ticks.tick().await;
-        let sent = Instant::now();
-        let answer = client.send(make()).await;
-        if sent < measure_from {
-            continue;
-        }
-        result.requests += 1;
-        match answer {
-            Ok(answer) if answer.status == expected => record_since(&mut result.latencies_us, sent),
-            Ok(answer) => {
-                result.errors += 1;
-                tracing::warn!(status = answer.status, "a paced request got another status");
-            }
-            Err(error) => {
-                result.errors += 1;
-                tracing::warn!(%error, "a paced request failed");
-            }
-        }
-    }
-    result.seconds = duration.as_secs_f64();
-    Ok(result)
+    paced_apart(addr, B_INTERVAL, warmup, duration, ping, 204, |_| {}).await
 }

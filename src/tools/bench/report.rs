@@ -38,13 +38,20 @@ pub fn markdown(report: &BenchReport) -> String {
         if let Some(webhook) = &s.webhook {
             out.push_str(&format!(
                 "\n`{}`: its webhook endpoint got {} deliveries; from write to receiver p50 \
-                 {:.1} ms, p99 {:.1} ms, max {:.1} ms; drained {:.1} s after the load ended.\n",
+                 {:.1} ms, p99 {:.1} ms, max {:.1} ms; drained {:.1} s after the load ended. \
+                 From acknowledgement to receiver (a probe's order every 20 ms beside the \
+                 load, {} of {} delivered): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms.\n",
                 s.name,
                 webhook.receiver.received,
                 webhook.receiver.p50_ms,
                 webhook.receiver.p99_ms,
                 webhook.receiver.max_ms,
-                webhook.drained_after_s
+                webhook.drained_after_s,
+                webhook.from_acknowledgement.delivered,
+                webhook.from_acknowledgement.orders,
+                webhook.from_acknowledgement.p50_ms,
+                webhook.from_acknowledgement.p99_ms,
+                webhook.from_acknowledgement.max_ms
             ));
         }
     }

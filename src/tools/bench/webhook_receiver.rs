@@ -1,14 +1,19 @@
 //! The benchmark's webhook receiver (`boxsub-tools webhook-receiver`): answers every
 //! `POST` with 204 and keeps, for each delivery, the time from its event's `created_at` to
-//! its arrival (an HdrHistogram in microseconds); `GET /stats` answers what it holds as
-//! JSON. The bench drives boxsub with one endpoint pointed here, beside boxsub with none.
+//! its arrival (an HdrHistogram in microseconds), and for each `order.created` the wall-clock
+//! time its first delivery arrived, by order id; `GET /stats` answers the former as JSON,
+//! `POST /arrivals` (a JSON list of order ids) the latter for those orders. The bench drives
+//! boxsub with one endpoint pointed here, beside boxsub with none.
 //!
 //! `created_at` is taken when the write is made, a little before it is durable and
-//! acknowledged, so the latency counted here is the delivery's from acknowledgement plus
-//! the write's own commit wait: an upper bound of the former.
+//! acknowledged, so the latency counted from it is the delivery's from acknowledgement plus
+//! the write's own commit wait: an upper bound of the former. The arrivals give the
+//! latency from acknowledgement itself, matched with the times a probe's orders were
+//! acknowledged (`super::webhook_probe`).
 //!
 //! Must not touch: boxsub's servers (it is one of the bench's own).
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use hdrhistogram::Histogram;
@@ -30,7 +35,19 @@ pub struct ReceiverStats {
 #[derive(Deserialize)]
 struct EventHead<'a> {
     created_at: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    data: ResourceId,
 }
+
+#[derive(Deserialize)]
+struct ResourceId {
+    id: u64,
+}
+
+/// Orders whose arrival is kept, at most: a bound on the receiver's memory (16 bytes an
+/// order) well past the longest benchmark run.
+const ARRIVALS_KEPT: usize = 20_000_000;
 
 /// Serves on `addr` until SIGTERM; prints `listening on http://ADDR` when ready.
 pub async fn webhook_receiver(addr: &str) -> Result<(), String> {
@@ -42,20 +59,41 @@ pub async fn webhook_receiver(addr: &str) -> Result<(), String> {
     let latencies = Arc::new(Mutex::new(
         Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).map_err(|e| e.to_string())?,
     ));
+    let arrivals: Arc<Mutex<HashMap<u64, i64>>> = Arc::default();
     let received = latencies.clone();
+    let arrived = arrivals.clone();
     let deliveries = warp::post()
+        .and(warp::path("hooks"))
         .and(warp::body::bytes())
         .map(move |body: bytes::Bytes| {
-            let now = jiff::Timestamp::now();
-            let waited = serde_json::from_slice::<EventHead<'_>>(&body)
-                .ok()
-                .and_then(|head| head.created_at.parse::<jiff::Timestamp>().ok())
-                .map(|at| (now.as_microsecond() - at.as_microsecond()).max(1) as u64);
-            if let Some(waited) = waited {
+            let now = jiff::Timestamp::now().as_microsecond();
+            let Ok(head) = serde_json::from_slice::<EventHead<'_>>(&body) else {
+                return warp::http::StatusCode::NO_CONTENT;
+            };
+            if let Ok(at) = head.created_at.parse::<jiff::Timestamp>() {
+                let waited = (now - at.as_microsecond()).max(1) as u64;
                 let mut histogram = received.lock().unwrap_or_else(|e| e.into_inner());
                 let _ = histogram.record(waited.min(600_000_000));
             }
+            if head.kind == "order.created" {
+                let mut arrived = arrived.lock().unwrap_or_else(|e| e.into_inner());
+                if arrived.len() < ARRIVALS_KEPT {
+                    // A redelivery keeps the first arrival.
+                    arrived.entry(head.data.id).or_insert(now);
+                }
+            }
             warp::http::StatusCode::NO_CONTENT
+        });
+    let asked = warp::post()
+        .and(warp::path("arrivals"))
+        .and(warp::body::json())
+        .map(move |orders: Vec<u64>| {
+            let arrived = arrivals.lock().unwrap_or_else(|e| e.into_inner());
+            let answer: Vec<Option<i64>> = orders
+                .iter()
+                .map(|order| arrived.get(order).copied())
+                .collect();
+            warp::reply::json(&answer)
         });
     let stats = warp::get().and(warp::path("stats")).map(move || {
         let histogram = latencies.lock().unwrap_or_else(|e| e.into_inner());
@@ -68,7 +106,7 @@ pub async fn webhook_receiver(addr: &str) -> Result<(), String> {
         })
     });
     println!("listening on http://{local}");
-    warp::serve(deliveries.or(stats))
+    warp::serve(deliveries.or(asked).or(stats))
         .incoming(listener)
         .graceful(crate::startup::shutdown_signal())
         .run()
@@ -86,6 +124,26 @@ pub(super) async fn stats(addr: std::net::SocketAddr) -> Result<ReceiverStats, S
         .await
         .map_err(|e| format!("the webhook receiver's stats: {e}"))?;
     serde_json::from_slice(&body).map_err(|e| format!("the webhook receiver's stats: {e}"))
+}
+
+/// When the first delivery of each of `orders`' `order.created` reached the receiver at
+/// `addr`, in Unix microseconds (`None` for one that has not).
+pub(super) async fn arrivals(
+    addr: std::net::SocketAddr,
+    orders: &[u64],
+) -> Result<Vec<Option<i64>>, String> {
+    let answer = reqwest::Client::new()
+        .post(format!("http://{addr}/arrivals"))
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(orders).map_err(|e| e.to_string())?)
+        .send()
+        .await
+        .map_err(|e| format!("the webhook receiver's arrivals: {e}"))?;
+    let body = answer
+        .bytes()
+        .await
+        .map_err(|e| format!("the webhook receiver's arrivals: {e}"))?;
+    serde_json::from_slice(&body).map_err(|e| format!("the webhook receiver's arrivals: {e}"))
 }
 
 /// `catalogue` with one webhook endpoint on its first webstore, sent every type, pointed at
