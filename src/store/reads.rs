@@ -16,6 +16,10 @@ use crate::domain::order::Order;
 use crate::domain::ownership::Ownership;
 use crate::domain::schedule::{Frequency, Schedule};
 
+/// Sequence numbers of events a bounded read of them covers at a time (see
+/// [`Store::for_each_event`]).
+const EVENT_WINDOW: u64 = 128;
+
 /// Visits one stored record (key, value): whether to go on, or why it does not decode.
 type RecordVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, CodecError> + 'a;
 
@@ -397,7 +401,42 @@ impl Store {
     /// Calls `visit` with each of `webstore_id`'s events after sequence number `after` and up
     /// to `through`, in order, until it returns false; the first that does not decode is an
     /// error naming its key.
+    ///
+    /// A bounded range is read [`EVENT_WINDOW`] sequence numbers at a time: a range read
+    /// copies the waiting puts it covers first (see `pending`), and a reader that wants the
+    /// next event or a page of them (a webhook endpoint, the feed) from far behind must not
+    /// copy all of a flood's waiting events for each one. `u64::MAX` reads to the last
+    /// event in one range (exports and sweeps, which read them all).
     pub fn for_each_event(
+        &self,
+        webstore_id: &str,
+        after: u64,
+        through: u64,
+        visit: &mut dyn FnMut(u64, EventRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        if through == u64::MAX {
+            return self.for_each_event_between(webstore_id, after, through, visit);
+        }
+        let mut window_after = after;
+        let mut going = true;
+        while going && window_after < through {
+            let window_through = window_after.saturating_add(EVENT_WINDOW).min(through);
+            self.for_each_event_between(
+                webstore_id,
+                window_after,
+                window_through,
+                &mut |sequence, record| {
+                    going = visit(sequence, record);
+                    going
+                },
+            )?;
+            window_after = window_through;
+        }
+        Ok(())
+    }
+
+    /// [`Store::for_each_event`] in one range read.
+    fn for_each_event_between(
         &self,
         webstore_id: &str,
         after: u64,

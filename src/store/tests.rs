@@ -1,6 +1,6 @@
 //! The store's own tests: no write lands after `close`, records and indexes survive a
 //! reopening, an unreadable record is an error naming its key, a data directory that is a
-//! file is refused with its path.
+//! file is refused with its path, a range of events reads the same across its windows.
 
 use super::*;
 use crate::domain::catalogue::WebstoreIdx;
@@ -531,4 +531,62 @@ fn a_replay_after_a_crash_in_mid_checkpoint_packs_no_order_twice() {
         })
         .unwrap();
     assert_eq!(entries, vec![(1, 100, true), (1, 132, true)]);
+}
+
+/// An event record for the window tests (its content does not matter).
+fn event_record(sequence: u64) -> codec::EventRecord {
+    codec::EventRecord {
+        event_type: "order.created".into(),
+        created_at_ms: sequence as i64,
+        json: format!("{{\"sequence\":{sequence}}}").into_bytes(),
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// `for_each_event` reads a bounded range window by window: whatever the range, the gaps
+    /// and where the visitor stops, it visits exactly the webstore's events in the range, in
+    /// order, as one read of it all would, and never another webstore's.
+    #[test]
+    fn events_read_window_by_window_are_the_range_in_order(
+        present in proptest::collection::btree_set(1u64..700, 0..400),
+        after in 0u64..700,
+        span in 0u64..700,
+        stop_after in 1usize..500,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(dir.path());
+        let mut batch = WriteBatch::default();
+        for &sequence in &present {
+            add_event_record(&mut batch, "shop", sequence, &event_record(sequence));
+            add_event_record(&mut batch, "shop-2", sequence, &event_record(sequence + 1));
+        }
+        store.apply(batch).unwrap();
+        let through = after + span;
+        let expected: Vec<u64> = present
+            .iter()
+            .copied()
+            .filter(|&sequence| sequence > after && sequence <= through)
+            .take(stop_after)
+            .collect();
+        let mut visited = Vec::new();
+        store
+            .for_each_event("shop", after, through, &mut |sequence, record| {
+                assert_eq!(record, event_record(sequence), "shop's own event");
+                visited.push(sequence);
+                visited.len() < stop_after
+            })
+            .unwrap();
+        proptest::prop_assert_eq!(visited, expected);
+        let mut all = Vec::new();
+        store
+            .for_each_event("shop", after, u64::MAX, &mut |sequence, _| {
+                all.push(sequence);
+                true
+            })
+            .unwrap();
+        let expected_all: Vec<u64> = present.range(after + 1..).copied().collect();
+        proptest::prop_assert_eq!(all, expected_all);
+    }
 }
