@@ -11,7 +11,12 @@
 //!
 //! This file owns the supervisor: it starts a task for each endpoint of each webstore
 //! served here, and stops those whose endpoint or webstore went away (a catalogue reload, a
-//! move).
+//! move). They all run on a thread of their own, `boxsub-webhooks`, with a runtime of its
+//! own, at a lower scheduling priority than the API's threads (nice [`DELIVERY_NICENESS`]):
+//! a delivery is a request and an answer between two processes, costing the host as much
+//! as an order does, and when the host is saturated the API's requests go first while
+//! deliveries fall behind and catch up when it is not (`boxsub_webhook_oldest_undelivered_
+//! seconds` shows how far behind).
 //!
 //! Must not touch: the API's requests (nothing here delays one), the events' numbering.
 
@@ -29,6 +34,14 @@ use crate::service::Service;
 
 /// How often the supervisor compares the tasks with the catalogue and what this node serves.
 const SUPERVISE_EVERY: Duration = Duration::from_millis(500);
+
+/// The deliveries thread's niceness: under contention the kernel gives it about a tenth of
+/// what a thread of the API gets (weight 110 against 1024), and all it wants when the CPU
+/// is otherwise idle.
+pub const DELIVERY_NICENESS: i32 = 10;
+
+/// The deliveries thread's name (as `/proc/PID/task/TID/comm` shows it).
+pub const DELIVERY_THREAD: &str = "boxsub-webhooks";
 
 /// How deliveries are made and retried.
 #[derive(Debug, Clone, Copy)]
@@ -53,23 +66,65 @@ impl Default for WebhookSettings {
 
 /// The deliveries of every endpoint served here; stopped when dropped.
 pub struct Webhooks {
-    supervisor: tokio::task::JoinHandle<()>,
+    /// Dropped to stop the deliveries thread's runtime, and with it every task on it.
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 impl Webhooks {
-    /// Starts the deliveries of `service`'s webstores.
+    /// Starts the deliveries of `service`'s webstores on their own thread. Without one (the
+    /// host out of threads) none are made here until the next start: their positions are
+    /// stored, so nothing is lost, only later.
     pub fn start(service: Arc<Service>, settings: WebhookSettings) -> Webhooks {
-        Webhooks {
-            supervisor: tokio::spawn(supervise(service, settings)),
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let spawned = std::thread::Builder::new()
+            .name(DELIVERY_THREAD.to_owned())
+            .spawn(move || deliveries_thread(service, settings, stopped));
+        if let Err(error) = spawned {
+            tracing::error!(%error, "no thread for webhook deliveries: none are made until a restart");
         }
+        Webhooks { _stop: stop }
     }
 }
 
-impl Drop for Webhooks {
-    fn drop(&mut self) {
-        // Aborting the supervisor drops its task set, which aborts every endpoint's task.
-        self.supervisor.abort();
+/// The deliveries thread: lowers its own priority, runs the supervisor on a runtime of its
+/// own until `stopped` (the `Webhooks` dropped), then drops the runtime and every task on
+/// it, without waiting for one.
+fn deliveries_thread(
+    service: Arc<Service>,
+    settings: WebhookSettings,
+    stopped: tokio::sync::oneshot::Receiver<()>,
+) {
+    if let Err(error) = lower_priority() {
+        tracing::warn!(
+            ?error,
+            "the webhook deliveries thread keeps the API's priority"
+        );
     }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "no runtime for webhook deliveries: none are made here");
+            return;
+        }
+    };
+    runtime.spawn(supervise(service, settings));
+    runtime.block_on(async {
+        let _ = stopped.await;
+    });
+    runtime.shutdown_background();
+}
+
+/// Sets this thread's niceness to [`DELIVERY_NICENESS`].
+fn lower_priority() -> Result<(), thread_priority::Error> {
+    use thread_priority::{ThreadPriority, ThreadPriorityValue};
+    // The crate maps its 0..=99 onto niceness 19..=-20, rounding down: 22 is niceness 10
+    // (the deliveries test reads it back from /proc).
+    let value = ThreadPriorityValue::try_from(22u8)
+        .map_err(|_| thread_priority::Error::Priority("22 is out of range"))?;
+    thread_priority::set_current_thread_priority(ThreadPriority::Crossplatform(value))
 }
 
 /// Endpoint tasks by webstore and endpoint id; aborted when dropped.

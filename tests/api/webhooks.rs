@@ -653,3 +653,48 @@ fn webhook_secret_prints_a_new_secret_and_check_catalogue_names_webhook_problems
         assert!(said.contains(expected), "{expected} missing from {said}");
     }
 }
+
+/// The niceness of each thread of process `pid` named `name`.
+fn niceness_of_threads(pid: u32, name: &str) -> Vec<i64> {
+    let mut found = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .flatten()
+    {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        // After the command's closing parenthesis: state is field 3, nice field 19.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        found.push(fields[16].parse().unwrap());
+    }
+    found
+}
+
+#[tokio::test]
+async fn deliveries_run_on_a_thread_of_their_own_below_the_apis_priority() {
+    // Arrange
+    let receiver = Receiver::start().await;
+    let (_dir, app) = with_erp(&receiver, &[OLD_SECRET], &[]).await;
+
+    // Act: a delivery made.
+    app.create_customer_ok(&customer_body("niced@example.com"))
+        .await;
+    receiver.wait_for_delivered(1, WAIT).await;
+
+    // Assert: one deliveries thread, at niceness 10; the API's workers at 0.
+    let pid = app.pid();
+    assert_eq!(niceness_of_threads(pid, "boxsub-webhooks"), [10]);
+    let workers = niceness_of_threads(pid, "tokio-rt-worker");
+    assert!(
+        !workers.is_empty(),
+        "the API's runtime workers are named so"
+    );
+    assert!(workers.iter().all(|&nice| nice == 0), "{workers:?}");
+}

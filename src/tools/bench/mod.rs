@@ -130,8 +130,9 @@ pub struct ScenarioReport {
 pub struct WebhookReport {
     /// What the receiver got over the whole scenario (its warm-ups included).
     pub receiver: ReceiverStats,
-    /// Seconds from the end of the scenario's last run until the receiver stopped getting
-    /// deliveries (the endpoint's backlog).
+    /// Seconds from the end of a run until the receiver stopped getting deliveries (the
+    /// endpoint's backlog), the longest of the scenario's runs: each is drained before the
+    /// next bare run, and the server's CPU meanwhile counts with the run's requests.
     pub drained_after_s: f64,
     /// From the acknowledgement of a probe's orders, sent beside the measured runs, to the
     /// receiver.
@@ -386,24 +387,32 @@ async fn run_scenarios(
         let mut bare_runs = Vec::new();
         let mut runs = Vec::new();
         let mut probed = Vec::new();
+        let mut drains = Vec::new();
         for _ in 0..config.rounds.max(1) {
             bare_runs.push(run_with_cpu(bare_spec.clone(), &bare).await?);
-            if scenario.target == Target::DurableWithWebhook {
-                let (run, probe) = tokio::join!(
-                    run_with_cpu(spec.clone(), server),
-                    webhook_probe::orders_beside(server.addr, warmup, duration)
-                );
-                runs.push(run?);
-                let (probe_run, acked) = probe?;
-                if probe_run.errors > 0 {
-                    return Err(format!(
-                        "{} of the webhook probe's orders did not get a 201",
-                        probe_run.errors
-                    ));
+            match (&receiver, scenario.target) {
+                (Some(receiver), Target::DurableWithWebhook) => {
+                    let (run, probe) = tokio::join!(
+                        run_with_cpu(spec.clone(), server),
+                        webhook_probe::orders_beside(server.addr, warmup, duration)
+                    );
+                    let (run, mut cpu) = run?;
+                    let (probe_run, acked) = probe?;
+                    if probe_run.errors > 0 {
+                        return Err(format!(
+                            "{} of the webhook probe's orders did not get a 201",
+                            probe_run.errors
+                        ));
+                    }
+                    probed.extend(acked);
+                    // The endpoint's backlog is delivered before the next bare run (which it
+                    // would slow), and what delivering it costs counts with the run's orders.
+                    let before = server.cpu_seconds();
+                    drains.push(drained(receiver).await?);
+                    cpu += server.cpu_seconds() - before;
+                    runs.push((run, cpu));
                 }
-                probed.extend(acked);
-            } else {
-                runs.push(run_with_cpu(spec.clone(), server).await?);
+                _ => runs.push(run_with_cpu(spec.clone(), server).await?),
             }
         }
         bare_runs.push(run_with_cpu(bare_spec.clone(), &bare).await?);
@@ -416,8 +425,24 @@ async fn run_scenarios(
         let bare_runs: Vec<LoadResult> = bare_runs.into_iter().map(|(run, _)| run).collect();
         let bare_rps = bare_runs.iter().map(LoadResult::rps).sum::<f64>() / bare_runs.len() as f64;
         let combined = combine(runs.into_iter().map(|(run, _)| run).collect());
-        let webhook = match (&receiver, scenario.target) {
-            (Some(receiver), Target::DurableWithWebhook) => Some(drained(receiver, &probed).await?),
+        let webhook = match (&receiver, drains.last()) {
+            (Some(receiver), Some((stats, _))) => {
+                let from_acknowledgement =
+                    webhook_probe::from_acknowledgement(receiver.addr, &probed).await?;
+                eprintln!(
+                    "webhook: from acknowledgement to receiver p50 {} ms p99 {} ms ({} of the \
+                     probe's {} orders delivered)",
+                    from_acknowledgement.p50_ms,
+                    from_acknowledgement.p99_ms,
+                    from_acknowledgement.delivered,
+                    from_acknowledgement.orders
+                );
+                Some(WebhookReport {
+                    receiver: stats.clone(),
+                    drained_after_s: drains.iter().map(|(_, after)| *after).fold(0.0, f64::max),
+                    from_acknowledgement,
+                })
+            }
             _ => None,
         };
         let report = ScenarioReport {
@@ -457,37 +482,20 @@ async fn run_scenarios(
 }
 
 /// The receiver's stats once its deliveries stop coming (they stop for a second), and how
-/// long that took; at most two minutes.
-async fn drained(
-    receiver: &Server,
-    probed: &[webhook_probe::Acked],
-) -> Result<WebhookReport, String> {
+/// many seconds after the call that was; at most two minutes.
+async fn drained(receiver: &Server) -> Result<(ReceiverStats, f64), String> {
     let started = std::time::Instant::now();
     let mut last = webhook_receiver::stats(receiver.addr).await?;
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let now = webhook_receiver::stats(receiver.addr).await?;
         if now.received == last.received || started.elapsed() > Duration::from_secs(120) {
-            let drained_after_s = (started.elapsed().as_secs_f64() - 1.0).max(0.0);
+            let drained_after_s = round((started.elapsed().as_secs_f64() - 1.0).max(0.0), 1);
             eprintln!(
-                "webhook: {} delivered, write to receiver p50 {} ms p99 {} ms, drained {:.1} s after the load",
+                "webhook: {} delivered, write to receiver p50 {} ms p99 {} ms, drained {:.1} s after the run",
                 now.received, now.p50_ms, now.p99_ms, drained_after_s
             );
-            let from_acknowledgement =
-                webhook_probe::from_acknowledgement(receiver.addr, probed).await?;
-            eprintln!(
-                "webhook: from acknowledgement to receiver p50 {} ms p99 {} ms ({} of the \
-                 probe's {} orders delivered)",
-                from_acknowledgement.p50_ms,
-                from_acknowledgement.p99_ms,
-                from_acknowledgement.delivered,
-                from_acknowledgement.orders
-            );
-            return Ok(WebhookReport {
-                receiver: now,
-                drained_after_s: round(drained_after_s, 1),
-                from_acknowledgement,
-            });
+            return Ok((now, drained_after_s));
         }
         last = now;
     }

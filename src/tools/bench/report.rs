@@ -38,7 +38,7 @@ pub fn markdown(report: &BenchReport) -> String {
         if let Some(webhook) = &s.webhook {
             out.push_str(&format!(
                 "\n`{}`: its webhook endpoint got {} deliveries; from write to receiver p50 \
-                 {:.1} ms, p99 {:.1} ms, max {:.1} ms; drained {:.1} s after the load ended. \
+                 {:.1} ms, p99 {:.1} ms, max {:.1} ms; each run's backlog drained within {:.1} s after it. \
                  From acknowledgement to receiver (a probe's order every 20 ms beside the \
                  load, {} of {} delivered): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms.\n",
                 s.name,
