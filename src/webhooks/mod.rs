@@ -117,8 +117,9 @@ fn deliveries_thread(
     runtime.shutdown_background();
 }
 
-/// Sets this thread's niceness to [`DELIVERY_NICENESS`].
-fn lower_priority() -> Result<(), thread_priority::Error> {
+/// Sets the calling thread's niceness to [`DELIVERY_NICENESS`] (threads it starts after
+/// inherit it).
+pub fn lower_priority() -> Result<(), thread_priority::Error> {
     use thread_priority::{ThreadPriority, ThreadPriorityValue};
     // The crate maps its 0..=99 onto niceness 19..=-20, rounding down: 22 is niceness 10
     // (the deliveries test reads it back from /proc).

@@ -49,8 +49,33 @@ struct ResourceId {
 /// order) well past the longest benchmark run.
 const ARRIVALS_KEPT: usize = 20_000_000;
 
-/// Serves on `addr` until SIGTERM; prints `listening on http://ADDR` when ready.
+/// Serves on `addr` until SIGTERM; prints `listening on http://ADDR` when ready. It runs on
+/// a thread and runtime of its own at boxsub's deliveries' niceness: it stands in for a
+/// system on another host, and must not take from the CPU the server's API threads want
+/// more than a delivery's other end would.
 pub async fn webhook_receiver(addr: &str) -> Result<(), String> {
+    let addr = addr.to_owned();
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("receiver".to_owned())
+        .spawn(move || {
+            if let Err(error) = crate::webhooks::lower_priority() {
+                eprintln!("the receiver keeps its priority: {error:?}");
+            }
+            let answer = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())
+                .and_then(|runtime| runtime.block_on(serve(&addr)));
+            let _ = done.send(answer);
+        })
+        .map_err(|e| format!("the receiver's thread: {e}"))?;
+    result
+        .await
+        .map_err(|_| "the receiver's thread ended".to_owned())?
+}
+
+async fn serve(addr: &str) -> Result<(), String> {
     use warp::Filter;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
