@@ -13,10 +13,9 @@
 //! served here, and stops those whose endpoint or webstore went away (a catalogue reload, a
 //! move). They all run on a thread of their own, `boxsub-webhooks`, with a runtime of its
 //! own, at a lower scheduling priority than the API's threads (nice [`DELIVERY_NICENESS`]):
-//! a delivery is a request and an answer between two processes, costing the host as much
-//! as an order does, and when the host is saturated the API's requests go first while
-//! deliveries fall behind and catch up when it is not (`boxsub_webhook_oldest_undelivered_
-//! seconds` shows how far behind).
+//! a delivery is a request and an answer between two processes, and when the host's CPU is
+//! saturated the kernel favours the API's threads; an endpoint behind a flood catches up
+//! when it eases (`boxsub_webhook_oldest_undelivered_seconds` shows how far behind).
 //!
 //! Must not touch: the API's requests (nothing here delays one), the events' numbering.
 
