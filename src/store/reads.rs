@@ -402,7 +402,7 @@ impl Store {
     /// to `through`, in order, until it returns false; the first that does not decode is an
     /// error naming its key.
     ///
-    /// A bounded range is read [`EVENT_WINDOW`] sequence numbers at a time: a range read
+    /// A bounded range is read `EVENT_WINDOW` (128) sequence numbers at a time: a range read
     /// copies the waiting puts it covers first (see `pending`), and a reader that wants the
     /// next event or a page of them (a webhook endpoint, the feed) from far behind must not
     /// copy all of a flood's waiting events for each one. `u64::MAX` reads to the last
