@@ -12,7 +12,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use super::load::{request, Answer, LoadResult};
@@ -84,13 +83,13 @@ pub(super) async fn from_acknowledgement(
 ) -> Result<FromAcknowledgement, String> {
     let orders: Vec<u64> = acked.iter().map(|acked| acked.order).collect();
     let arrivals = webhook_receiver::arrivals(receiver, &orders).await?;
-    let mut latencies =
-        Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).map_err(|e| e.to_string())?;
+    let mut latencies = webhook_receiver::delivery_histogram();
     for (acked, arrival) in acked.iter().zip(arrivals) {
         if let Some(arrived_us) = arrival {
-            // The receiver's clock is this machine's: one clock on both sides.
+            // The receiver's clock is this machine's: one clock on both sides. A delivery
+            // that arrived before the 201 was read counts as 1 µs.
             let waited = (arrived_us - acked.at_us).max(1) as u64;
-            latencies.saturating_record(waited.min(600_000_000));
+            latencies.saturating_record(waited.min(webhook_receiver::LONGEST_US));
         }
     }
     let ms = |micros: u64| round(micros as f64 / 1000.0, 3);

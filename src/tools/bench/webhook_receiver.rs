@@ -45,6 +45,14 @@ struct ResourceId {
     id: u64,
 }
 
+/// The longest delivery latency recorded, µs (ten minutes): longer ones count as this.
+pub(super) const LONGEST_US: u64 = 600_000_000;
+
+/// An empty histogram of delivery latencies in µs, 1 µs to [`LONGEST_US`], 3 digits.
+pub(super) fn delivery_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LONGEST_US, 3).expect("constant histogram bounds are valid")
+}
+
 /// Orders whose arrival is kept, at most: a bound on the receiver's memory (16 bytes an
 /// order) well past the longest benchmark run.
 const ARRIVALS_KEPT: usize = 20_000_000;
@@ -81,9 +89,7 @@ async fn serve(addr: &str) -> Result<(), String> {
         .await
         .map_err(|e| format!("binding {addr}: {e}"))?;
     let local = listener.local_addr().map_err(|e| e.to_string())?;
-    let latencies = Arc::new(Mutex::new(
-        Histogram::<u64>::new_with_bounds(1, 600_000_000, 3).map_err(|e| e.to_string())?,
-    ));
+    let latencies = Arc::new(Mutex::new(delivery_histogram()));
     let arrivals: Arc<Mutex<HashMap<u64, i64>>> = Arc::default();
     let received = latencies.clone();
     let arrived = arrivals.clone();
@@ -98,7 +104,7 @@ async fn serve(addr: &str) -> Result<(), String> {
             if let Ok(at) = head.created_at.parse::<jiff::Timestamp>() {
                 let waited = (now - at.as_microsecond()).max(1) as u64;
                 let mut histogram = received.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = histogram.record(waited.min(600_000_000));
+                histogram.saturating_record(waited.min(LONGEST_US));
             }
             if head.kind == "order.created" {
                 let mut arrived = arrived.lock().unwrap_or_else(|e| e.into_inner());
@@ -141,14 +147,8 @@ async fn serve(addr: &str) -> Result<(), String> {
 
 /// The receiver's stats at `addr`.
 pub(super) async fn stats(addr: std::net::SocketAddr) -> Result<ReceiverStats, String> {
-    let answer = reqwest::get(format!("http://{addr}/stats"))
-        .await
-        .map_err(|e| format!("the webhook receiver's stats: {e}"))?;
-    let body = answer
-        .bytes()
-        .await
-        .map_err(|e| format!("the webhook receiver's stats: {e}"))?;
-    serde_json::from_slice(&body).map_err(|e| format!("the webhook receiver's stats: {e}"))
+    let request = reqwest::Client::new().get(format!("http://{addr}/stats"));
+    ask(request, "the webhook receiver's stats").await
 }
 
 /// When the first delivery of each of `orders`' `order.created` reached the receiver at
@@ -157,18 +157,21 @@ pub(super) async fn arrivals(
     addr: std::net::SocketAddr,
     orders: &[u64],
 ) -> Result<Vec<Option<i64>>, String> {
-    let answer = reqwest::Client::new()
+    let request = reqwest::Client::new()
         .post(format!("http://{addr}/arrivals"))
         .header("content-type", "application/json")
-        .body(serde_json::to_vec(orders).map_err(|e| e.to_string())?)
-        .send()
-        .await
-        .map_err(|e| format!("the webhook receiver's arrivals: {e}"))?;
-    let body = answer
-        .bytes()
-        .await
-        .map_err(|e| format!("the webhook receiver's arrivals: {e}"))?;
-    serde_json::from_slice(&body).map_err(|e| format!("the webhook receiver's arrivals: {e}"))
+        .body(serde_json::to_vec(orders).map_err(|e| e.to_string())?);
+    ask(request, "the webhook receiver's arrivals").await
+}
+
+/// `request`'s JSON answer, its failures said with `what`.
+async fn ask<T: serde::de::DeserializeOwned>(
+    request: reqwest::RequestBuilder,
+    what: &str,
+) -> Result<T, String> {
+    let answer = request.send().await.map_err(|e| format!("{what}: {e}"))?;
+    let body = answer.bytes().await.map_err(|e| format!("{what}: {e}"))?;
+    serde_json::from_slice(&body).map_err(|e| format!("{what}: {e}"))
 }
 
 /// `catalogue` with one webhook endpoint on its first webstore, sent every type, pointed at
