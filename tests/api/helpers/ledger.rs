@@ -734,15 +734,7 @@ fn customer_matches(sent: &Sent, store: Store, stored: &Value) -> Result<(), Str
             wrong.push(format!("address.{field}"));
         }
     }
-    if wrong.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "a customer that got no answer is there but not as sent (differs in {wrong:?}):\n  \
-             sent:   {}\n  stored: {stored}",
-            sent.describe()
-        ))
-    }
+    as_sent("a customer", &wrong, sent, stored)
 }
 
 /// Whether a stored order is exactly what `sent` asked for.
@@ -759,15 +751,24 @@ fn order_matches(sent: &Sent, stored: &Value) -> Result<(), String> {
     .into_iter()
     .filter(|field| stored[*field] != sent.body[*field])
     .collect();
+    as_sent("an order", &wrong, sent, stored)
+}
+
+/// `Ok` if no field of a record that got no answer is `wrong`, else what differs.
+fn as_sent<S: std::fmt::Debug>(
+    what: &str,
+    wrong: &[S],
+    sent: &Sent,
+    stored: &Value,
+) -> Result<(), String> {
     if wrong.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "an order that got no answer is there but not as sent (differs in {wrong:?}):\n  \
-             sent:   {}\n  stored: {stored}",
-            sent.describe()
-        ))
+        return Ok(());
     }
+    Err(format!(
+        "{what} that got no answer is there but not as sent (differs in {wrong:?}):\n  \
+         sent:   {}\n  stored: {stored}",
+        sent.describe()
+    ))
 }
 
 /// The marker of a stored order, read back from its extras' quantities.
