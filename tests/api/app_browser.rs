@@ -398,10 +398,9 @@ async fn page_text(browser: &Browser) -> String {
 /// Whether the page has no horizontal scroll: its content no wider than the viewport.
 async fn assert_no_sideways_scroll(browser: &Browser, viewport: Viewport, what: &str) {
     let sizes = browser
-        .js(
-            "return [document.documentElement.scrollWidth, document.body.scrollWidth, \
-                     window.innerWidth];",
-            vec![],
+        .js_after_frames(
+            "[document.documentElement.scrollWidth, document.body.scrollWidth, \
+              window.innerWidth]",
         )
         .await;
     let [page, body, inner]: [u64; 3] = serde_json::from_value(sizes).expect("three widths");

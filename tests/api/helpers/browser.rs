@@ -263,6 +263,21 @@ impl Browser {
         bounded("running a script", self.client.execute(script, args)).await
     }
 
+    /// The value of JavaScript `expression` once the page shown now has rendered two more
+    /// frames: what layout and page scale settle to, which on a busy host can still be
+    /// changing when the load event has fired.
+    pub async fn js_after_frames(&self, expression: &str) -> Value {
+        let script = format!(
+            "const done = arguments[arguments.length - 1]; \
+             requestAnimationFrame(() => requestAnimationFrame(() => done({expression})));"
+        );
+        bounded(
+            "running a script after two frames",
+            self.client.execute_async(&script, vec![]),
+        )
+        .await
+    }
+
     /// The first element `selector` finds; panics with the page's source if there is none.
     pub async fn find(&self, selector: &str) -> fantoccini::elements::Element {
         match tokio::time::timeout(COMMAND_TIMEOUT, self.client.find(Locator::Css(selector))).await
@@ -328,19 +343,21 @@ impl Browser {
         let element = self.find(selector).await;
         bounded(&format!("clicking {selector:?}"), element.click()).await;
         let deadline = Instant::now() + COMMAND_TIMEOUT;
+        let state = "return [performance.timeOrigin, document.readyState];";
         loop {
-            let now = self
-                .js(
-                    "return [performance.timeOrigin, document.readyState];",
-                    vec![],
-                )
-                .await;
-            if now[0] != before && now[1] == "complete" {
-                return;
-            }
+            // A script sent while one document gives way to the next can fail (its context
+            // is gone); that is the navigation under way, so it is asked again.
+            let now = tokio::time::timeout(COMMAND_TIMEOUT, self.client.execute(state, vec![]));
+            let seen = match now.await {
+                Ok(Ok(now)) if now[0] != before && now[1] == "complete" => return,
+                Ok(Ok(now)) => format!("{now}"),
+                Ok(Err(error)) => format!("{error:?}"),
+                Err(_) => format!("no answer within {COMMAND_TIMEOUT:?}"),
+            };
             assert!(
                 Instant::now() < deadline,
-                "no new page loaded within {COMMAND_TIMEOUT:?} of clicking {selector:?}"
+                "no new page loaded within {COMMAND_TIMEOUT:?} of clicking {selector:?} \
+                 (last seen: {seen})"
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
