@@ -98,6 +98,21 @@ impl PublicOrigin {
         ))
     }
 
+    /// [`Self::set_cookie`] for a cookie the browser keeps `max_age_secs` seconds, past its
+    /// restarts, rather than until it closes.
+    pub fn set_lasting_cookie(
+        &self,
+        name: &str,
+        value: &str,
+        same_site: &str,
+        max_age_secs: u64,
+    ) -> HeaderValue {
+        let secure = if self.https { "; Secure" } else { "" };
+        cookie_header(&format!(
+            "{name}={value}; Path=/app; Max-Age={max_age_secs}; HttpOnly; SameSite={same_site}{secure}"
+        ))
+    }
+
     /// A `Set-Cookie` value that removes cookie `name`.
     pub fn clear_cookie(&self, name: &str, same_site: &str) -> HeaderValue {
         let secure = if self.https { "; Secure" } else { "" };

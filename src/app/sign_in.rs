@@ -9,7 +9,7 @@ use bytes::Bytes;
 use warp::http::{header, HeaderMap, StatusCode};
 use warp::reply::Response;
 
-use crate::domain::routing::{route_key, ROUTING_COOKIE};
+use crate::domain::routing::{route_key, ROUTING_COOKIE, ROUTING_COOKIE_MAX_AGE_SECS};
 use crate::service::producers::{ProducerSession, SignInRefused};
 use crate::service::Service;
 
@@ -139,7 +139,12 @@ pub(super) async fn sign_in(
             let route = route_key(&signed_in.webstore_id);
             response.headers_mut().append(
                 header::SET_COOKIE,
-                settings.public.set_cookie(ROUTING_COOKIE, &route, "Lax"),
+                settings.public.set_lasting_cookie(
+                    ROUTING_COOKIE,
+                    &route,
+                    "Lax",
+                    ROUTING_COOKIE_MAX_AGE_SECS,
+                ),
             );
             Ok(response)
         }
@@ -163,7 +168,12 @@ pub(super) async fn sign_in(
             );
             response.headers_mut().append(
                 header::SET_COOKIE,
-                settings.public.set_cookie(ROUTING_COOKIE, &route, "Lax"),
+                settings.public.set_lasting_cookie(
+                    ROUTING_COOKIE,
+                    &route,
+                    "Lax",
+                    ROUTING_COOKIE_MAX_AGE_SECS,
+                ),
             );
             Ok(response)
         }

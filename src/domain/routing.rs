@@ -11,6 +11,12 @@
 /// The routing cookie.
 pub const ROUTING_COOKIE: &str = "boxsub_webstore";
 
+/// How long a browser keeps the routing cookie: 400 days, the most browsers keep any cookie
+/// (RFC 6265bis caps `Max-Age` there). It names a webstore, no secret, and the map follows
+/// the webstore through moves, so a lasting cookie only spares a producer's browser, after
+/// it restarts, the detour of a sign-in through a shard that does not serve the webstore.
+pub const ROUTING_COOKIE_MAX_AGE_SECS: u64 = 400 * 24 * 60 * 60;
+
 /// `webstore_id` as the routing cookie's value and the webstore map's key: the id itself when
 /// every byte is a letter, a digit or one of `-._~`, each other byte as `%XX` (a cookie value
 /// and a map key may hold neither spaces, `;`, `,`, quotes nor control characters).

@@ -624,6 +624,15 @@ async fn a_producer_of_a_webstore_served_elsewhere_is_sent_on_and_never_shown_an
         producer.cookies.get("boxsub_webstore").map(String::as_str),
         Some("store-a")
     );
+    // It outlives the browser's restart (it names a webstore, no secret), unlike the session.
+    let routing = sent_on
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|value| value.starts_with("boxsub_webstore="))
+        .expect("the routing cookie");
+    assert!(routing.contains("; Max-Age=34560000;"), "{routing}");
     assert!(!producer.cookies.contains_key("boxsub_session"));
     // The same node again, cookie and all (no front end routed it on): a 421 page.
     let again = producer.sign_in(PRODUCER_A).await;
