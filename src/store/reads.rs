@@ -565,11 +565,12 @@ impl Store {
     }
 
     /// The ids of the webstores that have events, an events-pruned mark, webhook delivery
-    /// records or producer sessions in the store, in order (a whole-store export carries these webstore by
-    /// webstore). One seek per webstore and prefix, not a read of every event.
+    /// records, redelivery requests or producer sessions in the store, in order (a
+    /// whole-store export carries these webstore by webstore). One seek per webstore and
+    /// prefix, not a read of every event.
     pub fn webstores_with_events(&self) -> Result<Vec<String>, StoreError> {
         let mut found = std::collections::BTreeSet::new();
-        for prefix in [keys::EVENT, keys::DELIVERY] {
+        for prefix in [keys::EVENT, keys::DELIVERY, keys::REDELIVERY] {
             let end = prefix_end(&[prefix]);
             let mut from = vec![prefix];
             loop {
@@ -631,6 +632,30 @@ impl Store {
                 Ok((endpoint, record)) => visit(endpoint, record),
                 Err(source) => {
                     failure = Some(corrupt(key, source));
+                    false
+                }
+            }
+        })?;
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Calls `visit` with each webhook endpoint of `webstore_id` that has a redelivery asked
+    /// and not yet taken up, and the sequence number to deliver after, in endpoint order,
+    /// until it returns false; the first that does not decode is an error naming its key.
+    pub fn for_each_redelivery(
+        &self,
+        webstore_id: &str,
+        visit: &mut dyn FnMut(&str, u64) -> bool,
+    ) -> Result<(), StoreError> {
+        let prefix = keys::webstore_prefix(keys::REDELIVERY, webstore_id);
+        let mut failure = None;
+        self.inner.storage.for_each(&prefix, &mut |key, value| {
+            let endpoint = std::str::from_utf8(&key[prefix.len()..]).ok();
+            match (endpoint, keys::trailing_id(value)) {
+                (Some(endpoint), Some(after)) => visit(endpoint, after),
+                _ => {
+                    let problem = "not an endpoint id and a big-endian sequence number";
+                    failure = Some(corrupt(key, CodecError::Payload(problem.into())));
                     false
                 }
             }

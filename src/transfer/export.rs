@@ -5,8 +5,9 @@
 //! did), so an export is always whole. Every record stored before it began is in it. Then,
 //! webstore by webstore, its events (each stands alone: its JSON holds the resource as it
 //! was), how far the retention sweep removed them, read after the events so that it covers
-//! any the sweep removed meanwhile, its webhook endpoints' delivery records and its producers'
-//! sessions.
+//! any the sweep removed meanwhile, its webhook endpoints' delivery records (where the
+//! operator asked a redelivery not yet taken up, the record it will make: the request does
+//! not stay behind) and its producers' sessions.
 //!
 //! [`export_changed`] writes, in the same format, only what a webstore's writes changed
 //! since a move's last round ([`crate::store::tracking`]): each changed customer with all its
@@ -17,6 +18,7 @@
 //!
 //! Must not touch: anything but reading the store.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use super::format::{
@@ -25,7 +27,7 @@ use super::format::{
 };
 use super::{Progress, TransferError};
 use crate::domain::ids::CustomerId;
-use crate::store::codec::{CodecError, EventRecord};
+use crate::store::codec::{CodecError, DeliveryRecord, EventRecord};
 use crate::store::tracking::Changed;
 use crate::store::{Store, StoreError};
 
@@ -206,13 +208,25 @@ fn mark_and_deliveries(
         webstore_id: webstore.to_owned(),
         through: store.events_pruned_through(webstore)?,
     }))?;
-    let mut deliveries = Vec::new();
+    let mut deliveries = BTreeMap::new();
     store.for_each_delivery(webstore, &mut |endpoint, record| {
-        deliveries.push(DeliveryLine::from_record(webstore, endpoint, record));
+        deliveries.insert(endpoint.to_owned(), record);
+        true
+    })?;
+    // A redelivery the operator asked and the endpoint's deliveries have not taken up yet
+    // travels as the record they would make of it (delivered through the cursor, enabled,
+    // no failure counted), so that it is not left behind on the source.
+    store.for_each_redelivery(webstore, &mut |endpoint, after| {
+        let asked = DeliveryRecord {
+            delivered_through: after,
+            ..DeliveryRecord::default()
+        };
+        deliveries.insert(endpoint.to_owned(), asked);
         true
     })?;
     let count = deliveries.len() as u64;
-    for line in deliveries {
+    for (endpoint, record) in deliveries {
+        let line = DeliveryLine::from_record(webstore, &endpoint, record);
         write(&Line::Delivery(line))?;
     }
     Ok(count)

@@ -1,5 +1,6 @@
 //! Export and import together, on real stores: a webstore's events, its events-pruned mark
-//! and its webhook delivery records travel with it byte for byte and export again the same;
+//! and its webhook delivery records travel with it byte for byte and export again the same
+//! (a redelivery asked and not yet taken up as the record it will make);
 //! a move's rounds bring new events and remove what the source pruned; an export of
 //! version 1 still imports; lines of another webstore, events out of order and a webstore
 //! whose events are already here are refused with nothing written.
@@ -154,6 +155,70 @@ fn events_marks_and_deliveries_travel_byte_for_byte_and_export_again_the_same() 
     imported(&alone, &shop).unwrap();
     assert_eq!(events_of(&alone, "shop"), events_of(&source, "shop"));
     assert!(events_of(&alone, "other").is_empty());
+}
+
+#[test]
+fn a_redelivery_not_yet_taken_up_travels_as_the_record_it_will_make() {
+    let stores = Stores::new();
+    let source = stores.open("source");
+    seed(&source, "shop", 1, 1..=9, 0);
+    seed(&source, "other", 2, 1..=2, 0);
+    // A move's first copy, made before the operator asks.
+    let copy_before = stores.file("before.jsonl");
+    exported(&source, Some("shop"), &copy_before);
+    // Endpoint `erp` (delivered through 2, failing) is asked to go again from 7; `crm`,
+    // which never had a delivery record, from 4; `other`'s endpoint from 1; and an endpoint
+    // of `new`, a webstore with nothing else yet, from 0.
+    let asks = [
+        ("shop", "erp", 7),
+        ("shop", "crm", 4),
+        ("other", "erp", 1),
+        ("new", "erp", 0),
+    ];
+    for (webstore, endpoint, after) in asks {
+        drop(
+            source
+                .request_redelivery(webstore, endpoint, after)
+                .unwrap(),
+        );
+    }
+    let asked = |after| DeliveryRecord {
+        delivered_through: after,
+        ..DeliveryRecord::default()
+    };
+
+    // In a whole export and in a move's round alike.
+    let whole = stores.file("whole.jsonl");
+    exported(&source, None, &whole);
+    let target = stores.open("target");
+    imported(&target, &whole).unwrap();
+    assert_eq!(target.delivery("shop", "erp").unwrap(), Some(asked(7)));
+    assert_eq!(target.delivery("shop", "crm").unwrap(), Some(asked(4)));
+    assert_eq!(target.delivery("other", "erp").unwrap(), Some(asked(1)));
+    assert_eq!(target.delivery("new", "erp").unwrap(), Some(asked(0)));
+
+    let mut round = Vec::new();
+    let shipped = export_changed(&source, "shop", &Changed::default(), &mut round).unwrap();
+    assert_eq!(shipped.deliveries, 2);
+    let round_file = stores.file("round.jsonl");
+    std::fs::write(&round_file, round).unwrap();
+    let moved = stores.open("moved");
+    imported(&moved, &copy_before).unwrap();
+    apply_live(&moved, "shop", &round_file, &|_| Ok(())).unwrap();
+    assert_eq!(moved.delivery("shop", "erp").unwrap(), Some(asked(7)));
+    assert_eq!(moved.delivery("shop", "crm").unwrap(), Some(asked(4)));
+
+    // Once taken up (the request cleared, the record written), the record travels as it is.
+    drop(source.clear_redelivery("shop", "erp").unwrap());
+    let mut batch = WriteBatch::default();
+    add_delivery_record(&mut batch, "shop", "erp", &delivery(8));
+    source.apply(batch).unwrap();
+    let later = stores.file("later.jsonl");
+    exported(&source, Some("shop"), &later);
+    let again = stores.open("again");
+    imported(&again, &later).unwrap();
+    assert_eq!(again.delivery("shop", "erp").unwrap(), Some(delivery(8)));
+    assert_eq!(again.delivery("shop", "crm").unwrap(), Some(asked(4)));
 }
 
 #[test]
