@@ -265,11 +265,15 @@ impl Browser {
 
     /// The value of JavaScript `expression` once the page shown now has rendered two more
     /// frames: what layout and page scale settle to, which on a busy host can still be
-    /// changing when the load event has fired.
+    /// changing when the load event has fired. A page that renders no frame (one the
+    /// browser deems hidden) is measured after a second instead.
     pub async fn js_after_frames(&self, expression: &str) -> Value {
         let script = format!(
             "const done = arguments[arguments.length - 1]; \
-             requestAnimationFrame(() => requestAnimationFrame(() => done({expression})));"
+             let answered = false; \
+             const answer = () => {{ if (!answered) {{ answered = true; done({expression}); }} }}; \
+             requestAnimationFrame(() => requestAnimationFrame(answer)); \
+             setTimeout(answer, 1000);"
         );
         bounded(
             "running a script after two frames",
