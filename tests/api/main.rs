@@ -45,4 +45,5 @@ mod sign_in;
 mod store_format;
 mod transfer;
 mod verify;
+mod webhook_snippets;
 mod webhooks;

@@ -64,7 +64,7 @@ async fn with_erp(receiver: &Receiver, secrets: &[&str], extra: &[&str]) -> (Dat
 
 /// Waits until endpoint `id`'s deliveries have started (a new endpoint is sent what happens
 /// from then on).
-async fn wait_for_endpoint(app: &TestApp, id: &str) {
+pub(crate) async fn wait_for_endpoint(app: &TestApp, id: &str) {
     let deadline = Instant::now() + WAIT;
     loop {
         let metrics = app.get_without_auth("/metrics").await.text();
