@@ -12,15 +12,18 @@
 //!
 //! Must not touch: the events themselves (it reads them), other endpoints.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use serde::Deserialize;
 
 use super::destination;
 use super::schedule::{wait_after, Outcome};
 use super::signing::signature_header;
 use super::WebhookSettings;
+use crate::domain::catalogue::Catalogue;
 use crate::domain::event_types::EventType;
 use crate::domain::webhooks::Webhook;
 use crate::events::sequence::Sequencer;
@@ -36,6 +39,9 @@ const LOOK_AGAIN: Duration = Duration::from_secs(1);
 /// The longest a run of successful deliveries goes without recording where it stands (a
 /// restart redelivers at most this much: deliveries are at least once).
 const RECORD_EVERY: Duration = Duration::from_millis(200);
+/// How often a task that is delivering looks for an operator's redelivery and the
+/// retention's mark (a waiting one looks each time it wakes).
+const LOOK_EVERY: Duration = Duration::from_millis(100);
 
 /// Where a task stands, and whether the store has heard of it.
 struct Position {
@@ -68,17 +74,127 @@ pub async fn run(
     let _ = METRICS.webhook_disabled.remove_label_values(&labels);
 }
 
-/// The endpoint as the catalogue in force has it, while its webstore is served here.
-fn current(service: &Service, webstore_id: &str, endpoint_id: &str) -> Option<Webhook> {
-    if service.serving().served(webstore_id) != Served::Here {
-        return None;
+/// The endpoint as the catalogue in force has it, looked up again only when a reload puts
+/// another catalogue in force (each delivery asks).
+#[derive(Default)]
+struct CurrentEndpoint {
+    seen: Option<(Arc<Catalogue>, Option<Arc<Webhook>>)>,
+}
+
+impl CurrentEndpoint {
+    /// The endpoint, while it is in the catalogue in force and its webstore is served here.
+    fn get(
+        &mut self,
+        service: &Service,
+        webstore_id: &str,
+        endpoint_id: &str,
+    ) -> Option<Arc<Webhook>> {
+        if service.serving().served(webstore_id) != Served::Here {
+            return None;
+        }
+        let catalogue = service.catalogue();
+        match &self.seen {
+            Some((seen, webhook)) if Arc::ptr_eq(seen, &catalogue) => webhook.clone(),
+            _ => {
+                let webhook = catalogue
+                    .webstore_by_id(webstore_id)
+                    .and_then(|webstore| {
+                        webstore
+                            .webhooks
+                            .iter()
+                            .find(|webhook| webhook.id == endpoint_id)
+                    })
+                    .cloned()
+                    .map(Arc::new);
+                self.seen = Some((catalogue, webhook.clone()));
+                webhook
+            }
+        }
     }
-    let webstore = service.catalogue().webstore_by_id(webstore_id)?.clone();
-    webstore
-        .webhooks
-        .iter()
-        .find(|webhook| webhook.id == endpoint_id)
-        .cloned()
+}
+
+/// Events read ahead of the position in one range read of the store, so that an endpoint
+/// behind a flood reads (and copies out of the log's waiting writes) each event once rather
+/// than a window of them for each delivery. It holds every stored event after `after` up to
+/// `through`, in order, less those already delivered.
+#[derive(Default)]
+struct ReadAhead {
+    after: u64,
+    through: u64,
+    events: VecDeque<Ready>,
+}
+
+/// An event as its deliveries use it: its type read once, its body shared (not copied) from
+/// the read ahead into each attempt's request.
+#[derive(Clone)]
+struct Ready {
+    sequence: u64,
+    kind: Option<EventType>,
+    created_at_ms: i64,
+    json: Bytes,
+}
+
+impl Ready {
+    fn new(sequence: u64, record: EventRecord) -> Ready {
+        Ready {
+            sequence,
+            kind: EventType::parse(&record.event_type),
+            created_at_ms: record.created_at_ms,
+            json: Bytes::from(record.json),
+        }
+    }
+}
+
+/// How many events one read ahead takes at most.
+const READ_AHEAD: usize = 128;
+
+impl ReadAhead {
+    /// Makes it start right after `position`: what it holds up to there is dropped, and all
+    /// of it if `position` is outside what it covers (an operator's redelivery moved the
+    /// position back, or the retention sweep forward past it).
+    fn start_after(&mut self, position: u64) {
+        if position < self.after || position > self.through {
+            *self = ReadAhead {
+                after: position,
+                through: position,
+                events: VecDeque::new(),
+            };
+            return;
+        }
+        while self
+            .events
+            .front()
+            .is_some_and(|event| event.sequence <= position)
+        {
+            self.events.pop_front();
+        }
+        self.after = position;
+    }
+
+    /// Reads up to [`READ_AHEAD`] events after what it covers, up to `watermark`, if it holds
+    /// none.
+    fn fill(&mut self, store: &Store, webstore_id: &str, watermark: u64) -> Result<(), StoreError> {
+        if !self.events.is_empty() || self.through >= watermark {
+            return Ok(());
+        }
+        let mut through = watermark;
+        let events = &mut self.events;
+        store.for_each_event(
+            webstore_id,
+            self.through,
+            watermark,
+            &mut |sequence, record| {
+                events.push_back(Ready::new(sequence, record));
+                if events.len() >= READ_AHEAD {
+                    through = sequence;
+                    return false;
+                }
+                true
+            },
+        )?;
+        self.through = through;
+        Ok(())
+    }
 }
 
 async fn deliver_until_gone(
@@ -116,8 +232,26 @@ async fn deliver_until_gone(
         }
     };
     let mut client: Option<(bool, reqwest::Client)> = None;
+    let mut endpoint = CurrentEndpoint::default();
+    let mut ahead = ReadAhead::default();
+    let disabled_gauge = METRICS.webhook_disabled.with_label_values(&labels);
+    let oldest_gauge = METRICS
+        .webhook_oldest_undelivered
+        .with_label_values(&labels);
+    let mut delivered_counter = None;
+    let mut looked_at: Option<Instant> = None;
     loop {
-        if let Some(after) = store.redelivery(webstore_id, endpoint_id)? {
+        // The operator's redelivery and the retention's mark are looked at every
+        // `LOOK_EVERY`, not before each delivery (two reads of the store).
+        let look = looked_at.is_none_or(|at| at.elapsed() >= LOOK_EVERY);
+        if look {
+            looked_at = Some(Instant::now());
+        }
+        if let Some(after) = look
+            .then(|| store.redelivery(webstore_id, endpoint_id))
+            .transpose()?
+            .flatten()
+        {
             tracing::info!(
                 webstore = %webstore_id,
                 endpoint = %endpoint_id,
@@ -132,25 +266,24 @@ async fn deliver_until_gone(
             save(&store, webstore_id, endpoint_id, &mut position)?;
             drop(store.clear_redelivery(webstore_id, endpoint_id)?);
         }
-        let Some(webhook) = current(service, webstore_id, endpoint_id) else {
+        let Some(webhook) = endpoint.get(service, webstore_id, endpoint_id) else {
             save(&store, webstore_id, endpoint_id, &mut position)?;
             return Ok(());
         };
-        METRICS
-            .webhook_disabled
-            .with_label_values(&labels)
-            .set(i64::from(position.record.disabled.is_some()));
+        disabled_gauge.set(i64::from(position.record.disabled.is_some()));
         if position.record.disabled.is_some() {
-            METRICS
-                .webhook_oldest_undelivered
-                .with_label_values(&labels)
-                .set(0);
+            oldest_gauge.set(0);
+            looked_at = None;
             tokio::time::sleep(LOOK_AGAIN).await;
             continue;
         }
         // Made before the watermark is read, so that a move in between still wakes it.
         let moved = sequencer.moved();
-        let pruned = store.events_pruned_through(webstore_id)?;
+        let pruned = if look {
+            store.events_pruned_through(webstore_id)?
+        } else {
+            0
+        };
         if position.record.delivered_through < pruned {
             tracing::warn!(
                 webstore = %webstore_id,
@@ -162,25 +295,28 @@ async fn deliver_until_gone(
             position.record.delivered_through = pruned;
             position.unsaved = true;
         }
-        let Some((sequence, event)) =
-            next_wanted(&store, &sequencer, webstore_id, &webhook, &mut position)?
+        let Some(event) = next_wanted(
+            &store,
+            &sequencer,
+            webstore_id,
+            &webhook,
+            &mut position,
+            &mut ahead,
+        )?
         else {
-            METRICS
-                .webhook_oldest_undelivered
-                .with_label_values(&labels)
-                .set(0);
+            oldest_gauge.set(0);
             save(&store, webstore_id, endpoint_id, &mut position)?;
+            looked_at = None;
             let _ = tokio::time::timeout(LOOK_AGAIN, moved).await;
             continue;
         };
+        let sequence = event.sequence;
         let now_ms = jiff::Timestamp::now().as_millisecond();
-        METRICS
-            .webhook_oldest_undelivered
-            .with_label_values(&labels)
-            .set((now_ms - event.created_at_ms).max(0) / 1000);
+        oldest_gauge.set((now_ms - event.created_at_ms).max(0) / 1000);
         if position.record.next_attempt_ms > now_ms {
             save(&store, webstore_id, endpoint_id, &mut position)?;
             let due = Duration::from_millis((position.record.next_attempt_ms - now_ms) as u64);
+            looked_at = None;
             tokio::time::sleep(due.min(LOOK_AGAIN)).await;
             continue;
         }
@@ -193,10 +329,21 @@ async fn deliver_until_gone(
             }
         };
         let outcome = attempt(&client, &webhook, &event).await;
-        METRICS
-            .webhook_deliveries
-            .with_label_values(&[webstore_id, endpoint_id, outcome.label()])
-            .inc();
+        match outcome {
+            Outcome::Delivered => delivered_counter
+                .get_or_insert_with(|| {
+                    METRICS.webhook_deliveries.with_label_values(&[
+                        webstore_id,
+                        endpoint_id,
+                        outcome.label(),
+                    ])
+                })
+                .inc(),
+            _ => METRICS
+                .webhook_deliveries
+                .with_label_values(&[webstore_id, endpoint_id, outcome.label()])
+                .inc(),
+        }
         let record = &mut position.record;
         match outcome {
             Outcome::Delivered => {
@@ -279,25 +426,24 @@ fn next_wanted(
     webstore_id: &str,
     webhook: &Webhook,
     position: &mut Position,
-) -> Result<Option<(u64, EventRecord)>, StoreError> {
+    ahead: &mut ReadAhead,
+) -> Result<Option<Ready>, StoreError> {
     let watermark = sequencer.watermark();
-    let mut found = None;
     let mut passed = position.record.delivered_through;
-    store.for_each_event(
-        webstore_id,
-        position.record.delivered_through,
-        watermark,
-        &mut |sequence, record| {
-            let wanted =
-                EventType::parse(&record.event_type).is_some_and(|kind| webhook.wants(kind));
-            if wanted {
-                found = Some((sequence, record));
-                return false;
-            }
-            passed = sequence;
-            true
-        },
-    )?;
+    ahead.start_after(passed);
+    let mut found = None;
+    loop {
+        ahead.fill(store, webstore_id, watermark)?;
+        let Some(event) = ahead.events.front() else {
+            break;
+        };
+        if event.kind.is_some_and(|kind| webhook.wants(kind)) {
+            found = Some(event.clone());
+            break;
+        }
+        passed = event.sequence;
+        ahead.start_after(passed);
+    }
     if passed != position.record.delivered_through {
         position.record.delivered_through = passed;
         position.record.attempts = 0;
@@ -342,28 +488,45 @@ fn build_client(settings: &WebhookSettings, allow_private: bool) -> reqwest::Cli
         })
 }
 
-/// The id an event is delivered as (`webhook-id`): its own.
-#[derive(Deserialize)]
-struct EventHead<'a> {
-    id: &'a str,
+/// The id an event is delivered as (`webhook-id`): its own, the first member of its JSON as
+/// this service writes it (`{"id":"evt_…",`), read without parsing the rest; any other
+/// shape is parsed whole.
+fn event_id(json: &[u8]) -> Option<&str> {
+    let written = json.strip_prefix(br#"{"id":""#).and_then(|rest| {
+        let end = rest
+            .iter()
+            .position(|&byte| byte == b'"' || byte == b'\\')?;
+        (rest.get(end) == Some(&b'"'))
+            .then(|| std::str::from_utf8(&rest[..end]).ok())
+            .flatten()
+    });
+    written.or_else(|| {
+        #[derive(Deserialize)]
+        struct EventHead<'a> {
+            id: &'a str,
+        }
+        serde_json::from_slice::<EventHead<'_>>(json)
+            .ok()
+            .map(|head| head.id)
+    })
 }
 
 /// One attempt to deliver `event` to `webhook`.
-async fn attempt(client: &reqwest::Client, webhook: &Webhook, event: &EventRecord) -> Outcome {
+async fn attempt(client: &reqwest::Client, webhook: &Webhook, event: &Ready) -> Outcome {
     if destination::refused_literal(&webhook.url, webhook.allow_private_network) {
         return Outcome::Refused;
     }
-    let Ok(head) = serde_json::from_slice::<EventHead<'_>>(&event.json) else {
+    let Some(id) = event_id(&event.json) else {
         // An event is written by this service and always has its id; a broken one is
         // reported as a failure rather than sent unsigned.
         return Outcome::Failed(0);
     };
     let timestamp = jiff::Timestamp::now().as_second();
-    let signature = signature_header(&webhook.secrets, head.id, timestamp, &event.json);
+    let signature = signature_header(&webhook.secrets, id, timestamp, &event.json);
     let sent = client
         .post(webhook.url.clone())
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header("webhook-id", head.id)
+        .header("webhook-id", id)
         .header("webhook-timestamp", timestamp)
         .header("webhook-signature", signature)
         .body(event.json.clone())
@@ -410,4 +573,120 @@ fn jitter() -> f64 {
         return 0.5;
     }
     f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::store::{add_event_record, WriteBatch};
+
+    fn event(sequence: u64) -> EventRecord {
+        EventRecord {
+            event_type: if sequence.is_multiple_of(3) {
+                "customer.created".into()
+            } else {
+                "order.created".into()
+            },
+            created_at_ms: sequence as i64,
+            json: format!(r#"{{"id":"evt_{sequence:032x}","sequence":{sequence}}}"#).into_bytes(),
+        }
+    }
+
+    /// A store whose webstore `shop` has events 1 to 300 but for the given-up 50 to 60.
+    fn store_with_holes(dir: &std::path::Path) -> Store {
+        let store = Store::open_for_test(dir);
+        let mut batch = WriteBatch::default();
+        for sequence in (1..=300).filter(|s| !(50..=60).contains(s)) {
+            add_event_record(&mut batch, "shop", sequence, &event(sequence));
+        }
+        store.apply(batch).unwrap();
+        store
+    }
+
+    /// The sequences a reader that delivers everything from `after` gets through a read
+    /// ahead, moving its position one delivery at a time.
+    fn delivered_from(store: &Store, ahead: &mut ReadAhead, after: u64, upto: u64) -> Vec<u64> {
+        let mut position = after;
+        let mut seen = Vec::new();
+        loop {
+            ahead.start_after(position);
+            ahead.fill(store, "shop", upto).unwrap();
+            let Some(next) = ahead.events.front() else {
+                return seen;
+            };
+            assert_eq!(next.json, Bytes::from(event(next.sequence).json));
+            seen.push(next.sequence);
+            position = next.sequence;
+        }
+    }
+
+    #[test]
+    fn a_read_ahead_gives_every_stored_event_once_in_order_across_holes_and_windows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_holes(dir.path());
+        let all: Vec<u64> = (1..=300).filter(|s| !(50..=60).contains(s)).collect();
+        let mut ahead = ReadAhead::default();
+        assert_eq!(delivered_from(&store, &mut ahead, 0, 300), all);
+        // Up to a lower watermark first, then the rest once it rises.
+        let mut ahead = ReadAhead::default();
+        let first = delivered_from(&store, &mut ahead, 0, 170);
+        assert_eq!(first, all[..all.iter().position(|&s| s > 170).unwrap()]);
+        let rest = delivered_from(&store, &mut ahead, 170, 300);
+        assert_eq!([first, rest].concat(), all);
+    }
+
+    #[test]
+    fn a_position_moved_back_or_past_what_was_read_reads_again_from_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_holes(dir.path());
+        let mut ahead = ReadAhead::default();
+        ahead.start_after(100);
+        ahead.fill(&store, "shop", 300).unwrap();
+        assert_eq!(ahead.events.front().map(|e| e.sequence), Some(101));
+        // An operator's redelivery from 20: everything after it again.
+        let again = delivered_from(&store, &mut ahead, 20, 300);
+        assert_eq!(again.first(), Some(&21));
+        assert_eq!(again.len(), 300 - 20 - 11);
+        // The retention sweep's mark far ahead: from there.
+        let mut ahead = ReadAhead::default();
+        ahead.start_after(0);
+        ahead.fill(&store, "shop", 300).unwrap();
+        assert_eq!(
+            delivered_from(&store, &mut ahead, 290, 300),
+            (291..=300).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn an_event_id_is_read_from_the_head_of_its_json_or_parsed_from_any_other_shape() {
+        assert_eq!(event_id(br#"{"id":"evt_1","type":"x"}"#), Some("evt_1"));
+        assert_eq!(
+            event_id(br#"{ "type": "x", "id": "evt_2" }"#),
+            Some("evt_2")
+        );
+        assert_eq!(event_id(br#"{"type":"x"}"#), None);
+        assert_eq!(event_id(b"not json"), None);
+        // An escape in the head is left to the parser, which cannot borrow it: no id.
+        assert_eq!(event_id(br#"{"id":"a\"b"}"#), None);
+    }
+
+    proptest! {
+        #[test]
+        fn the_head_and_the_parser_agree_on_the_services_events(
+            id in "evt_[0-9a-f]{1,40}",
+            rest in prop::collection::btree_map("[a-z]{1,8}", "[ -~]{0,20}", 0..4),
+        ) {
+            let mut json = format!(r#"{{"id":{}"#, serde_json::to_string(&id).unwrap());
+            for (key, value) in &rest {
+                if key != "id" {
+                    json.push_str(&format!(r#","{key}":{}"#, serde_json::to_string(value).unwrap()));
+                }
+            }
+            json.push('}');
+            let parsed: serde_json::Value = serde_json::from_str(&json).unwrap();
+            prop_assert_eq!(event_id(json.as_bytes()), parsed["id"].as_str());
+        }
+    }
 }
