@@ -289,8 +289,23 @@ mod tests {
     use super::*;
     use crate::store::snapshot::SledSnapshot;
 
+    /// Opens the snapshot in `dir`. sled's flusher thread can hold a dropped instance's file
+    /// lock for a moment longer, so a reopening refused for the lock is tried again, for up
+    /// to 10 s.
     fn open(dir: &Path) -> PendingWrites {
-        PendingWrites::over(Arc::new(SledSnapshot::open(dir, 1 << 22).unwrap()))
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match SledSnapshot::open(dir, 1 << 22) {
+                Ok(snapshot) => return PendingWrites::over(Arc::new(snapshot)),
+                Err(error)
+                    if error.to_string().contains("could not acquire lock")
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(error) => panic!("opening {}: {error}", dir.display()),
+            }
+        }
     }
 
     fn entries(storage: &PendingWrites, from: &[u8], to: Option<&[u8]>) -> Vec<Entry> {
