@@ -12,25 +12,23 @@
 //!
 //! Must not touch: the events themselves (it reads them), other endpoints.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use serde::Deserialize;
 
 use super::destination;
+use super::read_ahead::{ReadAhead, Ready};
 use super::schedule::{wait_after, Outcome};
 use super::signing::signature_header;
 use super::WebhookSettings;
 use crate::domain::catalogue::Catalogue;
-use crate::domain::event_types::EventType;
 use crate::domain::webhooks::Webhook;
 use crate::events::sequence::Sequencer;
 use crate::metrics::METRICS;
 use crate::service::serving::Served;
 use crate::service::Service;
-use crate::store::codec::{DeliveryRecord, EventRecord};
+use crate::store::codec::DeliveryRecord;
 use crate::store::{Store, StoreError};
 
 /// How often a waiting task looks again at what may have changed without waking it: an
@@ -113,90 +111,6 @@ impl CurrentEndpoint {
     }
 }
 
-/// Events read ahead of the position in one range read of the store, so that an endpoint
-/// behind a flood reads (and copies out of the log's waiting writes) each event once rather
-/// than a window of them for each delivery. It holds every stored event after `after` up to
-/// `through`, in order, less those already delivered.
-#[derive(Default)]
-struct ReadAhead {
-    after: u64,
-    through: u64,
-    events: VecDeque<Ready>,
-}
-
-/// An event as its deliveries use it: its type read once, its body shared (not copied) from
-/// the read ahead into each attempt's request.
-#[derive(Clone)]
-struct Ready {
-    sequence: u64,
-    kind: Option<EventType>,
-    created_at_ms: i64,
-    json: Bytes,
-}
-
-impl Ready {
-    fn new(sequence: u64, record: EventRecord) -> Ready {
-        Ready {
-            sequence,
-            kind: EventType::parse(&record.event_type),
-            created_at_ms: record.created_at_ms,
-            json: Bytes::from(record.json),
-        }
-    }
-}
-
-/// How many events one read ahead takes at most.
-const READ_AHEAD: usize = 128;
-
-impl ReadAhead {
-    /// Makes it start right after `position`: what it holds up to there is dropped, and all
-    /// of it if `position` is outside what it covers (an operator's redelivery moved the
-    /// position back, or the retention sweep forward past it).
-    fn start_after(&mut self, position: u64) {
-        if position < self.after || position > self.through {
-            *self = ReadAhead {
-                after: position,
-                through: position,
-                events: VecDeque::new(),
-            };
-            return;
-        }
-        while self
-            .events
-            .front()
-            .is_some_and(|event| event.sequence <= position)
-        {
-            self.events.pop_front();
-        }
-        self.after = position;
-    }
-
-    /// Reads up to [`READ_AHEAD`] events after what it covers, up to `watermark`, if it holds
-    /// none.
-    fn fill(&mut self, store: &Store, webstore_id: &str, watermark: u64) -> Result<(), StoreError> {
-        if !self.events.is_empty() || self.through >= watermark {
-            return Ok(());
-        }
-        let mut through = watermark;
-        let events = &mut self.events;
-        store.for_each_event(
-            webstore_id,
-            self.through,
-            watermark,
-            &mut |sequence, record| {
-                events.push_back(Ready::new(sequence, record));
-                if events.len() >= READ_AHEAD {
-                    through = sequence;
-                    return false;
-                }
-                true
-            },
-        )?;
-        self.through = through;
-        Ok(())
-    }
-}
-
 async fn deliver_until_gone(
     service: &Service,
     settings: WebhookSettings,
@@ -238,7 +152,6 @@ async fn deliver_until_gone(
     let oldest_gauge = METRICS
         .webhook_oldest_undelivered
         .with_label_values(&labels);
-    let mut delivered_counter = None;
     let mut looked_at: Option<Instant> = None;
     loop {
         // The operator's redelivery and the retention's mark are looked at every
@@ -329,21 +242,10 @@ async fn deliver_until_gone(
             }
         };
         let outcome = attempt(&client, &webhook, &event).await;
-        match outcome {
-            Outcome::Delivered => delivered_counter
-                .get_or_insert_with(|| {
-                    METRICS.webhook_deliveries.with_label_values(&[
-                        webstore_id,
-                        endpoint_id,
-                        outcome.label(),
-                    ])
-                })
-                .inc(),
-            _ => METRICS
-                .webhook_deliveries
-                .with_label_values(&[webstore_id, endpoint_id, outcome.label()])
-                .inc(),
-        }
+        METRICS
+            .webhook_deliveries
+            .with_label_values(&[webstore_id, endpoint_id, outcome.label()])
+            .inc();
         let record = &mut position.record;
         match outcome {
             Outcome::Delivered => {
@@ -434,7 +336,7 @@ fn next_wanted(
     let mut found = None;
     loop {
         ahead.fill(store, webstore_id, watermark)?;
-        let Some(event) = ahead.events.front() else {
+        let Some(event) = ahead.front() else {
             break;
         };
         if event.kind.is_some_and(|kind| webhook.wants(kind)) {
@@ -580,84 +482,6 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::store::{add_event_record, WriteBatch};
-
-    fn event(sequence: u64) -> EventRecord {
-        EventRecord {
-            event_type: if sequence.is_multiple_of(3) {
-                "customer.created".into()
-            } else {
-                "order.created".into()
-            },
-            created_at_ms: sequence as i64,
-            json: format!(r#"{{"id":"evt_{sequence:032x}","sequence":{sequence}}}"#).into_bytes(),
-        }
-    }
-
-    /// A store whose webstore `shop` has events 1 to 300 but for the given-up 50 to 60.
-    fn store_with_holes(dir: &std::path::Path) -> Store {
-        let store = Store::open_for_test(dir);
-        let mut batch = WriteBatch::default();
-        for sequence in (1..=300).filter(|s| !(50..=60).contains(s)) {
-            add_event_record(&mut batch, "shop", sequence, &event(sequence));
-        }
-        store.apply(batch).unwrap();
-        store
-    }
-
-    /// The sequences a reader that delivers everything from `after` gets through a read
-    /// ahead, moving its position one delivery at a time.
-    fn delivered_from(store: &Store, ahead: &mut ReadAhead, after: u64, upto: u64) -> Vec<u64> {
-        let mut position = after;
-        let mut seen = Vec::new();
-        loop {
-            ahead.start_after(position);
-            ahead.fill(store, "shop", upto).unwrap();
-            let Some(next) = ahead.events.front() else {
-                return seen;
-            };
-            assert_eq!(next.json, Bytes::from(event(next.sequence).json));
-            seen.push(next.sequence);
-            position = next.sequence;
-        }
-    }
-
-    #[test]
-    fn a_read_ahead_gives_every_stored_event_once_in_order_across_holes_and_windows() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = store_with_holes(dir.path());
-        let all: Vec<u64> = (1..=300).filter(|s| !(50..=60).contains(s)).collect();
-        let mut ahead = ReadAhead::default();
-        assert_eq!(delivered_from(&store, &mut ahead, 0, 300), all);
-        // Up to a lower watermark first, then the rest once it rises.
-        let mut ahead = ReadAhead::default();
-        let first = delivered_from(&store, &mut ahead, 0, 170);
-        assert_eq!(first, all[..all.iter().position(|&s| s > 170).unwrap()]);
-        let rest = delivered_from(&store, &mut ahead, 170, 300);
-        assert_eq!([first, rest].concat(), all);
-    }
-
-    #[test]
-    fn a_position_moved_back_or_past_what_was_read_reads_again_from_there() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = store_with_holes(dir.path());
-        let mut ahead = ReadAhead::default();
-        ahead.start_after(100);
-        ahead.fill(&store, "shop", 300).unwrap();
-        assert_eq!(ahead.events.front().map(|e| e.sequence), Some(101));
-        // An operator's redelivery from 20: everything after it again.
-        let again = delivered_from(&store, &mut ahead, 20, 300);
-        assert_eq!(again.first(), Some(&21));
-        assert_eq!(again.len(), 300 - 20 - 11);
-        // The retention sweep's mark far ahead: from there.
-        let mut ahead = ReadAhead::default();
-        ahead.start_after(0);
-        ahead.fill(&store, "shop", 300).unwrap();
-        assert_eq!(
-            delivered_from(&store, &mut ahead, 290, 300),
-            (291..=300).collect::<Vec<_>>()
-        );
-    }
 
     #[test]
     fn an_event_id_is_read_from_the_head_of_its_json_or_parsed_from_any_other_shape() {

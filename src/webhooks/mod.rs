@@ -5,6 +5,7 @@
 //! last left off.
 //!
 //! - [`endpoint`]: one endpoint's deliveries, in a task of its own.
+//! - `read_ahead`: the events an endpoint's task has read ahead of its position.
 //! - [`schedule`]: what an answer means and when to retry.
 //! - [`signing`]: the signatures, and new secrets.
 //! - [`destination`]: the check that keeps deliveries off private networks.
@@ -21,6 +22,7 @@
 
 pub mod destination;
 pub mod endpoint;
+mod read_ahead;
 pub mod schedule;
 pub mod signing;
 
