@@ -90,12 +90,10 @@ impl PublicOrigin {
         }
     }
 
-    /// A `Set-Cookie` value giving `name` the value `value` for the app's paths.
+    /// A `Set-Cookie` value giving `name` the value `value` for the app's paths, until the
+    /// browser closes.
     pub fn set_cookie(&self, name: &str, value: &str, same_site: &str) -> HeaderValue {
-        let secure = if self.https { "; Secure" } else { "" };
-        cookie_header(&format!(
-            "{name}={value}; Path=/app; HttpOnly; SameSite={same_site}{secure}"
-        ))
+        self.cookie_value(name, value, None, same_site)
     }
 
     /// [`Self::set_cookie`] for a cookie the browser keeps `max_age_secs` seconds, past its
@@ -107,17 +105,26 @@ impl PublicOrigin {
         same_site: &str,
         max_age_secs: u64,
     ) -> HeaderValue {
-        let secure = if self.https { "; Secure" } else { "" };
-        cookie_header(&format!(
-            "{name}={value}; Path=/app; Max-Age={max_age_secs}; HttpOnly; SameSite={same_site}{secure}"
-        ))
+        self.cookie_value(name, value, Some(max_age_secs), same_site)
     }
 
     /// A `Set-Cookie` value that removes cookie `name`.
     pub fn clear_cookie(&self, name: &str, same_site: &str) -> HeaderValue {
+        self.cookie_value(name, "", Some(0), same_site)
+    }
+
+    /// The one shape of the app's `Set-Cookie` values.
+    fn cookie_value(
+        &self,
+        name: &str,
+        value: &str,
+        max_age_secs: Option<u64>,
+        same_site: &str,
+    ) -> HeaderValue {
+        let max_age = max_age_secs.map_or(String::new(), |secs| format!("; Max-Age={secs}"));
         let secure = if self.https { "; Secure" } else { "" };
         cookie_header(&format!(
-            "{name}=; Path=/app; Max-Age=0; HttpOnly; SameSite={same_site}{secure}"
+            "{name}={value}; Path=/app{max_age}; HttpOnly; SameSite={same_site}{secure}"
         ))
     }
 }
