@@ -858,6 +858,13 @@ async fn at_a_phones_width_no_page_scrolls_sideways() {
     sign_in(&browser, &app, (PRODUCER_A.0, "not the password")).await;
     assert_no_sideways_scroll(&browser, Viewport::Phone, "the sign-in form's alert").await;
     sign_in(&browser, &app, PRODUCER_A).await;
+    let signed_in = browser.current_path().await;
+    assert!(
+        signed_in.starts_with("/app/deliveries/"),
+        "signed in at a phone's width, the browser is at {signed_in} (status {}):\n{}",
+        browser.status().await,
+        browser.source().await
+    );
     for date in [DAY, EMPTY_DAY] {
         browser
             .goto(&app.url(&format!("/app/deliveries/{date}")))
@@ -872,7 +879,13 @@ async fn at_a_phones_width_no_page_scrolls_sideways() {
         .goto(&app.url(&format!("/app/deliveries/{DAY}")))
         .await;
     let town = "Llanfairpwllgwyngyllgogerychwyrndrobwllllantysiliogogogoch";
-    assert!(browser.source().await.contains(town));
+    let page = browser.source().await;
+    assert!(
+        page.contains(town),
+        "the day at {} (status {}) lacks the town:\n{page}",
+        browser.current_url().await,
+        browser.status().await
+    );
     if let Some(path) = screenshot_path("app-day-phone.png") {
         // The delivery list, where a phone shows each delivery as a card.
         let list = "document.getElementById('delivery-list').scrollIntoView();";
