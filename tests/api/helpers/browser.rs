@@ -228,9 +228,15 @@ impl Browser {
         Some(browser)
     }
 
-    /// Opens `url` and waits for it to load.
+    /// Opens `url` and waits until its document has loaded.
     pub async fn goto(&self, url: &str) {
+        // On a busy host chromedriver's navigation can answer before the new page's
+        // document is parsed: its source read then is empty (2 reads in 100 with six
+        // cores' worth of busy loops on two), so the wait is the same as a click's.
+        let before = self.time_origin().await;
         bounded(&format!("opening {url}"), self.client.goto(url)).await;
+        self.await_new_document(&before, &format!("opening {url}"))
+            .await;
     }
 
     /// The URL of the page shown now.
@@ -340,12 +346,25 @@ impl Browser {
     /// Clicks the first element `selector` finds (a link, a form's button) and waits until
     /// the page it leads to has loaded.
     pub async fn click(&self, selector: &str) {
-        // chromedriver does not always wait for the navigation a click starts, so the new
-        // document is told from the old by its time origin, which each document has anew.
-        let origin = "return performance.timeOrigin;";
-        let before = self.js(origin, vec![]).await;
+        let before = self.time_origin().await;
         let element = self.find(selector).await;
         bounded(&format!("clicking {selector:?}"), element.click()).await;
+        self.await_new_document(&before, &format!("clicking {selector:?}"))
+            .await;
+    }
+
+    /// The time origin of the document shown now, which each document has anew (null where
+    /// no script can run, as on a browser's own error page).
+    async fn time_origin(&self) -> Value {
+        let origin = "return performance.timeOrigin;";
+        let asked = tokio::time::timeout(COMMAND_TIMEOUT, self.client.execute(origin, vec![]));
+        asked.await.ok().and_then(Result::ok).unwrap_or(Value::Null)
+    }
+
+    /// Waits until a document other than the one whose time origin was `before` is shown
+    /// and has loaded: chromedriver does not always wait for the navigation a click starts,
+    /// nor, on a busy host, for the whole of one it was asked for.
+    async fn await_new_document(&self, before: &Value, after: &str) {
         let deadline = Instant::now() + COMMAND_TIMEOUT;
         let state = "return [performance.timeOrigin, document.readyState];";
         loop {
@@ -353,15 +372,14 @@ impl Browser {
             // is gone); that is the navigation under way, so it is asked again.
             let now = tokio::time::timeout(COMMAND_TIMEOUT, self.client.execute(state, vec![]));
             let seen = match now.await {
-                Ok(Ok(now)) if now[0] != before && now[1] == "complete" => return,
+                Ok(Ok(now)) if &now[0] != before && now[1] == "complete" => return,
                 Ok(Ok(now)) => format!("{now}"),
                 Ok(Err(error)) => format!("{error:?}"),
                 Err(_) => format!("no answer within {COMMAND_TIMEOUT:?}"),
             };
             assert!(
                 Instant::now() < deadline,
-                "no new page loaded within {COMMAND_TIMEOUT:?} of clicking {selector:?} \
-                 (last seen: {seen})"
+                "no new page loaded within {COMMAND_TIMEOUT:?} of {after} (last seen: {seen})"
             );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
