@@ -224,7 +224,7 @@ pub(super) async fn sign_out(
     {
         return Err(AppError::ForgedForm);
     }
-    service.producer_sign_out(id).await?;
+    service.producer_sign_out(&session).await?;
     let mut response = see_other("/app/sign_in");
     response.headers_mut().append(
         header::SET_COOKIE,

@@ -58,6 +58,8 @@ pub struct ProducerSession {
     pub webstore: Arc<Webstore>,
     /// The forms' token.
     pub form_token: String,
+    /// The digest its record is stored under, for the sign-out.
+    digest: [u8; 32],
 }
 
 /// Why a sign-in failed.
@@ -232,19 +234,17 @@ impl Service {
         Some(ProducerSession {
             webstore,
             form_token: record.form_token,
+            digest,
         })
     }
 
-    /// Ends session `session_id` on the server, durably: its cookie opens nothing from now
-    /// on, on this node or any that takes over. Refused ([`ServiceError::Moving`]) while its
-    /// webstore is frozen for a move, whose last round may have carried the session already.
-    pub async fn producer_sign_out(&self, session_id: &str) -> Result<(), ServiceError> {
+    /// Ends `session`, as [`Service::producer_session`] found it, on the server and durably:
+    /// its cookie opens nothing from now on, on this node or any that takes over. Refused
+    /// ([`ServiceError::Moving`]) while its webstore is frozen for a move, whose last round
+    /// may have carried the session already.
+    pub async fn producer_sign_out(&self, session: &ProducerSession) -> Result<(), ServiceError> {
         let store = self.registry.store();
-        let digest = digest(session_id);
-        let Some(record) = store.session(&digest)? else {
-            return Ok(());
-        };
-        let written = store.remove_session(&record.webstore_id, &digest)?;
+        let written = store.remove_session(&session.webstore.settings.id, &session.digest)?;
         Ok(written.durable().await?)
     }
 
@@ -331,10 +331,7 @@ mod tests {
         assert_eq!(session.form_token, signed_in.form_token);
         assert_ne!(signed_in.session_id, signed_in.form_token);
         assert!(service.producer_session("not-a-session").is_none());
-        service
-            .producer_sign_out(&signed_in.session_id)
-            .await
-            .unwrap();
+        service.producer_sign_out(&session).await.unwrap();
         assert!(
             service.producer_session(&signed_in.session_id).is_none(),
             "a session signed out opens nothing"
@@ -354,7 +351,8 @@ mod tests {
                 .producer_sign_in("pat@farm.example", "shed key".into())
                 .await
                 .unwrap();
-            service.producer_sign_out(&ended.session_id).await.unwrap();
+            let session = service.producer_session(&ended.session_id).expect("open");
+            service.producer_sign_out(&session).await.unwrap();
             service.registry().store().close().unwrap();
             (kept, ended)
         };

@@ -623,20 +623,7 @@ impl Store {
         webstore_id: &str,
         visit: &mut dyn FnMut(&str, DeliveryRecord) -> bool,
     ) -> Result<(), StoreError> {
-        let prefix = keys::webstore_prefix(keys::DELIVERY, webstore_id);
-        let mut failure = None;
-        self.inner.storage.for_each(&prefix, &mut |key, value| {
-            let endpoint = std::str::from_utf8(&key[prefix.len()..])
-                .map_err(|_| CodecError::Payload("the endpoint id in its key is not text".into()));
-            match endpoint.and_then(|endpoint| Ok((endpoint, decode(value)?))) {
-                Ok((endpoint, record)) => visit(endpoint, record),
-                Err(source) => {
-                    failure = Some(corrupt(key, source));
-                    false
-                }
-            }
-        })?;
-        failure.map_or(Ok(()), Err)
+        self.for_each_of_endpoint(keys::DELIVERY, webstore_id, decode, visit)
     }
 
     /// Calls `visit` with each webhook endpoint of `webstore_id` that has a redelivery asked
@@ -647,15 +634,32 @@ impl Store {
         webstore_id: &str,
         visit: &mut dyn FnMut(&str, u64) -> bool,
     ) -> Result<(), StoreError> {
-        let prefix = keys::webstore_prefix(keys::REDELIVERY, webstore_id);
+        let after = |value: &[u8]| {
+            keys::trailing_id(value)
+                .ok_or_else(|| CodecError::Payload("not a big-endian sequence number".into()))
+        };
+        self.for_each_of_endpoint(keys::REDELIVERY, webstore_id, after, visit)
+    }
+
+    /// Calls `visit` with each endpoint id under `kind`'s keys of `webstore_id` and its value
+    /// as `read` makes it, in endpoint order, until it returns false; the first key or value
+    /// that does not decode is an error naming its key.
+    fn for_each_of_endpoint<T>(
+        &self,
+        kind: u8,
+        webstore_id: &str,
+        read: impl Fn(&[u8]) -> Result<T, CodecError>,
+        visit: &mut dyn FnMut(&str, T) -> bool,
+    ) -> Result<(), StoreError> {
+        let prefix = keys::webstore_prefix(kind, webstore_id);
         let mut failure = None;
         self.inner.storage.for_each(&prefix, &mut |key, value| {
-            let endpoint = std::str::from_utf8(&key[prefix.len()..]).ok();
-            match (endpoint, keys::trailing_id(value)) {
-                (Some(endpoint), Some(after)) => visit(endpoint, after),
-                _ => {
-                    let problem = "not an endpoint id and a big-endian sequence number";
-                    failure = Some(corrupt(key, CodecError::Payload(problem.into())));
+            let endpoint = std::str::from_utf8(&key[prefix.len()..])
+                .map_err(|_| CodecError::Payload("the endpoint id in its key is not text".into()));
+            match endpoint.and_then(|endpoint| Ok((endpoint, read(value)?))) {
+                Ok((endpoint, found)) => visit(endpoint, found),
+                Err(source) => {
+                    failure = Some(corrupt(key, source));
                     false
                 }
             }
