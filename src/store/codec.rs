@@ -43,6 +43,8 @@ pub enum Kind {
     Delivery = 6,
     /// [`SessionRecord`].
     Session = 7,
+    /// Events of one webstore packed under one key (see [`encode_event_chunk`]).
+    EventChunk = 8,
 }
 
 /// Why a record could not be decoded.
@@ -382,7 +384,9 @@ fn checked_payload(bytes: &[u8], kind: Kind, newest: u16) -> Result<(u16, &[u8])
 
 /// The format version of order chunks.
 const ORDER_CHUNK_VERSION: u16 = 1;
-/// Bytes before each order of a chunk: its id (u64) and the length of its record (u32).
+/// The format version of event chunks.
+const EVENT_CHUNK_VERSION: u16 = 1;
+/// Bytes before each part of a chunk: its id (u64) and the length of its record (u32).
 const PART_HEADER_LEN: usize = 8 + 4;
 
 /// Orders of one customer as one value: a header of kind [`Kind::OrderChunk`] whose payload
@@ -391,14 +395,29 @@ const PART_HEADER_LEN: usize = 8 + 4;
 /// carried as they are, so packing orders costs no decoding and each keeps its own format
 /// version and checksum.
 pub fn encode_order_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+    encode_chunk(Kind::OrderChunk, ORDER_CHUNK_VERSION, parts)
+}
+
+/// Events of one webstore as one value, laid out as an order chunk is (see
+/// [`encode_order_chunk`]) under a header of kind [`Kind::EventChunk`]: each event's
+/// sequence number, length and [`EventRecord`] as [`encode`] wrote it.
+pub fn encode_event_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+    encode_chunk(Kind::EventChunk, EVENT_CHUNK_VERSION, parts)
+}
+
+fn encode_chunk<'a>(
+    kind: Kind,
+    version: u16,
+    parts: impl IntoIterator<Item = (u64, &'a [u8])>,
+) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(256);
     bytes.extend_from_slice(MAGIC);
-    bytes.push(Kind::OrderChunk as u8);
-    bytes.extend_from_slice(&ORDER_CHUNK_VERSION.to_be_bytes());
+    bytes.push(kind as u8);
+    bytes.extend_from_slice(&version.to_be_bytes());
     bytes.extend_from_slice(&[0; 4]);
     for (id, record) in parts {
         bytes.extend_from_slice(&id.to_be_bytes());
-        // A record is far below 4 GiB: `encode` writes one order's fields.
+        // A record is far below 4 GiB: `encode` writes one order's or event's fields.
         bytes.extend_from_slice(&(record.len() as u32).to_be_bytes());
         bytes.extend_from_slice(record);
     }
@@ -411,13 +430,42 @@ pub fn encode_order_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) 
 /// stored: the record itself, under the id `key_id` of its key, or each part of an order
 /// chunk. The parts' records are not decoded here.
 pub fn order_parts(key_id: u64, bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, CodecError> {
-    if bytes.get(3) == Some(&(Kind::Order as u8)) {
+    chunk_parts(
+        key_id,
+        bytes,
+        Kind::Order,
+        Kind::OrderChunk,
+        ORDER_CHUNK_VERSION,
+    )
+}
+
+/// The events a stored event value holds, as (sequence number, encoded [`EventRecord`]):
+/// the record itself, under the sequence number `key_id` of its key, or each part of an
+/// event chunk. The parts' records are not decoded here.
+pub fn event_parts(key_id: u64, bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, CodecError> {
+    chunk_parts(
+        key_id,
+        bytes,
+        Kind::Event,
+        Kind::EventChunk,
+        EVENT_CHUNK_VERSION,
+    )
+}
+
+fn chunk_parts(
+    key_id: u64,
+    bytes: &[u8],
+    single: Kind,
+    chunk: Kind,
+    chunk_version: u16,
+) -> Result<Vec<(u64, &[u8])>, CodecError> {
+    if bytes.get(3) == Some(&(single as u8)) {
         return Ok(vec![(key_id, bytes)]);
     }
-    let (_, mut payload) = checked_payload(bytes, Kind::OrderChunk, ORDER_CHUNK_VERSION)?;
+    let (_, mut payload) = checked_payload(bytes, chunk, chunk_version)?;
     let mut parts = Vec::new();
     while !payload.is_empty() {
-        let cut = || CodecError::Payload("an order chunk ends inside an order".into());
+        let cut = || CodecError::Payload("a chunk ends inside one of its records".into());
         let head = payload.get(..PART_HEADER_LEN).ok_or_else(cut)?;
         let id = u64::from_be_bytes(head[..8].try_into().map_err(|_| cut())?);
         let len = u32::from_be_bytes(head[8..].try_into().map_err(|_| cut())?) as usize;

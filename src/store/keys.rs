@@ -229,6 +229,31 @@ pub fn event(webstore: &str, sequence: u64) -> Vec<u8> {
     key
 }
 
+/// `v` + webstore id + 0 + the sequence number of the chunk's first event + 0: a chunk of
+/// the webstore's events (see `pending::event_chunks`).
+pub fn event_chunk(webstore: &str, first: u64) -> Vec<u8> {
+    let mut key = event(webstore, first);
+    key.push(0);
+    key
+}
+
+/// Of a `v` key: the length of its webstore's prefix (`v` + webstore id + 0), the sequence
+/// number it names and whether it is a chunk's key (the chunk's first sequence number).
+pub fn event_key_parts(key: &[u8]) -> Option<(usize, u64, bool)> {
+    if key.first() != Some(&EVENT) {
+        return None;
+    }
+    // A webstore id holds no 0 byte: the first one ends it.
+    let prefix_len = 1 + key[1..].iter().position(|&byte| byte == 0)? + 1;
+    match key.len() - prefix_len {
+        8 => Some((prefix_len, trailing_id(key)?, false)),
+        9 if key.last() == Some(&0) => {
+            Some((prefix_len, trailing_id(&key[..key.len() - 1])?, true))
+        }
+        _ => None,
+    }
+}
+
 /// `d` + webstore id + 0 + endpoint id: where that webhook endpoint stands.
 pub fn delivery(webstore: &str, endpoint: &str) -> Vec<u8> {
     let mut key = webstore_prefix(DELIVERY, webstore);
@@ -285,6 +310,10 @@ pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
         ),
         ("w + webstore id", ownership("shop")),
         ("v + webstore id + 0 + sequence number", event("shop", 5)),
+        (
+            "v + webstore id + 0 + first sequence number + 0",
+            event_chunk("shop", 64),
+        ),
         ("d + webstore id + 0 + endpoint id", delivery("shop", "erp")),
         (
             "r + webstore id + 0 + endpoint id",

@@ -246,6 +246,9 @@ impl Store {
         };
         storage.sync()?;
         let log = log::open(&storage, dir, durability, &on_fatal)?;
+        // From here on a failure to reach the disk, even a read's, stops the process: opening
+        // reports its own failures (a start on a full disk fails cleanly).
+        storage.on_io_failure(on_fatal.clone());
         let store = Store::with_log(storage, log, on_fatal, disk);
         if !closed_cleanly && !fresh {
             let started = std::time::Instant::now();

@@ -8,6 +8,7 @@ use super::codec::{
     OrderRecord, SessionRecord,
 };
 use super::error::corrupt;
+use super::pending::event_chunks;
 use super::pending::order_chunks::{for_each_stored_order, stored_order, StoredOrder};
 use super::snapshot::prefix_end;
 use super::{keys, Store, StoreError};
@@ -15,10 +16,6 @@ use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::Order;
 use crate::domain::ownership::Ownership;
 use crate::domain::schedule::{Frequency, Schedule};
-
-/// Sequence numbers of events a bounded read of them covers at a time (see
-/// [`Store::for_each_event`]).
-const EVENT_WINDOW: u64 = 128;
 
 /// Visits one stored record (key, value): whether to go on, or why it does not decode.
 type RecordVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, CodecError> + 'a;
@@ -379,12 +376,10 @@ impl Store {
     /// The highest sequence number of `webstore_id`'s events the store holds or has pruned
     /// (0 for none): where their numbering continues.
     pub fn last_event_sequence(&self, webstore_id: &str) -> Result<u64, StoreError> {
-        let stored = self
-            .inner
-            .storage
-            .last(&keys::webstore_prefix(keys::EVENT, webstore_id))?
-            .and_then(|(key, _)| keys::trailing_id(&key))
-            .unwrap_or(0);
+        let stored = event_chunks::last_stored_event(
+            &*self.inner.storage,
+            &keys::webstore_prefix(keys::EVENT, webstore_id),
+        )?;
         Ok(stored.max(self.events_pruned_through(webstore_id)?))
     }
 
@@ -399,14 +394,14 @@ impl Store {
     }
 
     /// Calls `visit` with each of `webstore_id`'s events after sequence number `after` and up
-    /// to `through`, in order, until it returns false; the first that does not decode is an
-    /// error naming its key.
+    /// to `through`, in order, each once, until it returns false; the first that does not
+    /// decode is an error naming its key.
     ///
-    /// A bounded range is read `EVENT_WINDOW` (128) sequence numbers at a time: a range read
+    /// The events are read 128 sequence numbers at a time (`event_chunks`): a range read
     /// copies the waiting puts it covers first (see `pending`), and a reader that wants the
     /// next event or a page of them (a webhook endpoint, the feed) from far behind must not
-    /// copy all of a flood's waiting events for each one. `u64::MAX` reads to the last
-    /// event in one range (exports and sweeps, which read them all).
+    /// copy all of a flood's waiting events for each one. `u64::MAX` reads to the last event
+    /// (exports and sweeps, which read them all).
     pub fn for_each_event(
         &self,
         webstore_id: &str,
@@ -414,58 +409,21 @@ impl Store {
         through: u64,
         visit: &mut dyn FnMut(u64, EventRecord) -> bool,
     ) -> Result<(), StoreError> {
-        if through == u64::MAX {
-            return self.for_each_event_between(webstore_id, after, through, visit);
-        }
-        let mut window_after = after;
-        let mut going = true;
-        while going && window_after < through {
-            let window_through = window_after.saturating_add(EVENT_WINDOW).min(through);
-            self.for_each_event_between(
-                webstore_id,
-                window_after,
-                window_through,
-                &mut |sequence, record| {
-                    going = visit(sequence, record);
-                    going
-                },
-            )?;
-            window_after = window_through;
-        }
-        Ok(())
-    }
-
-    /// [`Store::for_each_event`] in one range read.
-    fn for_each_event_between(
-        &self,
-        webstore_id: &str,
-        after: u64,
-        through: u64,
-        visit: &mut dyn FnMut(u64, EventRecord) -> bool,
-    ) -> Result<(), StoreError> {
-        if after >= through {
-            return Ok(());
-        }
-        let from = keys::event(webstore_id, after + 1);
-        let to = keys::event(webstore_id, through.saturating_add(1));
+        let group = keys::webstore_prefix(keys::EVENT, webstore_id);
         let mut failure = None;
-        let end = (through < u64::MAX).then_some(to);
-        let bound = end.clone().unwrap_or_else(|| {
-            prefix_end(&keys::webstore_prefix(keys::EVENT, webstore_id)).unwrap_or_default()
-        });
-        self.inner
-            .storage
-            .for_each_between(&from, Some(&bound), &mut |key, value| match (
-                keys::trailing_id(key),
-                decode::<EventRecord>(value),
-            ) {
-                (Some(sequence), Ok(record)) => visit(sequence, record),
-                (_, Err(source)) => {
+        event_chunks::for_each_stored_event(
+            &*self.inner.storage,
+            &group,
+            after,
+            through,
+            &mut |sequence, key, record| match decode::<EventRecord>(record) {
+                Ok(record) => visit(sequence, record),
+                Err(source) => {
                     failure = Some(corrupt(key, source));
                     false
                 }
-                (None, Ok(_)) => true,
-            })?;
+            },
+        )?;
         failure.map_or(Ok(()), Err)
     }
 

@@ -1,7 +1,8 @@
 //! The pending layer: the writes the log already holds and the snapshot does not yet, over
-//! the snapshot. A new order's record waits here (`waiting`) instead of entering the
-//! snapshot on the request path; a checkpoint applies every waiting put in one pass, a
-//! customer's orders packed into chunks ([`order_chunks`]). Every read of the store comes
+//! the snapshot. A new order's record and a new event wait here (`waiting`) instead of
+//! entering the snapshot on the request path; a checkpoint applies every waiting put in one
+//! pass, a customer's orders packed into chunks ([`order_chunks`]), a webstore's events
+//! likewise ([`event_chunks`]). Every read of the store comes
 //! through here and sees the waiting puts over the snapshot's entries (the one read path);
 //! every direct write applies the waiting put of its key first, so an older value never
 //! lands after a newer one.
@@ -10,11 +11,13 @@
 //! [`Snapshot`] in production; tests wrap it to stall or fail writes on the request path.
 //!
 //! Must not touch: the log (when passes run is the checkpoint's to decide), record fields
-//! (packing moves encoded order records without decoding them).
+//! (packing moves encoded records without decoding them).
 
+pub mod event_chunks;
 pub mod order_chunks;
 mod waiting;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sled::IVec;
@@ -57,6 +60,9 @@ pub trait Storage: Send + Sync + 'static {
     fn sync(&self) -> Result<(), StoreError>;
     /// Bytes the snapshot's files take on disk (0 where unknown).
     fn size_on_disk(&self) -> Result<u64, StoreError>;
+    /// Has `handler` called with any failure of the snapshot to reach its disk from here on
+    /// (see [`Snapshot::on_io_failure`]).
+    fn on_io_failure(&self, _handler: super::log::FatalHandler) {}
 
     /// Calls `visit` with every entry whose key starts with `prefix`, in order, until it
     /// returns false.
@@ -127,9 +133,19 @@ impl PendingWrites {
     }
 
     /// Writes one run of waiting puts (see [`WaitingPuts::apply_all`]): a customer's orders
-    /// (the run of the group `customer`) packed into its chunks, anything else as it is.
-    fn write_run(&self, customer: Option<&[u8]>, run: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
-        match customer {
+    /// (the run of its group, `o` + customer id) or a webstore's events (`v` + webstore id +
+    /// 0) packed into their chunks, anything else as it is.
+    fn write_run(&self, group: Option<&[u8]>, run: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
+        match group {
+            Some(events) if events.first() == Some(&keys::EVENT) => {
+                let changes: Vec<(u64, Option<&[u8]>)> = run
+                    .iter()
+                    .filter_map(|(key, value)| {
+                        keys::event_key_parts(key).map(|(_, sequence, _)| (sequence, Some(*value)))
+                    })
+                    .collect();
+                self.write_packed(event_chunks::pack(&*self.snapshot, events, &changes)?)
+            }
             Some(customer) => {
                 self.write_packed(order_chunks::pack(&*self.snapshot, customer, run)?)
             }
@@ -155,8 +171,15 @@ impl PendingWrites {
     /// Before a direct write of `key`: its waiting put, if any, goes first.
     fn apply_waiting(&self, key: &[u8]) -> Result<(), StoreError> {
         self.waiting.apply_key(key, |key, value| {
-            self.write_run(order_chunks::customer_group(key), &[(key, value)])
+            self.write_run(group(key), &[(key, value)])
         })
+    }
+
+    /// Removes events `sequences` (ascending) of the webstore `events` from wherever they
+    /// are held.
+    fn remove_events(&self, events: &[u8], sequences: &[u64]) -> Result<(), StoreError> {
+        let changes: Vec<(u64, Option<&[u8]>)> = sequences.iter().map(|id| (*id, None)).collect();
+        self.write_packed(event_chunks::pack(&*self.snapshot, events, &changes)?)
     }
 
     /// Removes order `key`'s record from the chunk that holds it.
@@ -176,28 +199,44 @@ impl Storage for PendingWrites {
         self.snapshot.get(key)
     }
 
-    /// Orders' records in `batch` go into their chunks one at a time, after the rest of the
-    /// batch (which stays atomic): an order is never stored under its own key.
+    /// Orders' records and events in `batch` go into their chunks after the rest of the batch
+    /// (which stays atomic), orders one at a time, each webstore's events together: neither
+    /// is ever stored under its own key.
     fn apply(&self, batch: WriteBatch) -> Result<(), StoreError> {
         self.apply_pending()?;
-        let (orders, rest): (Vec<_>, Vec<_>) = batch
+        let (grouped, rest): (Vec<_>, Vec<_>) = batch
             .ops
             .into_iter()
-            .partition(|(key, _)| order_chunks::customer_group(key).is_some());
+            .partition(|(key, _)| group(key).is_some());
         self.snapshot.apply(WriteBatch { ops: rest })?;
-        for (key, value) in orders {
+        let mut events: BTreeMap<Vec<u8>, BTreeMap<u64, Option<Vec<u8>>>> = BTreeMap::new();
+        for (key, value) in grouped {
+            if let Some((len, sequence, _)) = keys::event_key_parts(&key) {
+                events
+                    .entry(key[..len].to_vec())
+                    .or_default()
+                    .insert(sequence, value);
+                continue;
+            }
             match value {
                 Some(value) => self.put(&key, value)?,
                 None => self.remove(&key)?,
             }
+        }
+        for (webstore, changes) in &events {
+            let changes: Vec<(u64, Option<&[u8]>)> = changes
+                .iter()
+                .map(|(sequence, value)| (*sequence, value.as_deref()))
+                .collect();
+            self.write_packed(event_chunks::pack(&*self.snapshot, webstore, &changes)?)?;
         }
         Ok(())
     }
 
     fn put(&self, key: &[u8], value: Vec<u8>) -> Result<(), StoreError> {
         self.apply_waiting(key)?;
-        match order_chunks::customer_group(key) {
-            Some(customer) => self.write_run(Some(customer), &[(key, &value)]),
+        match group(key) {
+            Some(group) => self.write_run(Some(group), &[(key, &value)]),
             None => self.snapshot.put(key, value),
         }
     }
@@ -206,20 +245,21 @@ impl Storage for PendingWrites {
         match self.waiting.wait(key, IVec::from(value)) {
             Ok(()) => Ok(()),
             // Too many wait already: it goes in as the pass would write it.
-            Err(value) => self.write_run(order_chunks::customer_group(key), &[(key, &value)]),
+            Err(value) => self.write_run(group(key), &[(key, &value)]),
         }
     }
 
     fn apply_pending(&self) -> Result<(), StoreError> {
         self.waiting
-            .apply_all(order_chunks::customer_group_len, |customer, run| {
-                self.write_run(customer, run)
-            })
+            .apply_all(group_len, |group, run| self.write_run(group, run))
             .map(drop)
     }
 
     fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
         self.apply_waiting(key)?;
+        if let Some((len, sequence, false)) = keys::event_key_parts(key) {
+            return self.remove_events(&key[..len], &[sequence]);
+        }
         match order_chunks::customer_group(key) {
             Some(customer) => self.remove_order(customer, key),
             None => self.snapshot.remove(key),
@@ -228,6 +268,15 @@ impl Storage for PendingWrites {
 
     fn remove_if(&self, key: &[u8], expected: &[u8]) -> Result<bool, StoreError> {
         self.apply_waiting(key)?;
+        if let Some((len, sequence, false)) = keys::event_key_parts(key) {
+            // Events never change once written: reading one and then removing it is no race.
+            let holds = event_chunks::stored_event(self, &key[..len], sequence)?
+                .is_some_and(|record| record == expected);
+            if holds {
+                self.remove_events(&key[..len], &[sequence])?;
+            }
+            return Ok(holds);
+        }
         let Some(customer) = order_chunks::customer_group(key) else {
             return self.snapshot.remove_if(key, expected);
         };
@@ -277,6 +326,21 @@ impl Storage for PendingWrites {
     fn size_on_disk(&self) -> Result<u64, StoreError> {
         self.snapshot.size_on_disk()
     }
+
+    fn on_io_failure(&self, handler: super::log::FatalHandler) {
+        self.snapshot.on_io_failure(handler);
+    }
+}
+
+/// For a waiting put: the length of its group's prefix if it is packed into chunks with the
+/// rest of its group (an order with its customer's, an event with its webstore's).
+fn group_len(key: &[u8]) -> Option<usize> {
+    order_chunks::customer_group_len(key).or_else(|| event_chunks::webstore_group_len(key))
+}
+
+/// [`group_len`] as the prefix itself.
+fn group(key: &[u8]) -> Option<&[u8]> {
+    group_len(key).map(|len| &key[..len])
 }
 
 #[cfg(test)]

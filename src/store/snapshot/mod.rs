@@ -94,7 +94,11 @@ pub trait Snapshot: Send + Sync + 'static {
     fn last_between(&self, from: &[u8], to: Option<&[u8]>) -> Result<Option<Entry>, StoreError>;
     /// Makes every write made so far durable.
     fn flush(&self) -> Result<(), StoreError>;
-    /// Bytes the snapshot's files take on disk (0 where unknown).
+    /// Has `handler` called with any failure to read or write the disk from here on (reads
+    /// included: a store that cannot reach its disk is not one to answer from). Nothing by
+    /// default.
+    fn on_io_failure(&self, _handler: crate::store::log::FatalHandler) {}
+    /// Bytes its files take on disk (0 where unknown).
     fn size_on_disk(&self) -> Result<u64, StoreError> {
         Ok(0)
     }
