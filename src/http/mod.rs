@@ -7,6 +7,7 @@
 
 pub mod admin;
 mod body;
+pub mod client;
 mod error;
 mod handlers;
 mod observe;
@@ -42,6 +43,7 @@ pub use router::{needs_credentials, resolve, route, Endpoint, Route, RouteError}
 pub use views::{ApiViews, CustomerView, DeliveryView, Embed, OrderView};
 
 use body::read_limited;
+use client::{client_address, PeerAddress};
 use observe::RequestRecord;
 
 /// Deadlines of one request, from the moment its head has been read.
@@ -77,6 +79,7 @@ pub fn routes(
         .and(warp::path::full())
         .and(query)
         .and(warp::header::headers_cloned())
+        .and(warp::ext::optional::<PeerAddress>())
         .and(warp::body::stream())
         .then(handle)
         .recover(error::recover)
@@ -101,6 +104,7 @@ async fn handle<S, B>(
     path: FullPath,
     query: String,
     headers: HeaderMap,
+    peer: Option<PeerAddress>,
     body: S,
 ) -> Response
 where
@@ -125,9 +129,13 @@ where
         // The producers' app: its own pages, also for a standby or a passed deadline.
         match node.service() {
             Some(service) => {
-                let page = within(deadline, app_page(&service, &settings.app, request, body))
-                    .await
-                    .unwrap_or_else(crate::app::unavailable);
+                let client = client_address(peer, &headers, &settings.app.trusted_proxies);
+                let page = within(
+                    deadline,
+                    app_page(&service, &settings.app, request, client, body),
+                )
+                .await
+                .unwrap_or_else(crate::app::unavailable);
                 if still_primary(&node, &method) {
                     page
                 } else {
@@ -253,6 +261,7 @@ async fn app_page<S, B>(
     service: &Service,
     settings: &AppSettings,
     request: Request<'_>,
+    client: Option<std::net::IpAddr>,
     body: S,
 ) -> Result<Response, ApiError>
 where
@@ -269,6 +278,7 @@ where
         path: request.path,
         headers: request.headers,
         form,
+        client,
     };
     Ok(
         match crate::app::handle(service, settings, app_request).await {
