@@ -78,12 +78,21 @@ pub fn routes(
         .and(warp::method())
         .and(warp::path::full())
         .and(query)
-        .and(warp::header::headers_cloned())
-        .and(warp::ext::optional::<PeerAddress>())
+        .and(
+            warp::header::headers_cloned()
+                .and(warp::ext::optional::<PeerAddress>())
+                .map(|headers, peer| Sent { headers, peer }),
+        )
         .and(warp::body::stream())
         .then(handle)
         .recover(error::recover)
         .unify()
+}
+
+/// A request's headers, and the peer it came from (told to the app's requests only).
+struct Sent {
+    headers: HeaderMap,
+    peer: Option<PeerAddress>,
 }
 
 /// What every handler gets: the service, the caller's webstore and the query parameters.
@@ -103,14 +112,14 @@ async fn handle<S, B>(
     method: Method,
     path: FullPath,
     query: String,
-    headers: HeaderMap,
-    peer: Option<PeerAddress>,
+    sent: Sent,
     body: S,
 ) -> Response
 where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf + Send,
 {
+    let Sent { headers, peer } = sent;
     let path = path.as_str();
     let mut record = RequestRecord::begin(&method, router::route(&method, path), &headers);
     let request = Request {

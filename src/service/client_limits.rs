@@ -39,7 +39,7 @@ struct Client(u128);
 impl Client {
     fn of(address: IpAddr) -> Client {
         match address {
-            IpAddr::V4(v4) => Client(u128::from(v4.to_ipv6_mapped().to_bits())),
+            IpAddr::V4(v4) => Client(v4.to_ipv6_mapped().to_bits()),
             IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
                 Some(v4) => Client::of(IpAddr::V4(v4)),
                 None => Client(v6.to_bits() & !u128::from(u64::MAX)),

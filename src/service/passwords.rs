@@ -18,7 +18,7 @@
 //!
 //! A job whose caller is gone before it starts never runs, so a flood of abandoned requests
 //! costs no hashing; a job that started runs to its end, and whatever it settles (a sign-in
-//! attempt) is settled inside it. A place is a guard ([`Place`]): dropped while it waits,
+//! attempt) is settled inside it. A place is a guard (`Place`): dropped while it waits,
 //! while it runs, or once pushed out, it leaves the counts as if it had never been. The
 //! state is one small map behind a mutex, locked for a few operations per job: a job costs
 //! tens of milliseconds of hashing, beside which the lock is nothing.
