@@ -751,22 +751,23 @@ headers = {
     "RateLimit-Policy": {
         "description": (
             "The caller's webstore's quotas, as draft-ietf-httpapi-ratelimit-headers-11 "
-            "writes them (a Structured Fields list): `writes` and `reads`, each `q` requests "
-            "in a window of `w` seconds (the burst, and the seconds it takes to earn it "
-            "back), and `concurrency`, `q` requests in progress at once "
-            "(`qu=\"concurrent-requests\"`), e.g. `\"writes\";q=100;w=1, "
-            "\"reads\";q=200;w=1, \"concurrency\";q=64;qu=\"concurrent-requests\"`. "
-            "On every answer to an authenticated request of a webstore this node serves."),
+            "writes them (a Structured Fields list): `writes` and `reads` where the "
+            "catalogue sets them, each `q` requests in a window of `w` seconds (the burst, "
+            "and the seconds it takes to earn it back), and `concurrency`, `q` requests in "
+            "progress at once (`qu=\"concurrent-requests\"`), e.g. `\"writes\";q=100;w=1, "
+            "\"concurrency\";q=1024;qu=\"concurrent-requests\"`; without rate quotas (the "
+            "default) only `concurrency`. On every answer to an authenticated request of a "
+            "webstore this node serves."),
         "schema": {"type": "string"},
     },
     "RateLimit": {
         "description": (
-            "What is left of the quota this request took from (`writes` for creates and "
-            "changes, `reads` for everything else): `r` requests that may still come at "
+            "What is left of the rate quota this request took from (`writes` for creates "
+            "and changes, `reads` for everything else): `r` requests that may still come at "
             "once, and `t` seconds until the quota is whole again, e.g. "
             "`\"writes\";r=42;t=1`. A 429 names the quota it went past with `r=0` and `t` "
             "equal to `Retry-After`. On every answer to an authenticated request of a "
-            "webstore this node serves."),
+            "webstore this node serves whose kind has a rate quota, and on every 429."),
         "schema": {"type": "string", "pattern": "^\"(writes|reads|concurrency)\";r=[0-9]+;t=[0-9]+$"},
     },
     "Allow": {

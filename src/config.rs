@@ -183,10 +183,10 @@ pub struct ServeConfig {
     /// Catalogue JSON file; without it the built-in demo catalogue is used.
     #[arg(long, env = "BOXSUB_CATALOGUE")]
     pub catalogue: Option<PathBuf>,
-    /// API requests in service at once (handed to the actors and the log); more wait in one
-    /// queue per webstore and are admitted a webstore at a time in turn, so that one
-    /// webstore's flood cannot hold up another's requests. Enough to keep group commit's
-    /// batches full; far below the connection limit.
+    /// API requests in service at once (handed to the actors and the log) while webstores
+    /// contend for the host; a webstore alone is never held back. Past them, requests wait
+    /// in one queue per webstore and are admitted a webstore at a time in turn, so that one
+    /// webstore's flood cannot hold up another's requests.
     #[arg(long, env = "BOXSUB_ADMISSION_SLOTS", default_value_t = 32,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub admission_slots: u64,

@@ -372,7 +372,13 @@ fn check_line(line: Line) -> bool {
             event
                 .into_record()
                 .inspect(round_trip)
-                .inspect(|record| assert_eq!(record.json, json.as_bytes(), "an event's bytes"))
+                .inspect(|record| {
+                    assert_eq!(
+                        record.body,
+                        crate::store::codec::EventBody::Json(json.into_bytes()),
+                        "an event's bytes"
+                    )
+                })
                 .is_ok()
         }
         Line::EventsPruned(pruned) => pruned.into_parts().is_ok(),

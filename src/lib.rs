@@ -10,7 +10,8 @@
 //! (deliveries) uses `service` and is started beside it; `quotas` (each webstore's quotas and
 //! the fair admission of requests) is held by `service` and uses only `domain` and `metrics`;
 //! `clock` (the wall clock) uses nothing and is read by any layer but `domain`, which is given
-//! "now". This is the one statement of the chain; README.md and docs/design.md point here.
+//! "now"; `views` (the JSON shapes of customers and orders) uses only `domain` and is used by
+//! `http` and by `events` to render an event when it is read. This is the one statement of the chain; README.md and docs/design.md point here.
 //!
 //! - [`domain`]: the rules, as pure functions and plain data (catalogue, customers, orders,
 //!   emails, pagination, passwords, sign-in throttling). No I/O, no async.
@@ -29,6 +30,8 @@
 //!   publishes, the standby's apply and takeover, replica snapshots and trimming.
 //! - [`http`]: the front end: its own accept loop with connection limits and deadlines, and
 //!   one warp filter for authentication, routing, parsing, rendering and errors.
+//! - [`views`]: customers and orders as the API renders them, shared by the answers and the
+//!   events' JSON.
 //! - [`events`]: each webstore's events, written in their change's own log entry, numbered,
 //!   and read up to the watermark below which all are durable (the feed's pages).
 //! - [`webhooks`]: the catalogue's endpoints sent each webstore's events, signed per
@@ -76,4 +79,5 @@ pub mod store;
 #[cfg(feature = "tools")]
 pub mod tools;
 pub mod transfer;
+pub mod views;
 pub mod webhooks;

@@ -100,10 +100,11 @@ pub struct Metrics {
     /// `boxsub_webstore_requests_total{webstore,outcome}`: authenticated API requests by
     /// what their quotas made of them (`admitted`, or `throttled_` and the quota).
     pub webstore_requests: IntCounterVec,
-    /// `boxsub_admission_wait_seconds{webstore}`: how long admitted requests waited for a
-    /// turn while the host was saturated (0 for most).
+    /// `boxsub_admission_wait_seconds{webstore}`: how long requests that had to wait for a
+    /// turn (while webstores contended and the slots were taken) waited.
     pub admission_wait: HistogramVec,
-    /// `boxsub_admission_in_service`: requests admitted and not yet answered.
+    /// `boxsub_admission_in_service`: requests admitted and not yet answered, as of the last
+    /// scrape.
     pub admission_in_service: IntGauge,
 }
 
@@ -368,8 +369,8 @@ impl Metrics {
                 let family = HistogramVec::new(
                     HistogramOpts::new(
                         "boxsub_admission_wait_seconds",
-                        "How long each webstore's admitted requests waited for their turn \
-                         while every admission slot was taken (0 when one was free).",
+                        "How long each webstore's requests that had to wait for their turn \
+                         waited (while webstores contended and every slot was taken).",
                     )
                     .buckets(vec![
                         0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -386,8 +387,9 @@ impl Metrics {
             admission_in_service: gauge(
                 &registry,
                 "boxsub_admission_in_service",
-                "API requests admitted and not yet answered (at most --admission-slots; \
-                 more wait their turn).",
+                "API requests admitted and not yet answered, when /metrics was read (at most \
+                 about --admission-slots while webstores contend; a webstore alone is never \
+                 held back).",
             ),
             idempotency_records: gauge(
                 &registry,

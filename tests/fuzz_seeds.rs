@@ -66,7 +66,7 @@ fn every_target_has_a_seed_directory_and_a_fuzz_binary() {
 #[ignore = "writes fuzz/seeds/records; run by hand after a record format change"]
 fn write_record_seeds() {
     use boxsub::store::codec::{
-        self, CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord,
+        self, CustomerRecord, DeliveryRecord, EventBody, EventRecord, IdempotencyRecord,
     };
     use boxsub::transfer::format::{
         to_text, CustomerLine, DeliveryLine, EventLine, EventsPrunedLine, IdempotencyLine, Line,
@@ -125,13 +125,15 @@ fn write_record_seeds() {
     let event = EventRecord {
         event_type: "order.created".into(),
         created_at_ms: 1_799_056_800_123,
-        json: concat!(
-            r#"{"id":"evt_0123456789abcdef0123456789abcdef","type":"order.created","#,
-            r#""sequence":7,"created_at":"2027-01-04T10:00:00.123Z","#,
-            r#""data":{"id":9,"customer_id":3,"note":"caf\u00e9"}}"#
-        )
-        .as_bytes()
-        .to_vec(),
+        body: EventBody::Json(
+            concat!(
+                r#"{"id":"evt_0123456789abcdef0123456789abcdef","type":"order.created","#,
+                r#""sequence":7,"created_at":"2027-01-04T10:00:00.123Z","#,
+                r#""data":{"id":9,"customer_id":3,"note":"caf\u00e9"}}"#
+            )
+            .as_bytes()
+            .to_vec(),
+        ),
     };
     let event_line =
         EventLine::from_record("fantastic-vege-people", 7, event).expect("an event line");

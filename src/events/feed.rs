@@ -151,15 +151,28 @@ pub fn page(
     let limit = limit.clamp(1, MAX_LIMIT);
     let mut events = Vec::new();
     let mut next = from;
+    let mut damaged = None;
     store.for_each_event(webstore_id, from, watermark, &mut |sequence, record| {
         next = sequence;
         let wanted = types.is_empty()
             || EventType::parse(&record.event_type).is_some_and(|kind| types.contains(&kind));
         if wanted {
-            events.push(record.json);
+            match super::json::render_event(sequence, &record) {
+                Ok(json) => events.push(json),
+                Err(source) => {
+                    damaged = Some(StoreError::Corrupt {
+                        key: format!("event {sequence} of webstore {webstore_id}"),
+                        source,
+                    });
+                    return false;
+                }
+            }
         }
         events.len() < limit
     })?;
+    if let Some(error) = damaged {
+        return Err(error);
+    }
     Ok(Ok(Page { events, next }))
 }
 

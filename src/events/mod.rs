@@ -3,19 +3,24 @@
 //! entry as the change** (so in a group it travels in the changelog), then read by pollers
 //! ([`feed`]) and delivered to webhooks (`crate::webhooks`).
 //!
-//! An event's `data` is the resource exactly as `GET` returns it when the change is made,
-//! rendered by the front end's own views ([`EventViews`], which the HTTP layer implements),
-//! so the two never drift.
+//! An event is stored compactly, as the record of what it tells of when the change was made
+//! (the order, or the customer without its password hash), and rendered as JSON only when it
+//! is read ([`json`]), with the API's own views (`crate::views`): its `data` is the resource
+//! exactly as `GET` returned it then, and a write pays for no second rendering.
 //!
 //! - [`sequence`]: each webstore's numbering, and the watermark below which every event is
 //!   durable (readers see nothing above it: read committed, and no event appears later
 //!   below a position a reader has passed).
 //! - [`feed`]: pages of events after an opaque cursor, for `GET /v1/events`.
+//! - [`json`]: an event as it is fed and delivered.
+//! - [`ids`]: events' ids.
 //!
 //! Must not touch: HTTP (statuses are the front end's), deliveries (the webhooks'), how the
 //! store writes the events (the change's writer puts them in its log entry).
 
 pub mod feed;
+pub mod ids;
+pub mod json;
 pub mod sequence;
 
 use std::sync::Arc;
@@ -25,20 +30,12 @@ use dashmap::DashMap;
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
 use crate::domain::order::Order;
-use crate::store::codec::EventRecord;
+use crate::store::codec::{CustomerRecord, EventBody, EventRecord, OrderRecord};
 use crate::store::{EventWrite, Store, StoreError};
+use ids::EventIds;
 use sequence::{InFlight, Sequencer};
 
 pub use crate::domain::event_types::EventType;
-
-/// The resources as `GET` renders them: implemented by the front end, so that an event's
-/// `data` is exactly what a read of the resource answers.
-pub trait EventViews: Send + Sync {
-    /// A customer as JSON, as `GET /v1/customers/{id}?embed=address` answers it.
-    fn customer(&self, customer: &Customer, webstore: &Webstore) -> Vec<u8>;
-    /// An order as JSON, as `GET /v1/orders/{id}` answers it.
-    fn order(&self, order: &Order) -> Vec<u8>;
-}
 
 /// An event numbered and built: `write` goes into its change's log entry; `in_flight` is
 /// held until the change is durable (or given up), and keeps readers below its number
@@ -53,16 +50,16 @@ pub struct NewEvent {
 /// The events of every webstore this node serves.
 pub struct Events {
     store: Store,
-    views: Arc<dyn EventViews>,
+    ids: EventIds,
     sequences: DashMap<String, Arc<Sequencer>>,
 }
 
 impl Events {
-    /// Events written into `store`, their data rendered by `views`.
-    pub fn new(store: Store, views: Arc<dyn EventViews>) -> Events {
+    /// Events written into `store`.
+    pub fn new(store: Store) -> Events {
         Events {
             store,
-            views,
+            ids: EventIds::new(),
             sequences: DashMap::new(),
         }
     }
@@ -73,8 +70,9 @@ impl Events {
         webstore: &Webstore,
         customer: &Customer,
     ) -> Result<NewEvent, StoreError> {
-        let data = self.views.customer(customer, webstore);
-        self.numbered(webstore, EventType::CustomerCreated, data)
+        self.numbered(webstore, EventType::CustomerCreated, |id| {
+            customer_body(id, webstore, customer)
+        })
     }
 
     /// The `customer.updated` event of `customer` as it is now.
@@ -83,8 +81,9 @@ impl Events {
         webstore: &Webstore,
         customer: &Customer,
     ) -> Result<NewEvent, StoreError> {
-        let data = self.views.customer(customer, webstore);
-        self.numbered(webstore, EventType::CustomerUpdated, data)
+        self.numbered(webstore, EventType::CustomerUpdated, |id| {
+            customer_body(id, webstore, customer)
+        })
     }
 
     /// The `order.created` event of `order`.
@@ -93,29 +92,28 @@ impl Events {
         webstore: &Webstore,
         order: &Order,
     ) -> Result<NewEvent, StoreError> {
-        let data = self.views.order(order);
-        self.numbered(webstore, EventType::OrderCreated, data)
+        self.numbered(webstore, EventType::OrderCreated, |id| EventBody::Order {
+            id,
+            order: OrderRecord::from_order(order),
+        })
     }
 
     fn numbered(
         &self,
         webstore: &Webstore,
         kind: EventType,
-        data: Vec<u8>,
+        body: impl FnOnce([u8; 16]) -> EventBody,
     ) -> Result<NewEvent, StoreError> {
         let webstore_id = &webstore.settings.id;
         let in_flight = self.sequencer(webstore_id)?.allocate();
-        let sequence = in_flight.sequence();
-        let now = jiff::Timestamp::now();
-        let json = event_json(&event_id(), kind, sequence, now, &data);
         Ok(NewEvent {
             write: EventWrite {
                 webstore_id: webstore_id.clone(),
-                sequence,
+                sequence: in_flight.sequence(),
                 record: EventRecord {
                     event_type: kind.name().to_owned(),
-                    created_at_ms: now.as_millisecond(),
-                    json,
+                    created_at_ms: jiff::Timestamp::now().as_millisecond(),
+                    body: body(self.ids.next()),
                 },
             },
             in_flight,
@@ -161,77 +159,14 @@ impl Events {
     }
 }
 
-/// An event as delivered and fed: its fields are written by hand around `data`, already
-/// JSON, rather than parsed back into a value and rendered again on every write.
-fn event_json(
-    id: &str,
-    kind: EventType,
-    sequence: u64,
-    at: jiff::Timestamp,
-    data: &[u8],
-) -> Vec<u8> {
-    use std::io::Write;
-    let mut json = Vec::with_capacity(data.len() + 128);
-    // Every field but `data` is ASCII with nothing to escape: a hex id, a fixed type name,
-    // a number and a timestamp.
-    let _ = write!(
-        json,
-        r#"{{"id":"{id}","type":"{}","sequence":{sequence},"created_at":"{}","data":"#,
-        kind.name(),
-        at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ"),
-    );
-    json.extend_from_slice(data);
-    json.push(b'}');
-    json
-}
-
-/// A new event's id: `evt_` and 16 random bytes in hex, unique across webstores, nodes and
-/// moves.
-fn event_id() -> String {
-    let mut bytes = [0u8; 16];
-    if getrandom::getrandom(&mut bytes).is_err() {
-        // Without randomness, the clock still tells events apart.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_nanos());
-        bytes = nanos.to_be_bytes();
-    }
-    format!("evt_{}", hex::encode(bytes))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_event_is_json_around_its_data() {
-        let at = jiff::Timestamp::from_millisecond(1_700_000_000_123).unwrap();
-        let json = event_json(
-            "evt_1",
-            EventType::OrderCreated,
-            7,
-            at,
-            br#"{"id":3,"n":"\u00e9"}"#,
-        );
-        let value: serde_json::Value = serde_json::from_slice(&json).unwrap();
-        assert_eq!(
-            value,
-            serde_json::json!({
-                "id": "evt_1",
-                "type": "order.created",
-                "sequence": 7,
-                "created_at": "2023-11-14T22:13:20.123Z",
-                "data": {"id": 3, "n": "\u{e9}"},
-            })
-        );
-    }
-
-    #[test]
-    fn event_ids_are_unique() {
-        let ids: std::collections::BTreeSet<String> = (0..1000).map(|_| event_id()).collect();
-        assert_eq!(ids.len(), 1000);
-        assert!(ids
-            .iter()
-            .all(|id| id.starts_with("evt_") && id.len() == 36));
+/// A customer's event body: the customer as stored, without its password hash, and its
+/// webstore's name now.
+fn customer_body(id: [u8; 16], webstore: &Webstore, customer: &Customer) -> EventBody {
+    let mut record = CustomerRecord::from_customer(customer, &webstore.settings.id);
+    record.password_hash = None;
+    EventBody::Customer {
+        id,
+        customer: record,
+        webstore_name: webstore.settings.name.clone(),
     }
 }

@@ -40,7 +40,7 @@ pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
 pub use error::ApiError;
 pub use handlers::{sign_in_params, SignInParams};
 pub use router::{needs_credentials, resolve, route, Endpoint, Route, RouteError};
-pub use views::{ApiViews, CustomerView, DeliveryView, Embed, OrderView};
+pub use views::{CustomerView, DeliveryView, Embed, OrderView};
 
 use body::read_limited;
 use client::{client_address, PeerAddress};

@@ -1,8 +1,9 @@
 //! The quota fields of draft-ietf-httpapi-ratelimit-headers-11 on the API's answers:
 //! `RateLimit-Policy` (the webstore's quotas: `"writes";q=100;w=1, "reads";q=200;w=1,
-//! "concurrency";q=64;qu="concurrent-requests"`) and `RateLimit` (what is left of the quota
-//! the request took from, and the seconds until it is whole: `"writes";r=42;t=1`), both
-//! Structured Fields lists. A refusal says `r=0` and `t` (and `Retry-After`) the seconds
+//! "concurrency";q=64;qu="concurrent-requests"`, the rate quotas only where the catalogue
+//! sets them) and `RateLimit` (what is left of the rate quota the request took from, and the
+//! seconds until it is whole: `"writes";r=42;t=1`; absent when no rate quota applies to it),
+//! both Structured Fields lists. A refusal says `r=0` and `t` (and `Retry-After`) the seconds
 //! until a request would be let through.
 //!
 //! Must not touch: the quotas' arithmetic (`crate::quotas`).
@@ -20,14 +21,12 @@ pub static RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
 /// Stamps an answer to a request its quotas let through.
 pub fn stamp(headers: &mut HeaderMap, checked: &Checked) {
     insert_policies(headers, &checked.policies);
-    headers.insert(
-        RATELIMIT.clone(),
-        state_field(
-            checked.quota,
-            checked.remaining.requests,
-            checked.remaining.full_in_secs,
-        ),
-    );
+    if let Some((quota, remaining)) = checked.rate {
+        headers.insert(
+            RATELIMIT.clone(),
+            state_field(quota, remaining.requests, remaining.full_in_secs),
+        );
+    }
 }
 
 /// Stamps a 429 of a quota.

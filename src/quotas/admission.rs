@@ -1,48 +1,94 @@
-//! Fair admission: at most `slots` API requests are in service at once (handed to the
-//! actors and the log); past that, requests wait in one queue per webstore, and each slot
-//! that frees goes to the next webstore in turn (round robin over the webstores that have
-//! requests waiting, first come first served within one). A webstore that floods the host
-//! queues behind itself: another webstore's request waits for one slot to free, not for the
-//! flood ahead of it.
+//! Fair admission, work-conserving: a webstore alone on the host is never held back, and
+//! while two or more webstores contend for it, at most `slots` requests are in service (handed
+//! to the actors and the log); past that, requests wait in one queue per webstore, and each
+//! slot that frees goes to the next webstore in turn (round robin over the webstores that have
+//! requests waiting, first come first served within one). A webstore with fewer than its
+//! share of the slots in service (half of them) is admitted at once even then, so that a
+//! webstore sending a request now and then never waits for the flood of another to drain.
 //!
-//! While a slot is free and nobody waits, admission is two atomic operations and no lock;
-//! the queues (behind one mutex) are touched only while the host is saturated. A slot is a
-//! guard: dropping it (answered, failed, or its request's future dropped at any await) passes
-//! it to the next waiter or frees it, and a waiter whose future is dropped leaves nothing
-//! held: a slot sent to it comes back through the slot's own `Drop`.
+//! Webstores *contend* from the moment requests of two different webstores are admitted one
+//! after the other until [`Admission::new`]'s `window` has passed without that happening
+//! again. The window outlasts the gaps between one cart's requests, so that a webstore
+//! sending one order every few milliseconds beside a flood keeps the flood capped: without
+//! it, the flood would fill the pipeline again between two of its requests, and each would
+//! wait behind all of it.
+//!
+//! While one webstore alone sends, admission is a load and a compare of the last webstore
+//! admitted, and two atomic additions; the queues (behind one mutex) are touched only while
+//! webstores contend and the slots are taken. A slot is a guard: dropping it (answered,
+//! failed, or its request's future dropped at any await) passes it to the next waiter or
+//! frees it, and a waiter whose future is dropped leaves nothing held: a slot sent to it comes
+//! back through the slot's own `Drop`.
 //!
 //! Must not touch: quotas (they refuse before a request queues), the requests themselves.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
-/// Which queue a request waits in: its webstore's index.
-pub type Lane = u32;
+/// How long webstores count as contending after requests of two of them were admitted one
+/// after the other.
+pub const CONTENTION_WINDOW: Duration = Duration::from_secs(1);
+
+/// One webstore's place in admission: which queue its requests wait in, and how many of
+/// them are in service.
+#[derive(Debug)]
+pub struct Lane {
+    id: u32,
+    in_service: AtomicUsize,
+}
+
+impl Lane {
+    /// The lane of the webstore numbered `id` (its index in the catalogue).
+    pub fn new(id: u32) -> Arc<Lane> {
+        Arc::new(Lane {
+            id,
+            in_service: AtomicUsize::new(0),
+        })
+    }
+
+    /// This webstore's requests in service now.
+    pub fn in_service(&self) -> usize {
+        self.in_service.load(Ordering::SeqCst)
+    }
+}
 
 /// The admission slots and the queues of those waiting for one.
 pub struct Admission {
     slots: usize,
+    window: Duration,
+    /// When this admission began: times below are nanoseconds since.
+    began: Instant,
     in_service: AtomicUsize,
     /// Senders in the queues (some may belong to waiters that gave up).
     waiting: AtomicUsize,
+    /// The lane of the last request admitted (`u32::MAX` before the first).
+    last_lane: AtomicU32,
+    /// Until when webstores contend (nanoseconds since `began`; 0: they do not).
+    contended_until: AtomicU64,
     queues: Mutex<Queues>,
 }
 
 #[derive(Default)]
 struct Queues {
     /// Lanes with someone waiting, in the order their turns come.
-    turns: VecDeque<Lane>,
+    turns: VecDeque<u32>,
     /// Each lane's waiters, first come first; a lane that waited once keeps its (then empty)
     /// queue.
-    lanes: HashMap<Lane, VecDeque<oneshot::Sender<Slot>>>,
+    lanes: HashMap<u32, LaneQueue>,
+}
+
+struct LaneQueue {
+    lane: Arc<Lane>,
+    waiters: VecDeque<oneshot::Sender<Slot>>,
 }
 
 /// One request's place in service; freed (or passed on) when dropped.
 pub struct Slot {
-    admission: Option<Arc<Admission>>,
+    held: Option<(Arc<Admission>, Arc<Lane>)>,
 }
 
 /// How a request was admitted.
@@ -54,12 +100,18 @@ pub struct Admitted {
 }
 
 impl Admission {
-    /// Admission with `slots` requests in service at once (at least 1).
-    pub fn new(slots: usize) -> Arc<Admission> {
+    /// Admission that holds at most `slots` requests in service (at least 2) while
+    /// webstores contend, counting them as contending for `window` after requests of two of
+    /// them were admitted one after the other.
+    pub fn new(slots: usize, window: Duration) -> Arc<Admission> {
         Arc::new(Admission {
-            slots: slots.max(1),
+            slots: slots.max(2),
+            window,
+            began: Instant::now(),
             in_service: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
+            last_lane: AtomicU32::new(u32::MAX),
+            contended_until: AtomicU64::new(0),
             queues: Mutex::new(Queues::default()),
         })
     }
@@ -69,12 +121,20 @@ impl Admission {
         self.in_service.load(Ordering::SeqCst)
     }
 
-    /// A slot for a request of `lane`: at once if one is free and nobody waits, else when
-    /// `lane`'s turn comes. Dropping the future gives up the place in the queue.
-    pub async fn admit(self: &Arc<Self>, lane: Lane) -> Admitted {
-        if self.waiting.load(Ordering::SeqCst) == 0 && self.try_take() {
+    /// Whether webstores contend for the host now.
+    pub fn contended(&self) -> bool {
+        let until = self.contended_until.load(Ordering::Relaxed);
+        until != 0 && self.now() < until
+    }
+
+    /// A slot for a request of `lane`: at once while `lane` is alone on the host, the slots
+    /// are not all taken, or it has fewer than its share in service; else when `lane`'s turn
+    /// comes. Dropping the future gives up the place in the queue.
+    pub async fn admit(self: &Arc<Self>, lane: &Arc<Lane>) -> Admitted {
+        self.note(lane.id);
+        if self.waiting.load(Ordering::SeqCst) == 0 && self.may_enter(lane) {
             return Admitted {
-                slot: self.slot(),
+                slot: self.enter(lane),
                 waited: false,
             };
         }
@@ -82,11 +142,17 @@ impl Admission {
             let mut queues = self.lock();
             let (sender, receiver) = oneshot::channel();
             let Queues { turns, lanes } = &mut *queues;
-            let lane_queue = lanes.entry(lane).or_default();
-            if lane_queue.is_empty() {
-                turns.push_back(lane);
+            let queue = lanes.entry(lane.id).or_insert_with(|| LaneQueue {
+                lane: lane.clone(),
+                waiters: VecDeque::new(),
+            });
+            // A reloaded catalogue may have given the webstore a new lane: count its
+            // requests there from now on.
+            queue.lane = lane.clone();
+            if queue.waiters.is_empty() {
+                turns.push_back(lane.id);
             }
-            lane_queue.push_back(sender);
+            queue.waiters.push_back(sender);
             self.waiting.fetch_add(1, Ordering::SeqCst);
             // A slot may have freed between the first look and the push: hand out what is
             // free (to whoever's turn it is, which may be this request).
@@ -96,39 +162,52 @@ impl Admission {
         match receiver.await {
             Ok(slot) => Admitted { slot, waited: true },
             // The sender is dropped unsent only with the queues, that is never while an
-            // `Arc` to them is held here; a fresh slot keeps the count right regardless.
-            Err(_) => {
-                self.in_service.fetch_add(1, Ordering::SeqCst);
-                Admitted {
-                    slot: self.slot(),
-                    waited: true,
-                }
-            }
+            // `Arc` to them is held here; a fresh slot keeps the counts right regardless.
+            Err(_) => Admitted {
+                slot: self.enter(lane),
+                waited: true,
+            },
         }
     }
 
-    fn slot(self: &Arc<Self>) -> Slot {
-        crate::metrics::METRICS.admission_in_service.inc();
+    fn now(&self) -> u64 {
+        u64::try_from(self.began.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// Notes that a request of `lane` came: another webstore's request just before it
+    /// starts (or prolongs) a contention. One load while the same webstore keeps coming.
+    fn note(&self, lane: u32) {
+        if self.last_lane.load(Ordering::Relaxed) == lane {
+            return;
+        }
+        let previous = self.last_lane.swap(lane, Ordering::Relaxed);
+        if previous != lane && previous != u32::MAX {
+            let until = self
+                .now()
+                .saturating_add(u64::try_from(self.window.as_nanos()).unwrap_or(u64::MAX));
+            self.contended_until.fetch_max(until, Ordering::Relaxed);
+        }
+    }
+
+    /// A lane's share of the slots while webstores contend.
+    fn share(&self) -> usize {
+        self.slots / 2
+    }
+
+    /// Whether a request of `lane` may be in service now.
+    fn may_enter(&self, lane: &Lane) -> bool {
+        !self.contended()
+            || self.in_service.load(Ordering::SeqCst) < self.slots
+            || lane.in_service.load(Ordering::SeqCst) < self.share()
+    }
+
+    /// Counts a request of `lane` in service and hands it its slot.
+    fn enter(self: &Arc<Self>, lane: &Arc<Lane>) -> Slot {
+        self.in_service.fetch_add(1, Ordering::SeqCst);
+        lane.in_service.fetch_add(1, Ordering::SeqCst);
         Slot {
-            admission: Some(self.clone()),
+            held: Some((self.clone(), lane.clone())),
         }
-    }
-
-    /// Counts one more request in service if there is room.
-    fn try_take(&self) -> bool {
-        let mut current = self.in_service.load(Ordering::SeqCst);
-        while current < self.slots {
-            match self.in_service.compare_exchange_weak(
-                current,
-                current + 1,
-                Ordering::SeqCst,
-                Ordering::SeqCst,
-            ) {
-                Ok(_) => return true,
-                Err(now) => current = now,
-            }
-        }
-        false
     }
 
     fn lock(&self) -> MutexGuard<'_, Queues> {
@@ -138,32 +217,30 @@ impl Admission {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Hands free slots to waiters, one webstore's turn after another, while both last.
+    /// Hands slots to waiters, one webstore's turn after another, while some may enter.
     fn dispatch(self: &Arc<Self>, queues: &mut Queues) {
-        while self.waiting.load(Ordering::SeqCst) > 0 && self.try_take() {
-            let Some(sender) = queues.next() else {
-                // Counted waiters are always queued; give the slot back if not.
-                self.in_service.fetch_sub(1, Ordering::SeqCst);
+        while self.waiting.load(Ordering::SeqCst) > 0 {
+            let Some((lane, sender)) = queues.next(|lane| self.may_enter(lane)) else {
                 return;
             };
             self.waiting.fetch_sub(1, Ordering::SeqCst);
-            crate::metrics::METRICS.admission_in_service.inc();
-            let slot = Slot {
-                admission: Some(self.clone()),
-            };
-            if let Err(mut unwanted) = sender.send(slot) {
+            if let Err(mut unwanted) = sender.send(self.enter(&lane)) {
                 // Its waiter gave up: take the slot back without its `Drop` (which would
                 // lock the queues again) and offer it to the next.
-                unwanted.admission = None;
-                crate::metrics::METRICS.admission_in_service.dec();
-                self.in_service.fetch_sub(1, Ordering::SeqCst);
+                if let Some((_, lane)) = unwanted.held.take() {
+                    self.leave(&lane);
+                }
             }
         }
     }
 
-    fn release(self: &Arc<Self>) {
-        crate::metrics::METRICS.admission_in_service.dec();
+    fn leave(&self, lane: &Lane) {
+        lane.in_service.fetch_sub(1, Ordering::SeqCst);
         self.in_service.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn release(self: &Arc<Self>, lane: &Lane) {
+        self.leave(lane);
         // Seen after the decrement: either a waiter counted itself before it (and is served
         // here), or it counts itself after and finds the slot free when it looks under the
         // lock.
@@ -175,25 +252,33 @@ impl Admission {
 }
 
 impl Queues {
-    /// The first waiter of the lane whose turn it is; the lane goes to the back of the turns
-    /// if more of it wait.
-    fn next(&mut self) -> Option<oneshot::Sender<Slot>> {
-        let lane = self.turns.pop_front()?;
-        let queue = self.lanes.get_mut(&lane)?;
-        let sender = queue.pop_front();
+    /// The first waiter of the first lane in turn that `may_enter`, with its lane; that lane
+    /// goes to the back of the turns if more of it wait. Lanes passed over keep their place.
+    fn next(
+        &mut self,
+        may_enter: impl Fn(&Lane) -> bool,
+    ) -> Option<(Arc<Lane>, oneshot::Sender<Slot>)> {
+        let position = self.turns.iter().position(|id| {
+            self.lanes
+                .get(id)
+                .is_some_and(|queue| may_enter(&queue.lane))
+        })?;
+        let id = self.turns.remove(position)?;
+        let queue = self.lanes.get_mut(&id)?;
+        let sender = queue.waiters.pop_front()?;
         // An empty lane keeps its queue (and its capacity) for the next time it waits: lanes
         // are webstores of the catalogue, a bounded set.
-        if !queue.is_empty() {
-            self.turns.push_back(lane);
+        if !queue.waiters.is_empty() {
+            self.turns.push_back(id);
         }
-        sender
+        Some((queue.lane.clone(), sender))
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some(admission) = self.admission.take() {
-            admission.release();
+        if let Some((admission, lane)) = self.held.take() {
+            admission.release(&lane);
         }
     }
 }
@@ -201,51 +286,143 @@ impl Drop for Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
-    async fn admitted_within(admission: &Arc<Admission>, lane: Lane, ms: u64) -> Option<Slot> {
+    const WINDOW: Duration = Duration::from_millis(300);
+
+    async fn admitted_within(
+        admission: &Arc<Admission>,
+        lane: &Arc<Lane>,
+        ms: u64,
+    ) -> Option<Slot> {
         tokio::time::timeout(Duration::from_millis(ms), admission.admit(lane))
             .await
             .ok()
             .map(|admitted| admitted.slot)
     }
 
+    /// Makes `a` and `b` contend: a request of each admitted one after the other.
+    async fn contend(admission: &Arc<Admission>, a: &Arc<Lane>, b: &Arc<Lane>) {
+        drop(admitted_within(admission, a, 100).await.unwrap());
+        drop(admitted_within(admission, b, 100).await.unwrap());
+        assert!(admission.contended());
+    }
+
     #[tokio::test]
-    async fn free_slots_admit_at_once_and_a_full_house_waits_for_a_release() {
-        let admission = Admission::new(2);
-        let a = admitted_within(&admission, 1, 100).await.unwrap();
-        let _b = admitted_within(&admission, 1, 100).await.unwrap();
-        assert_eq!(admission.in_service(), 2);
-        assert!(admitted_within(&admission, 1, 50).await.is_none());
+    async fn a_webstore_alone_is_never_held_back() {
+        let admission = Admission::new(2, WINDOW);
+        let lane = Lane::new(1);
+        let mut slots = Vec::new();
+        for _ in 0..100 {
+            slots.push(
+                admitted_within(&admission, &lane, 100)
+                    .await
+                    .expect("held back"),
+            );
+        }
+        assert!(!admission.contended());
+        assert_eq!((admission.in_service(), lane.in_service()), (100, 100));
+        drop(slots);
+        assert_eq!((admission.in_service(), lane.in_service()), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn contending_webstores_wait_for_a_slot_past_the_slots_and_their_share() {
+        let admission = Admission::new(4, WINDOW);
+        let (a, b) = (Lane::new(1), Lane::new(2));
+        contend(&admission, &a, &b).await;
+        // A takes all four slots: the first two within its share, then while slots are free.
+        let mut held: Vec<Slot> = Vec::new();
+        for _ in 0..4 {
+            held.push(admitted_within(&admission, &a, 100).await.unwrap());
+        }
+        assert!(
+            admitted_within(&admission, &a, 50).await.is_none(),
+            "A past the slots"
+        );
+        // B has nothing in service: under its share, it is admitted at once all the same.
+        let b_first = admitted_within(&admission, &b, 100)
+            .await
+            .expect("B waited");
+        assert_eq!(admission.in_service(), 5);
+        // A's next waits for one of A's to finish.
         let waiting = tokio::spawn({
-            let admission = admission.clone();
-            async move { admission.admit(2).await.waited }
+            let (admission, a) = (admission.clone(), a.clone());
+            async move { admission.admit(&a).await.waited }
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
-        drop(a);
+        assert!(!waiting.is_finished());
+        drop(b_first);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            !waiting.is_finished(),
+            "B's slot freed, but the slots are still all taken"
+        );
+        held.pop();
         assert!(waiting.await.unwrap());
-        // The slot went from `a` to the waiter, whose slot was dropped with its task.
-        assert_eq!(admission.in_service(), 1);
+        drop(held);
+        assert_eq!(admission.in_service(), 0);
+    }
+
+    #[tokio::test]
+    async fn the_waiters_go_in_when_the_contention_has_passed() {
+        let admission = Admission::new(2, WINDOW);
+        let (a, b) = (Lane::new(1), Lane::new(2));
+        contend(&admission, &a, &b).await;
+        let held: Vec<Slot> = vec![
+            admitted_within(&admission, &a, 100).await.unwrap(),
+            admitted_within(&admission, &a, 100).await.unwrap(),
+        ];
+        let waiters: Vec<_> = (0..5)
+            .map(|_| {
+                let (admission, a) = (admission.clone(), a.clone());
+                tokio::spawn(async move { admission.admit(&a).await })
+            })
+            .collect();
+        tokio::time::sleep(WINDOW + Duration::from_millis(50)).await;
+        assert!(!admission.contended());
+        // The next release finds no contention and lets every waiter in.
+        drop(held);
+        let mut slots = Vec::new();
+        for waiter in waiters {
+            slots.push(
+                tokio::time::timeout(Duration::from_secs(1), waiter)
+                    .await
+                    .expect("still waiting")
+                    .unwrap(),
+            );
+        }
+        assert_eq!(admission.in_service(), 5);
+        drop(slots);
+        assert_eq!(admission.in_service(), 0);
     }
 
     #[tokio::test]
     async fn turns_go_round_the_webstores_that_wait() {
-        let admission = Admission::new(1);
-        let held = admitted_within(&admission, 0, 100).await.unwrap();
+        let admission = Admission::new(2, Duration::from_secs(30));
+        let (zero, one, two) = (Lane::new(0), Lane::new(1), Lane::new(2));
+        contend(&admission, &one, &zero).await;
+        // Lane 0 holds both slots (its share and one more).
+        let held = vec![
+            admitted_within(&admission, &zero, 100).await.unwrap(),
+            admitted_within(&admission, &zero, 100).await.unwrap(),
+        ];
+        let one_held = admitted_within(&admission, &one, 100).await.unwrap();
+        let two_held = admitted_within(&admission, &two, 100).await.unwrap();
         let (order_tx, mut order_rx) = tokio::sync::mpsc::unbounded_channel();
         let mut tasks = Vec::new();
-        // Webstore 1 queues five requests before webstore 2 queues one.
-        for (i, lane) in [1, 1, 1, 1, 1, 2].into_iter().enumerate() {
-            let admission = admission.clone();
-            let order_tx = order_tx.clone();
+        // Webstore 1 queues five requests before webstore 2 queues one (each already has its
+        // share in service, so both wait).
+        for (i, lane) in [&one, &one, &one, &one, &one, &two].into_iter().enumerate() {
+            let (admission, lane, order_tx) = (admission.clone(), lane.clone(), order_tx.clone());
             tasks.push(tokio::spawn(async move {
-                let admitted = admission.admit(lane).await;
-                order_tx.send((i, lane)).unwrap();
+                let admitted = admission.admit(&lane).await;
+                order_tx.send((i, lane.id)).unwrap();
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 drop(admitted);
             }));
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        drop((one_held, two_held));
         drop(held);
         for task in tasks {
             task.await.unwrap();
@@ -261,30 +438,50 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_dropped_at_any_point_leaves_no_slot_held() {
-        let admission = Admission::new(1);
+        let admission = Admission::new(2, Duration::from_secs(30));
+        let lanes: Vec<Arc<Lane>> = (0..5).map(Lane::new).collect();
+        contend(&admission, &lanes[1], &lanes[0]).await;
         for round in 0..50u64 {
-            let held = admitted_within(&admission, 0, 100).await.unwrap();
-            let waiters: Vec<_> = (0..4)
+            let held = vec![
+                admitted_within(&admission, &lanes[0], 100).await.unwrap(),
+                admitted_within(&admission, &lanes[0], 100).await.unwrap(),
+            ];
+            // Lanes 1..4 get one each (under their share), then their next ones wait.
+            let shares: Vec<Slot> = futures_util::future::join_all(
+                lanes[1..]
+                    .iter()
+                    .map(|lane| admitted_within(&admission, lane, 100)),
+            )
+            .await
+            .into_iter()
+            .map(Option::unwrap)
+            .collect();
+            let waiters: Vec<_> = lanes[1..]
+                .iter()
                 .map(|lane| {
-                    let admission = admission.clone();
-                    tokio::spawn(async move { admission.admit(lane).await })
+                    let (admission, lane) = (admission.clone(), lane.clone());
+                    tokio::spawn(async move { admission.admit(&lane).await })
                 })
                 .collect();
             tokio::time::sleep(Duration::from_millis(1)).await;
             // Release while the waiters are being cancelled, in an order that varies.
             if round % 2 == 0 {
-                drop(held);
+                drop((held, shares));
                 waiters.iter().for_each(|w| w.abort());
             } else {
                 waiters.iter().for_each(|w| w.abort());
-                drop(held);
+                drop((held, shares));
             }
             for waiter in waiters {
                 let _ = waiter.await;
             }
             assert_eq!(admission.in_service(), 0, "round {round}");
+            assert!(
+                lanes.iter().all(|lane| lane.in_service() == 0),
+                "round {round}"
+            );
         }
         // And the slots are all there to take.
-        assert!(admitted_within(&admission, 9, 100).await.is_some());
+        assert!(admitted_within(&admission, &lanes[4], 100).await.is_some());
     }
 }

@@ -1,16 +1,18 @@
 //! Fair share between webstores. Owns each webstore's quotas in force (writes and reads per
-//! second with a burst, requests in progress at once: [`crate::domain::quotas`]) and the
-//! fair admission of requests while the host is saturated (`admission`). A request is
-//! checked against its webstore's concurrency quota, then its rate quota ([`Quotas::check`]),
-//! and once its body has arrived waits for an admission slot ([`Checked::admit`]); what it
-//! holds is released by guards, whenever its future is dropped.
+//! second with a burst, where the catalogue sets them, and requests in progress at once:
+//! [`crate::domain::quotas`]) and the fair admission of requests while webstores contend for
+//! the host (`admission`). A request is checked against its webstore's concurrency quota,
+//! then its rate quota if it has one ([`Quotas::check`]), and once its body has arrived is
+//! admitted ([`Checked::admit`]: at once while its webstore is alone); what it holds is
+//! released by guards, whenever its future is dropped.
 //!
 //! The limiters live here, one set per webstore of the catalogue in force: a reload keeps the
 //! state of every webstore whose quotas did not change, starts afresh those whose did, and
 //! drops those of webstores it removes, so that state never outgrows the catalogue.
 //!
 //! Must not touch: status codes and headers (the HTTP layer renders [`Throttled`] and
-//! [`Checked`]), the store, the actors.
+//! [`Checked`]; the policies are made here as bytes, once per webstore), the store, the
+//! actors.
 
 mod admission;
 mod rates;
@@ -27,7 +29,7 @@ use prometheus::{Histogram, IntCounter};
 use crate::domain::catalogue::{Catalogue, Webstore};
 use crate::domain::quotas::QuotaSettings;
 
-pub use admission::{Admission, Slot};
+pub use admission::{Admission, Lane, Slot, CONTENTION_WINDOW};
 use rates::Rate;
 pub use rates::Remaining;
 
@@ -75,14 +77,14 @@ pub struct Throttled {
 }
 
 /// A request its quotas let through: counted against its webstore's concurrency quota
-/// until dropped, and what is left of the rate quota it took from. It waits for its turn in
-/// service with [`Checked::admit`] once it has what it needs from its client (its body), so
-/// that a slow client holds its own webstore's quota and never a slot the others share.
+/// until dropped, and what is left of the rate quota it took from, if one applies. It waits
+/// for its turn in service with [`Checked::admit`] once it has what it needs from its client
+/// (its body), so that a slow client holds its own webstore's quota and never a slot the
+/// others share.
 pub struct Checked {
-    /// The rate quota it took from.
-    pub quota: Quota,
-    /// What is left of it.
-    pub remaining: Remaining,
+    /// The rate quota it took from, and what is left of it; `None` when its kind of request
+    /// has no rate quota.
+    pub rate: Option<(Quota, Remaining)>,
     /// The webstore's policies, as `policy_field` writes them (the `RateLimit-Policy` field;
     /// shared bytes, so that each answer's field is a reference count, not a copy).
     pub policies: Bytes,
@@ -92,17 +94,19 @@ pub struct Checked {
 }
 
 impl Checked {
-    /// A slot in service, once the request's turn comes (at once while one is free).
-    /// Dropping the future gives up its place in the queue.
+    /// A slot in service, once the request's turn comes (at once while its webstore is
+    /// alone on the host, or has fewer than its share in service). Dropping the future gives
+    /// up its place in the queue.
     pub async fn admit(&self) -> Slot {
         let began = Instant::now();
-        let admitted = self.admission.admit(self.quotas.lane).await;
+        let admitted = self.admission.admit(&self.quotas.lane).await;
         self.quotas.counted.admitted.inc();
-        self.quotas.counted.wait.observe(if admitted.waited {
-            began.elapsed().as_secs_f64()
-        } else {
-            0.0
-        });
+        if admitted.waited {
+            self.quotas
+                .counted
+                .wait
+                .observe(began.elapsed().as_secs_f64());
+        }
         admitted.slot
     }
 }
@@ -111,9 +115,9 @@ impl Checked {
 struct WebstoreQuotas {
     webstore: String,
     settings: QuotaSettings,
-    lane: u32,
-    writes: Rate,
-    reads: Rate,
+    lane: Arc<Lane>,
+    writes: Option<Rate>,
+    reads: Option<Rate>,
     in_progress: Arc<AtomicU32>,
     policies: Bytes,
     /// The minute (Unix time / 60) of the last log line about a refusal.
@@ -172,11 +176,12 @@ pub struct Quotas {
 }
 
 impl Quotas {
-    /// The quotas of `catalogue`'s webstores, admitting `slots` requests at once.
+    /// The quotas of `catalogue`'s webstores, admitting `slots` requests at once while
+    /// webstores contend.
     pub fn new(catalogue: &Catalogue, slots: usize) -> Quotas {
         let quotas = Quotas {
             by_webstore: ArcSwap::from_pointee(HashMap::new()),
-            admission: Admission::new(slots),
+            admission: Admission::new(slots, CONTENTION_WINDOW),
         };
         quotas.reload(catalogue);
         quotas
@@ -216,13 +221,18 @@ impl Quotas {
             Kind::Write => (Quota::Writes, &quotas.writes),
             Kind::Read => (Quota::Reads, &quotas.reads),
         };
-        let remaining = rate.take().map_err(|wait| {
-            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
-            quotas.refuse(quota, secs.max(1))
-        })?;
+        let rate = match rate {
+            None => None,
+            Some(rate) => Some((
+                quota,
+                rate.take().map_err(|wait| {
+                    let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+                    quotas.refuse(quota, secs.max(1))
+                })?,
+            )),
+        };
         Ok(Checked {
-            quota,
-            remaining,
+            rate,
             policies: quotas.policies.clone(),
             admission: self.admission.clone(),
             quotas,
@@ -234,18 +244,31 @@ impl Quotas {
     pub fn in_service(&self) -> usize {
         self.admission.in_service()
     }
+
+    /// Whether webstores contend for the host now (admission holds requests back).
+    pub fn contended(&self) -> bool {
+        self.admission.contended()
+    }
 }
 
 impl WebstoreQuotas {
     fn new(webstore: &Webstore) -> WebstoreQuotas {
         let settings = webstore.quotas;
-        let writes = Rate::new(settings.writes_per_second, settings.write_burst);
-        let reads = Rate::new(settings.reads_per_second, settings.read_burst);
-        let policies = policy_field(&writes, &reads, settings.concurrent_requests);
+        let writes = settings
+            .writes
+            .map(|rate| Rate::new(rate.per_second, rate.burst));
+        let reads = settings
+            .reads
+            .map(|rate| Rate::new(rate.per_second, rate.burst));
+        let policies = policy_field(
+            writes.as_ref(),
+            reads.as_ref(),
+            settings.concurrent_requests,
+        );
         WebstoreQuotas {
             webstore: webstore.settings.id.clone(),
             settings,
-            lane: webstore.idx.0,
+            lane: Lane::new(webstore.idx.0),
             writes,
             reads,
             in_progress: Arc::new(AtomicU32::new(0)),
@@ -304,15 +327,20 @@ impl WebstoreQuotas {
 }
 
 /// The `RateLimit-Policy` field of a webstore (draft-ietf-httpapi-ratelimit-headers-11): its
-/// write and read quotas (`q` requests in a window of `w` seconds) and its concurrency quota
-/// (`qu="concurrent-requests"`), as Structured Fields.
-fn policy_field(writes: &Rate, reads: &Rate, concurrent: u32) -> String {
-    let (write_q, write_w) = writes.policy();
-    let (read_q, read_w) = reads.policy();
-    format!(
-        "\"writes\";q={write_q};w={write_w}, \"reads\";q={read_q};w={read_w}, \
-         \"concurrency\";q={concurrent};qu=\"concurrent-requests\""
-    )
+/// write and read quotas where it has them (`q` requests in a window of `w` seconds) and its
+/// concurrency quota (`qu="concurrent-requests"`), as Structured Fields.
+fn policy_field(writes: Option<&Rate>, reads: Option<&Rate>, concurrent: u32) -> String {
+    let mut field = String::new();
+    for (name, rate) in [("writes", writes), ("reads", reads)] {
+        if let Some(rate) = rate {
+            let (q, w) = rate.policy();
+            field.push_str(&format!("\"{name}\";q={q};w={w}, "));
+        }
+    }
+    field.push_str(&format!(
+        "\"concurrency\";q={concurrent};qu=\"concurrent-requests\""
+    ));
+    field
 }
 
 #[cfg(test)]
@@ -332,7 +360,7 @@ mod tests {
         let webstore = catalogue.webstores()[0].clone();
         let quotas = Quotas::new(&catalogue, 8);
         let first = quotas.check(&webstore, Kind::Write).unwrap();
-        assert_eq!(first.remaining.requests, 1);
+        assert_eq!(first.rate.unwrap().1.requests, 1);
         drop(first);
         drop(quotas.check(&webstore, Kind::Write).unwrap());
         let refused = quotas.check(&webstore, Kind::Write).err().unwrap();
@@ -369,35 +397,59 @@ mod tests {
         let wider = catalogue(r#"{"writes_per_second": 1, "write_burst": 5}"#);
         quotas.reload(&wider);
         let granted = quotas.check(&webstore, Kind::Write).unwrap();
-        assert_eq!(granted.remaining.requests, 4);
+        assert_eq!(granted.rate.unwrap().1.requests, 4);
         assert!(granted.policies.starts_with(b"\"writes\";q=5;w=5, "));
     }
 
     #[tokio::test]
     async fn a_request_dropped_while_it_waits_for_its_turn_gives_everything_back() {
-        let catalogue = catalogue(r#"{"concurrent_requests": 1}"#);
+        let catalogue = catalogue(r#"{"concurrent_requests": 2}"#);
         let (a, b) = (
             catalogue.webstores()[0].clone(),
             catalogue.webstores()[1].clone(),
         );
-        let quotas = Quotas::new(&catalogue, 1);
+        let quotas = Quotas::new(&catalogue, 2);
+        // A and B each have one request in service: they contend, and hold both slots.
+        let a_checked = quotas.check(&a, Kind::Write).unwrap();
+        let a_slot = a_checked.admit().await;
         let b_checked = quotas.check(&b, Kind::Read).unwrap();
         let b_slot = b_checked.admit().await;
-        assert_eq!(quotas.in_service(), 1);
-        // A's request waits for the one slot, and its future is dropped there.
-        let a_checked = quotas.check(&a, Kind::Write).unwrap();
+        assert!(quotas.contended());
+        assert_eq!(quotas.in_service(), 2);
+        // A's second request, past its share and the slots, waits, and its future is
+        // dropped there.
+        let a_again = quotas.check(&a, Kind::Write).unwrap();
         let waiting =
-            tokio::time::timeout(std::time::Duration::from_millis(30), a_checked.admit()).await;
+            tokio::time::timeout(std::time::Duration::from_millis(30), a_again.admit()).await;
         assert!(waiting.is_err(), "it had to wait");
-        drop(a_checked);
-        drop((b_slot, b_checked));
+        drop(a_again);
+        drop((a_slot, a_checked, b_slot, b_checked));
         assert_eq!(quotas.in_service(), 0);
-        // A's concurrency quota of one is free again, and so is the slot.
-        let checked = quotas.check(&a, Kind::Write).unwrap();
-        let slot = checked.admit().await;
-        assert_eq!(quotas.in_service(), 1);
-        drop(slot);
+        // A's concurrency quota is whole again, and so are the slots.
+        let first = quotas.check(&a, Kind::Write).unwrap();
+        let second = quotas.check(&a, Kind::Write).unwrap();
+        let slots = (first.admit().await, second.admit().await);
+        assert_eq!(quotas.in_service(), 2);
+        drop(slots);
         assert_eq!(quotas.in_service(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_webstore_alone_is_admitted_past_the_slots_and_without_a_rate_quota() {
+        let catalogue = catalogue("{}");
+        let webstore = catalogue.webstores()[0].clone();
+        let quotas = Quotas::new(&catalogue, 2);
+        let mut held = Vec::new();
+        for _ in 0..300 {
+            let checked = quotas.check(&webstore, Kind::Write).unwrap();
+            assert!(checked.rate.is_none(), "no write quota by default");
+            let slot = tokio::time::timeout(std::time::Duration::from_secs(1), checked.admit())
+                .await
+                .expect("a webstore alone waited");
+            held.push((slot, checked));
+        }
+        assert_eq!(quotas.in_service(), 300);
+        assert!(!quotas.contended());
     }
 
     #[tokio::test]
@@ -420,11 +472,19 @@ mod tests {
 
     #[test]
     fn the_policy_field_names_the_three_quotas() {
-        let field = policy_field(&Rate::new(100, 100), &Rate::new(200, 400), 64);
+        let field = policy_field(Some(&Rate::new(100, 100)), Some(&Rate::new(200, 400)), 64);
         assert_eq!(
             field,
             "\"writes\";q=100;w=1, \"reads\";q=400;w=2, \
              \"concurrency\";q=64;qu=\"concurrent-requests\""
+        );
+        assert_eq!(
+            policy_field(None, Some(&Rate::new(5, 5)), 1024),
+            "\"reads\";q=5;w=1, \"concurrency\";q=1024;qu=\"concurrent-requests\""
+        );
+        assert_eq!(
+            policy_field(None, None, 1024),
+            "\"concurrency\";q=1024;qu=\"concurrent-requests\""
         );
     }
 }

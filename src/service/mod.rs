@@ -44,7 +44,7 @@ use crate::domain::ids::{CustomerId, IdRange};
 use crate::domain::ownership::Ownership;
 use crate::domain::paging::Page;
 use crate::events::feed::{self, CursorError};
-use crate::events::{EventViews, Events};
+use crate::events::Events;
 use crate::metrics::METRICS;
 use crate::quotas::Quotas;
 use crate::registry::{Registry, RegistryError};
@@ -208,21 +208,9 @@ pub struct ServiceSettings {
     /// The webstores this node serves (`--webstores`), `None` for every one of the
     /// catalogue; the store's ownership records override it (see [`serving`]).
     pub webstores: Option<Vec<String>>,
-    /// How events render their resources (the front end's views).
-    pub event_views: EventViewsHandle,
     /// API requests in service at once before more wait their webstore's turn
     /// (`--admission-slots`).
     pub admission_slots: usize,
-}
-
-/// The front end's views, as the service's settings carry them.
-#[derive(Clone)]
-pub struct EventViewsHandle(pub Arc<dyn EventViews>);
-
-impl std::fmt::Debug for EventViewsHandle {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("EventViews")
-    }
 }
 
 /// How many guards the service has handed out and not yet had back. All zero when no request
@@ -285,7 +273,7 @@ impl Service {
             }
         }
         let serving = Serving::new(settings.webstores.clone(), recorded);
-        let events = Arc::new(Events::new(store.clone(), settings.event_views.0.clone()));
+        let events = Arc::new(Events::new(store.clone()));
         let quotas = Quotas::new(&catalogue.get(), settings.admission_slots);
         Ok(Service {
             quotas,
@@ -474,6 +462,9 @@ impl Service {
     /// the disk's state); called when the metrics are scraped.
     pub fn observe(&self) {
         let store = self.registry.store();
+        METRICS
+            .admission_in_service
+            .set(i64::try_from(self.quotas.in_service()).unwrap_or(i64::MAX));
         METRICS
             .actors_active
             .set(i64::try_from(self.registry.active_count()).unwrap_or(i64::MAX));

@@ -348,9 +348,6 @@ mod tests {
             id_range: Default::default(),
             idempotency_ttl_secs: 86_400,
             webstores: None,
-            event_views: crate::service::EventViewsHandle(std::sync::Arc::new(
-                crate::http::ApiViews,
-            )),
             admission_slots: 64,
         };
         Service::new(catalogue, Store::open_for_test(dir), settings).unwrap()

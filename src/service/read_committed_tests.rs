@@ -83,7 +83,6 @@ fn service_over(dir: &Path, gate: &LogGate) -> (Arc<Service>, Arc<Webstore>) {
         id_range: Default::default(),
         idempotency_ttl_secs: 86_400,
         webstores: None,
-        event_views: crate::service::EventViewsHandle(std::sync::Arc::new(crate::http::ApiViews)),
         admission_slots: 64,
     };
     let catalogue = Catalogue::demo(0);

@@ -190,7 +190,6 @@ fn harness_with(dir: &Path, call_timeout: Duration, listing_held: bool) -> Harne
         id_range: Default::default(),
         idempotency_ttl_secs: 86_400,
         webstores: None,
-        event_views: crate::service::EventViewsHandle(Arc::new(crate::http::ApiViews)),
         admission_slots: 64,
     };
     let catalogue = Arc::new(Catalogue::demo(0));
@@ -587,10 +586,7 @@ async fn an_email_change_past_its_deadline_keeps_its_claim_until_written() {
     let current = Arc::new(crate::domain::catalogue::CurrentCatalogue::new(
         Catalogue::demo(0),
     ));
-    let events = Arc::new(crate::events::Events::new(
-        h.store.clone(),
-        Arc::new(crate::http::ApiViews),
-    ));
+    let events = Arc::new(crate::events::Events::new(h.store.clone()));
     let reopened = Registry::open(current, h.store.clone(), Default::default(), events).unwrap();
     let holder = |email: &str| {
         reopened
@@ -673,7 +669,6 @@ async fn below_the_free_space_reserve_writes_are_refused_and_reads_go_on() {
         id_range: Default::default(),
         idempotency_ttl_secs: 86_400,
         webstores: None,
-        event_views: crate::service::EventViewsHandle(Arc::new(crate::http::ApiViews)),
         admission_slots: 64,
     };
     let catalogue = Arc::new(Catalogue::demo(0));

@@ -11,7 +11,7 @@ use super::StartupError;
 use crate::clock::unix_now;
 use crate::config::{DurabilityFlag, ServeConfig};
 use crate::domain::catalogue::Catalogue;
-use crate::service::{EventViewsHandle, ServiceSettings};
+use crate::service::ServiceSettings;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 
 pub(super) fn load_catalogue(path: Option<&std::path::Path>) -> Result<Catalogue, StartupError> {
@@ -73,7 +73,6 @@ pub(super) fn service_settings(config: &ServeConfig) -> ServiceSettings {
         id_range: config.id_range(),
         idempotency_ttl_secs: config.idempotency_ttl_secs,
         webstores: config.webstores.clone(),
-        event_views: EventViewsHandle(Arc::new(crate::http::ApiViews)),
         admission_slots: config.admission_slots as usize,
     }
 }

@@ -180,16 +180,61 @@ pub struct IdempotencyRecord {
 }
 
 /// One event of a webstore (see `crate::events`): its type and time apart, so that a feed
-/// filters and a retention sweep ages events without parsing them, and the event as JSON,
-/// exactly as it is delivered.
+/// filters and a retention sweep ages events without reading the rest, and what it tells
+/// of, compactly (format version 2): rendered as JSON only when it is read
+/// (`crate::events::json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventRecord {
     /// `customer.created`, `customer.updated`, `order.created`.
     pub event_type: String,
     /// Unix milliseconds when its change was made.
     pub created_at_ms: i64,
-    /// The event, a JSON object (id, type, sequence, created_at, data).
-    pub json: Vec<u8>,
+    /// What it tells of.
+    pub body: EventBody,
+}
+
+/// What an event holds besides its type and time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventBody {
+    /// The whole event as JSON (id, type, sequence, created_at, data), exactly as it is
+    /// delivered: events written by format version 1, and events imported (an export carries
+    /// events as their JSON, which an import keeps byte for byte).
+    Json(Vec<u8>),
+    /// An order's event: its id and the order as stored when the change was made.
+    Order {
+        /// The event's id (`evt_` and these bytes in hex).
+        id: [u8; 16],
+        /// The order.
+        order: OrderRecord,
+    },
+    /// A customer's event: its id, the customer as stored when the change was made (without
+    /// its password hash, which an event never shows) and its webstore's name then.
+    Customer {
+        /// The event's id (`evt_` and these bytes in hex).
+        id: [u8; 16],
+        /// The customer, `password_hash` always `None`.
+        customer: CustomerRecord,
+        /// The webstore's name in the catalogue then (the customer's JSON shows it).
+        webstore_name: String,
+    },
+}
+
+/// An event as format version 1 stored it: the whole event as JSON, rendered when written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct EventRecordV1 {
+    event_type: String,
+    created_at_ms: i64,
+    json: Vec<u8>,
+}
+
+impl EventRecordV1 {
+    fn upgrade(self) -> EventRecord {
+        EventRecord {
+            event_type: self.event_type,
+            created_at_ms: self.created_at_ms,
+            body: EventBody::Json(self.json),
+        }
+    }
 }
 
 /// Where one webhook endpoint of a webstore stands (see `crate::webhooks`).
@@ -238,6 +283,13 @@ impl Record for IdempotencyRecord {
 }
 impl Record for EventRecord {
     const KIND: Kind = Kind::Event;
+    const VERSION: u16 = 2;
+    fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
+        match version {
+            1 => decode_payload::<EventRecordV1>(payload).map(EventRecordV1::upgrade),
+            other => Err(CodecError::UnsupportedVersion(other)),
+        }
+    }
 }
 impl Record for DeliveryRecord {
     const KIND: Kind = Kind::Delivery;
@@ -277,17 +329,23 @@ fn config() -> bincode::config::Configuration<
 
 /// Encodes a record with its header.
 pub fn encode<R: Record>(record: &R) -> Vec<u8> {
-    // Encoding plain structs of strings, integers and vectors into a Vec cannot fail; the
-    // fallback keeps this panic-free and would surface as a checksum error on read.
-    let payload = bincode::serde::encode_to_vec(record, config()).unwrap_or_default();
-    let mut bytes = Vec::with_capacity(HEADER_LEN + payload.len());
+    // The payload is encoded straight after room left for the header, which is filled in
+    // once the payload's checksum is known: one buffer, no copy.
+    let mut bytes = Vec::with_capacity(ENCODE_CAPACITY);
     bytes.extend_from_slice(MAGIC);
     bytes.push(R::KIND as u8);
     bytes.extend_from_slice(&R::VERSION.to_be_bytes());
-    bytes.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-    bytes.extend_from_slice(&payload);
+    bytes.extend_from_slice(&[0; 4]);
+    // Encoding plain structs of strings, integers and vectors into a Vec cannot fail; were it
+    // to, the record would be cut short, and refused by its checksum or size when read.
+    let _ = bincode::serde::encode_into_std_write(record, &mut bytes, config());
+    let checksum = crc32fast::hash(&bytes[HEADER_LEN..]);
+    bytes[HEADER_LEN - 4..HEADER_LEN].copy_from_slice(&checksum.to_be_bytes());
     bytes
 }
+
+/// Room reserved for an encoded record: an order, an event or a customer fits.
+const ENCODE_CAPACITY: usize = 256;
 
 /// Decodes a record, checking magic, kind, version, checksum and size.
 pub fn decode<R: Record>(bytes: &[u8]) -> Result<R, CodecError> {

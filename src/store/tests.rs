@@ -538,7 +538,7 @@ fn event_record(sequence: u64) -> codec::EventRecord {
     codec::EventRecord {
         event_type: "order.created".into(),
         created_at_ms: sequence as i64,
-        json: format!("{{\"sequence\":{sequence}}}").into_bytes(),
+        body: codec::EventBody::Json(format!("{{\"sequence\":{sequence}}}").into_bytes()),
     }
 }
 

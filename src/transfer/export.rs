@@ -27,7 +27,7 @@ use super::format::{
 };
 use super::{Progress, TransferError};
 use crate::domain::ids::CustomerId;
-use crate::store::codec::{CodecError, DeliveryRecord, EventRecord};
+use crate::store::codec::{DeliveryRecord, EventRecord};
 use crate::store::tracking::Changed;
 use crate::store::{Store, StoreError};
 
@@ -190,9 +190,9 @@ pub fn export(
 /// The line of stored event `sequence` of `webstore`; an event whose JSON is not text is a
 /// damaged record, and the export stops rather than leave it out (a move must lose none).
 fn event_line(webstore: &str, sequence: u64, record: EventRecord) -> Result<EventLine, StoreError> {
-    EventLine::from_record(webstore, sequence, record).ok_or_else(|| StoreError::Corrupt {
+    EventLine::from_record(webstore, sequence, record).map_err(|source| StoreError::Corrupt {
         key: format!("event {sequence} of webstore {webstore}"),
-        source: CodecError::Payload("its JSON is not UTF-8 text".into()),
+        source,
     })
 }
 

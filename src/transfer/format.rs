@@ -27,9 +27,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::customer::ADDRESS_FIELDS;
 use crate::domain::schedule::{parse_iso_date, Day, Frequency, WeekDays};
+use crate::events::json::render_event;
 use crate::store::codec::{
-    CustomerRecord, DeliveryRecord, EventRecord, ExtraRecord, IdempotencyRecord, OrderRecord,
-    SessionRecord,
+    CodecError, CustomerRecord, DeliveryRecord, EventBody, EventRecord, ExtraRecord,
+    IdempotencyRecord, OrderRecord, SessionRecord,
 };
 
 /// The name in every export's header.
@@ -487,15 +488,22 @@ struct EventHead {
 }
 
 impl EventLine {
-    /// The line of stored event `sequence` of `webstore_id`; `None` for JSON that is not
-    /// text (boxsub only ever stores JSON it rendered, so the record is damaged).
-    pub fn from_record(webstore_id: &str, sequence: u64, record: EventRecord) -> Option<Self> {
-        Some(EventLine {
+    /// The line of stored event `sequence` of `webstore_id`, the event rendered as it is fed
+    /// and delivered; an error for a record that renders no JSON text (boxsub only ever
+    /// stores events it can render, so the record is damaged).
+    pub fn from_record(
+        webstore_id: &str,
+        sequence: u64,
+        record: EventRecord,
+    ) -> Result<Self, CodecError> {
+        let json = render_event(sequence, &record)?;
+        Ok(EventLine {
             webstore_id: webstore_id.to_owned(),
             sequence,
             event_type: record.event_type,
             created_at_ms: record.created_at_ms,
-            json: String::from_utf8(record.json).ok()?,
+            json: String::from_utf8(json)
+                .map_err(|_| CodecError::Payload("its JSON is not UTF-8 text".into()))?,
         })
     }
 
@@ -523,7 +531,7 @@ impl EventLine {
         Ok(EventRecord {
             event_type: self.event_type,
             created_at_ms: self.created_at_ms,
-            json: self.json.into_bytes(),
+            body: EventBody::Json(self.json.into_bytes()),
         })
     }
 }
@@ -685,25 +693,29 @@ mod tests {
         let record = EventRecord {
             event_type: "order.created".into(),
             created_at_ms: 1_799_056_800_000,
-            json: json.as_bytes().to_vec(),
+            body: EventBody::Json(json.as_bytes().to_vec()),
         };
         let line = EventLine::from_record("shop", 42, record.clone()).unwrap();
         let Line::Event(back) = reads_back(Line::Event(line)) else {
             panic!("an event line reads back as another kind")
         };
         let stored = back.into_record().unwrap();
-        assert_eq!(stored.json, json.as_bytes(), "the event's bytes changed");
+        assert_eq!(
+            stored.body,
+            EventBody::Json(json.as_bytes().to_vec()),
+            "the event's bytes changed"
+        );
         assert_eq!(stored, record);
         assert!(
             EventLine::from_record(
                 "shop",
                 1,
                 EventRecord {
-                    json: vec![0xff],
+                    body: EventBody::Json(vec![0xff]),
                     ..record
                 }
             )
-            .is_none(),
+            .is_err(),
             "JSON that is not text is no event"
         );
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use super::export::{export, export_changed};
 use super::import::{apply_live, import_live};
 use super::{Progress, TransferError};
-use crate::store::codec::{CustomerRecord, DeliveryRecord, EventRecord};
+use crate::store::codec::{CustomerRecord, DeliveryRecord, EventBody, EventRecord};
 use crate::store::tracking::Changed;
 use crate::store::{
     add_customer_record, add_delivery_record, add_event_record, add_events_pruned, Store,
@@ -37,10 +37,12 @@ fn event(sequence: u64) -> EventRecord {
     EventRecord {
         event_type: "customer.created".into(),
         created_at_ms: 1_799_056_800_000 + sequence as i64,
-        json: format!(
-            r#"{{"id":"evt_{sequence:032x}","type":"customer.created","sequence":{sequence},"created_at":"2027-01-04T10:00:00.000Z","data":{{"note":"caf\u00e9 \/ 1.0"}}}}"#
-        )
-        .into_bytes(),
+        body: EventBody::Json(
+            format!(
+                r#"{{"id":"evt_{sequence:032x}","type":"customer.created","sequence":{sequence},"created_at":"2027-01-04T10:00:00.000Z","data":{{"note":"caf\u00e9 \/ 1.0"}}}}"#
+            )
+            .into_bytes(),
+        ),
     }
 }
 
@@ -335,7 +337,11 @@ fn stray_disordered_or_colliding_events_are_refused_and_nothing_is_written() {
         let record = event(sequence);
         format!(
             r#"{{"type":"event","webstore_id":"{webstore}","sequence":{sequence},"event_type":"customer.created","created_at_ms":0,"json":{}}}"#,
-            serde_json::to_string(std::str::from_utf8(&record.json).unwrap()).unwrap()
+            serde_json::to_string(
+                &String::from_utf8(crate::events::json::render_event(sequence, &record).unwrap())
+                    .unwrap()
+            )
+            .unwrap()
         )
     };
     let header = r#"{"type":"header","format":"boxsub-export","version":2,"webstore":"shop"}"#;

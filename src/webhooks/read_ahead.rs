@@ -13,7 +13,8 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use crate::domain::event_types::EventType;
-use crate::store::codec::EventRecord;
+use crate::events::json::render_event;
+use crate::store::codec::{CodecError, EventRecord};
 use crate::store::{Store, StoreError};
 
 /// How many events one read ahead takes at most.
@@ -39,13 +40,14 @@ pub(super) struct Ready {
 }
 
 impl Ready {
-    fn new(sequence: u64, record: EventRecord) -> Ready {
-        Ready {
+    /// The event, rendered once for all of its attempts.
+    fn new(sequence: u64, record: EventRecord) -> Result<Ready, CodecError> {
+        Ok(Ready {
             sequence,
             kind: EventType::parse(&record.event_type),
             created_at_ms: record.created_at_ms,
-            json: Bytes::from(record.json),
-        }
+            json: Bytes::from(render_event(sequence, &record)?),
+        })
     }
 }
 
@@ -84,20 +86,38 @@ impl ReadAhead {
             return Ok(());
         }
         let mut through = watermark;
+        let mut damaged = None;
         let events = &mut self.events;
         store.for_each_event(
             webstore_id,
             self.through,
             watermark,
-            &mut |sequence, record| {
-                events.push_back(Ready::new(sequence, record));
-                if events.len() >= READ_AHEAD {
-                    through = sequence;
-                    return false;
+            &mut |sequence, record| match Ready::new(sequence, record) {
+                Ok(ready) => {
+                    events.push_back(ready);
+                    if events.len() >= READ_AHEAD {
+                        through = sequence;
+                        return false;
+                    }
+                    true
                 }
-                true
+                Err(source) => {
+                    damaged = Some(StoreError::Corrupt {
+                        key: format!("event {sequence} of webstore {webstore_id}"),
+                        source,
+                    });
+                    false
+                }
             },
         )?;
+        if let Some(error) = damaged {
+            // What was read before the damaged event is kept; the next fill tries again
+            // from there.
+            if let Some(last) = self.events.back() {
+                self.through = last.sequence;
+            }
+            return Err(error);
+        }
         self.through = through;
         Ok(())
     }
@@ -121,7 +141,9 @@ mod tests {
                 "order.created".into()
             },
             created_at_ms: sequence as i64,
-            json: format!(r#"{{"id":"evt_{sequence:032x}","sequence":{sequence}}}"#).into_bytes(),
+            body: crate::store::codec::EventBody::Json(
+                format!(r#"{{"id":"evt_{sequence:032x}","sequence":{sequence}}}"#).into_bytes(),
+            ),
         }
     }
 
@@ -147,7 +169,10 @@ mod tests {
             let Some(next) = ahead.front() else {
                 return seen;
             };
-            assert_eq!(next.json, Bytes::from(event(next.sequence).json));
+            assert_eq!(
+                next.json,
+                Bytes::from(render_event(next.sequence, &event(next.sequence)).unwrap())
+            );
             seen.push(next.sequence);
             position = next.sequence;
         }

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
@@ -73,12 +74,11 @@ async fn writes_past_their_quota_get_429_with_the_fields_counting_down_and_chang
     }
 
     // Assert
-    // The quotas not given are the built-in defaults.
+    // The quotas not given are the built-in defaults: no read quota, 1,024 at once.
     let policy = answers[0].header("ratelimit-policy").unwrap_or_default();
     assert_eq!(
         policy,
-        "\"writes\";q=3;w=3, \"reads\";q=200;w=1, \
-         \"concurrency\";q=64;qu=\"concurrent-requests\""
+        "\"writes\";q=3;w=3, \"concurrency\";q=1024;qu=\"concurrent-requests\""
     );
     for (i, answer) in answers[..3].iter().enumerate() {
         answer.assert_status(201);
@@ -107,10 +107,57 @@ async fn writes_past_their_quota_get_429_with_the_fields_counting_down_and_chang
     assert_eq!((count("admitted"), count("throttled_writes")), (4.0, 3.0));
     let logged = app.stderr_tail().matches("went past its quota").count();
     assert!((1..=2).contains(&logged), "{}", app.stderr_tail());
-    // Reads have a quota of their own, and say so.
+    // Reads have no quota here: they take from none, and their answers say only the
+    // policies.
     let read = app.get("/v1/customers").await;
     read.assert_status(200);
-    assert_eq!(state(&read).0, "reads");
+    assert_eq!(read.header("ratelimit"), None);
+    assert_eq!(read.header("ratelimit-policy"), Some(policy));
+}
+
+#[tokio::test]
+async fn a_catalogue_without_quotas_refuses_no_cart() {
+    // Arrange: the catalogue names no quota; a cart imports its customers and their orders
+    // as fast as 32 connections go.
+    let app = Launch::new().spawn().await;
+    let emails: Vec<String> = (0..250).map(|i| format!("import{i}@example.com")).collect();
+
+    // Act
+    let creates = futures_util::stream::iter(emails.iter())
+        .map(|email| {
+            let app = &app;
+            async move { app.create_customer(&customer_body(email)).await }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let ids: Vec<u64> = creates
+        .iter()
+        .filter_map(|answer| answer.json()["id"].as_u64())
+        .collect();
+    let orders = futures_util::stream::iter(ids.iter().cycle().take(600))
+        .map(|id| {
+            let app = &app;
+            async move {
+                app.create_order(&json!({"order": {"customer_id": id, "box_id": 217,
+                                                    "frequency": "weekly"}}))
+                    .await
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+
+    // Assert: every one created, none told of a rate quota.
+    for answer in creates.iter().chain(&orders) {
+        answer.assert_status(201);
+        assert_eq!(answer.header("ratelimit"), None, "{}", answer.describe());
+        assert_eq!(
+            answer.header("ratelimit-policy").as_deref(),
+            Some("\"concurrency\";q=1024;qu=\"concurrent-requests\""),
+        );
+    }
+    assert_eq!(ids.len(), 250);
 }
 
 #[tokio::test]
@@ -143,7 +190,7 @@ async fn reads_past_their_quota_get_429_and_the_other_webstore_reads_on() {
 
 #[tokio::test]
 async fn one_webstores_quota_is_its_own() {
-    // Arrange: store A may write once; store B has the catalogue's generous default.
+    // Arrange: store A may write once; store B has no write quota (the default).
     let mut catalogue = default_catalogue();
     catalogue["webstores"][0]["quotas"] = json!({"writes_per_second": 1, "write_burst": 1});
     let dir = DataDir::with_catalogue(catalogue);
@@ -170,10 +217,10 @@ async fn one_webstores_quota_is_its_own() {
     for answer in &b_answers {
         answer.assert_status(201);
     }
-    assert!(b_answers[4]
-        .header("ratelimit-policy")
-        .unwrap()
-        .starts_with("\"writes\";q=1000000;"));
+    assert_eq!(
+        b_answers[4].header("ratelimit-policy").unwrap(),
+        "\"concurrency\";q=1024;qu=\"concurrent-requests\""
+    );
     assert_eq!(
         a1.header("ratelimit-policy").unwrap().split(',').next(),
         Some("\"writes\";q=1;w=1")

@@ -54,7 +54,7 @@ use large_store::measure_restart;
 use load::{LoadResult, LoadSpec};
 use noisy_neighbour::measure_noisy_neighbour;
 use scenarios::{scenarios, Scenario, Target};
-use servers::{machine, seed, serve_args_with, unmetered_catalogue, Program, Scratch, Server};
+use servers::{demo_catalogue, machine, seed, serve_args_with, Program, Scratch, Server};
 
 /// Settings of `boxsub-tools bench`.
 #[derive(Debug, Clone, Args)]
@@ -505,7 +505,7 @@ async fn drained(receiver: &Server) -> Result<(ReceiverStats, f64), String> {
 /// receiver it sends to if it has one.
 fn start_target(scratch: &Scratch, target: Target) -> Result<(Server, Option<Server>), String> {
     let mut receiver = None;
-    let mut catalogue = unmetered_catalogue()?;
+    let mut catalogue = demo_catalogue()?;
     let (name, durability, extra): (&str, &str, &[&str]) = match target {
         Target::Durable => ("durable", "on", &[]),
         Target::DurableWithWebhook => {

@@ -1,6 +1,6 @@
 //! The noisy neighbour: webstore B sends one order every 20 ms while webstore A floods
-//! `POST /v1/orders` (over 200 customers) through many connections, A's quotas set above
-//! what the host can do, so that fair admission, not a quota, is what shares the host. B's
+//! `POST /v1/orders` (over 200 customers) through many connections, both with the default
+//! quotas (no rate quota), so that fair admission, not a quota, is what shares the host. B's
 //! latency is measured alone and under the flood, and A's rate alone and beside B, against
 //! servers with each of `--noisy-admission-slots` (by default the default `--admission-slots`,
 //! fair admission, and 100000, beyond any flood: none): the figures before and after, in one
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::load::{self, request, LoadResult, LoadSpec};
 use super::paced::paced_apart;
-use super::servers::{seed, serve_args_with, unmetered_catalogue, Program, Scratch, Server};
+use super::servers::{demo_catalogue, seed, serve_args_with, Program, Scratch, Server};
 use super::{round, BenchConfig, SEEDED};
 use crate::domain::catalogue::DEMO_CREDENTIALS;
 
@@ -103,8 +103,9 @@ async fn one_server(
     let name = format!("noisy-{}", slots.unwrap_or("default"));
     let dir = scratch.path(&name);
     seed(&dir, SEEDED, 1)?;
-    // A (the first demo webstore) unmetered, B (the second) with the built-in quotas.
-    let mut args = serve_args_with(&dir, "on", &unmetered_catalogue()?)?;
+    // Both webstores with the defaults: no rate quota, so that admission alone shares the
+    // host.
+    let mut args = serve_args_with(&dir, "on", &demo_catalogue()?)?;
     if let Some(slots) = slots {
         args.extend(["--admission-slots".to_owned(), slots.to_owned()]);
     }

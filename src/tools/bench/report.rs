@@ -58,7 +58,7 @@ pub fn markdown(report: &BenchReport) -> String {
     if let Some(n) = &report.noisy_neighbour {
         out.push_str(&format!(
             "\nNoisy neighbour: webstore B orders every {} ms, alone and while webstore A floods \
-             `POST /v1/orders` on {} connections (A's quotas above the host), {} s each:\n\n\
+             `POST /v1/orders` on {} connections (both at the default quotas), {} s each:\n\n\
              | admission slots | B p50 alone ms | B p99 alone ms | B p50 flooded ms | B p99 \
              flooded ms | B orders flooded | ping p50 flooded ms | ping p99 flooded ms | B \
              errors | A alone rps | A beside B rps | A errors |\n\

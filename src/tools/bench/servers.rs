@@ -239,9 +239,9 @@ pub(super) fn machine() -> Machine {
     }
 }
 
-/// `boxsub serve` on `dir` with the [`unmetered_catalogue`].
+/// `boxsub serve` on `dir` with the [`demo_catalogue`].
 pub(super) fn serve_args(dir: &Path, durability: &str) -> Result<Vec<String>, String> {
-    serve_args_with(dir, durability, &unmetered_catalogue()?)
+    serve_args_with(dir, durability, &demo_catalogue()?)
 }
 
 /// `boxsub serve` on `dir` with `catalogue`, written beside the data directory.
@@ -270,20 +270,10 @@ pub(super) fn serve_args_with(
     .to_vec())
 }
 
-/// The demo catalogue with its first webstore (the one the scenarios drive) given the most
-/// a catalogue may: the benchmark measures the host, not a quota. The second webstore keeps
-/// the built-in defaults.
-pub(super) fn unmetered_catalogue() -> Result<serde_json::Value, String> {
-    let mut catalogue: serde_json::Value =
-        serde_json::from_str(crate::domain::catalogue::DEMO_CATALOGUE_JSON)
-            .map_err(|e| e.to_string())?;
-    let most = crate::domain::quotas::MAX_QUOTA;
-    catalogue["webstores"][0]["quotas"] = serde_json::json!({
-        "writes_per_second": most, "write_burst": most,
-        "reads_per_second": most, "read_burst": most,
-        "concurrent_requests": most,
-    });
-    Ok(catalogue)
+/// The demo catalogue as built in: the benchmark measures what a user gets by default (no
+/// rate quota, fair admission at its default slots).
+pub(super) fn demo_catalogue() -> Result<serde_json::Value, String> {
+    serde_json::from_str(crate::domain::catalogue::DEMO_CATALOGUE_JSON).map_err(|e| e.to_string())
 }
 
 pub(super) fn credentials() -> (&'static str, &'static str) {

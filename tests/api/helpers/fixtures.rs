@@ -240,20 +240,10 @@ fn store_b_json() -> Value {
     ws
 }
 
-/// The catalogue every test uses unless it passes its own: two webstores.
+/// The catalogue every test uses unless it passes its own: two webstores, with the quotas a
+/// catalogue that names none gets (the tests of quotas set their own).
 pub fn default_catalogue() -> Value {
-    json!({"quotas": unmetered(), "webstores": [store_a_json(), store_b_json()]})
-}
-
-/// Quotas no test of another behaviour reaches (floods of thousands of requests included),
-/// the most a catalogue may give: the tests of quotas set their own.
-pub fn unmetered() -> Value {
-    let most = boxsub::domain::quotas::MAX_QUOTA;
-    json!({
-        "writes_per_second": most, "write_burst": most,
-        "reads_per_second": most, "read_burst": most,
-        "concurrent_requests": most,
-    })
+    json!({"webstores": [store_a_json(), store_b_json()]})
 }
 
 /// Store A's producer account in [`producers_catalogue`]: email and password.

@@ -1,0 +1,191 @@
+//! The JSON shapes of contract section 4 for customers and orders, built from domain values:
+//! what the API answers for them, and what an event carries as its `data` (`crate::events`
+//! renders events with these when they are read), so that the two never drift. They borrow
+//! from the domain types rather than being them, so the wire format can't leak a field by
+//! accident (a password hash) and the domain stays free of serde renames.
+//!
+//! Must not touch: HTTP (responses and statuses are `crate::http`'s), the store.
+
+use serde::ser::SerializeMap;
+use serde::{Serialize, Serializer};
+
+use crate::domain::catalogue::Webstore;
+use crate::domain::customer::{Address, Customer};
+use crate::domain::order::Order;
+
+/// Room reserved for a rendered body: an order or a customer fits, where growing from
+/// empty took seven reallocations and copies.
+const BODY_CAPACITY: usize = 512;
+
+/// `value` as JSON.
+pub(crate) fn render(value: &impl Serialize) -> serde_json::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(BODY_CAPACITY);
+    serde_json::to_writer(&mut bytes, value)?;
+    Ok(bytes)
+}
+
+/// A value as JSON bytes (an empty object should serialisation ever fail).
+pub fn to_json(value: &impl Serialize) -> Vec<u8> {
+    render(value).unwrap_or_else(|error| {
+        tracing::error!(%error, "rendering a response");
+        b"{}".to_vec()
+    })
+}
+
+/// Which children a request asked for with `embed=`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Embed {
+    /// `address` (customers).
+    pub address: bool,
+    /// `extras` (boxes).
+    pub extras: bool,
+    /// `box_items` (boxes).
+    pub box_items: bool,
+    /// `images` (boxes).
+    pub images: bool,
+}
+
+impl Embed {
+    /// Reads a comma-separated list; unknown names are ignored.
+    pub fn parse(raw: Option<&str>) -> Embed {
+        let mut embed = Embed::default();
+        for name in raw.unwrap_or_default().split(',').map(str::trim) {
+            match name {
+                "address" => embed.address = true,
+                "extras" => embed.extras = true,
+                "box_items" => embed.box_items = true,
+                "images" => embed.images = true,
+                _ => {}
+            }
+        }
+        embed
+    }
+}
+
+/// A customer as returned.
+#[derive(Serialize)]
+pub struct CustomerView<'a> {
+    id: u64,
+    first_name: &'a str,
+    last_name: Option<&'a str>,
+    name: String,
+    email: &'a str,
+    delivery_service_id: u64,
+    #[serde(rename = "halted?")]
+    halted: bool,
+    #[serde(rename = "discount?")]
+    has_discount: bool,
+    discount: f64,
+    number: String,
+    account_balance: &'static str,
+    webstore_id: &'a str,
+    webstore_name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    address: Option<AddressView<'a>>,
+}
+
+impl<'a> CustomerView<'a> {
+    /// The view of `customer` of `webstore`, with its address when asked for.
+    pub fn new(customer: &'a Customer, webstore: &'a Webstore, embed: Embed) -> Self {
+        CustomerView::of(
+            customer,
+            &webstore.settings.id,
+            &webstore.settings.name,
+            embed,
+        )
+    }
+
+    /// The view of `customer` of the webstore with this id and name.
+    pub fn of(
+        customer: &'a Customer,
+        webstore_id: &'a str,
+        webstore_name: &'a str,
+        embed: Embed,
+    ) -> Self {
+        CustomerView {
+            id: customer.id.0,
+            first_name: &customer.first_name,
+            last_name: customer.last_name.as_deref(),
+            name: customer.name(),
+            email: customer.email.as_str(),
+            delivery_service_id: customer.delivery_service_id,
+            halted: false,
+            has_discount: false,
+            discount: 0.0,
+            number: customer.number_label(),
+            account_balance: "0.00",
+            webstore_id,
+            webstore_name,
+            address: embed.address.then_some(AddressView(&customer.address)),
+        }
+    }
+}
+
+/// Every address field, `null` where absent.
+pub struct AddressView<'a>(pub(crate) &'a Address);
+
+impl Serialize for AddressView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(9))?;
+        for (name, value) in self.0.fields() {
+            map.serialize_entry(name, &value)?;
+        }
+        map.end()
+    }
+}
+
+/// An order as returned.
+#[derive(Serialize)]
+pub struct OrderView<'a> {
+    id: u64,
+    customer_id: u64,
+    box_id: u64,
+    frequency: &'static str,
+    start_date: String,
+    week_days: Vec<u8>,
+    extras_one_off: bool,
+    extras: Vec<ExtraLineView>,
+    exclusions: &'a [u64],
+    substitutions: &'a [u64],
+    created_at: String,
+}
+
+#[derive(Serialize)]
+struct ExtraLineView {
+    id: u64,
+    quantity: u32,
+}
+
+impl<'a> OrderView<'a> {
+    /// The view of `order`.
+    pub fn new(order: &'a Order) -> Self {
+        let details = &order.details;
+        OrderView {
+            id: order.id.0,
+            customer_id: order.customer_id.0,
+            box_id: details.box_id,
+            frequency: details.frequency.as_str(),
+            start_date: details.schedule.start.date().to_string(),
+            week_days: details.schedule.week_days.days().collect(),
+            extras_one_off: details.extras_one_off,
+            extras: details
+                .extras
+                .iter()
+                .map(|line| ExtraLineView {
+                    id: line.id,
+                    quantity: line.quantity,
+                })
+                .collect(),
+            exclusions: &details.exclusions,
+            substitutions: &details.substitutions,
+            created_at: rfc3339(order.created_at),
+        }
+    }
+}
+
+/// Unix seconds as an RFC 3339 timestamp (UTC, whole seconds).
+pub fn rfc3339(unix_seconds: i64) -> String {
+    jiff::Timestamp::from_second(unix_seconds)
+        .map(|at| at.to_string())
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
+}
