@@ -1297,7 +1297,9 @@ paths["/v1/customers/sign_in"] = {
         "`email` or `password` is a 422 `can't be blank`. Throttled: after 10 failures "
         "for one email (any case) within 15 minutes, attempts are refused with 429 and "
         "`Retry-After` until the oldest failure is 15 minutes old; a success clears the "
-        "count. Attempts still being checked count against the limit. A body that starts "
+        "count. Attempts still being checked count against the limit. Password checks "
+        "share one pool between webstores fairly: checks of a webstore past its share "
+        "while others wait are a 503 with `Retry-After`. A body that starts "
         "with `{` is read as JSON whatever its content type says (curl's `-d` sends "
         "`application/x-www-form-urlencoded`).",
         "Customers",

@@ -298,6 +298,12 @@ pub struct ServeConfig {
     /// plain HTTP) and forms must come from the host they were posted to.
     #[arg(long, env = "BOXSUB_PUBLIC_URL", value_parser = parse_public_url)]
     pub public_url: Option<String>,
+    /// The proxies in front of boxsub (comma-separated IP addresses, such as the HAProxy of
+    /// a sharded deployment): a connection from one of them is counted, for the limits on
+    /// the app's sign-ins per client, as the address it appended to `X-Forwarded-For`.
+    /// Without it, every connection is its peer's (behind a proxy, all of them the proxy's).
+    #[arg(long, env = "BOXSUB_TRUSTED_PROXIES", value_delimiter = ',')]
+    pub trusted_proxies: Vec<std::net::IpAddr>,
     /// The admin listener's address (moving webstores between shards); it runs only with
     /// --admin-token-file. Keep it on loopback or a private network: never the public port.
     #[arg(long, env = "BOXSUB_ADMIN_ADDR", default_value = "127.0.0.1:3001")]

@@ -49,6 +49,12 @@ pub struct Metrics {
     pub sign_in_failures: IntCounter,
     /// `boxsub_sign_in_throttled_total`.
     pub sign_in_throttled: IntCounter,
+    /// `boxsub_password_jobs_total{lane}`: argon2 hashes and checks run, by whose share of
+    /// the password pool they ran in (`api`: a webstore's, `app`: the app's sign-ins).
+    pub password_jobs: IntCounterVec,
+    /// `boxsub_app_sign_ins_limited_total`: app sign-ins refused with 429 for too many from
+    /// one client address, before any password check.
+    pub app_sign_ins_limited: IntCounter,
     /// `boxsub_requests_refused_total{reason}`: refused for overload (503, or a connection
     /// closed at once).
     pub refused: IntCounterVec,
@@ -239,6 +245,19 @@ impl Metrics {
                 "boxsub_sign_in_throttled_total",
                 "Sign-in attempts refused with 429 for too many failures.",
             ),
+            password_jobs: counter_vec(
+                &registry,
+                "boxsub_password_jobs_total",
+                "Password hashes and checks run, by the share of the password pool they ran \
+                 in (api: a webstore's, app: the app's sign-ins).",
+                &["lane"],
+            ),
+            app_sign_ins_limited: counter(
+                &registry,
+                "boxsub_app_sign_ins_limited_total",
+                "App sign-ins refused with 429 for too many from one client address, before \
+                 any password check.",
+            ),
             refused: counter_vec(
                 &registry,
                 "boxsub_requests_refused_total",
@@ -402,8 +421,10 @@ pub enum Refusal {
     CustomerBusy,
     /// An actor did not begin a call within its deadline.
     CallDeadline,
-    /// The password-work queue was full.
+    /// The password pool was full and the caller's share of it taken.
     PasswordQueue,
+    /// A password job waiting in the pool gave its place to a share below its due.
+    PasswordShare,
     /// A whole request ran past its deadline.
     RequestDeadline,
     /// A connection past the connection cap.
@@ -417,6 +438,7 @@ impl Refusal {
             Refusal::CustomerBusy => "customer_busy",
             Refusal::CallDeadline => "call_deadline",
             Refusal::PasswordQueue => "password_queue",
+            Refusal::PasswordShare => "password_share",
             Refusal::RequestDeadline => "request_deadline",
             Refusal::ConnectionCap => "connection_cap",
         }

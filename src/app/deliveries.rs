@@ -1,6 +1,7 @@
 //! The delivery pages of the signed-in producer's webstore: a day (the packing summary and
 //! the routes, or the day's deliveries for the CSV download) and a week, each read from the
-//! service on the node that serves the webstore.
+//! service on the node that serves the webstore, counted against the webstore's read quota
+//! and admitted in its turn like its API's reads.
 //!
 //! Must not touch: sign-in and cookies, the CSV itself (the API's front end writes it).
 
@@ -8,6 +9,7 @@ use askama::Template;
 use warp::http::StatusCode;
 
 use crate::domain::schedule::{delivery_days_around, Day};
+use crate::quotas::Kind;
 use crate::service::Service;
 
 use super::pages::{DayPage, WeekPage};
@@ -27,6 +29,12 @@ pub(super) async fn day(
     if !service.serving().serves(&webstore.settings.id) {
         return Err(AppError::Misdirected);
     }
+    // A page is a read of its webstore, under its quotas and fair admission like its API's.
+    let checked = service
+        .quotas()
+        .check(&webstore, Kind::Read)
+        .map_err(AppError::OverQuota)?;
+    let _slot = checked.admit().await;
     let deliveries = service.all_deliveries(&webstore, date).await?;
     if csv {
         return Ok(AppAnswer::DeliveriesCsv {
@@ -63,6 +71,12 @@ pub(super) async fn week(
     if !service.serving().serves(&webstore.settings.id) {
         return Err(AppError::Misdirected);
     }
+    // A page is a read of its webstore, under its quotas and fair admission like its API's.
+    let checked = service
+        .quotas()
+        .check(&webstore, Kind::Read)
+        .map_err(AppError::OverQuota)?;
+    let _slot = checked.admit().await;
     let mut days = Vec::with_capacity(week::DAYS as usize);
     for offset in 0..week::DAYS {
         let date = first.plus(offset);

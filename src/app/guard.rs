@@ -1,8 +1,8 @@
 //! What keeps the app's pages to their producer and its forms to the app: reading the
 //! session and form cookies from a request, writing them (`HttpOnly`, `SameSite`, `Path=/app`,
 //! and `Secure` when the app is served over HTTPS), and telling a form posted from the app's
-//! own pages from one posted by another site (the `Sec-Fetch-Site` and `Origin` headers the
-//! browser sets, and a form token compared in constant time). Pure. Must not touch: the
+//! own pages from one posted by another site (the `Sec-Fetch-Site`, `Origin` and `Referer`
+//! headers the browser sets, and a form token compared in constant time). Pure. Must not touch: the
 //! service (sessions themselves are the service's), templates.
 
 use subtle::ConstantTimeEq;
@@ -64,26 +64,42 @@ impl PublicOrigin {
         self.https
     }
 
-    /// Whether a form posted with these headers comes from the app's own pages: a browser
-    /// that says where the request comes from (`Sec-Fetch-Site`) must say the same origin,
-    /// and an `Origin` header must be the app's (the public URL's, or the request's host).
+    /// Whether a form posted with these headers comes from the app's own pages, as OWASP's
+    /// CSRF cheat sheet advises for requests made before there is a session: a browser that
+    /// says where the request comes from (`Sec-Fetch-Site`) must say the same origin (or
+    /// `none`, a user's own navigation); then the `Origin` header, or without it the
+    /// `Referer`'s origin, must be the app's (the public URL's, or the request's host); a
+    /// request with neither is refused unless its browser said `same-origin`.
     pub fn same_origin(&self, headers: &HeaderMap) -> bool {
         let text = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
-        if let Some(site) = text("sec-fetch-site") {
+        let site = text("sec-fetch-site");
+        if let Some(site) = site {
             if !site.eq_ignore_ascii_case("same-origin") && !site.eq_ignore_ascii_case("none") {
                 return false;
             }
         }
-        let Some(origin) = text(header::ORIGIN.as_str()) else {
-            // Browsers send Origin with every POST; a client without it is no browser a
-            // cross-site form could drive.
-            return true;
-        };
-        let origin = origin.trim().to_ascii_lowercase();
+        if let Some(origin) = text(header::ORIGIN.as_str()) {
+            return self.is_ours(&origin.trim().to_ascii_lowercase(), headers);
+        }
+        if let Some(referer) = text(header::REFERER.as_str()) {
+            return url::Url::parse(referer.trim()).is_ok_and(|url| {
+                let origin = url.origin();
+                origin.is_tuple() && self.is_ours(&origin.ascii_serialization(), headers)
+            });
+        }
+        // Neither header: only a browser's own word vouches for the form.
+        site.is_some_and(|site| site.eq_ignore_ascii_case("same-origin"))
+    }
+
+    /// Whether `origin` (lower-case, as browsers write it) is the app's.
+    fn is_ours(&self, origin: &str, headers: &HeaderMap) -> bool {
         match &self.origin {
-            Some(expected) => origin == *expected,
+            Some(expected) => origin == expected,
             None => {
-                let host = text(header::HOST.as_str()).map(str::to_ascii_lowercase);
+                let host = headers
+                    .get(header::HOST)
+                    .and_then(|value| value.to_str().ok())
+                    .map(str::to_ascii_lowercase);
                 let origin_host = origin.split_once("://").map(|(_, host)| host);
                 host.is_some() && origin_host == host.as_deref()
             }
@@ -191,6 +207,11 @@ mod tests {
         assert!(https.same_origin(&headers(&[("origin", "https://shop.example:8443")])));
         assert!(!https.same_origin(&headers(&[("origin", "http://shop.example:8443")])));
         assert!(!https.same_origin(&headers(&[("origin", "https://evil.example")])));
+        assert!(https.same_origin(&headers(&[(
+            "referer",
+            "https://shop.example:8443/app/sign_in"
+        )])));
+        assert!(!https.same_origin(&headers(&[("referer", "https://shop.example/app/sign_in")])));
 
         let plain = PublicOrigin::parse(None).unwrap();
         assert!(!plain.https());
@@ -211,9 +232,39 @@ mod tests {
         assert!(!plain.same_origin(&headers(&[("sec-fetch-site", "cross-site")])));
         assert!(!plain.same_origin(&headers(&[("sec-fetch-site", "same-site")])));
         assert!(
-            plain.same_origin(&headers(&[])),
-            "no browser headers at all"
+            !plain.same_origin(&headers(&[("host", "127.0.0.1:3000")])),
+            "neither Origin nor Referer nor a browser's word: refused"
         );
+        assert!(!plain.same_origin(&headers(&[
+            ("host", "127.0.0.1:3000"),
+            ("sec-fetch-site", "none")
+        ])));
+        assert!(plain.same_origin(&headers(&[
+            ("host", "127.0.0.1:3000"),
+            ("sec-fetch-site", "same-origin")
+        ])));
+        // Without Origin, the Referer's origin decides.
+        assert!(plain.same_origin(&headers(&[
+            ("host", "127.0.0.1:3000"),
+            ("referer", "http://127.0.0.1:3000/app/sign_in")
+        ])));
+        for other in [
+            "http://127.0.0.1:3000.evil.example/app/sign_in",
+            "http://evil.example/http://127.0.0.1:3000/",
+            "not a url",
+            "data:text/html,x",
+        ] {
+            assert!(
+                !plain.same_origin(&headers(&[("host", "127.0.0.1:3000"), ("referer", other)])),
+                "{other}"
+            );
+        }
+        // An Origin that is not ours is not saved by a Referer that is.
+        assert!(!plain.same_origin(&headers(&[
+            ("host", "127.0.0.1:3000"),
+            ("origin", "http://evil.example"),
+            ("referer", "http://127.0.0.1:3000/app/sign_in")
+        ])));
 
         for bad in [
             "ftp://x",

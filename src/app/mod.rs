@@ -54,6 +54,8 @@ pub use spreadsheet::spreadsheet_safe;
 pub struct AppSettings {
     /// The public URL's origin, if the operator gave one (`--public-url`).
     pub public: PublicOrigin,
+    /// The proxies whose `X-Forwarded-For` names the client (`--trusted-proxies`).
+    pub trusted_proxies: Vec<std::net::IpAddr>,
 }
 
 /// An `/app` request: its head, and for a POST its form body, already read within the
@@ -67,6 +69,9 @@ pub struct AppRequest<'a> {
     pub headers: &'a HeaderMap,
     /// Its body, for a POST.
     pub form: Option<Bytes>,
+    /// The client's address, as the front end found it (`None` for a request made
+    /// in-process, which counts as one unknown client).
+    pub client: Option<std::net::IpAddr>,
 }
 
 /// What the app answers: a page, or a day's CSV, which is the API's own CSV and which the
@@ -98,6 +103,8 @@ enum AppError {
     ForgedForm,
     /// The producer's webstore is served by another node now.
     Misdirected,
+    /// The producer's webstore went past one of its quotas.
+    OverQuota(crate::quotas::Throttled),
     /// The service could not answer.
     Service(ServiceError),
 }

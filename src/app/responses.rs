@@ -146,6 +146,19 @@ pub(super) fn error_page(error: AppError) -> Response {
             "Served elsewhere",
             "Your webstore is served by another node now: open the app again in a moment.",
         ),
+        AppError::OverQuota(throttled) => {
+            let mut response = message(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many requests",
+                "Your webstore has asked for more than its quota allows just now: try again in \
+                 a few seconds.",
+            );
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(throttled.retry_after_secs.max(1)),
+            );
+            response
+        }
         AppError::Service(ServiceError::Moving) => {
             let mut response = message(
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -10,6 +10,7 @@ use warp::http::{header, HeaderMap, StatusCode};
 use warp::reply::Response;
 
 use crate::domain::routing::{route_key, ROUTING_COOKIE, ROUTING_COOKIE_MAX_AGE_SECS};
+use crate::service::client_limits::UNKNOWN_CLIENT;
 use crate::service::producers::{ProducerSession, SignInRefused};
 use crate::service::Service;
 
@@ -126,7 +127,11 @@ pub(super) async fn sign_in(
             form.email.trim(),
         ));
     }
-    match service.producer_sign_in(&form.email, form.password).await {
+    let client = request.client.unwrap_or(UNKNOWN_CLIENT);
+    match service
+        .producer_sign_in(&form.email, form.password, client)
+        .await
+    {
         Ok(signed_in) => {
             let mut response = see_other("/app");
             response.headers_mut().append(
@@ -150,8 +155,10 @@ pub(super) async fn sign_in(
         }
         Err(SignInRefused::ServedElsewhere(webstore_id)) => {
             // The deployment's front end routes the app by the routing cookie: set it and
-            // send the form back (307 keeps the method and the body), unless it named this
-            // webstore already and still reached a shard that does not serve it.
+            // send the form back (307 keeps the method and the body) for the shard that
+            // serves the webstore to check, unless it named this webstore already and still
+            // reached a shard that does not serve it. Nothing was checked here: a right and
+            // a wrong password get this same answer.
             let route = route_key(&webstore_id);
             if cookie_text(headers, ROUTING_COOKIE) == Some(route.as_str()) {
                 return Err(AppError::Misdirected);
@@ -189,6 +196,24 @@ pub(super) async fn sign_in(
             let alert = format!(
                 "Too many failed sign-ins for this email: try again in {minutes} minute{}.",
                 if minutes == 1 { "" } else { "s" }
+            );
+            let mut response = sign_in_page(
+                settings,
+                headers,
+                StatusCode::TOO_MANY_REQUESTS,
+                &[alert],
+                form.email.trim(),
+            );
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, retry_after_value(retry_after));
+            Ok(response)
+        }
+        Err(SignInRefused::ClientLimited(retry_after)) => {
+            let seconds = retry_after.as_secs().max(1);
+            let alert = format!(
+                "Too many sign-ins from your network: try again in {seconds} second{}.",
+                if seconds == 1 { "" } else { "s" }
             );
             let mut response = sign_in_page(
                 settings,

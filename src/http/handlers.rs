@@ -18,6 +18,7 @@ use crate::domain::order::{Order, OrderBody};
 use crate::domain::paging::Page;
 use crate::domain::schedule::parse_date_param;
 use crate::events::feed;
+use crate::quotas::Checked;
 use crate::service::Created;
 
 use super::body::{json_fields, json_object, Params};
@@ -189,8 +190,14 @@ pub(super) async fn update_customer(call: &Call<'_>, id: CustomerId, body: &[u8]
     Ok(with_location(response, "customers", customer.id.0))
 }
 
-/// Sign-in takes its parameters from a JSON body, a form body or the query string.
-pub(super) async fn sign_in(call: &Call<'_>, body: &[u8], form_body: bool) -> Answer {
+/// `POST /v1/customers/sign_in`, its parameters from a JSON body, a form body or the query
+/// string; its turn in service (`checked`) is taken once its password check is done.
+pub(super) async fn sign_in(
+    call: &Call<'_>,
+    checked: &Checked,
+    body: &[u8],
+    form_body: bool,
+) -> Answer {
     let SignInParams {
         email,
         password,
@@ -201,6 +208,7 @@ pub(super) async fn sign_in(call: &Call<'_>, body: &[u8], form_body: bool) -> An
         .service
         .sign_in(call.webstore, &email, &password)
         .await?;
+    let _slot = checked.admit().await;
     let views: Vec<_> = customer
         .iter()
         .map(|customer| CustomerView::new(customer, call.webstore, embed))

@@ -7,6 +7,7 @@
 
 pub mod admin;
 mod body;
+pub mod client;
 mod error;
 mod handlers;
 mod observe;
@@ -42,6 +43,7 @@ pub use router::{needs_credentials, resolve, route, Endpoint, Route, RouteError}
 pub use views::{CustomerView, DeliveryView, Embed, OrderView};
 
 use body::read_limited;
+use client::{client_address, PeerAddress};
 use observe::RequestRecord;
 
 /// Deadlines of one request, from the moment its head has been read.
@@ -76,11 +78,21 @@ pub fn routes(
         .and(warp::method())
         .and(warp::path::full())
         .and(query)
-        .and(warp::header::headers_cloned())
+        .and(
+            warp::header::headers_cloned()
+                .and(warp::ext::optional::<PeerAddress>())
+                .map(|headers, peer| Sent { headers, peer }),
+        )
         .and(warp::body::stream())
         .then(handle)
         .recover(error::recover)
         .unify()
+}
+
+/// A request's headers, and the peer it came from (told to the app's requests only).
+struct Sent {
+    headers: HeaderMap,
+    peer: Option<PeerAddress>,
 }
 
 /// What every handler gets: the service, the caller's webstore and the query parameters.
@@ -100,13 +112,14 @@ async fn handle<S, B>(
     method: Method,
     path: FullPath,
     query: String,
-    headers: HeaderMap,
+    sent: Sent,
     body: S,
 ) -> Response
 where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf + Send,
 {
+    let Sent { headers, peer } = sent;
     let path = path.as_str();
     let mut record = RequestRecord::begin(&method, router::route(&method, path), &headers);
     let request = Request {
@@ -125,9 +138,13 @@ where
         // The producers' app: its own pages, also for a standby or a passed deadline.
         match node.service() {
             Some(service) => {
-                let page = within(deadline, app_page(&service, &settings.app, request, body))
-                    .await
-                    .unwrap_or_else(crate::app::unavailable);
+                let client = client_address(peer, &headers, &settings.app.trusted_proxies);
+                let page = within(
+                    deadline,
+                    app_page(&service, &settings.app, request, client, body),
+                )
+                .await
+                .unwrap_or_else(crate::app::unavailable);
                 if still_primary(&node, &method) {
                     page
                 } else {
@@ -253,6 +270,7 @@ async fn app_page<S, B>(
     service: &Service,
     settings: &AppSettings,
     request: Request<'_>,
+    client: Option<std::net::IpAddr>,
     body: S,
 ) -> Result<Response, ApiError>
 where
@@ -269,6 +287,7 @@ where
         path: request.path,
         headers: request.headers,
         form,
+        client,
     };
     Ok(
         match crate::app::handle(service, settings, app_request).await {
@@ -394,12 +413,18 @@ where
     } else {
         Bytes::new()
     };
-    let _slot = checked.admit().await;
+    // A sign-in waits for its password check in the password pool, whose shares are fair
+    // between webstores, and takes its turn in service only for what follows: waiting for
+    // argon2 inside a slot, one webstore's flood of sign-ins would hold every slot.
+    let _slot = match endpoint {
+        SignIn => None,
+        _ => Some(checked.admit().await),
+    };
     match endpoint {
         Ping => Ok(no_content()),
         ListCustomers => handlers::list_customers(call).await,
         CreateCustomer => handlers::create_customer(call, &body).await,
-        SignIn => handlers::sign_in(call, &body, is_form(headers)).await,
+        SignIn => handlers::sign_in(call, checked, &body, is_form(headers)).await,
         GetCustomer(id) => handlers::get_customer(call, id).await,
         UpdateCustomer(id) => handlers::update_customer(call, id, &body).await,
         ListOrders => handlers::list_orders(call).await,

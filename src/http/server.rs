@@ -28,6 +28,7 @@ use tokio::sync::Semaphore;
 use warp::reply::Response;
 use warp::Filter;
 
+use super::client::WithPeer;
 use super::watch::{watch, PhaseDeadlines};
 
 /// The transport limits of the server.
@@ -101,10 +102,10 @@ pub async fn serve<F>(
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => {
+        let (stream, peer) = match accepted {
+            Ok(accepted) => {
                 backoff = Duration::ZERO;
-                stream
+                accepted
             }
             Err(error) if is_connection_error(&error) => continue,
             Err(error) => {
@@ -135,7 +136,10 @@ pub async fn serve<F>(
         let _ = stream.set_nodelay(true);
         let (stream, handler) = watch(
             stream,
-            TowerToHyperService::new(warp::service(routes.clone())),
+            WithPeer::new(
+                TowerToHyperService::new(warp::service(routes.clone())),
+                peer.ip(),
+            ),
             limits.deadlines,
         );
         let connection = http1::Builder::new()

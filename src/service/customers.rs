@@ -22,6 +22,7 @@ use crate::registry::{EmailTaken, NewCustomer};
 use crate::store::IdempotencyWrite;
 
 use super::idempotency::Turn;
+use super::passwords::Lane;
 use super::{email_taken, Created, Service, ServiceError};
 
 /// How often a create asks for an email that changes in progress keep claiming.
@@ -67,7 +68,7 @@ impl Service {
         {
             return Err(email_taken());
         }
-        self.hash_new_password(&mut changes).await?;
+        self.hash_new_password(webstore, &mut changes).await?;
         let new = self.claim_new_email(webstore, email_key).await?;
         let customer = Customer::create(new.id, webstore.idx, new.number, changes);
         let (record, turn) = match keyed {
@@ -132,7 +133,7 @@ impl Service {
             .ok_or(ServiceError::NotFound)?;
         let mut changes = parse_customer(body, webstore, Mode::Update)
             .map_err(|errors| self.with_taken_email(webstore, body, Some(id), errors))?;
-        self.hash_new_password(&mut changes).await?;
+        self.hash_new_password(webstore, &mut changes).await?;
         let claim = match changes.email.as_ref().map(Email::index_key) {
             Some(key) => self
                 .registry
@@ -151,9 +152,15 @@ impl Service {
         Ok(updated.customer)
     }
 
-    async fn hash_new_password(&self, changes: &mut CustomerChanges) -> Result<(), ServiceError> {
+    /// Hashes a new password in the webstore's share of the password pool.
+    async fn hash_new_password(
+        &self,
+        webstore: &Webstore,
+        changes: &mut CustomerChanges,
+    ) -> Result<(), ServiceError> {
         if let Some(password) = changes.password.take() {
-            changes.password_hash = Some(self.passwords.hash(password).await?);
+            let lane = Lane::Webstore(webstore.idx);
+            changes.password_hash = Some(self.passwords.hash(lane, password).await?);
         }
         Ok(())
     }

@@ -4,7 +4,9 @@
 //! - [`calls`]: calls to customer actors under admission limits and a deadline;
 //! - [`idempotency`]: turns per `Idempotency-Key`, so one key creates one record;
 //! - [`sign_in`]: sign-in throttling per email;
-//! - [`passwords`]: argon2 work on bounded blocking threads;
+//! - [`client_limits`]: the app's sign-ins per client address;
+//! - [`passwords`]: argon2 work on bounded blocking threads, shared fairly between the
+//!   webstores and the app;
 //! - `delivery_lists`: sorted delivery lists kept between pages while they are current;
 //! - `customers`, `orders` and `deliveries`: the use cases, written with the above.
 //!
@@ -16,6 +18,7 @@
 //! types, or a map guard across an `.await`.
 
 pub mod calls;
+pub mod client_limits;
 mod customers;
 mod deliveries;
 mod delivery_lists;
@@ -51,9 +54,10 @@ pub use crate::store::disk::Refusal;
 pub use deliveries::Delivery;
 
 use calls::ActorCalls;
+use client_limits::ClientLimits;
 use delivery_lists::DeliveryLists;
 use idempotency::IdempotencyGate;
-use passwords::PasswordWork;
+use passwords::{Lane, PasswordWork};
 use serving::Serving;
 use sign_in::SignInThrottles;
 
@@ -190,7 +194,8 @@ pub struct ServiceSettings {
     pub call_timeout: Duration,
     /// How many password hashes may run at once.
     pub password_hashers: usize,
-    /// How many password jobs may wait or run before more are refused.
+    /// How many password jobs may wait or run, shared fairly between the webstores and the
+    /// app's sign-ins (see [`passwords`]).
     pub password_queue: usize,
     /// Calls that may wait on one customer's actor before more are refused.
     pub max_calls_per_customer: u32,
@@ -222,8 +227,10 @@ pub struct Held {
     pub activations: usize,
     /// Idempotency keys with a request in progress.
     pub idempotency_keys: usize,
-    /// Sign-in attempts begun and not settled.
+    /// Sign-in attempts begun and not settled (customers' and producers').
     pub sign_in_attempts: usize,
+    /// App sign-ins counted in progress against their client address.
+    pub client_attempts: usize,
     /// Password jobs waiting or running.
     pub password_jobs: usize,
 }
@@ -242,6 +249,8 @@ pub struct Service {
     id_range: IdRange,
     /// Producers' sign-in throttles, apart from customers'.
     producer_throttles: SignInThrottles,
+    /// The app's sign-ins per client address.
+    client_limits: ClientLimits,
     /// The webstores' events.
     events: Arc<Events>,
     /// The webstores' quotas and fair admission.
@@ -271,6 +280,7 @@ impl Service {
             serving,
             id_range: settings.id_range,
             producer_throttles: SignInThrottles::default(),
+            client_limits: ClientLimits::default(),
             registry: Registry::open(catalogue.clone(), store, settings.id_range, events.clone())?,
             events,
             calls: ActorCalls::new(
@@ -416,12 +426,17 @@ impl Service {
         let stored = customer.as_ref().and_then(|c| c.password_hash.clone());
         let matches = self
             .passwords
-            .check(password.to_owned(), stored, move |matches| {
-                if !matches {
-                    METRICS.sign_in_failures.inc();
-                }
-                attempt.finish(matches)
-            })
+            .check(
+                Lane::Webstore(webstore.idx),
+                password.to_owned(),
+                stored,
+                move |matches| {
+                    if !matches {
+                        METRICS.sign_in_failures.inc();
+                    }
+                    attempt.finish(matches)
+                },
+            )
             .await?;
         Ok(customer.filter(|_| matches))
     }
@@ -437,6 +452,7 @@ impl Service {
     pub fn prune_throttles(&self) {
         self.throttles.prune();
         self.producer_throttles.prune();
+        self.client_limits.prune();
         if let Err(error) = self.prune_producer_sessions() {
             tracing::warn!(%error, "idle producer sessions could not be removed");
         }
@@ -489,7 +505,9 @@ impl Service {
             email_claims: registry.email_claims,
             activations: registry.activations,
             idempotency_keys: self.idempotency.keys_in_use(),
-            sign_in_attempts: self.throttles.attempts_in_flight(),
+            sign_in_attempts: self.throttles.attempts_in_flight()
+                + self.producer_throttles.attempts_in_flight(),
+            client_attempts: self.client_limits.attempts_in_progress(),
             password_jobs: self.passwords.jobs_in_flight(),
         }
     }

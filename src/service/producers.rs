@@ -1,6 +1,7 @@
 //! Producers' sessions in the web app: signing in with a producer account of the catalogue
 //! (throttled like customers' sign-ins, 10 failures per email in 15 minutes, and as slow
-//! whether or not the email is a producer's), the sessions that follow (a random id the
+//! whether or not the email is a producer's; limited per client address; checked only by a
+//! shard that serves the account's webstore), the sessions that follow (a random id the
 //! client keeps in a cookie; only its SHA-256 is stored), and signing out, which ends a
 //! session on the server. A session ends after [`IDLE`] without use.
 //!
@@ -13,15 +14,19 @@
 //!
 //! Must not touch: HTTP (cookies, forms and pages are the app's), the store's layout.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
+use super::passwords::Lane;
 use super::serving::Served;
 use super::{Service, ServiceError};
 use crate::domain::catalogue::{Webstore, WebstoreIdx};
 use crate::domain::email::fold;
+use crate::domain::routing::sign_in_webstore;
+use crate::metrics::METRICS;
 use crate::store::codec::SessionRecord;
 use crate::store::StoreError;
 
@@ -69,8 +74,11 @@ pub enum SignInRefused {
     Wrong,
     /// Too many failures for this email: try again after this long.
     Throttled(Duration),
-    /// The password is right, and the producer's webstore (this id) is served by another
-    /// shard of the deployment: sign in there (no session was opened here).
+    /// Too many sign-ins from this client (its address): try again after this long.
+    ClientLimited(Duration),
+    /// The sign-in is checked by the shard of the deployment that serves this webstore (its
+    /// id), not here: ask there. Nothing was checked or counted here, so this says nothing
+    /// of the password.
     ServedElsewhere(String),
     /// The service could not check it.
     Failed(ServiceError),
@@ -106,13 +114,33 @@ fn idle_at(record: &SessionRecord, now_ms: i64) -> bool {
 }
 
 impl Service {
-    /// Signs a producer in with `email` and `password`: a new session, or why not.
+    /// Signs a producer in with `email` and `password`, asked from `client`: a new session,
+    /// or why not.
+    ///
+    /// In this order, each step refusing before the next costs anything: the client's
+    /// limits (`client_limits`); the shard that checks it (the webstore of
+    /// [`sign_in_webstore`]: one that does not serve it sends the sign-in on without
+    /// checking, throttling or counting anything, so right and wrong passwords are answered
+    /// alike there and the number of shards changes no account's guesses); the account's
+    /// throttle; the check, in the password pool's share for the app.
     pub async fn producer_sign_in(
         &self,
         email: &str,
         password: String,
+        client: IpAddr,
     ) -> Result<SignedIn, SignInRefused> {
+        let client_attempt = self.client_limits.begin(client).map_err(|wait| {
+            METRICS.app_sign_ins_limited.inc();
+            SignInRefused::ClientLimited(wait)
+        })?;
         let catalogue = self.catalogue();
+        if let Some(checked_by) = sign_in_webstore(&catalogue, email) {
+            if !self.serving().serves(&checked_by.settings.id) {
+                return Err(SignInRefused::ServedElsewhere(
+                    checked_by.settings.id.clone(),
+                ));
+            }
+        }
         let found = catalogue.producer(email);
         let webstore = found.map_or(NO_WEBSTORE, |(webstore, _)| webstore.idx);
         let attempt = self
@@ -123,7 +151,11 @@ impl Service {
         let account = stored.as_deref().map(digest_of).unwrap_or_default();
         let matches = self
             .passwords
-            .check(password, stored, move |matches| attempt.finish(matches))
+            .check(Lane::App, password, stored, move |matches| {
+                // The client's attempt lasts as long as its check, whether or not it waits.
+                let _client_attempt = client_attempt;
+                attempt.finish(matches)
+            })
             .await
             .map_err(SignInRefused::Failed)?;
         if !matches {
@@ -293,6 +325,14 @@ mod tests {
     use crate::service::ServiceSettings;
     use crate::store::Store;
 
+    /// Another client address for each sign-in, so that the tests' many sign-ins are held
+    /// to the throttles per account alone.
+    fn next_client() -> IpAddr {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 | n))
+    }
+
     fn service(dir: &std::path::Path) -> Service {
         let hash = crate::domain::password::hash_password("shed key", &[5; 16]).unwrap();
         let mut demo: serde_json::Value = serde_json::from_str(DEMO_CATALOGUE_JSON).unwrap();
@@ -318,7 +358,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let service = service(dir.path());
         let signed_in = service
-            .producer_sign_in(" PAT@farm.example", "shed key".into())
+            .producer_sign_in(" PAT@farm.example", "shed key".into(), next_client())
             .await
             .expect("the right password");
         let session = service
@@ -341,11 +381,11 @@ mod tests {
         let (kept, ended) = {
             let service = service(dir.path());
             let kept = service
-                .producer_sign_in("pat@farm.example", "shed key".into())
+                .producer_sign_in("pat@farm.example", "shed key".into(), next_client())
                 .await
                 .unwrap();
             let ended = service
-                .producer_sign_in("pat@farm.example", "shed key".into())
+                .producer_sign_in("pat@farm.example", "shed key".into(), next_client())
                 .await
                 .unwrap();
             let session = service.producer_session(&ended.session_id).expect("open");
@@ -365,11 +405,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let service = service(dir.path());
         let first = service
-            .producer_sign_in("pat@farm.example", "shed key".into())
+            .producer_sign_in("pat@farm.example", "shed key".into(), next_client())
             .await
             .unwrap();
         let second = service
-            .producer_sign_in("pat@farm.example", "shed key".into())
+            .producer_sign_in("pat@farm.example", "shed key".into(), next_client())
             .await
             .unwrap();
         let ms = |duration: Duration| duration.as_millis() as i64;
@@ -405,7 +445,7 @@ mod tests {
         let service = service(dir.path());
         let sign_in = || async {
             service
-                .producer_sign_in("pat@farm.example", "shed key".into())
+                .producer_sign_in("pat@farm.example", "shed key".into(), next_client())
                 .await
                 .unwrap()
                 .session_id
@@ -438,7 +478,7 @@ mod tests {
         assert!(service.producer_session(&kept).is_none(), "a new password");
 
         let removed_later = service
-            .producer_sign_in("pat@farm.example", "new key".into())
+            .producer_sign_in("pat@farm.example", "new key".into(), next_client())
             .await
             .unwrap()
             .session_id;
@@ -459,7 +499,7 @@ mod tests {
         let mut ids = Vec::new();
         for _ in 0..SESSIONS_PER_ACCOUNT {
             let signed_in = service
-                .producer_sign_in("pat@farm.example", "shed key".into())
+                .producer_sign_in("pat@farm.example", "shed key".into(), next_client())
                 .await
                 .unwrap();
             ids.push(signed_in.session_id);
@@ -469,7 +509,7 @@ mod tests {
         let later = now_ms() + TOUCH_EVERY.as_millis() as i64;
         assert!(service.producer_session_at(&ids[0], later).is_some());
         let newest = service
-            .producer_sign_in("pat@farm.example", "shed key".into())
+            .producer_sign_in("pat@farm.example", "shed key".into(), next_client())
             .await
             .unwrap();
         assert_eq!(service.producer_sessions_open(), SESSIONS_PER_ACCOUNT);
@@ -485,12 +525,16 @@ mod tests {
         for email in ["pat@farm.example", "nobody@farm.example"] {
             for _ in 0..10 {
                 assert!(matches!(
-                    service.producer_sign_in(email, "wrong".into()).await,
+                    service
+                        .producer_sign_in(email, "wrong".into(), next_client())
+                        .await,
                     Err(SignInRefused::Wrong)
                 ));
             }
             assert!(matches!(
-                service.producer_sign_in(email, "shed key".into()).await,
+                service
+                    .producer_sign_in(email, "shed key".into(), next_client())
+                    .await,
                 Err(SignInRefused::Throttled(_))
             ));
         }

@@ -890,3 +890,58 @@ async fn a_customers_order_list_holds_only_orders_on_disk() {
     creating.await.unwrap();
     assert!(listed > 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn producer_sign_ins_cut_off_at_any_await_point_leave_nothing_held() {
+    use crate::domain::catalogue::DEMO_PRODUCERS;
+    let dir = tempfile::tempdir().unwrap();
+    let h = harness_with(dir.path(), Duration::from_secs(5), false);
+    let (_, email, password) = DEMO_PRODUCERS[0];
+    let client = |n: u8| std::net::IpAddr::from([192, 0, 2, n]);
+    let mut landed = Landed::default();
+    // Right and wrong passwords, each from a client of its own, beside a customer's sign-in
+    // in the same pool, each cut after a number of polls and by time.
+    for cut in 0..24u8 {
+        let guess = if cut % 2 == 0 {
+            password
+        } else {
+            "a wrong guess"
+        };
+        let producer = h
+            .service
+            .producer_sign_in(email, guess.to_owned(), client(cut));
+        let customer = h
+            .service
+            .sign_in(&h.webstore, "ann@example.com", "wrong horse");
+        let (producer_cut, _) = tokio::join!(
+            cut_after_polls(producer, usize::from(cut % 8)),
+            cut_after_polls(customer, usize::from(cut % 5)),
+        );
+        match producer_cut {
+            Cut::Unstarted => landed.unstarted += 1,
+            Cut::Inside => landed.inside_by_polls += 1,
+            Cut::Finished => landed.finished += 1,
+        }
+        let by_time = tokio::time::timeout(
+            Duration::from_millis(u64::from(cut)),
+            h.service
+                .producer_sign_in(email, guess.to_owned(), client(100 + cut)),
+        )
+        .await;
+        if by_time.is_err() {
+            landed.inside_by_time += 1;
+        }
+        assert_settles(&h.service, &format!("producer sign-in cut {cut}")).await;
+    }
+    assert!(
+        landed.inside_by_polls > 0 && landed.inside_by_time > 0,
+        "{landed:?}"
+    );
+    // Nothing is left in the pool or the limits: another producer signs in at once.
+    let (_, other, other_password) = DEMO_PRODUCERS[1];
+    h.service
+        .producer_sign_in(other, other_password.to_owned(), client(250))
+        .await
+        .expect("another producer signs in");
+    assert_settles(&h.service, "the owner's sign-in").await;
+}

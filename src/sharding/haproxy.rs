@@ -87,6 +87,9 @@ defaults
     retries 1
     retry-on conn-failure
     option redispatch 1
+    # Each request says its client in a last X-Forwarded-For header, which boxsub believes
+    # of HAProxy's address alone (`serve --trusted-proxies`), for its limits per client.
+    option forwardfor
     http-error status 503 content-type application/json string '{{\"message\":\"Service temporarily unavailable. Try again shortly.\"}}' hdr Retry-After 1
 
 frontend boxsub
@@ -189,5 +192,6 @@ mod tests {
             cfg.contains("stats socket /tmp/h.sock mode 600 level admin"),
             "{cfg}"
         );
+        assert!(cfg.contains("\n    option forwardfor\n"), "{cfg}");
     }
 }

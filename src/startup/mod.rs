@@ -289,6 +289,7 @@ impl Application {
             app: AppSettings {
                 public: PublicOrigin::parse(config.public_url.as_deref())
                     .map_err(StartupError::Config)?,
+                trusted_proxies: config.trusted_proxies.clone(),
             },
             catalogue_file: config.catalogue.clone(),
             backup_dir: config

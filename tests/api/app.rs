@@ -429,7 +429,27 @@ async fn forms_posted_from_another_site_are_refused() {
         .await
         .unwrap();
     assert_eq!(cross_site.status(), 403);
+    // The right cookie and token, but nothing that says where the form comes from (no
+    // Origin, no Referer, no Sec-Fetch-Site): refused, as OWASP's CSRF cheat sheet advises.
+    let unsourced = client
+        .post(app.url("/app/sign_in"))
+        .header("Cookie", visitor.cookie_header())
+        .form(&right)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unsourced.status(), 403);
     assert!(!visitor.cookies.contains_key("boxsub_session"));
+    // A browser that sends only the Referer of the app's own page is believed.
+    let referred = client
+        .post(app.url("/app/sign_in"))
+        .header("Cookie", visitor.cookie_header())
+        .header("Referer", app.url("/app/sign_in"))
+        .form(&right)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(referred.status(), 303);
     // And from the app's own page it works.
     assert_eq!(visitor.post("/app/sign_in", &right).await.status, 303);
     assert!(visitor.cookies.contains_key("boxsub_session"));
@@ -614,9 +634,10 @@ async fn a_producer_of_a_webstore_served_elsewhere_is_sent_on_and_never_shown_an
     let (_dir, app) = producers_app(&["--webstores", "store-b"]).await;
     let mut producer = Visitor::new(&app);
 
-    // The right password on a node that does not serve store A: no session here, the
-    // routing cookie that names store A for the deployment's front end, and the form sent
-    // back (307: the same POST again, which the front end routes by the cookie).
+    // A sign-in of store A's producer on a node that does not serve store A: no session
+    // here, the routing cookie that names store A for the deployment's front end, and the
+    // form sent back unchecked (307: the same POST again, which the front end routes by the
+    // cookie to a node that checks it).
     let sent_on = producer.sign_in(PRODUCER_A).await;
     assert_eq!(sent_on.status, 307, "{}", sent_on.body);
     assert_eq!(sent_on.location(), Some("/app/sign_in"));
@@ -646,11 +667,33 @@ async fn a_producer_of_a_webstore_served_elsewhere_is_sent_on_and_never_shown_an
         assert_eq!(answer.status, 303, "{path}: no session here");
         assert!(!answer.body.contains("data-order-id"));
     }
-    // A wrong password learns nothing of where the account lives.
+    // Nothing was checked here: a wrong password gets the very same answer, and no
+    // password job ran on this node.
     let mut stranger = Visitor::new(&app);
     let wrong = stranger.sign_in((PRODUCER_A.0, "not the password")).await;
-    assert_eq!(wrong.status, 401);
-    assert!(!stranger.cookies.contains_key("boxsub_webstore"));
+    let mut right = Visitor::new(&app);
+    let right = right.sign_in(PRODUCER_A).await;
+    let seen = |page: &Page| {
+        let mut headers: Vec<String> = page
+            .headers
+            .iter()
+            .filter(|(name, _)| !matches!(name.as_str(), "date" | "x-request-id"))
+            .map(|(name, value)| format!("{name}: {value:?}"))
+            .collect();
+        headers.sort();
+        (page.status, headers, page.body.clone())
+    };
+    assert_eq!(seen(&wrong), seen(&right));
+    assert_eq!(
+        stranger.cookies.get("boxsub_webstore").map(String::as_str),
+        Some("store-a")
+    );
+    let metrics = crate::helpers::scrape(&app).await;
+    assert_eq!(
+        crate::helpers::sample(&metrics, "boxsub_password_jobs_total", &[("lane", "app")]),
+        0.0,
+        "no password of store A's producer checked on a node without store A"
+    );
     let mut producer_b = Visitor::signed_in(&app, PRODUCER_B).await;
     assert_eq!(
         producer_b.get("/app/deliveries/2027-01-11").await.status,

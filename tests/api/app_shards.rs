@@ -1,12 +1,15 @@
 //! The producers' app at the one address of a sharded deployment: two shards behind a real
 //! HAProxy configured by `boxsub haproxy-config` (stores A and B on shard one, store C on
 //! shard two), a real browser (Chromium) signing in at HAProxy's address. A sign-in that
-//! reaches a shard not serving the producer's webstore checks the password, sets the routing
-//! cookie and sends the form back (307), and HAProxy routes the browser's app by that cookie
-//! through the webstore map; `boxsub move-webstore` switches the cookie's route with the API
-//! keys', and the producers' sessions travel with the webstore.
+//! reaches a shard not serving the producer's webstore is sent on unchecked: the shard sets
+//! the routing cookie and sends the form back (307), right password or wrong, and HAProxy
+//! routes the browser's app by that cookie through the webstore map to the shard that checks
+//! it, whose throttle alone counts the account's guesses; `boxsub move-webstore` switches the
+//! cookie's route with the API keys', and the producers' sessions travel with the webstore.
 
-use crate::helpers::{Browser, Deployment, PRODUCER_A, PRODUCER_C, STORE_C};
+use crate::helpers::{
+    sample, scrape, Browser, Deployment, Page, Visitor, PRODUCER_A, PRODUCER_C, STORE_C,
+};
 
 /// Signs in at `base` through the form, as a person would, and says where the browser ended
 /// and the webstore the page names.
@@ -68,13 +71,17 @@ async fn producers_of_either_shard_sign_in_at_one_address_and_still_do_after_a_m
     );
     browser.goto(&format!("{base}/app")).await;
     assert_eq!(browser.text(".webstore").await, "Store C", "still routed");
-    // A wrong password learns nothing of where the account lives: no cookie, no redirect.
+    // A wrong password is sent on like the right one, and refused by the shard that checks
+    // it.
     let Some(stranger) = Browser::start(test).await else {
         return;
     };
     let (path, _) = sign_in_at(&stranger, &base, (PRODUCER_C.0, "not the password")).await;
     assert_eq!(path, "/app/sign_in");
-    assert!(stranger.cookie("boxsub_webstore").await.is_none());
+    assert!(stranger
+        .text("[role=alert]")
+        .await
+        .contains("Wrong email or password"));
     drop(stranger);
 
     // Store C moves to shard one: the webstore map follows, and so does the session (it
@@ -100,4 +107,132 @@ async fn producers_of_either_shard_sign_in_at_one_address_and_still_do_after_a_m
         .await;
     browser.goto(&format!("{base}/app")).await;
     assert_eq!(browser.current_path().await, "/app/sign_in");
+}
+
+/// An answer as a client sees it, less what differs between any two answers (the date, the
+/// request id).
+fn seen(page: &Page) -> (u16, Vec<(String, String)>, String) {
+    let mut headers: Vec<(String, String)> = page
+        .headers
+        .iter()
+        .filter(|(name, _)| !matches!(name.as_str(), "date" | "x-request-id"))
+        .map(|(name, value)| (name.to_string(), value.to_str().unwrap_or("").to_owned()))
+        .collect();
+    headers.sort();
+    (page.status, headers, page.body.clone())
+}
+
+/// Posts the sign-in form with `password` for producer C, from a visitor whose routing
+/// cookie (if any) is `route`, and follows a 307 as a browser would; the answer, and whether
+/// it was sent on.
+async fn guess(visitor: &mut Visitor, route: Option<&str>, password: &str) -> (Page, bool) {
+    match route {
+        Some(route) => visitor
+            .cookies
+            .insert("boxsub_webstore".into(), route.into()),
+        None => visitor.cookies.remove("boxsub_webstore"),
+    };
+    let token = visitor.get("/app/sign_in").await.form_token();
+    let form = [
+        ("email", PRODUCER_C.0),
+        ("password", password),
+        ("form_token", token.as_str()),
+    ];
+    let first = visitor.post("/app/sign_in", &form).await;
+    if first.status != 307 {
+        return (first, false);
+    }
+    assert_eq!(first.location(), Some("/app/sign_in"));
+    (visitor.post("/app/sign_in", &form).await, true)
+}
+
+#[tokio::test]
+async fn a_shard_without_the_webstore_sends_sign_ins_on_unchecked_so_answers_and_guesses_are_as_on_one_shard(
+) {
+    let test = "a_shard_without_the_webstore_sends_sign_ins_on_unchecked_so_answers_and_guesses_are_as_on_one_shard";
+    let Some(deployment) = Deployment::start(test).await else {
+        return;
+    };
+    let base = deployment.base();
+    let checks_on_one = || async {
+        let metrics = scrape(deployment.one.app()).await;
+        sample(&metrics, "boxsub_password_jobs_total", &[("lane", "app")])
+    };
+
+    // Without the routing cookie, HAProxy sends the browser to shard one, which does not
+    // serve store C: the right and the wrong password get the same answer, and neither is
+    // checked there.
+    let checked_before = checks_on_one().await;
+    let mut answers = Vec::new();
+    for password in [PRODUCER_C.1, "not the password"] {
+        let mut visitor = Visitor::at(&base);
+        let token = visitor.get("/app/sign_in").await.form_token();
+        let form = [
+            ("email", PRODUCER_C.0),
+            ("password", password),
+            ("form_token", token.as_str()),
+        ];
+        let sent_on = visitor.post("/app/sign_in", &form).await;
+        assert_eq!(sent_on.status, 307, "{}", sent_on.body);
+        answers.push(seen(&sent_on));
+        // The browser posts again, now routed to shard two, which checks.
+        let checked = visitor.post("/app/sign_in", &form).await;
+        let expected = if password == PRODUCER_C.1 { 303 } else { 401 };
+        assert_eq!(checked.status, expected, "{}", checked.body);
+    }
+    assert_eq!(
+        answers[0], answers[1],
+        "a right and a wrong password through a shard without the webstore"
+    );
+    assert_eq!(
+        checks_on_one().await,
+        checked_before,
+        "nothing checked on shard one"
+    );
+
+    // An attacker points the routing cookie at each shard in turn: the account's guesses are
+    // counted by shard two alone, so they are the ten of one shard (tests/api/app.rs), not
+    // ten a shard.
+    let mut attacker = Visitor::at(&base);
+    // The wrong password above was the first.
+    let mut wrong = 1;
+    let mut sent_on = 0;
+    for attempt in 0..30 {
+        let route = if attempt % 2 == 0 { "store-a" } else { STORE_C };
+        let (answer, was_sent_on) = guess(&mut attacker, Some(route), "a guess").await;
+        sent_on += usize::from(was_sent_on);
+        match answer.status {
+            401 => wrong += 1,
+            429 => {
+                assert!(
+                    answer
+                        .body
+                        .contains("Too many failed sign-ins for this email"),
+                    "{}",
+                    answer.body
+                );
+                break;
+            }
+            other => panic!("attempt {attempt}: {other} {}", answer.body),
+        }
+    }
+    assert_eq!(
+        wrong, 10,
+        "guesses allowed for one account across two shards"
+    );
+    assert!(
+        sent_on >= 5,
+        "the guesses through shard one were sent on: {sent_on}"
+    );
+    assert_eq!(
+        checks_on_one().await,
+        checked_before,
+        "still nothing checked on shard one"
+    );
+    // Even the right password waits now, wherever it is sent.
+    let (answer, _) = guess(&mut attacker, None, PRODUCER_C.1).await;
+    assert_eq!(answer.status, 429, "{}", answer.body);
+    // Producer A, whose webstore shard one serves, is not held back by any of it.
+    let mut producer_a = Visitor::at(&base);
+    assert_eq!(producer_a.sign_in(PRODUCER_A).await.status, 303);
 }

@@ -18,6 +18,7 @@ mod customers;
 mod cut_writes;
 mod durability;
 mod events;
+mod fair_passwords;
 mod group_events;
 mod group_harness;
 mod group_messages;

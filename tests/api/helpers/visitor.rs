@@ -79,7 +79,13 @@ impl Page {
 impl Visitor {
     /// A visitor of `app`, without cookies.
     pub fn new(app: &TestApp) -> Self {
-        let origin = app.url("");
+        Visitor::at(&app.url(""))
+    }
+
+    /// A visitor of the app at `base` (`http://127.0.0.1:PORT`: a node, or a front end
+    /// before the nodes), without cookies.
+    pub fn at(base: &str) -> Self {
+        let origin = base.to_owned();
         Visitor {
             base: origin.clone(),
             client: reqwest::Client::builder()
