@@ -147,7 +147,8 @@ fn spawn_idempotency_expiry(service: Arc<Service>) -> tokio::task::JoinHandle<()
 
 /// Removes the events older than `retention` of every webstore served here: every quarter
 /// of the retention (at least every second, at most every five minutes), in batches of
-/// 1,024 with a rest between them, as the idempotency expiry does.
+/// 1,024 (fewer when they would not fit one log entry) with a rest between them, as the
+/// idempotency expiry does.
 fn spawn_events_retention(
     service: Arc<Service>,
     retention: Duration,
@@ -178,7 +179,9 @@ fn spawn_events_retention(
                     match step {
                         Ok(Ok(removed)) => {
                             crate::metrics::METRICS.events_pruned.inc_by(removed as u64);
-                            if removed < BATCH {
+                            // A step removes fewer than a batch when no more fit a log
+                            // entry: the next step goes on from there.
+                            if removed == 0 {
                                 break;
                             }
                         }
