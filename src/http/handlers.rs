@@ -499,7 +499,12 @@ pub(super) fn list_events(call: &Call<'_>) -> Answer {
     }
     body.extend_from_slice(b"],\"next\":");
     body.extend_from_slice(&to_json(&page.next));
-    body.push(b'}');
+    let more: &[u8] = if page.more {
+        b",\"has_more\":true}"
+    } else {
+        b",\"has_more\":false}"
+    };
+    body.extend_from_slice(more);
     let mut response = Response::new(body.into());
     let headers = response.headers_mut();
     headers.insert(
