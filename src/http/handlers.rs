@@ -125,12 +125,19 @@ pub(super) async fn create_customer(call: &Call<'_>, raw_body: &[u8]) -> Answer 
         .create_customer(call.webstore, &body, pending)
         .await?
     {
-        Created::Fresh(customer) => Ok(recorded_response(
+        Created::Fresh(customer) => Ok(acknowledged(recorded_response(
             customer_created(&customer, call.webstore, embed),
             false,
-        )),
+        ))),
         Created::Replayed(first) => Ok(recorded_response(first, true)),
     }
+}
+
+/// Marks `response` as the acknowledgement of a durable write (see
+/// [`super::WriteAcknowledged`]): it goes out even if the lease lapsed meanwhile.
+fn acknowledged(mut response: Response) -> Response {
+    response.extensions_mut().insert(super::WriteAcknowledged);
+    response
 }
 
 fn customer_created(customer: &Customer, webstore: &Webstore, embed: Embed) -> RecordedResponse {
@@ -186,7 +193,11 @@ pub(super) async fn update_customer(call: &Call<'_>, id: CustomerId, body: &[u8]
         StatusCode::OK,
         &CustomerView::new(&customer, call.webstore, embed),
     );
-    Ok(with_location(response, "customers", customer.id.0))
+    Ok(acknowledged(with_location(
+        response,
+        "customers",
+        customer.id.0,
+    )))
 }
 
 /// Sign-in takes its parameters from a JSON body, a form body or the query string.
@@ -336,7 +347,10 @@ pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
         .create_order(call.webstore, body, pending)
         .await?
     {
-        Created::Fresh(order) => Ok(recorded_response(order_created(&order), false)),
+        Created::Fresh(order) => Ok(acknowledged(recorded_response(
+            order_created(&order),
+            false,
+        ))),
         Created::Replayed(first) => Ok(recorded_response(first, true)),
     }
 }

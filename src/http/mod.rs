@@ -122,13 +122,15 @@ where
     } else if path == "/health" {
         health(&node, &method)
     } else if crate::app::owns(path) {
-        // The producers' app: its own pages, also for a standby or a passed deadline.
+        // The producers' app: its own pages, also for a standby or a passed deadline. Every
+        // page (a sign-in's and a sign-out's too) shows what this node read: none goes out
+        // once the lease is gone.
         match node.service() {
             Some(service) => {
                 let page = within(deadline, app_page(&service, &settings.app, request, body))
                     .await
                     .unwrap_or_else(crate::app::unavailable);
-                if still_primary(&node, &method) {
+                if node.leased() {
                     page
                 } else {
                     crate::app::unavailable()
@@ -140,7 +142,7 @@ where
         let answer = within(deadline, dispatch(&service, request, body, &mut record))
             .await
             .unwrap_or_else(|| ApiError::DeadlineExceeded.into_response());
-        if still_primary(&node, &method) {
+        if may_go_out(&node, &answer) {
             answer
         } else {
             ApiError::NotPrimary.into_response()
@@ -152,13 +154,21 @@ where
     response
 }
 
-/// Whether an answer to a request with `method` may go out: a read only while the node
-/// still holds its read lease once the answer is made, since what it read is the group's
-/// state only if no standby could have taken over by then. A write is answered either way:
-/// it is acknowledged only once the group holds it, and refused otherwise.
-fn still_primary(node: &Node, method: &Method) -> bool {
-    !(method == Method::GET || method == Method::HEAD) || node.leased()
+/// Whether an API answer may go out: only while the node still holds its read lease once
+/// the answer is made, since what it read is the group's state only if no standby could
+/// have taken over by then, and the node has given up no write meanwhile. That holds for
+/// every answer made from what the node read, whatever the method: a read, a sign-in, an
+/// idempotent replay, a refusal (a 503 in its place changes nothing). The one answer that
+/// goes out without the lease is a write's acknowledgement ([`WriteAcknowledged`]): the
+/// group holds the write, and the client must hear so.
+fn may_go_out(node: &Node, answer: &Response) -> bool {
+    node.leased() || answer.extensions().get::<WriteAcknowledged>().is_some()
 }
+
+/// Marks an answer that acknowledges a write the group (or a single node's log) holds
+/// durably: a create's 201, an update's 200. Set by the handlers; never on a replay.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WriteAcknowledged;
 
 /// `answer` rendered, or `None` (counted) when it is not ready within `deadline`.
 async fn within(

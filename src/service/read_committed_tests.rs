@@ -197,7 +197,11 @@ async fn a_create_the_log_never_makes_durable_leaves_no_trace() {
         !matches!(&again, Err(ServiceError::Invalid(_))),
         "the email of a create never made durable is free: {again:?}"
     );
-    assert_eq!(feed_of(&service, &webstore), (0, 0), "nor is any later event");
+    assert_eq!(
+        feed_of(&service, &webstore),
+        (0, 0),
+        "nor is any later event"
+    );
 }
 
 /// The watermark of `webstore`'s events, and how many events its feed shows.
@@ -217,7 +221,10 @@ async fn an_order_the_log_never_makes_durable_shows_no_event_and_holds_the_feed_
     let dir = tempfile::tempdir().unwrap();
     let gate = LogGate::default();
     let (service, webstore) = service_over(dir.path(), &gate);
-    let Created::Fresh(ann) = service.create_customer(&webstore, &ann(), None).await.unwrap()
+    let Created::Fresh(ann) = service
+        .create_customer(&webstore, &ann(), None)
+        .await
+        .unwrap()
     else {
         panic!("a create without a key is never a replay");
     };

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock::unix_now;
+use crate::lease::Lease;
 use crate::service::serving::Served;
 use crate::service::Service;
 use crate::store::Store;
@@ -38,7 +39,12 @@ pub(super) struct PrimaryDuties {
 }
 
 impl PrimaryDuties {
-    pub(super) fn start(service: Arc<Service>, settings: DutySettings) -> PrimaryDuties {
+    /// Starts them for `service`, its deliveries sent only while `lease` holds.
+    pub(super) fn start(
+        service: Arc<Service>,
+        lease: Arc<Lease>,
+        settings: DutySettings,
+    ) -> PrimaryDuties {
         let mut tasks = vec![
             spawn_housekeeping(service.clone(), settings.idle),
             spawn_idempotency_expiry(service.clone()),
@@ -49,7 +55,7 @@ impl PrimaryDuties {
         }
         PrimaryDuties {
             tasks,
-            _webhooks: Webhooks::start(service, settings.webhooks),
+            _webhooks: Webhooks::start(service, lease, settings.webhooks),
         }
     }
 }
