@@ -125,19 +125,15 @@ pub(super) async fn create_customer(call: &Call<'_>, raw_body: &[u8]) -> Answer 
         .create_customer(call.webstore, &body, pending)
         .await?
     {
-        Created::Fresh(customer) => Ok(acknowledged(recorded_response(
-            customer_created(&customer, call.webstore, embed),
-            false,
-        ))),
+        Created::Fresh(customer) => {
+            call.acknowledged.mark();
+            Ok(recorded_response(
+                customer_created(&customer, call.webstore, embed),
+                false,
+            ))
+        }
         Created::Replayed(first) => Ok(recorded_response(first, true)),
     }
-}
-
-/// Marks `response` as the acknowledgement of a durable write (see
-/// [`super::WriteAcknowledged`]): it goes out even if the lease lapsed meanwhile.
-fn acknowledged(mut response: Response) -> Response {
-    response.extensions_mut().insert(super::WriteAcknowledged);
-    response
 }
 
 fn customer_created(customer: &Customer, webstore: &Webstore, embed: Embed) -> RecordedResponse {
@@ -193,11 +189,8 @@ pub(super) async fn update_customer(call: &Call<'_>, id: CustomerId, body: &[u8]
         StatusCode::OK,
         &CustomerView::new(&customer, call.webstore, embed),
     );
-    Ok(acknowledged(with_location(
-        response,
-        "customers",
-        customer.id.0,
-    )))
+    call.acknowledged.mark();
+    Ok(with_location(response, "customers", customer.id.0))
 }
 
 /// Sign-in takes its parameters from a JSON body, a form body or the query string.
@@ -347,10 +340,10 @@ pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
         .create_order(call.webstore, body, pending)
         .await?
     {
-        Created::Fresh(order) => Ok(acknowledged(recorded_response(
-            order_created(&order),
-            false,
-        ))),
+        Created::Fresh(order) => {
+            call.acknowledged.mark();
+            Ok(recorded_response(order_created(&order), false))
+        }
         Created::Replayed(first) => Ok(recorded_response(first, true)),
     }
 }

@@ -83,12 +83,14 @@ pub fn routes(
         .unify()
 }
 
-/// What every handler gets: the service, the caller's webstore and the query parameters.
+/// What every handler gets: the service, the caller's webstore and the query parameters,
+/// and where to say that its answer acknowledges a write.
 pub(crate) struct Call<'a> {
     service: &'a Service,
     webstore: &'a Arc<Webstore>,
     params: Params,
     headers: &'a HeaderMap,
+    acknowledged: &'a WriteAcknowledged,
 }
 
 /// Handles one request within its deadline, and records it (request id, log line,
@@ -109,12 +111,14 @@ where
 {
     let path = path.as_str();
     let mut record = RequestRecord::begin(&method, router::route(&method, path), &headers);
+    let acknowledged = WriteAcknowledged::default();
     let request = Request {
         method: &method,
         path,
         query: &query,
         headers: &headers,
         body_timeout: settings.limits.body_timeout,
+        acknowledged: &acknowledged,
     };
     let deadline = settings.limits.request_timeout;
     let mut response = if path == "/metrics" {
@@ -142,7 +146,7 @@ where
         let answer = within(deadline, dispatch(&service, request, body, &mut record))
             .await
             .unwrap_or_else(|| ApiError::DeadlineExceeded.into_response());
-        if may_go_out(&node, &answer) {
+        if may_go_out(&node, &acknowledged) {
             answer
         } else {
             ApiError::NotPrimary.into_response()
@@ -161,14 +165,22 @@ where
 /// idempotent replay, a refusal (a 503 in its place changes nothing). The one answer that
 /// goes out without the lease is a write's acknowledgement ([`WriteAcknowledged`]): the
 /// group holds the write, and the client must hear so.
-fn may_go_out(node: &Node, answer: &Response) -> bool {
-    node.leased() || answer.extensions().get::<WriteAcknowledged>().is_some()
+fn may_go_out(node: &Node, acknowledged: &WriteAcknowledged) -> bool {
+    node.leased() || acknowledged.0.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Marks an answer that acknowledges a write the group (or a single node's log) holds
-/// durably: a create's 201, an update's 200. Set by the handlers; never on a replay.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct WriteAcknowledged;
+/// Whether a request's answer acknowledges a write the group (or a single node's log) holds
+/// durably: a create's 201, an update's 200. Marked by the handlers; never for a replay.
+#[derive(Debug, Default)]
+pub(crate) struct WriteAcknowledged(std::sync::atomic::AtomicBool);
+
+impl WriteAcknowledged {
+    /// The answer being made acknowledges a durable write: it goes out even if the lease
+    /// lapsed meanwhile.
+    fn mark(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
 
 /// `answer` rendered, or `None` (counted) when it is not ready within `deadline`.
 async fn within(
@@ -308,6 +320,7 @@ struct Request<'a> {
     query: &'a str,
     headers: &'a HeaderMap,
     body_timeout: Duration,
+    acknowledged: &'a WriteAcknowledged,
 }
 
 async fn dispatch<S, B>(
@@ -327,6 +340,7 @@ where
         query,
         headers,
         body_timeout,
+        acknowledged,
     } = request;
     // Credentials come before anything else, so an unauthenticated caller learns nothing.
     if !needs_credentials(method, path) {
@@ -357,6 +371,7 @@ where
         webstore: &webstore,
         params: Params::parse(query.as_bytes()),
         headers,
+        acknowledged,
     };
     let mut response = match endpoint {
         Ok(endpoint) => answer(&call, &checked, endpoint, body, body_timeout).await,

@@ -138,7 +138,8 @@ async fn deliver_until_gone(
         None => {
             // A new endpoint is sent what happens from now on; the operator redelivers older
             // events if it wants them. Not past the last event stored: the watermark may
-            // stand on a number whose write was given up, which a restart may give out again.
+            // stand on a gap (a write refused after its number was taken), which a restart
+            // may give out again.
             let start = sequencer
                 .watermark()
                 .min(store.last_event_sequence(webstore_id)?);
