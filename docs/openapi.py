@@ -446,10 +446,16 @@ schemas["EventsPage"] = closed(
         "next": {"type": "string", "minLength": 1,
                  "description": "The cursor to ask with next (`after`): always present, also "
                                 "with an empty page. Opaque."},
+        "has_more": {"type": "boolean",
+                     "description": "Whether the feed holds events after `next` now: the "
+                                    "page ended because it was full or had looked at 2000 "
+                                    "events (of any type), not because it reached the "
+                                    "newest. Ask again at once when it is true; when it is "
+                                    "false, you have every event there is for now."},
     },
     description="One page of the events feed.",
     examples=[{"events": [CUSTOMER_CREATED_EVENT_EX, CUSTOMER_UPDATED_EVENT_EX,
-                          ORDER_CREATED_EVENT_EX], "next": CURSOR_EX}],
+                          ORDER_CREATED_EVENT_EX], "next": CURSOR_EX, "has_more": False}],
 )
 
 # --- request bodies --------------------------------------------------------
@@ -1542,9 +1548,11 @@ paths["/v1/events"] = {
         "only of the types in `type` if given. Every write of the API makes one event, "
         "written in the same durable write as the change: `customer.created`, "
         "`customer.updated`, `order.created`. A page shows only events whose writes are "
-        "durable, and no event ever appears later below a position already read. Ask "
-        "again with the answer's `next` (also in `Link`): a page with fewer than `limit` "
-        "events is the end for now, and an empty one means nothing new yet. Cursors stay "
+        "durable, and no event ever appears later below a position already read. A page "
+        "looks at no more than 2000 events of any type: one whose `type` matches few of "
+        "them may end with fewer than `limit` events (none, even) and `has_more`. Ask "
+        "again with the answer's `next` (also in `Link`): at once while `has_more` is "
+        "true; when it is false, the page is the end for now. Cursors stay "
         "good across restarts, failovers and moves between shards. Events are kept 30 "
         "days (the operator may set another retention): a cursor whose next events were "
         "removed is a 410, as is another webstore's. A malformed parameter is a 422 naming "
@@ -1557,8 +1565,11 @@ paths["/v1/events"] = {
                 "page": ex("Three events", {
                     "events": [CUSTOMER_CREATED_EVENT_EX, CUSTOMER_UPDATED_EVENT_EX,
                                ORDER_CREATED_EVENT_EX],
-                    "next": CURSOR_EX}),
-                "empty": ex("Nothing new yet", {"events": [], "next": CURSOR_EX}),
+                    "next": CURSOR_EX, "has_more": False}),
+                "empty": ex("Nothing new yet", {"events": [], "next": CURSOR_EX,
+                                                "has_more": False}),
+                "scanned": ex("2000 events looked at, none of the types asked for", {
+                    "events": [], "next": CURSOR_EX, "has_more": True}),
             }),
             "links": {
                 "NextPage": {"operationId": "listEvents",

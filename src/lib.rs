@@ -11,7 +11,10 @@
 //! the fair admission of requests) is held by `service` and uses only `domain` and `metrics`;
 //! `clock` (the wall clock) uses nothing and is read by any layer but `domain`, which is given
 //! "now"; `views` (the JSON shapes of customers and orders) uses only `domain` and is used by
-//! `http` and by `events` to render an event when it is read. This is the one statement of the chain; README.md and docs/design.md point here.
+//! `http` and by `events` to render an event when it is read; `lease` (the read lease) uses
+//! nothing, is held by `node`, taken, extended and ended by `replication`, and asked by
+//! `webhooks` before each delivery. This is the one statement of the chain; README.md and
+//! docs/design.md point here.
 //!
 //! - [`domain`]: the rules, as pure functions and plain data (catalogue, customers, orders,
 //!   emails, pagination, passwords, sign-in throttling). No I/O, no async.
@@ -24,6 +27,9 @@
 //!   request dropped at any await point leaves nothing behind.
 //! - [`quotas`]: each webstore's quotas in force (GCRA limiters, requests in progress) and
 //!   fair admission while the host is saturated (a queue per webstore, served in turn).
+//! - [`lease`]: the read lease, until when this process may let anything out as its
+//!   group's primary (answers to reads, webhook deliveries); ended for good, until it
+//!   rebuilds, by a deposition or a write given up.
 //! - [`node`]: what this process serves right now (the service, none while a group's
 //!   standby) and what `GET /health` says.
 //! - [`replication`]: a replicated group on a NATS JetStream changelog: the primary's fenced
@@ -67,6 +73,7 @@ pub mod fuzzing;
 pub mod http;
 pub mod index;
 pub mod keygen;
+pub mod lease;
 pub mod metrics;
 pub mod node;
 pub mod quotas;

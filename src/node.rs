@@ -5,12 +5,13 @@
 //! is swapped in and out whole, so a request is served by the node's service of the moment
 //! it arrived, or answered 503 by the HTTP layer when there is none.
 //!
-//! A group's primary serves only while it holds its **read lease** ([`Node::extend_lease`]):
+//! A group's primary serves only while it holds its **read lease** ([`crate::lease`]):
 //! replication extends it each time the changelog acknowledges a message, up to a moment
-//! before any standby may take over (the argument is in `crate::replication`). Once it
-//! lapses, [`Node::service`] answers `None` (the HTTP layer says 503) until the next
-//! acknowledgement, so that a primary cut off from its group never answers from a state the
-//! group may already have left behind. A single node holds a lease for ever.
+//! before any standby may take over (the argument is in `crate::replication`), and ends it
+//! the moment the node is deposed or gives up a write. Once it lapses, [`Node::service`]
+//! answers `None` (the HTTP layer says 503) until the next acknowledgement (after an end:
+//! the next takeover), so that a primary cut off from its group never answers from a state
+//! the group may already have left behind. A single node holds a lease for ever.
 //!
 //! Must not touch: how a role is won or lost (replication), what the service does.
 
@@ -21,6 +22,7 @@ use std::time::Instant;
 use arc_swap::ArcSwapOption;
 use serde::Serialize;
 
+use crate::lease::Lease;
 use crate::metrics::METRICS;
 use crate::service::Service;
 
@@ -102,20 +104,12 @@ impl Health {
 pub struct Node {
     name: String,
     service: ArcSwapOption<Service>,
-    /// Until when the node may answer as the primary, in nanoseconds after `epoch` on this
-    /// process's monotonic clock: [`NO_LEASE`] for none, [`LEASED_FOR_EVER`] for a single
-    /// node.
-    lease_until: AtomicU64,
-    epoch: Instant,
+    /// Until when the node may answer as the primary.
+    lease: Arc<Lease>,
     state: AtomicU8,
     applied: AtomicU64,
     lag: AtomicU64,
 }
-
-/// `lease_until` of a node that holds no lease.
-const NO_LEASE: u64 = 0;
-/// `lease_until` of a single node, which needs none.
-const LEASED_FOR_EVER: u64 = u64::MAX;
 
 impl Node {
     /// A single node serving `service` from the start.
@@ -124,8 +118,7 @@ impl Node {
         Node {
             name: String::new(),
             service: ArcSwapOption::from(Some(service)),
-            lease_until: AtomicU64::new(LEASED_FOR_EVER),
-            epoch: Instant::now(),
+            lease: Arc::new(Lease::for_ever()),
             state: AtomicU8::new(State::Standalone as u8),
             applied: AtomicU64::new(0),
             lag: AtomicU64::new(0),
@@ -137,8 +130,7 @@ impl Node {
         Node {
             name: name.to_owned(),
             service: ArcSwapOption::empty(),
-            lease_until: AtomicU64::new(NO_LEASE),
-            epoch: Instant::now(),
+            lease: Arc::new(Lease::none()),
             state: AtomicU8::new(State::Connecting as u8),
             applied: AtomicU64::new(0),
             lag: AtomicU64::new(0),
@@ -160,37 +152,34 @@ impl Node {
     }
 
     /// Whether the node holds its read lease now: a single node always; a group's primary
-    /// until the moment replication last extended it to.
+    /// from its takeover until the moment replication last extended it to, unless it was
+    /// ended.
     pub fn leased(&self) -> bool {
-        match self.lease_until.load(Ordering::Acquire) {
-            LEASED_FOR_EVER => true,
-            NO_LEASE => false,
-            until => self.nanos_since_epoch(Instant::now()) < until,
-        }
+        self.lease.held()
     }
 
-    /// Extends the read lease to `until` (never shortens it).
+    /// The read lease itself, for what lets things out beside the HTTP layer (webhook
+    /// deliveries) and for replication, which takes, extends and ends it.
+    pub fn lease(&self) -> &Arc<Lease> {
+        &self.lease
+    }
+
+    /// Extends the read lease to `until` (never shortens it, and brings back no lease that
+    /// was ended).
     pub fn extend_lease(&self, until: Instant) {
-        let until = self.nanos_since_epoch(until).clamp(1, LEASED_FOR_EVER - 1);
-        self.lease_until.fetch_max(until, Ordering::AcqRel);
+        self.lease.extend(until);
     }
 
-    fn nanos_since_epoch(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
-    }
-
-    /// Starts serving `service` as the group's primary (within the read lease it holds).
+    /// Starts serving `service` as the group's primary (within the read lease it took).
     pub fn serve(&self, service: Arc<Service>) {
         self.service.store(Some(service));
         self.set_state(State::Serving);
     }
 
-    /// Stops serving (requests from now on get 503) and gives up the read lease, returning
-    /// the service that served, and says why.
+    /// Stops serving (requests from now on get 503) and ends the read lease, returning the
+    /// service that served, and says why.
     pub fn withdraw(&self, state: State) -> Option<Arc<Service>> {
-        if self.lease_until.load(Ordering::Acquire) != LEASED_FOR_EVER {
-            self.lease_until.store(NO_LEASE, Ordering::Release);
-        }
+        self.lease.end();
         let service = self.service.swap(None);
         self.set_state(state);
         service
@@ -306,20 +295,22 @@ mod tests {
     }
 
     #[test]
-    fn a_group_node_holds_its_lease_only_until_the_moment_it_was_extended_to() {
+    fn a_group_node_holds_its_lease_from_its_takeover_until_it_stops_serving() {
         let node = Node::in_group("a");
-        assert!(!node.leased(), "no lease before the first acknowledgement");
-        node.extend_lease(Instant::now() + std::time::Duration::from_secs(60));
+        assert!(!node.leased(), "no lease before the takeover");
+        node.lease()
+            .take(Instant::now() + std::time::Duration::from_secs(60));
         assert!(node.leased());
-        node.extend_lease(Instant::now());
-        assert!(node.leased(), "an earlier moment never shortens the lease");
         node.withdraw(State::Deposed);
         assert!(
             !node.leased(),
             "a node that stops serving gives its lease up"
         );
-        node.extend_lease(Instant::now() - std::time::Duration::from_millis(1));
-        assert!(!node.leased(), "a lease that ended is no lease");
+        node.extend_lease(Instant::now() + std::time::Duration::from_secs(60));
+        assert!(
+            !node.leased(),
+            "a late acknowledgement brings back no lease"
+        );
     }
 
     #[test]
@@ -327,7 +318,8 @@ mod tests {
         let node = Node::in_group("a");
         node.set_state(State::Serving);
         assert_eq!(node.health().state, State::Stalled, "no lease yet");
-        node.extend_lease(Instant::now() + std::time::Duration::from_secs(60));
+        node.lease()
+            .take(Instant::now() + std::time::Duration::from_secs(60));
         assert_eq!(node.health().state, State::Serving);
     }
 }

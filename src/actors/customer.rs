@@ -32,6 +32,7 @@ use crate::domain::schedule::{Day, ScheduleRules, WeekDays};
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, OnDurable, Store, StoreError, Written};
 
+use crate::events::sequence::InFlight;
 use crate::events::Events;
 use crate::index::Indexes;
 use crate::metrics::METRICS;
@@ -320,16 +321,24 @@ impl CustomerState {
                 .map_err(ChangeError::Invalid)?,
         );
         let event = self.events.customer_updated(&self.webstore, &next)?;
-        // The event's number stays unsettled until the change is durable or given up, even
-        // should this future be dropped before then.
+        // The event's number stays unsettled until the change is durable (or given up: then
+        // for good), even should this future be dropped before then.
         let in_flight = event.in_flight;
-        let written = self.store.update_customer(
-            &next,
-            &self.customer,
-            &self.webstore.settings.id,
-            Some(event.write),
-            Box::new(move || drop(in_flight)),
-        )?;
+        let if_refused = in_flight.if_refused();
+        let written = self
+            .store
+            .update_customer(
+                &next,
+                &self.customer,
+                &self.webstore.settings.id,
+                Some(event.write),
+                Box::new(move || in_flight.durable()),
+            )
+            .inspect_err(|error| {
+                if error.wrote_nothing() {
+                    if_refused.refused();
+                }
+            })?;
         let previous = std::mem::replace(&mut self.customer, next.clone());
         written.durable().await?;
         *self
@@ -401,15 +410,22 @@ impl CustomerState {
             )
         });
         let event = self.events.order_created(&self.webstore, &order)?;
-        let on_durable =
-            self.publish_when_durable(order.clone(), Box::new((held, event.in_flight)));
-        let durable = self.store.create_order(
-            &order,
-            &self.webstore.settings.id,
-            idempotency,
-            Some(event.write),
-            on_durable,
-        )?;
+        let if_refused = event.in_flight.if_refused();
+        let on_durable = self.publish_when_durable(order.clone(), held, event.in_flight);
+        let durable = self
+            .store
+            .create_order(
+                &order,
+                &self.webstore.settings.id,
+                idempotency,
+                Some(event.write),
+                on_durable,
+            )
+            .inspect_err(|error| {
+                if error.wrote_nothing() {
+                    if_refused.refused();
+                }
+            })?;
         // The sequence only grows and this actor takes its ids one message at a time, so
         // pushing keeps the list sorted by id.
         self.orders.push(order.clone());
@@ -417,8 +433,13 @@ impl CustomerState {
     }
 
     /// What is to happen once `order` is on disk: readers find it by id and on its delivery
-    /// dates, it is counted, and `held` is released.
-    fn publish_when_durable(&mut self, order: Arc<Order>, held: Box<dyn Send>) -> OnDurable {
+    /// dates, it is counted, its event's number settles, and `held` is released.
+    fn publish_when_durable(
+        &mut self,
+        order: Arc<Order>,
+        held: Box<dyn Send>,
+        event: InFlight,
+    ) -> OnDurable {
         let indexes = self.indexes.clone();
         let webstore = &self.webstore;
         let created = self
@@ -437,6 +458,7 @@ impl CustomerState {
             // a stale one and create the order again.
             indexes.publish(webstore, &order);
             created.inc();
+            event.durable();
             drop((held, on_disk));
         })
     }

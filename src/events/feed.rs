@@ -1,6 +1,6 @@
 //! Pages of a webstore's events for `GET /v1/events`: the events after an opaque cursor,
 //! oldest first, up to the webstore's watermark (see [`super::sequence`]), of the types
-//! asked for. A cursor names its webstore and a position, so that one webstore's cursor is
+//! asked for, each page looking at a bounded number of events ([`SCAN_BUDGET`]). A cursor names its webstore and a position, so that one webstore's cursor is
 //! refused by another's feed, and a position the retention sweep has passed is refused too:
 //! the events right after it are gone. Positions are sequence numbers, which a restart, a
 //! failover or a move keeps, so a cursor stays good across them.
@@ -17,6 +17,11 @@ use crate::store::{Store, StoreError};
 pub const MAX_LIMIT: usize = 1_000;
 /// The events a page holds when the request does not say.
 pub const DEFAULT_LIMIT: usize = 100;
+/// The most events a page looks at, of any type: a page whose `type` matches few of them
+/// ends there, with the position it reached, rather than read the whole retention window
+/// while it holds its admission slot. Twice a full page, so that an unfiltered page is
+/// never cut short by it.
+pub const SCAN_BUDGET: usize = 2 * MAX_LIMIT;
 
 /// Why a cursor is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,10 +133,14 @@ pub struct Page {
     /// Where the next page starts: the last position this page looked at (past events of
     /// other types too), or the position it was asked from.
     pub next: u64,
+    /// Whether the feed holds events after `next` now: the page ended because it was full
+    /// or had looked at [`SCAN_BUDGET`] events, not because it reached the newest.
+    pub more: bool,
 }
 
 /// The events of `webstore_id` after position `after` (from the oldest kept without one)
-/// and up to `watermark`, of `types` (every type when empty), at most `limit`.
+/// and up to `watermark`, of `types` (every type when empty), at most `limit`, looking at
+/// no more than [`SCAN_BUDGET`] events of any type.
 pub fn page(
     store: &Store,
     webstore_id: &str,
@@ -152,7 +161,16 @@ pub fn page(
     let mut events = Vec::new();
     let mut next = from;
     let mut damaged = None;
+    let mut looked_at = 0;
+    let mut more = false;
     store.for_each_event(webstore_id, from, watermark, &mut |sequence, record| {
+        // One event past a full page or the budget: it says there are more, and is left
+        // for the next page.
+        if events.len() >= limit || looked_at >= SCAN_BUDGET {
+            more = true;
+            return false;
+        }
+        looked_at += 1;
         next = sequence;
         let wanted = types.is_empty()
             || EventType::parse(&record.event_type).is_some_and(|kind| types.contains(&kind));
@@ -168,12 +186,12 @@ pub fn page(
                 }
             }
         }
-        events.len() < limit
+        true
     })?;
     if let Some(error) = damaged {
         return Err(error);
     }
-    Ok(Ok(Page { events, next }))
+    Ok(Ok(Page { events, next, more }))
 }
 
 #[cfg(test)]
@@ -224,6 +242,80 @@ mod tests {
         assert_eq!(
             (query.after, query.types.len(), query.limit),
             (Ok(None), 0, DEFAULT_LIMIT)
+        );
+    }
+
+    /// A store holding `count` `order.created` events of `shop`, numbered from 1.
+    fn store_of_orders(dir: &std::path::Path, count: u64) -> Store {
+        let store = Store::open_for_test(dir);
+        for first in (1..=count).step_by(500) {
+            let mut batch = crate::store::WriteBatch::default();
+            for sequence in first..(first + 500).min(count + 1) {
+                let record = crate::store::codec::EventRecord {
+                    event_type: EventType::OrderCreated.name().to_owned(),
+                    created_at_ms: 0,
+                    body: crate::store::codec::EventBody::Json(
+                        format!("{{\"sequence\":{sequence}}}").into_bytes(),
+                    ),
+                };
+                crate::store::add_event_record(&mut batch, "shop", sequence, &record);
+            }
+            store.apply(batch).unwrap();
+        }
+        store
+    }
+
+    #[test]
+    fn a_page_whose_type_matches_nothing_ends_once_it_has_looked_at_its_budget() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_of_orders(dir.path(), 2_500);
+        let wanted = [EventType::CustomerCreated];
+        let first = page(&store, "shop", None, 2_500, &wanted, MAX_LIMIT)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (first.events.len(), first.next, first.more),
+            (0, SCAN_BUDGET as u64, true),
+            "an empty page that says where it stopped"
+        );
+        let second = page(&store, "shop", Some(first.next), 2_500, &wanted, MAX_LIMIT)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (second.events.len(), second.next, second.more),
+            (0, 2_500, false)
+        );
+        let at_the_end = page(&store, "shop", Some(2_500), 2_500, &wanted, 1)
+            .unwrap()
+            .unwrap();
+        assert_eq!((at_the_end.next, at_the_end.more), (2_500, false));
+    }
+
+    #[test]
+    fn a_full_page_says_there_are_more_and_the_last_page_that_there_are_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_of_orders(dir.path(), 2_500);
+        let full = page(&store, "shop", None, 2_500, &[], MAX_LIMIT)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (full.events.len(), full.next, full.more),
+            (MAX_LIMIT, 1_000, true)
+        );
+        let last = page(&store, "shop", Some(2_000), 2_500, &[], MAX_LIMIT)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (last.events.len(), last.next, last.more),
+            (500, 2_500, false)
+        );
+        let below_the_watermark = page(&store, "shop", Some(2_000), 2_100, &[], 100)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (below_the_watermark.next, below_the_watermark.more),
+            (2_100, false),
+            "events past the watermark are not there yet"
         );
     }
 

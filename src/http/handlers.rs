@@ -126,10 +126,13 @@ pub(super) async fn create_customer(call: &Call<'_>, raw_body: &[u8]) -> Answer 
         .create_customer(call.webstore, &body, pending)
         .await?
     {
-        Created::Fresh(customer) => Ok(recorded_response(
-            customer_created(&customer, call.webstore, embed),
-            false,
-        )),
+        Created::Fresh(customer) => {
+            call.acknowledged.mark();
+            Ok(recorded_response(
+                customer_created(&customer, call.webstore, embed),
+                false,
+            ))
+        }
         Created::Replayed(first) => Ok(recorded_response(first, true)),
     }
 }
@@ -187,6 +190,7 @@ pub(super) async fn update_customer(call: &Call<'_>, id: CustomerId, body: &[u8]
         StatusCode::OK,
         &CustomerView::new(&customer, call.webstore, embed),
     );
+    call.acknowledged.mark();
     Ok(with_location(response, "customers", customer.id.0))
 }
 
@@ -344,7 +348,10 @@ pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
         .create_order(call.webstore, body, pending)
         .await?
     {
-        Created::Fresh(order) => Ok(recorded_response(order_created(&order), false)),
+        Created::Fresh(order) => {
+            call.acknowledged.mark();
+            Ok(recorded_response(order_created(&order), false))
+        }
         Created::Replayed(first) => Ok(recorded_response(first, true)),
     }
 }
@@ -507,7 +514,12 @@ pub(super) fn list_events(call: &Call<'_>) -> Answer {
     }
     body.extend_from_slice(b"],\"next\":");
     body.extend_from_slice(&to_json(&page.next));
-    body.push(b'}');
+    let more: &[u8] = if page.more {
+        b",\"has_more\":true}"
+    } else {
+        b",\"has_more\":false}"
+    };
+    body.extend_from_slice(more);
     let mut response = Response::new(body.into());
     let headers = response.headers_mut();
     headers.insert(

@@ -95,12 +95,14 @@ struct Sent {
     peer: Option<PeerAddress>,
 }
 
-/// What every handler gets: the service, the caller's webstore and the query parameters.
+/// What every handler gets: the service, the caller's webstore and the query parameters,
+/// and where to say that its answer acknowledges a write.
 pub(crate) struct Call<'a> {
     service: &'a Service,
     webstore: &'a Arc<Webstore>,
     params: Params,
     headers: &'a HeaderMap,
+    acknowledged: &'a WriteAcknowledged,
 }
 
 /// Handles one request within its deadline, and records it (request id, log line,
@@ -122,12 +124,14 @@ where
     let Sent { headers, peer } = sent;
     let path = path.as_str();
     let mut record = RequestRecord::begin(&method, router::route(&method, path), &headers);
+    let acknowledged = WriteAcknowledged::default();
     let request = Request {
         method: &method,
         path,
         query: &query,
         headers: &headers,
         body_timeout: settings.limits.body_timeout,
+        acknowledged: &acknowledged,
     };
     let deadline = settings.limits.request_timeout;
     let mut response = if path == "/metrics" {
@@ -135,7 +139,9 @@ where
     } else if path == "/health" {
         health(&node, &method)
     } else if crate::app::owns(path) {
-        // The producers' app: its own pages, also for a standby or a passed deadline.
+        // The producers' app: its own pages, also for a standby or a passed deadline. Every
+        // page (a sign-in's and a sign-out's too) shows what this node read: none goes out
+        // once the lease is gone.
         match node.service() {
             Some(service) => {
                 let client = client_address(peer, &headers, &settings.app.trusted_proxies);
@@ -145,7 +151,7 @@ where
                 )
                 .await
                 .unwrap_or_else(crate::app::unavailable);
-                if still_primary(&node, &method) {
+                if node.leased() {
                     page
                 } else {
                     crate::app::unavailable()
@@ -157,7 +163,7 @@ where
         let answer = within(deadline, dispatch(&service, request, body, &mut record))
             .await
             .unwrap_or_else(|| ApiError::DeadlineExceeded.into_response());
-        if still_primary(&node, &method) {
+        if may_go_out(&node, &acknowledged) {
             answer
         } else {
             ApiError::NotPrimary.into_response()
@@ -169,12 +175,28 @@ where
     response
 }
 
-/// Whether an answer to a request with `method` may go out: a read only while the node
-/// still holds its read lease once the answer is made, since what it read is the group's
-/// state only if no standby could have taken over by then. A write is answered either way:
-/// it is acknowledged only once the group holds it, and refused otherwise.
-fn still_primary(node: &Node, method: &Method) -> bool {
-    !(method == Method::GET || method == Method::HEAD) || node.leased()
+/// Whether an API answer may go out: only while the node still holds its read lease once
+/// the answer is made, since what it read is the group's state only if no standby could
+/// have taken over by then, and the node has given up no write meanwhile. That holds for
+/// every answer made from what the node read, whatever the method: a read, a sign-in, an
+/// idempotent replay, a refusal (a 503 in its place changes nothing). The one answer that
+/// goes out without the lease is a write's acknowledgement ([`WriteAcknowledged`]): the
+/// group holds the write, and the client must hear so.
+fn may_go_out(node: &Node, acknowledged: &WriteAcknowledged) -> bool {
+    node.leased() || acknowledged.0.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether a request's answer acknowledges a write the group (or a single node's log) holds
+/// durably: a create's 201, an update's 200. Marked by the handlers; never for a replay.
+#[derive(Debug, Default)]
+pub(crate) struct WriteAcknowledged(std::sync::atomic::AtomicBool);
+
+impl WriteAcknowledged {
+    /// The answer being made acknowledges a durable write: it goes out even if the lease
+    /// lapsed meanwhile.
+    fn mark(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// `answer` rendered, or `None` (counted) when it is not ready within `deadline`.
@@ -317,6 +339,7 @@ struct Request<'a> {
     query: &'a str,
     headers: &'a HeaderMap,
     body_timeout: Duration,
+    acknowledged: &'a WriteAcknowledged,
 }
 
 async fn dispatch<S, B>(
@@ -336,6 +359,7 @@ where
         query,
         headers,
         body_timeout,
+        acknowledged,
     } = request;
     // Credentials come before anything else, so an unauthenticated caller learns nothing.
     if !needs_credentials(method, path) {
@@ -366,6 +390,7 @@ where
         webstore: &webstore,
         params: Params::parse(query.as_bytes()),
         headers,
+        acknowledged,
     };
     let mut response = match endpoint {
         Ok(endpoint) => answer(&call, &checked, endpoint, body, body_timeout).await,

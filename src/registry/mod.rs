@@ -378,11 +378,13 @@ impl Registry {
         let uncommitted = self.uncommitted.clone();
         let event = self.events.customer_created(webstore, customer)?;
         let in_flight = event.in_flight;
+        let if_refused = in_flight.if_refused();
         let on_durable: crate::store::OnDurable = Box::new(move || {
             hidden.reveal();
             listed.keep();
             created.inc();
-            drop((claim, held, in_flight));
+            in_flight.durable();
+            drop((claim, held));
         });
         match self.store.create_customer(
             customer,
@@ -391,9 +393,11 @@ impl Registry {
             Some(event.write),
             on_durable,
         ) {
-            Err(error @ (StoreError::Refused(_) | StoreError::Closed)) => {
-                // Refused before anything was written: there is nothing to hide.
+            Err(error) if error.wrote_nothing() => {
+                // Refused before anything was written: there is nothing to hide, and its
+                // event's number is a gap.
                 uncommitted.unwritten(customer.id);
+                if_refused.refused();
                 Err(error)
             }
             outcome => outcome,

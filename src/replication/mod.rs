@@ -40,6 +40,14 @@
 //! primary longer than that margin between its last look and its answer's bytes is the one
 //! thing no lease can rule out; the margin is sized to it.
 //!
+//! **Writes given up.** A primary that learns it was deposed, or whose changelog does not
+//! take a write within [`publisher::GIVE_UP_AFTER`], gives up the writes under way: their
+//! records are in its own store and may not be in the group's. It ends its lease on the
+//! thread that learns it, before those writes are let go ([`crate::lease`]), so from that
+//! moment it answers no read, sends no webhook, and shows no event of theirs (their numbers
+//! are never settled: see `crate::events::sequence`) until it has rebuilt its copy from the
+//! group and taken over again.
+//!
 //! Must not touch: what the writes mean (the store's), HTTP (the node's state is read by
 //! the HTTP layer through [`crate::node::Node`]).
 
@@ -178,6 +186,9 @@ pub async fn run(
             return;
         };
         let deposed = Arc::new(Notify::new());
+        // Taken before the chain can publish: a deposition or a write given up from its
+        // first message on ends it, and nothing after that brings it back.
+        node.lease().take(sent + READ_LEASE);
         let primary = match promote(
             (&changelog, &settings),
             replica,
@@ -192,7 +203,6 @@ pub async fn run(
         };
         let store = primary.service.registry().store().clone();
         node.set_progress(takeover, 0);
-        node.extend_lease(sent + READ_LEASE);
         node.serve(primary.service.clone());
         tracing::info!(
             node = %settings.node,
@@ -369,9 +379,15 @@ fn promote(
     node: &Arc<Node>,
     start_primary: &StartPrimary,
 ) -> Result<Primary, StoreError> {
+    // Both end the lease on the thread that learns of it, before the writes it gives up are
+    // let go (their records may be in this node's store, not in the group's): from then on
+    // nothing leaves this node until it has rebuilt its copy and taken over again.
     let on_deposed = {
-        let deposed = deposed.clone();
-        Box::new(move || deposed.notify_one())
+        let (deposed, node) = (deposed.clone(), node.clone());
+        Box::new(move || {
+            node.lease().end();
+            deposed.notify_one();
+        })
     };
     let on_published = {
         let node = node.clone();
@@ -409,8 +425,9 @@ fn promote(
         detail: "the copy is still in use".into(),
     })?;
     let on_fatal = {
-        let deposed = deposed.clone();
+        let (deposed, node) = (deposed.clone(), node.clone());
         Arc::new(move |error: &StoreError| {
+            node.lease().end();
             tracing::error!(%error, "the primary's store failed: stepping down");
             deposed.notify_one();
         })

@@ -175,6 +175,8 @@ pub struct EventsPage {
     pub events: Vec<Vec<u8>>,
     /// The cursor of the next page.
     pub next: String,
+    /// Whether there are events after it now (the page was full or its scan ended).
+    pub more: bool,
 }
 
 fn cursor_error(error: CursorError) -> ServiceError {
@@ -331,6 +333,7 @@ impl Service {
         Ok(EventsPage {
             next: feed::cursor(id, page.next),
             events: page.events,
+            more: page.more,
         })
     }
 

@@ -1,7 +1,9 @@
 //! Read committed, through the service: a store whose log holds its syncs at a gate (as a
 //! disk that stalls, or a group's changelog that does not acknowledge) shows no reader a
 //! new customer before its create is durable, and a create the log never makes durable
-//! leaves no trace: its id is never shown, its email stays free.
+//! leaves no trace: its id is never shown, its email stays free, its event is never in the
+//! feed and no later event is either (its number is given up: the watermark stays below it),
+//! while a create refused before anything was stored leaves a gap the feed reads past.
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
@@ -183,10 +185,92 @@ async fn a_create_the_log_never_makes_durable_leaves_no_trace() {
         "given up: no reader ever sees it"
     );
     assert_eq!(service.registry().uncommitted_customers(), 1);
+    assert_eq!(
+        feed_of(&service, &webstore),
+        (0, 0),
+        "its event is not shown: the watermark stays below its number"
+    );
     // Its email is free: a later create is not told "taken" (it fails too: the log is gone).
     let again = service.create_customer(&webstore, &ann(), None).await;
     assert!(
         !matches!(&again, Err(ServiceError::Invalid(_))),
         "the email of a create never made durable is free: {again:?}"
+    );
+    assert_eq!(
+        feed_of(&service, &webstore),
+        (0, 0),
+        "nor is any later event"
+    );
+}
+
+/// The watermark of `webstore`'s events, and how many events its feed shows.
+fn feed_of(service: &Service, webstore: &Webstore) -> (u64, usize) {
+    let watermark = service
+        .events()
+        .sequencer(&webstore.settings.id)
+        .unwrap()
+        .watermark();
+    let query = crate::events::feed::Query::parse(&webstore.settings.id, None, None, None).unwrap();
+    let page = service.events_page(webstore, &query).unwrap();
+    (watermark, page.events.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_order_the_log_never_makes_durable_shows_no_event_and_holds_the_feed_below_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = LogGate::default();
+    let (service, webstore) = service_over(dir.path(), &gate);
+    let Created::Fresh(ann) = service
+        .create_customer(&webstore, &ann(), None)
+        .await
+        .unwrap()
+    else {
+        panic!("a create without a key is never a replay");
+    };
+    assert_eq!(feed_of(&service, &webstore), (1, 1));
+    gate.set(|state| state.closed = true);
+    let order = {
+        let (service, webstore) = (service.clone(), webstore.clone());
+        let body = crate::domain::order::OrderBody::from_object(
+            json!({"customer_id": ann.id.0, "box_id": 217})
+                .as_object()
+                .cloned()
+                .unwrap(),
+        );
+        tokio::spawn(async move { service.create_order(&webstore, body, None).await })
+    };
+    gate.wait_for_syncs(1);
+    gate.set(|state| state.failing = true);
+    let order = order.await.unwrap();
+    assert!(order.is_err(), "an order not durable is not acknowledged");
+    assert_eq!(
+        feed_of(&service, &webstore),
+        (1, 1),
+        "the order's event, in this node's store only, is never shown"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_refused_before_anything_was_stored_leaves_a_gap_the_feed_reads_past() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = LogGate::default();
+    let (service, webstore) = service_over(dir.path(), &gate);
+    let id = &webstore.settings.id;
+    let store = service.registry().store().clone();
+    store.frozen().freeze(id);
+    let refused = service.create_customer(&webstore, &ann(), None).await;
+    assert!(
+        matches!(refused, Err(ServiceError::Moving)),
+        "frozen: {refused:?}"
+    );
+    store.frozen().thaw(id);
+    service
+        .create_customer(&webstore, &ann(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        feed_of(&service, &webstore),
+        (2, 1),
+        "number 1 is a gap: the watermark passes it, and the feed shows number 2"
     );
 }

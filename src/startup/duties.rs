@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock::unix_now;
+use crate::lease::Lease;
 use crate::service::serving::Served;
 use crate::service::Service;
 use crate::store::Store;
@@ -38,7 +39,12 @@ pub(super) struct PrimaryDuties {
 }
 
 impl PrimaryDuties {
-    pub(super) fn start(service: Arc<Service>, settings: DutySettings) -> PrimaryDuties {
+    /// Starts them for `service`, its deliveries sent only while `lease` holds.
+    pub(super) fn start(
+        service: Arc<Service>,
+        lease: Arc<Lease>,
+        settings: DutySettings,
+    ) -> PrimaryDuties {
         let mut tasks = vec![
             spawn_housekeeping(service.clone(), settings.idle),
             spawn_idempotency_expiry(service.clone()),
@@ -49,7 +55,7 @@ impl PrimaryDuties {
         }
         PrimaryDuties {
             tasks,
-            _webhooks: Webhooks::start(service, settings.webhooks),
+            _webhooks: Webhooks::start(service, lease, settings.webhooks),
         }
     }
 }
@@ -147,7 +153,8 @@ fn spawn_idempotency_expiry(service: Arc<Service>) -> tokio::task::JoinHandle<()
 
 /// Removes the events older than `retention` of every webstore served here: every quarter
 /// of the retention (at least every second, at most every five minutes), in batches of
-/// 1,024 with a rest between them, as the idempotency expiry does.
+/// 1,024 (fewer when they would not fit one log entry) with a rest between them, as the
+/// idempotency expiry does.
 fn spawn_events_retention(
     service: Arc<Service>,
     retention: Duration,
@@ -178,7 +185,9 @@ fn spawn_events_retention(
                     match step {
                         Ok(Ok(removed)) => {
                             crate::metrics::METRICS.events_pruned.inc_by(removed as u64);
-                            if removed < BATCH {
+                            // A step removes fewer than a batch when no more fit a log
+                            // entry: the next step goes on from there.
+                            if removed == 0 {
                                 break;
                             }
                         }

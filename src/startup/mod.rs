@@ -233,6 +233,7 @@ impl Application {
             (None, Some(group)) => {
                 let node = Arc::new(Node::in_group(&group.node));
                 let file = config.catalogue.clone();
+                let lease = node.lease().clone();
                 let start_primary: StartPrimary = Box::new(move |store: Store| {
                     // The catalogue file as it is now (it may have changed while this node
                     // was a standby), or the one read at start if it no longer parses.
@@ -247,7 +248,7 @@ impl Application {
                         Service::new(catalogue, store, settings.clone())
                             .map_err(|error| error.to_string())?,
                     );
-                    let duties = PrimaryDuties::start(service.clone(), duties);
+                    let duties = PrimaryDuties::start(service.clone(), lease.clone(), duties);
                     Ok(Primary {
                         service,
                         duties: Box::new(duties),
@@ -362,7 +363,10 @@ impl Application {
         // it takes over.
         let (duties, group) = match self.mode {
             Mode::Standalone(service) => (
-                Some((PrimaryDuties::start(service.clone(), self.duties), service)),
+                Some((
+                    PrimaryDuties::start(service.clone(), self.node.lease().clone(), self.duties),
+                    service,
+                )),
                 None,
             ),
             Mode::Group(launch) => {

@@ -80,6 +80,22 @@ pub enum StoreError {
     },
 }
 
+impl StoreError {
+    /// Whether a write that failed with this error was refused before any of its writes was
+    /// made (the store closed, the disk refusing writes, the webstore frozen, the change too
+    /// large): nothing of it is in the store, and no reader can ever meet it. Any other
+    /// failure of a write may leave its writes in the store, not durable.
+    pub fn wrote_nothing(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Closed
+                | StoreError::Refused(_)
+                | StoreError::Frozen
+                | StoreError::TooLarge { .. }
+        )
+    }
+}
+
 /// Maps a sled error, saying what was being done.
 pub(super) fn engine(context: &str) -> impl Fn(sled::Error) -> StoreError + '_ {
     move |error| StoreError::Engine {

@@ -590,3 +590,82 @@ proptest::proptest! {
         proptest::prop_assert_eq!(all, expected_all);
     }
 }
+
+/// A log that keeps nothing, takes changes of at most `limit` bytes (as a replicated
+/// changelog takes messages of at most its servers' `max_payload`), and records the largest
+/// change it was handed.
+struct LimitedLog {
+    limit: usize,
+    largest: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl log::commit::Log for LimitedLog {
+    fn append(&mut self, frame: &mut log::wal::Frame) -> std::io::Result<()> {
+        for part in frame.parts(self.limit) {
+            self.largest
+                .fetch_max(part.len(), std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn seq(&self) -> u64 {
+        0
+    }
+
+    fn entry_limit(&self) -> Option<log::EntryLimit> {
+        let limit = self.limit;
+        Some(Arc::new(move || limit))
+    }
+}
+
+#[test]
+fn the_retention_sweep_cuts_its_removals_to_fit_the_log_s_largest_change() {
+    const LIMIT: usize = 4_096;
+    const EVENTS: u64 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let largest = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let store = Store::over_log_for_test(
+        dir.path(),
+        LimitedLog {
+            limit: LIMIT,
+            largest: largest.clone(),
+        },
+    );
+    // A long webstore id makes every removal long: 300 of them are about 24 KiB.
+    let webstore = "a-webstore-whose-id-is-long-enough-to-make-its-event-keys-long";
+    for first in (1..=EVENTS).step_by(20) {
+        let mut batch = WriteBatch::default();
+        for sequence in first..first + 20 {
+            add_event_record(&mut batch, webstore, sequence, &event_record(sequence));
+        }
+        store.apply(batch).unwrap();
+    }
+    let mut steps = 0;
+    loop {
+        let removed = store.prune_events(webstore, i64::MAX, 1_024).unwrap();
+        if removed == 0 {
+            break;
+        }
+        steps += 1;
+        assert!(steps < 100, "the sweep does not end");
+    }
+    assert!(
+        largest.load(std::sync::atomic::Ordering::SeqCst) <= LIMIT,
+        "a change of {} bytes was handed to a log that takes {LIMIT}",
+        largest.load(std::sync::atomic::Ordering::SeqCst)
+    );
+    assert!(steps > 1, "cut into several changes");
+    assert_eq!(store.events_pruned_through(webstore).unwrap(), EVENTS);
+    let mut left = 0;
+    store
+        .for_each_event(webstore, 0, u64::MAX, &mut |_, _| {
+            left += 1;
+            true
+        })
+        .unwrap();
+    assert_eq!(left, 0, "every event is removed");
+}

@@ -414,8 +414,10 @@ impl Store {
     }
 
     /// Removes `webstore_id`'s oldest events made before `before_ms` (Unix milliseconds), at
-    /// most `max` of them in one logged change with the record of how far they go (even
-    /// while the disk refuses writes: it gives space back). How many it removed.
+    /// most `max` of them and no more than fit the log's largest change (a replicated
+    /// changelog's message), in one logged change with the record of how far they go (even
+    /// while the disk refuses writes: it gives space back). How many it removed: fewer than
+    /// `max` when the rest do not fit, so a caller goes on until it removes none.
     pub fn prune_events(
         &self,
         webstore_id: &str,
@@ -423,13 +425,22 @@ impl Store {
         max: usize,
     ) -> Result<usize, StoreError> {
         let pruned = self.events_pruned_through(webstore_id)?;
+        let marker_key = keys::events_pruned(webstore_id);
+        let max_bytes = self.max_entry_bytes().unwrap_or(usize::MAX);
+        let mut bytes = LogEntry::encoded_len(&marker_key, &u64::MAX.to_be_bytes());
         let mut doomed = Vec::new();
         let mut through = pruned;
         self.for_each_event(webstore_id, pruned, u64::MAX, &mut |sequence, record| {
             if record.created_at_ms >= before_ms {
                 return false;
             }
-            doomed.push(keys::event(webstore_id, sequence));
+            let key = keys::event(webstore_id, sequence);
+            let size = LogEntry::encoded_len(&key, &[]);
+            if bytes + size > max_bytes {
+                return false;
+            }
+            bytes += size;
+            doomed.push(key);
             through = sequence;
             doomed.len() < max
         })?;
@@ -444,8 +455,9 @@ impl Store {
             batch.delete(key.clone());
         }
         let marker = through.to_be_bytes().to_vec();
-        entry.set(&keys::events_pruned(webstore_id), &marker);
-        batch.put(keys::events_pruned(webstore_id), marker);
+        entry.set(&marker_key, &marker);
+        batch.put(marker_key, marker);
+        open.fits(entry.len())?;
         self.written(self.inner.storage.apply(batch))?;
         drop(open.commit(entry)?);
         Ok(doomed.len())

@@ -6,6 +6,10 @@
 //! its own task, its own HTTP client and connections, and no request of the API waits for
 //! any of it.
 //!
+//! Each delivery is sent only if the node still holds its read lease once the event is read
+//! ([`crate::lease`]): otherwise the task waits, its position where it was, until the lease
+//! holds again (a stall that ends) or the task is stopped (the node steps down).
+//!
 //! The task ends when the endpoint leaves the catalogue or its webstore stops being served
 //! here (moved away, frozen for a move); the supervisor ([`super`]) starts it again when it
 //! comes back.
@@ -25,6 +29,7 @@ use super::WebhookSettings;
 use crate::domain::catalogue::Catalogue;
 use crate::domain::webhooks::Webhook;
 use crate::events::sequence::Sequencer;
+use crate::lease::Lease;
 use crate::metrics::METRICS;
 use crate::service::serving::Served;
 use crate::service::Service;
@@ -40,6 +45,8 @@ const RECORD_EVERY: Duration = Duration::from_millis(200);
 /// How often a task that is delivering looks for an operator's redelivery and the
 /// retention's mark (a waiting one looks each time it wakes).
 const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// How often a task whose node does not hold its read lease looks at it again.
+const LEASE_LOOK_EVERY: Duration = Duration::from_millis(50);
 
 /// Where a task stands, and whether the store has heard of it.
 struct Position {
@@ -52,12 +59,13 @@ struct Position {
 /// the catalogue or the webstore is not served here.
 pub async fn run(
     service: Arc<Service>,
+    lease: Arc<Lease>,
     settings: WebhookSettings,
     webstore_id: String,
     endpoint_id: String,
 ) {
     let labels = [webstore_id.as_str(), endpoint_id.as_str()];
-    match deliver_until_gone(&service, settings, &webstore_id, &endpoint_id).await {
+    match deliver_until_gone(&service, &lease, settings, &webstore_id, &endpoint_id).await {
         Ok(()) => {}
         Err(error) => tracing::warn!(
             webstore = %webstore_id,
@@ -113,6 +121,7 @@ impl CurrentEndpoint {
 
 async fn deliver_until_gone(
     service: &Service,
+    lease: &Lease,
     settings: WebhookSettings,
     webstore_id: &str,
     endpoint_id: &str,
@@ -129,7 +138,8 @@ async fn deliver_until_gone(
         None => {
             // A new endpoint is sent what happens from now on; the operator redelivers older
             // events if it wants them. Not past the last event stored: the watermark may
-            // stand on a number whose write was given up, which a restart may give out again.
+            // stand on a gap (a write refused after its number was taken), which a restart
+            // may give out again.
             let start = sequencer
                 .watermark()
                 .min(store.last_event_sequence(webstore_id)?);
@@ -241,6 +251,13 @@ async fn deliver_until_gone(
                 built
             }
         };
+        // Looked at after the event was read, and just before it leaves: a node that no
+        // longer holds its lease (cut off, deposed, or it gave up a write) sends nothing.
+        if !lease.held() {
+            looked_at = None;
+            tokio::time::sleep(LEASE_LOOK_EVERY).await;
+            continue;
+        }
         let outcome = attempt(&client, &webhook, &event).await;
         METRICS
             .webhook_deliveries

@@ -2,7 +2,10 @@
 //! signed per Standard Webhooks, at least once and in order, after each write is durable.
 //! Runs on the node that serves the webstore (the primary of a group), from the same
 //! durable state wherever it runs, so a restart, a failover or a move goes on where the
-//! last left off.
+//! last left off. A delivery is sent only while the node holds its read lease
+//! ([`crate::lease`]), looked at after its event was read: a group's primary cut off from
+//! the group stops delivering when its lease lapses, and one deposed or that gave up a
+//! write at once.
 //!
 //! - [`endpoint`]: one endpoint's deliveries, in a task of its own.
 //! - `read_ahead`: the events an endpoint's task has read ahead of its position.
@@ -30,6 +33,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::lease::Lease;
 use crate::service::serving::Served;
 use crate::service::Service;
 
@@ -72,14 +76,14 @@ pub struct Webhooks {
 }
 
 impl Webhooks {
-    /// Starts the deliveries of `service`'s webstores on their own thread. Without one (the
-    /// host out of threads) none are made here until the next start: their positions are
-    /// stored, so nothing is lost, only later.
-    pub fn start(service: Arc<Service>, settings: WebhookSettings) -> Webhooks {
+    /// Starts the deliveries of `service`'s webstores on their own thread, each sent only
+    /// while `lease` holds. Without a thread (the host out of threads) none are made here
+    /// until the next start: their positions are stored, so nothing is lost, only later.
+    pub fn start(service: Arc<Service>, lease: Arc<Lease>, settings: WebhookSettings) -> Webhooks {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let spawned = std::thread::Builder::new()
             .name(DELIVERY_THREAD.to_owned())
-            .spawn(move || deliveries_thread(service, settings, stopped));
+            .spawn(move || deliveries_thread(service, lease, settings, stopped));
         if let Err(error) = spawned {
             tracing::error!(%error, "no thread for webhook deliveries: none are made until a restart");
         }
@@ -92,6 +96,7 @@ impl Webhooks {
 /// it, without waiting for one.
 fn deliveries_thread(
     service: Arc<Service>,
+    lease: Arc<Lease>,
     settings: WebhookSettings,
     stopped: tokio::sync::oneshot::Receiver<()>,
 ) {
@@ -111,7 +116,7 @@ fn deliveries_thread(
             return;
         }
     };
-    runtime.spawn(supervise(service, settings));
+    runtime.spawn(supervise(service, lease, settings));
     runtime.block_on(async {
         let _ = stopped.await;
     });
@@ -141,7 +146,7 @@ impl Drop for Tasks {
     }
 }
 
-async fn supervise(service: Arc<Service>, settings: WebhookSettings) {
+async fn supervise(service: Arc<Service>, lease: Arc<Lease>, settings: WebhookSettings) {
     let mut tasks = Tasks::default();
     let mut ticks = tokio::time::interval(SUPERVISE_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -174,6 +179,7 @@ async fn supervise(service: Arc<Service>, settings: WebhookSettings) {
             }
             let task = tokio::spawn(endpoint::run(
                 service.clone(),
+                lease.clone(),
                 settings,
                 key.0.clone(),
                 key.1.clone(),

@@ -1,7 +1,8 @@
 //! The events feed (`GET /v1/events`) as a poller sees it: pages oldest first behind an
 //! opaque cursor, filtered by type, every malformed parameter named, another webstore's
-//! cursor and one past the retention refused with 410, and a cursor that stays good across
-//! a restart with the numbering going on.
+//! cursor and one past the retention refused with 410, a cursor that stays good across a
+//! restart with the numbering going on, and a page whose `type` matches none of thousands of
+//! events ending once it has looked at 2,000 of them, with `has_more`.
 
 use std::time::{Duration, Instant};
 
@@ -92,6 +93,63 @@ async fn the_feed_pages_a_webstores_events_oldest_first() {
         json!([]),
         "another webstore sees none of them"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_whose_type_matches_nothing_ends_after_2000_events_with_more_to_come() {
+    // Arrange: 2,050 customer.created events and no order.
+    let app = spawn_app().await;
+    let carts = (0..25).map(|cart| {
+        let app = &app;
+        async move {
+            for n in 0..82 {
+                app.create_customer_ok(&customer_body(&format!("scan{cart}x{n}@example.com")))
+                    .await;
+            }
+        }
+    });
+    futures_util::future::join_all(carts).await;
+
+    // Act
+    let first = app.get("/v1/events?type=order.created&limit=1000").await;
+    first.assert_status(200);
+    let first = first.json();
+    let next = first["next"].as_str().unwrap();
+    let second = app
+        .get(&format!(
+            "/v1/events?after={next}&type=order.created&limit=1000"
+        ))
+        .await
+        .json();
+    let whole = app.get("/v1/events?limit=1000").await.json();
+    let last = app
+        .get(&format!(
+            "/v1/events?after={}&limit=1000",
+            second["next"].as_str().unwrap()
+        ))
+        .await
+        .json();
+
+    // Assert
+    assert_eq!(first["events"], json!([]));
+    assert_eq!(
+        first["has_more"], true,
+        "the page ended at its budget, not at the newest event"
+    );
+    assert_eq!(second["events"], json!([]));
+    assert_eq!(second["has_more"], false, "the rest of the feed was read");
+    assert_ne!(
+        second["next"], first["next"],
+        "the second page went on from where the first stopped"
+    );
+    assert_eq!(whole["events"].as_array().unwrap().len(), 1000);
+    assert_eq!(whole["has_more"], true, "a full page says there are more");
+    assert_eq!(
+        last["events"],
+        json!([]),
+        "the cursor was at the newest event"
+    );
+    assert_eq!(last["has_more"], false);
 }
 
 #[tokio::test]

@@ -2,7 +2,9 @@
 //! 64 KiB (`max_payload`) imports a webstore of 4 KiB records (1,000 of them would be a
 //! 4 MiB batch) through the admin listener, in batches cut to fit, and keeps it across a
 //! failover; an export holding one record larger than any message is refused with a clear
-//! error, nothing of it is written, and the primary stays the primary.
+//! error, nothing of it is written, and the primary stays the primary. The events' retention
+//! sweep of a webstore with a long id, in messages of at most 8 KiB, removes hundreds of
+//! events in changes cut to fit, and the primary stays the primary.
 
 use std::time::Duration;
 
@@ -150,4 +152,82 @@ async fn an_import_of_4_kib_records_into_64_kib_messages_goes_through_and_surviv
         })
         .count();
     assert_eq!(long as u64, CUSTOMERS, "every record whole");
+}
+
+/// A webstore id long enough that a sweep's removals of a few hundred events (about 80
+/// bytes each) are larger than a message of 8 KiB.
+const LONG_ID: &str = "a-webstore-whose-id-is-long-enough-to-make-each-event-key-long";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_retention_sweep_of_a_long_webstore_id_fits_8_kib_messages_and_the_primary_stays() {
+    let test = "group_messages::the_retention_sweep_of_a_long_webstore_id_fits_8_kib_messages_and_the_primary_stays";
+    let nats = NatsOptions {
+        max_payload: Some(8 * 1024),
+        ..Default::default()
+    };
+    let mut catalogue = default_catalogue();
+    catalogue["webstores"][0]["id"] = json!(LONG_ID);
+    let dirs = (0..2)
+        .map(|_| DataDir::with_catalogue(catalogue.clone()))
+        .collect();
+    let extra = ["--events-retention-secs", "3"];
+    let Some(group) = Group::start_from(test, dirs, &extra, nats).await else {
+        return;
+    };
+    let primary = group.primary(Duration::from_secs(20)).await;
+    let app = group.app(primary);
+
+    // 300 events made within about a second, so that a sweep finds most of them old at once.
+    let carts = (0..30).map(|cart| async move {
+        let mut created = 0;
+        for n in 0..10 {
+            let email = format!("swept{cart}x{n}@example.com");
+            if app.create_customer(&customer_body(&email)).await.status == 201 {
+                created += 1;
+            }
+        }
+        created
+    });
+    let created: usize = futures_util::future::join_all(carts)
+        .await
+        .into_iter()
+        .sum();
+    assert_eq!(created, 300);
+    let feed = app.get("/v1/events?limit=1000").await;
+    feed.assert_status(200);
+    assert_eq!(feed.json()["events"].as_array().unwrap().len(), 300);
+
+    // Act and assert: the sweeps remove them all while the primary stays the primary, and
+    // it still does 5 s after the last removal (a stalled publish reports it stalled in 2 s).
+    let started = std::time::Instant::now();
+    let mut emptied: Option<Duration> = None;
+    while started.elapsed() < Duration::from_secs(30) {
+        let (status, body) = health(app).await;
+        assert_eq!(
+            status,
+            200,
+            "the primary stopped serving {} ms into the sweeps: {body}\n{}",
+            started.elapsed().as_millis(),
+            group.logs()
+        );
+        if emptied.is_none() {
+            let feed = app.get("/v1/events?limit=1000").await;
+            feed.assert_status(200);
+            if feed.json()["events"].as_array().unwrap().is_empty() {
+                emptied = Some(started.elapsed());
+            }
+        }
+        if emptied.is_some_and(|at| started.elapsed() > at + Duration::from_secs(5)) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let emptied = emptied.expect("the sweeps removed every old event");
+    eprintln!(
+        "the sweeps removed 300 events within {} ms",
+        emptied.as_millis()
+    );
+    app.create_customer_ok(&customer_body("after-the-sweep@example.com"))
+        .await;
+    assert_eq!(group.primary(Duration::from_secs(5)).await, primary);
 }

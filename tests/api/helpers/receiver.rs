@@ -1,7 +1,8 @@
 //! A webhook receiver on 127.0.0.1: a real HTTP/1 server that records every request
-//! boxsub makes of it and answers as the test says (a status, a status with
-//! `Retry-After`, or no answer at all), and that can go down (its port refuses connections)
-//! and come back on the same port. Owned by the test: dropping it stops it.
+//! boxsub makes of it (with the path it was sent to, so that nodes given different paths
+//! can be told apart) and answers as the test says (a status, a status with `Retry-After`,
+//! a status after a pause, or no answer at all), and that can go down (its port refuses
+//! connections) and come back on the same port. Owned by the test: dropping it stops it.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -26,11 +27,15 @@ pub enum Answer {
     RetryAfter(u16, u64),
     /// No answer for a minute (past boxsub's timeout).
     Hang,
+    /// This status after this pause (a slow receiver, which deliveries queue behind).
+    Slow(u16, Duration),
 }
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
 pub struct Delivery {
+    /// The path it was sent to (`/hooks`, or whatever the catalogue's URL says).
+    pub path: String,
     /// `webhook-id`.
     pub id: String,
     /// `webhook-timestamp`.
@@ -216,6 +221,7 @@ async fn answer(
     request: Request<hyper::body::Incoming>,
     state: Arc<Mutex<State>>,
 ) -> Result<Response<Full<Bytes>>, std::convert::Infallible> {
+    let path = request.uri().path().to_owned();
     let header = |name: &str| {
         request
             .headers()
@@ -244,6 +250,7 @@ async fn answer(
             .or(state.usual)
             .unwrap_or(Answer::Status(204));
         state.got.push(Delivery {
+            path,
             id,
             timestamp,
             signature,
@@ -251,7 +258,9 @@ async fn answer(
             json: serde_json::from_slice(&body).unwrap_or(Value::Null),
             body,
             status: match chosen {
-                Answer::Status(status) | Answer::RetryAfter(status, _) => status,
+                Answer::Status(status)
+                | Answer::RetryAfter(status, _)
+                | Answer::Slow(status, _) => status,
                 Answer::Hang => 0,
             },
             at: Instant::now(),
@@ -272,6 +281,10 @@ async fn answer(
         }
         Answer::Hang => {
             tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+        Answer::Slow(status, pause) => {
+            tokio::time::sleep(pause).await;
+            *response.status_mut() = hyper::StatusCode::from_u16(status).expect("a status");
         }
     }
     Ok(response)

@@ -1,7 +1,8 @@
 //! A browser of the producers' app without JavaScript, over plain HTTP: it keeps the app's
 //! cookies as a browser would (a cleared or `Max-Age=0` cookie is forgotten), follows no
 //! redirect by itself, sends forms with its page's `Origin`, and fails the test on a 5xx
-//! other than 503.
+//! other than 503 (but for the `_whatever_it_is` requests of probes that record every
+//! answer).
 
 use std::collections::BTreeMap;
 
@@ -114,6 +115,21 @@ impl Visitor {
     }
 
     async fn answer(&mut self, request: reqwest::RequestBuilder) -> Page {
+        let page = self.answer_whatever_it_is(request).await;
+        // A 503 says "not now, nothing was done" (a webstore frozen for a move): the test
+        // asserts it where it is expected. Any other 5xx is a failure of the app.
+        assert!(
+            page.status < 500 || page.status == 503,
+            "a 5xx from the app: {} {}",
+            page.status,
+            page.body
+        );
+        page
+    }
+
+    /// The answer to `request`, its cookies kept, whatever its status (a probe that records
+    /// every answer, a 5xx included).
+    async fn answer_whatever_it_is(&mut self, request: reqwest::RequestBuilder) -> Page {
         let response = request
             .header("Cookie", self.cookie_header())
             .send()
@@ -131,12 +147,6 @@ impl Visitor {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
         let body = response.text().await.unwrap();
-        // A 503 says "not now, nothing was done" (a webstore frozen for a move): the test
-        // asserts it where it is expected. Any other 5xx is a failure of the app.
-        assert!(
-            status < 500 || status == 503,
-            "a 5xx from the app: {status} {body}"
-        );
         Page {
             status,
             headers,
@@ -150,13 +160,29 @@ impl Visitor {
     }
 
     pub async fn post(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
-        let request = self
-            .client
+        let request = self.form_request(path, form);
+        self.answer(request).await
+    }
+
+    /// [`Visitor::get`] that fails nothing: whatever the answer (a 5xx included), it is
+    /// returned.
+    pub async fn get_whatever_it_is(&mut self, path: &str) -> Page {
+        let request = self.client.get(format!("{}{path}", self.base));
+        self.answer_whatever_it_is(request).await
+    }
+
+    /// [`Visitor::post`] that fails nothing.
+    pub async fn post_whatever_it_is(&mut self, path: &str, form: &[(&str, &str)]) -> Page {
+        let request = self.form_request(path, form);
+        self.answer_whatever_it_is(request).await
+    }
+
+    fn form_request(&self, path: &str, form: &[(&str, &str)]) -> reqwest::RequestBuilder {
+        self.client
             .post(format!("{}{path}", self.base))
             .header("Origin", self.origin.clone())
             .header("Sec-Fetch-Site", "same-origin")
-            .form(form);
-        self.answer(request).await
+            .form(form)
     }
 
     /// Opens the sign-in form and posts it.
