@@ -28,11 +28,14 @@ use crate::store::error::{corrupt, StoreError};
 use crate::store::keys;
 use crate::store::snapshot::{prefix_end, Snapshot};
 
-/// Sequence numbers one chunk covers: about 6 KiB of events whose records are orders.
-pub const CHUNK_EVENTS: u64 = 64;
+/// Sequence numbers one chunk covers: about 2 KiB of events whose records are orders. sled
+/// keeps values inside its tree's nodes and rewrites a whole node now and then, so chunks of
+/// large events (a customer with a long address) must stay small: with 64, a disk filled by
+/// such customers met its end before the free-space watch could refuse writes.
+pub const CHUNK_EVENTS: u64 = 16;
 
-/// Sequence numbers one step of a read covers: two chunks.
-const WINDOW: u64 = 2 * CHUNK_EVENTS;
+/// Sequence numbers one step of a read covers: eight chunks.
+const WINDOW: u64 = 8 * CHUNK_EVENTS;
 
 /// Visits one event in a walk: its sequence number, the key it was read under and its
 /// encoded record; whether to go on.
@@ -301,7 +304,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pass_puts_a_webstores_events_into_one_chunk_per_64_and_reads_take_each_once() {
+    fn a_pass_puts_a_webstores_events_into_one_chunk_per_16_and_reads_take_each_once() {
         let dir = tempfile::tempdir().unwrap();
         let (snapshot, storage) = open(dir.path());
         for sequence in 1..=200 {
@@ -323,10 +326,8 @@ mod tests {
             })
             .unwrap();
         let chunks: Vec<(u64, bool)> = keys.iter().map(|(_, id, chunk)| (*id, *chunk)).collect();
-        assert_eq!(
-            chunks,
-            vec![(0, true), (64, true), (128, true), (192, true)]
-        );
+        let firsts: Vec<(u64, bool)> = (0..=192).step_by(16).map(|first| (first, true)).collect();
+        assert_eq!(chunks, firsts);
         assert_eq!(read_all(&storage, SHOP), (1..=200).collect::<Vec<_>>());
         assert_eq!(read_all(&storage, b"vshop-2\0"), vec![5]);
         assert_eq!(last_stored_event(&storage, SHOP).unwrap(), 200);
