@@ -45,11 +45,12 @@ use crate::store::pending::Storage;
 /// Size of a segment; a batch larger than what is left of one starts the next, and one
 /// larger than a whole segment grows it. Checkpoints follow segments, so this also bounds
 /// what a start after a crash replays (the segment being written and, at most, the one
-/// being checkpointed). At about 60 bytes of log an order, a 2 MiB segment lets a checkpoint
-/// pack some 34,000 orders at once, and the more of a customer's orders one pass takes, the
-/// fewer rewrites of its chunk (`store::order_chunks`): 1 → 2 MiB took about 1.7 µs of CPU
-/// off a durable order, 4 MiB only 0.4 µs more, not worth twice the replay after a crash.
-pub const SEGMENT_BYTES: u64 = 1 << 21;
+/// being checkpointed). An order takes about 250 bytes of log with its event, so an 8 MiB
+/// segment lets a checkpoint pack some 33,000 orders at once, and the more of a customer's
+/// orders one pass takes, the fewer rewrites of its chunk (`store::order_chunks`): 2 → 8 MiB
+/// took about 3 µs of CPU off a durable order (docs/benchmarks.md), and a replay after a
+/// crash reads at most 16 MiB.
+pub const SEGMENT_BYTES: u64 = 1 << 23;
 
 /// Bytes before each frame's payload.
 pub const FRAME_HEADER: usize = 8;

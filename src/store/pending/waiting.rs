@@ -28,9 +28,10 @@ use std::sync::Mutex;
 use crossbeam_skiplist::SkipMap;
 use sled::IVec;
 
-/// How many puts may wait at most; about 32 MiB of order records, two log segments' worth
-/// (one being checkpointed, one filling) at about 60 bytes of log an order.
-pub const CAPACITY: usize = 1 << 17;
+/// How many puts may wait at most: two log segments' worth (one being checkpointed, one
+/// filling) of orders and their events, at about 250 bytes of log an order and two waiting
+/// puts (the order's record, its event); about 64 MiB.
+pub const CAPACITY: usize = 1 << 18;
 
 /// Puts waiting to be applied to the engine, readable in key order.
 pub struct WaitingPuts {
