@@ -32,7 +32,6 @@ use crate::app::{AppAnswer, AppRequest, AppSettings};
 use crate::domain::catalogue::Webstore;
 use crate::node::Node;
 use crate::quotas::{Checked, Kind};
-use crate::service::serving::Served;
 use crate::service::Service;
 
 pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
@@ -328,9 +327,11 @@ where
     }
     let webstore = authenticate(service, headers)?;
     record.webstore(&webstore.settings.id);
-    let serving = service.serving();
-    if !serving.serves(&webstore.settings.id) {
-        return Err(ApiError::Misdirected);
+    // A write of a frozen webstore is refused once its body is read (`answer`).
+    if let Some(refused) =
+        ApiError::not_taken(service.serving().owned(&webstore.settings.id), false)
+    {
+        return Err(refused);
     }
     // Every answer to the webstore from here on counts against its quotas and says so.
     let endpoint = router::resolve(method, path);
@@ -380,9 +381,8 @@ where
         Some(
             serving
                 .begin_write(&webstore.settings.id)
-                .map_err(|refused| match refused {
-                    Served::Elsewhere => ApiError::Misdirected,
-                    Served::Frozen | Served::Here => ApiError::Moving,
+                .map_err(|refused| {
+                    ApiError::not_taken(refused, true).unwrap_or(ApiError::Moving)
                 })?,
         )
     } else {

@@ -86,8 +86,8 @@ pub struct WebstoreState {
 fn served_name(served: Served) -> &'static str {
     match served {
         Served::Here => "here",
-        Served::Frozen => "frozen",
-        Served::Elsewhere => "elsewhere",
+        Served::Frozen | Served::HandedOver => "frozen",
+        Served::Elsewhere | Served::Released => "elsewhere",
     }
 }
 
@@ -189,7 +189,10 @@ impl Service {
     /// way are done.
     pub async fn freeze_for_move(&self, id: &str) -> Result<(), ServiceError> {
         self.webstore_of(id)?;
-        if self.serving.served(id) == Served::Elsewhere {
+        if matches!(
+            self.serving.served(id),
+            Served::Elsewhere | Served::Released
+        ) {
             return Err(ServiceError::Conflict(format!("{id} is not served here")));
         }
         if self.serving.recorded(id) == Some(Ownership::HandedOver) {
@@ -293,10 +296,10 @@ impl Service {
             (_, Some(Ownership::Released)) => Err(ServiceError::Conflict(format!(
                 "{id} was released from here and is never served here again"
             ))),
-            (Served::Here | Served::Frozen, _) => Err(ServiceError::Conflict(format!(
-                "{id} is served here: {overwrite}"
-            ))),
-            (Served::Elsewhere, _) => Ok(()),
+            (Served::Here | Served::Frozen | Served::HandedOver, _) => Err(ServiceError::Conflict(
+                format!("{id} is served here: {overwrite}"),
+            )),
+            (Served::Elsewhere | Served::Released, _) => Ok(()),
         }
     }
 

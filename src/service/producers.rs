@@ -138,8 +138,14 @@ impl Service {
             .serving()
             .begin_write(&webstore.settings.id)
             .map_err(|refused| match refused {
-                Served::Elsewhere => SignInRefused::ServedElsewhere(webstore.settings.id.clone()),
-                Served::Frozen | Served::Here => SignInRefused::Failed(ServiceError::Moving),
+                // The front end sends the browser on to the shard that has it.
+                Served::Elsewhere | Served::Released => {
+                    SignInRefused::ServedElsewhere(webstore.settings.id.clone())
+                }
+                // Its move is under way: the page says to try again in a moment.
+                Served::Frozen | Served::HandedOver | Served::Here => {
+                    SignInRefused::Failed(ServiceError::Moving)
+                }
             })?;
         let signed_in = SignedIn {
             session_id: random_token().map_err(SignInRefused::Failed)?,

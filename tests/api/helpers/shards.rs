@@ -273,6 +273,9 @@ pub struct Deployment {
     pub two: Shard,
     files: tempfile::TempDir,
     frontend: String,
+    /// Where HAProxy reaches shard one's API, if not at the node itself (a [`super::Link`]
+    /// in front of it).
+    one_reached_at: Option<String>,
     /// HAProxy, while it runs.
     pub haproxy: Option<Haproxy>,
 }
@@ -342,6 +345,7 @@ impl Deployment {
             two,
             files,
             frontend,
+            one_reached_at: None,
             haproxy: None,
         };
         let mut placed: Vec<(&str, &str)> = on_one.iter().map(|id| (id.as_str(), "one")).collect();
@@ -365,7 +369,10 @@ impl Deployment {
             "haproxy_socket": self.path("admin.sock"),
             "haproxy_map": self.path("shards.map"),
             "shards": {
-                "one": {"nodes": [self.one.api()], "admin": [self.one.admin()]},
+                "one": {
+                    "nodes": [self.one_reached_at.clone().unwrap_or_else(|| self.one.api())],
+                    "admin": [self.one.admin()],
+                },
                 "two": {"nodes": self.two.apis(), "admin": self.two.admins()},
             },
             "webstores": webstores.iter().map(|(w, s)| (w.to_string(), json!(s))).collect::<serde_json::Map<_, _>>(),
@@ -392,6 +399,14 @@ impl Deployment {
             .map(|(w, s)| (w.as_str(), s.as_str()))
             .collect();
         self.write_placement(&pairs);
+    }
+
+    /// Has HAProxy reach shard one's API at `address` (a link in front of it) from now on:
+    /// the placement file says so, and HAProxy starts again on a configuration made from it.
+    pub fn reach_one_at(&mut self, address: &str, test: &str) {
+        self.one_reached_at = Some(address.to_owned());
+        self.refresh_placement();
+        assert!(self.start_haproxy(test), "HAProxy starts again");
     }
 
     /// Generates the configuration with `boxsub haproxy-config` and starts HAProxy on it.
