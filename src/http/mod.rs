@@ -360,7 +360,7 @@ where
 
 /// The answer of `endpoint` to a caller its quotas let through: its body read (a slow
 /// client holds only its own webstore's concurrency quota meanwhile), then its turn in
-/// service, then the work.
+/// service, then, for a write, its webstore's write ticket, then the work.
 async fn answer<S, B>(
     call: &Call<'_>,
     checked: &Checked,
@@ -373,21 +373,6 @@ where
     B: Buf + Send,
 {
     use Endpoint::*;
-    let webstore = call.webstore;
-    let serving = call.service.serving();
-    // A write holds its webstore's ticket until it is answered, so that a move's freeze
-    // waits for it (see `service::serving`).
-    let _write = if endpoint.writes() {
-        Some(
-            serving
-                .begin_write(&webstore.settings.id)
-                .map_err(|refused| {
-                    ApiError::not_taken(refused, true).unwrap_or(ApiError::Moving)
-                })?,
-        )
-    } else {
-        None
-    };
     let headers = call.headers;
     let body = if endpoint.has_body() {
         read_limited(body, content_length(headers), body_timeout).await?
@@ -395,6 +380,18 @@ where
         Bytes::new()
     };
     let _slot = checked.admit().await;
+    // Once everything is in from the client and the write's turn has come, it takes its
+    // webstore's ticket, held until it is answered, so that a move's freeze waits for it
+    // (see `service::serving`) and for nothing a client or a queue could drag out.
+    let _write =
+        if endpoint.writes() {
+            let id = &call.webstore.settings.id;
+            Some(call.service.serving().begin_write(id).map_err(|refused| {
+                ApiError::not_taken(refused, true).unwrap_or(ApiError::Moving)
+            })?)
+        } else {
+            None
+        };
     match endpoint {
         Ping => Ok(no_content()),
         ListCustomers => handlers::list_customers(call).await,

@@ -17,6 +17,7 @@
 
 pub mod calls;
 mod customers;
+pub mod cut_over;
 mod deliveries;
 mod delivery_lists;
 pub mod idempotency;
@@ -258,6 +259,8 @@ pub struct Service {
     events: Arc<Events>,
     /// The webstores' quotas and fair admission.
     quotas: Quotas,
+    /// The webstores' moves as this node has them (see `cut_over`).
+    cut_overs: cut_over::CutOvers,
 }
 
 impl Service {
@@ -294,6 +297,7 @@ impl Service {
             throttles: SignInThrottles::default(),
             passwords: PasswordWork::new(settings.password_hashers, settings.password_queue)?,
             delivery_lists: DeliveryLists::default(),
+            cut_overs: cut_over::CutOvers::default(),
             catalogue,
         })
     }

@@ -245,12 +245,19 @@ impl Service {
     }
 
     /// Ends `session`, as [`Service::producer_session`] found it, on the server and durably:
-    /// its cookie opens nothing from now on, on this node or any that takes over. Refused
-    /// ([`ServiceError::Moving`]) while its webstore is frozen for a move, whose last round
-    /// may have carried the session already.
+    /// its cookie opens nothing from now on, on this node or any that takes over. A write
+    /// of its webstore like any other: it holds the webstore's write ticket until durable, so
+    /// that a move's freeze waits for it, and it is refused ([`ServiceError::Moving`]) while
+    /// the webstore is frozen for a move, whose last round may have carried the session
+    /// already.
     pub async fn producer_sign_out(&self, session: &ProducerSession) -> Result<(), ServiceError> {
+        let webstore_id = &session.webstore.settings.id;
+        let _write = self
+            .serving()
+            .begin_write(webstore_id)
+            .map_err(|_| ServiceError::Moving)?;
         let store = self.registry.store();
-        let written = store.remove_session(&session.webstore.settings.id, &session.digest)?;
+        let written = store.remove_session(webstore_id, &session.digest)?;
         Ok(written.durable().await?)
     }
 
