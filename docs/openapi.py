@@ -975,7 +975,9 @@ responses = {
             "(`Retry-After: 30`; reads still work), or this node is a standby of a "
             "replicated group (`Retry-After: 1`: the group's front end sends the retry to "
             "the primary), or, for writes, the webstore is moving to another shard "
-            "(`Retry-After: 1`; reads still work)."),
+            "(`Retry-After: 1`; reads still work), or it has just moved to another shard "
+            "and the request reached the one it left (`Retry-After: 1`: sent again, it "
+            "reaches the other)."),
         "headers": hdrs("Retry-After"),
         "content": json_content(sref("Message"), msg_ex(
             ("overloaded", "Service temporarily unavailable. Try again shortly."),
@@ -991,7 +993,10 @@ responses = {
                         "that has lost touch with its group) and takes no requests. Nothing "
                         "was changed; try again shortly (through the group's front end)."),
             ("moving", "This webstore is moving between hosts: writes are paused for a "
-                       "moment. Nothing was changed; try again shortly (reads still work)."))),
+                       "moment. Nothing was changed; try again shortly (reads still work)."),
+            ("moved_away", "This webstore has just moved to another host. Nothing was "
+                           "changed; try again shortly (through the deployment's front end, "
+                           "which sends it there)."))),
     },
 }
 

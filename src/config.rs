@@ -312,6 +312,12 @@ pub struct ServeConfig {
     /// SHA-256 is kept, the token never logged). Without it, no admin listener.
     #[arg(long, env = "BOXSUB_ADMIN_TOKEN_FILE")]
     pub admin_token_file: Option<PathBuf>,
+    /// Seconds a move's copy session may go unused (no round of changes read, no export of
+    /// its webstore) before it ends on its own, its command gone: above the longest step of
+    /// `boxsub move-webstore` (an import, at most 600 s).
+    #[arg(long = "copy-session-idle-secs", env = "BOXSUB_COPY_SESSION_IDLE_SECS",
+          default_value = "900", value_parser = parse_seconds)]
+    pub copy_session_idle: Duration,
     /// Join a replicated group: the NATS servers of its changelog (`nats://H:P`, several
     /// comma-separated). Without it, boxsub runs alone on its write-ahead log.
     #[arg(long, env = "BOXSUB_CHANGELOG", value_delimiter = ',', value_parser = parse_nats_url)]

@@ -7,12 +7,12 @@
 //! | request | does |
 //! |---|---|
 //! | `GET /admin/webstores/ID` | what this node holds of the webstore (served, recorded, counts, copy session) |
-//! | `POST /admin/webstores/ID/copy` | starts tracking what its writes change, under a new copy session (`{"session": N}`) |
+//! | `POST /admin/webstores/ID/copy` | starts tracking what its writes change, under a new copy session (`{"session": N}`), which ends on its own once unused for `--copy-session-idle-secs` |
 //! | `GET /admin/webstores/ID/export` | its export (JSON lines), read while its writes go on |
 //! | `GET /admin/webstores/ID/changes/SESSION` | what its writes changed since the session's last round (JSON lines), forgotten here |
-//! | `POST /admin/webstores/ID/freeze` | refuses its writes (503), durably, once those under way are done |
-//! | `POST /admin/webstores/ID/hand-over` | frozen and drained: hands it over for good (no call-off after it) |
-//! | `POST /admin/webstores/ID/call-off` | takes its writes again (a move called off before its hand-over) |
+//! | `POST /admin/webstores/ID/freeze[?max_freeze_ms=N]` | refuses its writes (503), durably, once those under way are done; with a limit, for at most N ms unless handed over by then (called off at the limit, and refused if those under way are not done by then) |
+//! | `POST /admin/webstores/ID/hand-over` | frozen and drained: hands it over for good (no call-off after it); refused once its freeze was called off |
+//! | `POST /admin/webstores/ID/call-off` | takes its writes again (a move called off before its hand-over; nothing to do for a webstore that takes them) |
 //! | `POST /admin/webstores/ID/import` | imports an export of it into this running node (not served here yet) |
 //! | `POST /admin/webstores/ID/apply` | writes a round of its changes over what this node holds of it (not served here yet) |
 //! | `POST /admin/webstores/ID/take` | serves it from now on, durably |
@@ -45,13 +45,22 @@ use crate::service::Service;
 /// The largest import body: an export of a large webstore.
 const MAX_IMPORT_BYTES: u64 = 4 << 30;
 
-/// The admin listener's routes: every request authenticated by `token_sha256`.
+/// What the admin listener is started with.
+#[derive(Debug, Clone, Copy)]
+pub struct AdminSettings {
+    /// The SHA-256 of its bearer token.
+    pub token_sha256: [u8; 32],
+    /// How long a copy session may go unused before it ends (`--copy-session-idle-secs`).
+    pub copy_session_idle: std::time::Duration,
+}
+
+/// The admin listener's routes: every request authenticated by the token of `settings`.
 pub fn admin_routes(
     node: Arc<Node>,
-    token_sha256: [u8; 32],
+    settings: AdminSettings,
 ) -> impl Filter<Extract = (Response,), Error = Infallible> + Clone + Send + Sync + 'static {
     let node = warp::any().map(move || node.clone());
-    node.and(warp::any().map(move || token_sha256))
+    node.and(warp::any().map(move || settings))
         .and(warp::method())
         .and(warp::path::full())
         .and(
@@ -69,7 +78,7 @@ pub fn admin_routes(
 
 async fn handle<S, B>(
     node: Arc<Node>,
-    token_sha256: [u8; 32],
+    settings: AdminSettings,
     method: Method,
     path: FullPath,
     query: Option<String>,
@@ -80,7 +89,7 @@ where
     S: Stream<Item = Result<B, warp::Error>> + Send,
     B: Buf + Send,
 {
-    if !authorized(&headers, &token_sha256) {
+    if !authorized(&headers, &settings.token_sha256) {
         return ApiError::BadCredentials.into_response();
     }
     let Some(service) = node.service() else {
@@ -90,7 +99,10 @@ where
     let answer = match (&method, segments.as_slice()) {
         (&Method::GET, ["admin", "webstores", id]) => held(&service, id),
         (&Method::POST, ["admin", "webstores", id, "freeze"]) => {
-            then_held(&service, id, service.freeze_for_move(id).await)
+            match freeze_limit(query.as_deref()) {
+                Ok(limit) => then_held(&service, id, service.freeze_for_move(id, limit).await),
+                Err(error) => Err(error),
+            }
         }
         (&Method::POST, ["admin", "webstores", id, "call-off"]) => {
             then_held(&service, id, service.call_off_move(id).await)
@@ -98,13 +110,15 @@ where
         (&Method::POST, ["admin", "webstores", id, "hand-over"]) => {
             then_held(&service, id, service.hand_over(id).await)
         }
-        (&Method::POST, ["admin", "webstores", id, "copy"]) => match service.begin_copy(id) {
-            Ok(session) => Ok(json_response(
-                StatusCode::OK,
-                &serde_json::json!({"webstore": id, "session": session}),
-            )),
-            Err(error) => Err(error.into()),
-        },
+        (&Method::POST, ["admin", "webstores", id, "copy"]) => {
+            match service.begin_copy(id, settings.copy_session_idle) {
+                Ok(session) => Ok(json_response(
+                    StatusCode::OK,
+                    &serde_json::json!({"webstore": id, "session": session}),
+                )),
+                Err(error) => Err(error.into()),
+            }
+        }
         (&Method::GET, ["admin", "webstores", id, "export"]) => {
             export(service.clone(), id, None).await
         }
@@ -180,6 +194,23 @@ fn then_held(
     step?;
     let held = service.webstore_state(id)?;
     Ok(json_response(StatusCode::OK, &held))
+}
+
+/// A freeze's limit: `max_freeze_ms`, milliseconds (none without it).
+fn freeze_limit(query: Option<&str>) -> Result<Option<std::time::Duration>, ApiError> {
+    query_value(query, "max_freeze_ms")
+        .map(|text| {
+            text.trim()
+                .parse::<u64>()
+                .map(std::time::Duration::from_millis)
+                .map_err(|_| {
+                    ApiError::Invalid(crate::domain::fields::FieldErrors::single(
+                        "max_freeze_ms",
+                        crate::domain::fields::INVALID,
+                    ))
+                })
+        })
+        .transpose()
 }
 
 /// The value of parameter `name` in a query string, decoded.

@@ -10,6 +10,7 @@ use warp::Rejection;
 
 use crate::domain::fields::FieldErrors;
 use crate::quotas::{Quota, Throttled};
+use crate::service::serving::Served;
 use crate::service::{Refusal, ServiceError};
 
 use super::router::RouteError;
@@ -67,6 +68,11 @@ pub enum ApiError {
     /// The caller's webstore is moving to another shard: its writes wait a moment.
     #[error("moving")]
     Moving,
+    /// The caller's webstore moved from this node to another shard during a move (handed
+    /// over or released): the request was routed here before the front end switched, and
+    /// sent again it reaches the other shard.
+    #[error("moved away")]
+    MovedAway,
     /// This node of a replicated group does not take requests now (a standby, or a node
     /// catching up or stepping down); nothing was changed.
     #[error("not the primary")]
@@ -105,6 +111,7 @@ impl ApiError {
             ApiError::CursorGone(_) => StatusCode::GONE,
             ApiError::Unavailable
             | ApiError::Moving
+            | ApiError::MovedAway
             | ApiError::NotPrimary
             | ApiError::DeadlineExceeded
             | ApiError::WritesRefused(_)
@@ -168,6 +175,10 @@ impl ApiError {
                 "This webstore is moving between hosts: writes are paused for a moment. \
                  Nothing was changed; try again shortly (reads still work)."
             }
+            ApiError::MovedAway => {
+                "This webstore has just moved to another host. Nothing was changed; try \
+                 again shortly (through the deployment's front end, which sends it there)."
+            }
             ApiError::NotPrimary => {
                 "This node does not serve its group now (a standby, or a primary that has lost \
                  touch with its group) and takes no requests. Nothing was changed; try again \
@@ -215,6 +226,7 @@ impl ApiError {
             ApiError::Unavailable
             | ApiError::NotPrimary
             | ApiError::Moving
+            | ApiError::MovedAway
             | ApiError::DeadlineExceeded => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
@@ -243,6 +255,22 @@ fn errors_object(errors: &FieldErrors) -> serde_json::Map<String, serde_json::Va
         .iter()
         .map(|(field, messages)| (field.to_owned(), serde_json::json!(messages)))
         .collect()
+}
+
+impl ApiError {
+    /// Why a request of a webstore that stands as `served` on this node is not taken here,
+    /// if it is not: 421 only for a webstore this node never moved away (a request for one
+    /// it handed over or released was routed before the front end switched: a 503 sends it
+    /// again, to where it moved).
+    pub fn not_taken(served: Served, write: bool) -> Option<ApiError> {
+        match served {
+            Served::Here => None,
+            Served::Frozen if !write => None,
+            Served::Frozen => Some(ApiError::Moving),
+            Served::HandedOver | Served::Released => Some(ApiError::MovedAway),
+            Served::Elsewhere => Some(ApiError::Misdirected),
+        }
+    }
 }
 
 impl From<RouteError> for ApiError {

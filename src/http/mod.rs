@@ -33,7 +33,6 @@ use crate::app::{AppAnswer, AppRequest, AppSettings};
 use crate::domain::catalogue::Webstore;
 use crate::node::Node;
 use crate::quotas::{Checked, Kind};
-use crate::service::serving::Served;
 use crate::service::Service;
 
 pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
@@ -371,9 +370,11 @@ where
     }
     let webstore = authenticate(service, headers)?;
     record.webstore(&webstore.settings.id);
-    let serving = service.serving();
-    if !serving.serves(&webstore.settings.id) {
-        return Err(ApiError::Misdirected);
+    // A write of a frozen webstore is refused once its body is read (`answer`).
+    if let Some(refused) =
+        ApiError::not_taken(service.serving().owned(&webstore.settings.id), false)
+    {
+        return Err(refused);
     }
     // Every answer to the webstore from here on counts against its quotas and says so.
     let endpoint = router::resolve(method, path);
@@ -403,7 +404,7 @@ where
 
 /// The answer of `endpoint` to a caller its quotas let through: its body read (a slow
 /// client holds only its own webstore's concurrency quota meanwhile), then its turn in
-/// service, then the work.
+/// service, then, for a write, its webstore's write ticket, then the work.
 async fn answer<S, B>(
     call: &Call<'_>,
     checked: &Checked,
@@ -416,22 +417,6 @@ where
     B: Buf + Send,
 {
     use Endpoint::*;
-    let webstore = call.webstore;
-    let serving = call.service.serving();
-    // A write holds its webstore's ticket until it is answered, so that a move's freeze
-    // waits for it (see `service::serving`).
-    let _write = if endpoint.writes() {
-        Some(
-            serving
-                .begin_write(&webstore.settings.id)
-                .map_err(|refused| match refused {
-                    Served::Elsewhere => ApiError::Misdirected,
-                    Served::Frozen | Served::Here => ApiError::Moving,
-                })?,
-        )
-    } else {
-        None
-    };
     let headers = call.headers;
     let body = if endpoint.has_body() {
         read_limited(body, content_length(headers), body_timeout).await?
@@ -445,6 +430,18 @@ where
         SignIn => None,
         _ => Some(checked.admit().await),
     };
+    // Once everything is in from the client and the write's turn has come, it takes its
+    // webstore's ticket, held until it is answered, so that a move's freeze waits for it
+    // (see `service::serving`) and for nothing a client or a queue could drag out.
+    let _write =
+        if endpoint.writes() {
+            let id = &call.webstore.settings.id;
+            Some(call.service.serving().begin_write(id).map_err(|refused| {
+                ApiError::not_taken(refused, true).unwrap_or(ApiError::Moving)
+            })?)
+        } else {
+            None
+        };
     match endpoint {
         Ping => Ok(no_content()),
         ListCustomers => handlers::list_customers(call).await,

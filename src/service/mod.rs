@@ -20,6 +20,7 @@
 pub mod calls;
 pub mod client_limits;
 mod customers;
+pub mod cut_over;
 mod deliveries;
 mod delivery_lists;
 pub mod idempotency;
@@ -257,6 +258,8 @@ pub struct Service {
     events: Arc<Events>,
     /// The webstores' quotas and fair admission.
     quotas: Quotas,
+    /// The webstores' moves as this node has them (see `cut_over`).
+    cut_overs: cut_over::CutOvers,
 }
 
 impl Service {
@@ -294,6 +297,7 @@ impl Service {
             throttles: SignInThrottles::default(),
             passwords: PasswordWork::new(settings.password_hashers, settings.password_queue)?,
             delivery_lists: DeliveryLists::default(),
+            cut_overs: cut_over::CutOvers::default(),
             catalogue,
         })
     }

@@ -1,7 +1,8 @@
 //! The service's part in moving a webstore between shards, as the admin listener asks for
 //! it (`boxsub move-webstore` drives the steps): what this node holds of a webstore, the
-//! copy while its writes go on and the rounds of what they changed, a durable freeze of its
-//! writes, the hand-over, its import into this running node, taking it, releasing it. Each
+//! copy while its writes go on and the rounds of what they changed, its import into this
+//! running node. The changes of what a node records of the webstore (freeze, hand-over,
+//! call-off, release, take) are one state machine of their own, [`super::cut_over`]. Each
 //! step is safe to repeat, so that a move can be run again after a crash of either node or
 //! of the command.
 //!
@@ -10,21 +11,11 @@
 //!   ([`crate::store::tracking`]; in memory: a restarted source forgets it, and the move
 //!   copies again). Its export is then read while writes go on.
 //! - **Changes** hands out what the writes changed since the last round, and forgets it.
-//! - **Freeze** records `Moving` durably before it waits for the writes under way, so a
-//!   source restarted midway still refuses the webstore's writes.
-//! - **Hand-over** records `HandedOver` durably, once frozen and drained: from then on the
-//!   target may take the webstore, so the move can no longer be called off here.
-//! - **Call-off** takes the webstore's writes again; refused once handed over.
-//! - **Release** records `Released` durably, then removes everything of the webstore from
-//!   the store (purged at once, not later), its events with the rest, and forgets its event
-//!   numbering; refused unless handed over.
 //!
 //! On the target:
 //! - **Import** is refused for a webstore served here; whatever an earlier, interrupted
 //!   import left is removed first. Its orders are indexed.
 //! - **Apply** writes a round of changes over what it holds (not served here either).
-//! - **Take** records `Taken` durably, with the webstore's state read afresh; refused for a
-//!   webstore this node released.
 //!
 //! The events (and webhook delivery records) travel in the export and its rounds with their
 //! sequence numbers, so a feed's cursor given out by the source goes on here. This node's
@@ -36,6 +27,7 @@
 //! Must not touch: HTTP, HAProxy, the placement file.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -44,9 +36,6 @@ use super::serving::Served;
 use super::{Service, ServiceError};
 use crate::domain::ownership::Ownership;
 use crate::transfer::{export::Exported, import::Imported, Progress};
-
-/// How long a freeze waits for the writes under way.
-const DRAIN_WITHIN: Duration = Duration::from_secs(10);
 
 /// What this node holds of a webstore.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -86,8 +75,8 @@ pub struct WebstoreState {
 fn served_name(served: Served) -> &'static str {
     match served {
         Served::Here => "here",
-        Served::Frozen => "frozen",
-        Served::Elsewhere => "elsewhere",
+        Served::Frozen | Served::HandedOver => "frozen",
+        Served::Elsewhere | Served::Released => "elsewhere",
     }
 }
 
@@ -151,8 +140,10 @@ impl Service {
 
     /// Starts copying webstore `id` while its writes go on: what they change is tracked from
     /// now on, under a new session (an earlier one's is forgotten). Refused unless it is
-    /// served here and takes writes.
-    pub fn begin_copy(&self, id: &str) -> Result<u64, ServiceError> {
+    /// served here and takes writes. The session ends on its own once unused for `idle` (no
+    /// round read, no export of the webstore): its move has gone away (its command killed
+    /// and never run again), and nothing else would end it.
+    pub fn begin_copy(self: &Arc<Self>, id: &str, idle: Duration) -> Result<u64, ServiceError> {
         self.webstore_of(id)?;
         if self.serving.served(id) != Served::Here {
             return Err(ServiceError::Conflict(format!(
@@ -162,7 +153,41 @@ impl Service {
         }
         let session = crate::replication::follower::nonce().max(1);
         self.registry.store().tracking().start(id, session);
+        self.end_when_unused(id, session, idle);
         Ok(session)
+    }
+
+    /// Ends copy session `session` of webstore `id` once it has gone unused for `idle` (a
+    /// timer of its own, which holds no strong handle on the service and ends with the
+    /// session).
+    fn end_when_unused(self: &Arc<Self>, id: &str, session: u64, idle: Duration) {
+        let service = Arc::downgrade(self);
+        let id = id.to_owned();
+        tokio::spawn(async move {
+            let mut wait = idle;
+            loop {
+                tokio::time::sleep(wait).await;
+                let Some(service) = service.upgrade() else {
+                    return;
+                };
+                let tracking = service.registry.store().tracking();
+                match tracking.idle_for(&id, session) {
+                    None => return,
+                    Some(unused) if unused >= idle => {
+                        tracking.end(&id, session);
+                        tracing::warn!(
+                            webstore = %id,
+                            session,
+                            idle_secs = idle.as_secs_f64(),
+                            "a copy session went unused (its move went away): ended, and its \
+                             webstore's writes are no longer tracked"
+                        );
+                        return;
+                    }
+                    Some(unused) => wait = idle - unused,
+                }
+            }
+        });
     }
 
     /// Writes what webstore `id`'s writes changed since the last round of copy `session` to
@@ -185,89 +210,6 @@ impl Service {
             .map_err(|error| ServiceError::Storage(error.to_string()))
     }
 
-    /// Freezes webstore `id`'s writes for a move, durably, and waits until the writes under
-    /// way are done.
-    pub async fn freeze_for_move(&self, id: &str) -> Result<(), ServiceError> {
-        self.webstore_of(id)?;
-        if self.serving.served(id) == Served::Elsewhere {
-            return Err(ServiceError::Conflict(format!("{id} is not served here")));
-        }
-        if self.serving.recorded(id) == Some(Ownership::HandedOver) {
-            return Ok(());
-        }
-        if self.serving.recorded(id) != Some(Ownership::Moving) {
-            self.registry
-                .store()
-                .set_ownership(id, Ownership::Moving)?
-                .durable()
-                .await?;
-            self.serving.record(id, Some(Ownership::Moving));
-        }
-        // The store's own fence first: a change an actor began for a request that has gone
-        // (its ticket with it) is refused there from now on; the barrier then waits for
-        // those already inside the store.
-        let store = self.registry.store();
-        store.frozen().freeze(id);
-        if !self.serving.freeze(id, DRAIN_WITHIN).await {
-            return Err(ServiceError::Busy);
-        }
-        store.barrier_after_visible_writes()?.durable().await?;
-        Ok(())
-    }
-
-    /// Hands webstore `id` over to the shard it moves to: once it is frozen and its writes
-    /// under way are done, records `HandedOver` durably. The target may take it from then
-    /// on, so the move can no longer be called off here; its writes stay refused until it
-    /// is released.
-    pub async fn hand_over(&self, id: &str) -> Result<(), ServiceError> {
-        self.webstore_of(id)?;
-        match self.serving.recorded(id) {
-            Some(Ownership::HandedOver) => return Ok(()),
-            Some(Ownership::Moving) => {}
-            _ => {
-                return Err(ServiceError::Conflict(format!(
-                    "{id} is not frozen for a move: freeze it first"
-                )))
-            }
-        }
-        self.freeze_for_move(id).await?;
-        self.registry
-            .store()
-            .set_ownership(id, Ownership::HandedOver)?
-            .durable()
-            .await?;
-        self.serving.record(id, Some(Ownership::HandedOver));
-        self.registry.store().tracking().stop(id);
-        Ok(())
-    }
-
-    /// Calls a move of webstore `id` off: its writes are taken again here, and its changes
-    /// no longer tracked. Refused once it has been handed over, since the target may have
-    /// taken it.
-    pub async fn call_off_move(&self, id: &str) -> Result<(), ServiceError> {
-        self.webstore_of(id)?;
-        let store = self.registry.store();
-        match self.serving.recorded(id) {
-            Some(Ownership::Moving) => {
-                store.clear_ownership(id)?.durable().await?;
-                self.serving.record(id, None);
-                store.frozen().thaw(id);
-                self.serving.unfreeze(id);
-            }
-            Some(Ownership::HandedOver) => {
-                return Err(ServiceError::Conflict(format!(
-                    "{id} has been handed over: the other shard may have taken it, so its \
-                     writes can never be taken here again. Run `boxsub move-webstore` again \
-                     to finish the move"
-                )))
-            }
-            _ if store.tracking().session(id).is_some() => {}
-            _ => return Err(ServiceError::Conflict(format!("{id} is not moving"))),
-        }
-        store.tracking().stop(id);
-        Ok(())
-    }
-
     /// Writes webstore `id`'s export to `out` (blocking: run it off the async threads).
     pub fn export_webstore(
         &self,
@@ -280,9 +222,14 @@ impl Service {
                 "{id} was released from here"
             )));
         }
+        // A copy session's move is reading it: not a session gone unused, however long.
+        let store = self.registry.store();
+        store.tracking().touch(id);
         let mut progress = Progress::logged();
-        crate::transfer::export::export(self.registry.store(), Some(id), out, &mut progress)
-            .map_err(|error| ServiceError::Storage(error.to_string()))
+        let exported = crate::transfer::export::export(store, Some(id), out, &mut progress)
+            .map_err(|error| ServiceError::Storage(error.to_string()));
+        store.tracking().touch(id);
+        exported
     }
 
     /// Whether this node may be written a copy of webstore `id` (an import, a round of
@@ -293,10 +240,10 @@ impl Service {
             (_, Some(Ownership::Released)) => Err(ServiceError::Conflict(format!(
                 "{id} was released from here and is never served here again"
             ))),
-            (Served::Here | Served::Frozen, _) => Err(ServiceError::Conflict(format!(
-                "{id} is served here: {overwrite}"
-            ))),
-            (Served::Elsewhere, _) => Ok(()),
+            (Served::Here | Served::Frozen | Served::HandedOver, _) => Err(ServiceError::Conflict(
+                format!("{id} is served here: {overwrite}"),
+            )),
+            (Served::Elsewhere | Served::Released, _) => Ok(()),
         }
     }
 
@@ -343,74 +290,5 @@ impl Service {
             applied.map_err(|error| ServiceError::Conflict(error.to_string()))?;
         self.registry.adopt_customers(&webstore, &customers)?;
         Ok(applied)
-    }
-
-    /// Takes webstore `id`: served here from now on, durably, whatever `--webstores` says,
-    /// with its state read afresh from the store.
-    pub async fn take_webstore(&self, id: &str) -> Result<(), ServiceError> {
-        let webstore = self.webstore_of(id)?;
-        match self.serving.recorded(id) {
-            Some(Ownership::Released) => {
-                return Err(ServiceError::Conflict(format!(
-                    "{id} was released from here and is never served here again"
-                )))
-            }
-            Some(Ownership::Taken) => return Ok(()),
-            _ => {}
-        }
-        if self.serving.served(id) != Served::Elsewhere {
-            return Err(ServiceError::Conflict(format!(
-                "{id} is served here already"
-            )));
-        }
-        self.registry.refresh_webstore(&webstore)?;
-        // Before it is served: its first event here is numbered after the highest one the
-        // store holds now, every round applied.
-        self.events.forget(id);
-        self.registry
-            .store()
-            .set_ownership(id, Ownership::Taken)?
-            .durable()
-            .await?;
-        self.serving.record(id, Some(Ownership::Taken));
-        self.serving.unfreeze(id);
-        Ok(())
-    }
-
-    /// Releases webstore `id`: never served here again, durably; then everything of it is
-    /// removed from the store. Refused unless it was handed over (frozen, its writes drained,
-    /// and its last changes shipped). How many keys were removed.
-    pub async fn release_webstore(&self, id: &str) -> Result<u64, ServiceError> {
-        self.webstore_of(id)?;
-        match self.serving.recorded(id) {
-            Some(Ownership::Released | Ownership::HandedOver) => {}
-            _ => {
-                return Err(ServiceError::Conflict(format!(
-                    "{id} has not been handed over: a release removes it here, so it must \
-                     first be frozen, its writes drained and its last changes shipped \
-                     (boxsub move-webstore does all of that)"
-                )))
-            }
-        }
-        if self.serving.recorded(id) != Some(Ownership::Released) {
-            self.registry
-                .store()
-                .set_ownership(id, Ownership::Released)?
-                .durable()
-                .await?;
-            self.serving.record(id, Some(Ownership::Released));
-        }
-        let store = self.registry.store().clone();
-        let id = id.to_owned();
-        let purged = {
-            let id = id.clone();
-            tokio::task::spawn_blocking(move || store.purge_webstore(&id)).await
-        };
-        // The purge removed its events (a failed one runs again with the next release), and
-        // it is never served here again: no numbering of it may linger.
-        self.events.forget(&id);
-        let removed = purged.map_err(|error| ServiceError::Internal(error.to_string()))??;
-        self.registry.store().durable().await?;
-        Ok(removed)
     }
 }

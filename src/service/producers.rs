@@ -170,8 +170,14 @@ impl Service {
             .serving()
             .begin_write(&webstore.settings.id)
             .map_err(|refused| match refused {
-                Served::Elsewhere => SignInRefused::ServedElsewhere(webstore.settings.id.clone()),
-                Served::Frozen | Served::Here => SignInRefused::Failed(ServiceError::Moving),
+                // The front end sends the browser on to the shard that has it.
+                Served::Elsewhere | Served::Released => {
+                    SignInRefused::ServedElsewhere(webstore.settings.id.clone())
+                }
+                // Its move is under way: the page says to try again in a moment.
+                Served::Frozen | Served::HandedOver | Served::Here => {
+                    SignInRefused::Failed(ServiceError::Moving)
+                }
             })?;
         let signed_in = SignedIn {
             session_id: random_token().map_err(SignInRefused::Failed)?,
@@ -271,12 +277,19 @@ impl Service {
     }
 
     /// Ends `session`, as [`Service::producer_session`] found it, on the server and durably:
-    /// its cookie opens nothing from now on, on this node or any that takes over. Refused
-    /// ([`ServiceError::Moving`]) while its webstore is frozen for a move, whose last round
-    /// may have carried the session already.
+    /// its cookie opens nothing from now on, on this node or any that takes over. A write
+    /// of its webstore like any other: it holds the webstore's write ticket until durable, so
+    /// that a move's freeze waits for it, and it is refused ([`ServiceError::Moving`]) while
+    /// the webstore is frozen for a move, whose last round may have carried the session
+    /// already.
     pub async fn producer_sign_out(&self, session: &ProducerSession) -> Result<(), ServiceError> {
+        let webstore_id = &session.webstore.settings.id;
+        let _write = self
+            .serving()
+            .begin_write(webstore_id)
+            .map_err(|_| ServiceError::Moving)?;
         let store = self.registry.store();
-        let written = store.remove_session(&session.webstore.settings.id, &session.digest)?;
+        let written = store.remove_session(webstore_id, &session.digest)?;
         Ok(written.durable().await?)
     }
 

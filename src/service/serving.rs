@@ -10,7 +10,8 @@
 //! count (both sequentially consistent), so no write slips between them. The ticket is given
 //! back by its `Drop`, wherever its request's future is dropped.
 //!
-//! Must not touch: HTTP (the front end turns a refusal into 421 or 503), the store's records
+//! Must not touch: HTTP (the front end turns a refusal into 421 or 503: 421 only for a
+//! webstore this node never moved away), the store's records
 //! (read at start, written by the service's owner of a move).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -21,15 +22,31 @@ use dashmap::DashMap;
 
 use crate::domain::ownership::{serves, Ownership};
 
-/// Whether a webstore's request may go on here.
+/// Where a webstore stands on this node: whether its requests may go on here, and if not,
+/// why not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Served {
     /// Served here.
     Here,
-    /// Served here, but its writes are frozen (it is moving to another shard).
+    /// Served here, but its writes are frozen (it is moving to another shard): its reads go
+    /// on.
     Frozen,
-    /// Not served here: another shard has it (or will).
+    /// Handed over to the shard it is moving to, which may have taken it: nothing of it is
+    /// answered here any more, until the move releases it.
+    HandedOver,
+    /// Released to the shard it moved to: never served here again. A request for it that
+    /// reaches this node was routed here before the front end switched.
+    Released,
+    /// Not served here, and never moved away from here: another shard has it.
     Elsewhere,
+}
+
+impl Served {
+    /// Whether it moved away from this node (handed over or released): a request for it
+    /// was routed before the switch, and is answered where it moved once sent again.
+    pub fn moved_away(self) -> bool {
+        matches!(self, Served::HandedOver | Served::Released)
+    }
 }
 
 /// One served webstore's write gate.
@@ -82,23 +99,27 @@ impl Serving {
         }
     }
 
-    /// Whether webstore `id` is served here as its records and `--webstores` say (a durable
-    /// freeze included; the in-memory freeze is its write gate's).
-    fn owned(&self, id: &str) -> Served {
+    /// Where webstore `id` stands as its records and `--webstores` say (a durable freeze
+    /// included; the in-memory freeze is its write gate's, which [`Serving::served`] reads
+    /// too): what a request asks first.
+    pub fn owned(&self, id: &str) -> Served {
         let recorded = self.recorded(id);
-        if !serves(self.named.as_deref(), recorded, id) {
-            Served::Elsewhere
-        } else if matches!(recorded, Some(Ownership::Moving | Ownership::HandedOver)) {
-            Served::Frozen
-        } else {
-            Served::Here
+        match recorded {
+            Some(Ownership::Released) => Served::Released,
+            Some(Ownership::HandedOver) => Served::HandedOver,
+            Some(Ownership::Moving) => Served::Frozen,
+            _ if serves(self.named.as_deref(), recorded, id) => Served::Here,
+            _ => Served::Elsewhere,
         }
     }
 
-    /// Whether webstore `id`'s requests are taken here at all (reads go on while it is
-    /// frozen).
+    /// Whether webstore `id`'s data is held here for reads (also while it is frozen, or
+    /// handed over and not yet released).
     pub fn serves(&self, id: &str) -> bool {
-        self.owned(id) != Served::Elsewhere
+        matches!(
+            self.owned(id),
+            Served::Here | Served::Frozen | Served::HandedOver
+        )
     }
 
     /// Admits a write of webstore `id`, or says why not.
@@ -186,15 +207,39 @@ mod tests {
             ],
         );
         assert_eq!(serving.served("a"), Served::Here);
-        assert_eq!(serving.served("b"), Served::Elsewhere);
+        assert_eq!(serving.served("b"), Served::Released);
         assert_eq!(serving.served("c"), Served::Here);
         assert_eq!(serving.served("d"), Served::Elsewhere);
-        assert!(matches!(serving.begin_write("b"), Err(Served::Elsewhere)));
+        assert!(matches!(serving.begin_write("b"), Err(Served::Released)));
+        assert!(matches!(serving.begin_write("d"), Err(Served::Elsewhere)));
         let served: Vec<&str> = ["a", "b", "c", "d"]
             .into_iter()
             .filter(|id| serving.serves(id))
             .collect();
         assert_eq!(served, ["a", "c"]);
+    }
+
+    #[test]
+    fn a_webstore_moving_away_is_frozen_then_moved_away_and_never_elsewhere() {
+        let serving = Serving::new(named(&["a"]), Vec::new());
+        let stands = |serving: &Serving| (serving.served("a"), serving.serves("a"));
+        serving.record("a", Some(Ownership::Moving));
+        assert_eq!(
+            stands(&serving),
+            (Served::Frozen, true),
+            "read while frozen"
+        );
+        serving.record("a", Some(Ownership::HandedOver));
+        assert_eq!(stands(&serving), (Served::HandedOver, true));
+        serving.record("a", Some(Ownership::Released));
+        assert_eq!(stands(&serving), (Served::Released, false));
+        for moved_away in [Served::HandedOver, Served::Released] {
+            assert!(moved_away.moved_away());
+        }
+        for stays in [Served::Here, Served::Frozen, Served::Elsewhere] {
+            assert!(!stays.moved_away());
+        }
+        assert!(matches!(serving.begin_write("a"), Err(Served::Released)));
     }
 
     #[tokio::test]

@@ -72,7 +72,8 @@ impl Service {
 
     /// Asks endpoint `endpoint` of webstore `id` to deliver again the events after `cursor`
     /// (from the oldest kept without one), enabled if it was disabled; durable when this
-    /// returns. The position it starts from.
+    /// returns. The position it starts from. Refused ([`ServiceError::Moving`]) while the
+    /// webstore is frozen for a move or moved away.
     pub async fn redeliver(
         &self,
         id: &str,
@@ -91,6 +92,12 @@ impl Service {
         {
             return Err(ServiceError::NotFound);
         }
+        // A write of the webstore like any other: a move's freeze waits for it, and refuses
+        // it once frozen (its last round may have carried the endpoints' positions already).
+        let _write = self
+            .serving
+            .begin_write(id)
+            .map_err(|_| ServiceError::Moving)?;
         let store = self.registry.store();
         let pruned = store.events_pruned_through(id)?;
         let after = match cursor {

@@ -82,10 +82,16 @@ defaults
     timeout http-request 10s
     timeout http-keep-alive 30s
     timeout check 1s
-    # Only a request that never reached a node is tried again (on another of its shard's
-    # nodes): a write is never sent twice.
+    # One more try, on another of the shard's nodes where it has one: for a request that
+    # never reached a node, and for one a node answered 503. boxsub answers 503 with
+    # nothing changed (overloaded, a standby, a webstore frozen or moved away in a move),
+    # except past a request's deadline, when a create may have been stored: so the frontend
+    # lets only requests that are safe to send twice be retried on a 503 (reads, and creates
+    # with an Idempotency-Key, whose second sending replays the first). A retry stays in the
+    # backend the request was routed to: one for a webstore that moved to another shard
+    # reaches it when the client sends it again, through the switched map.
     retries 1
-    retry-on conn-failure
+    retry-on conn-failure 503
     option redispatch 1
     # Each request says its client in a last X-Forwarded-For header, which boxsub believes
     # of HAProxy's address alone (`serve --trusted-proxies`), for its limits per client.
@@ -94,6 +100,8 @@ defaults
 
 frontend boxsub
     bind {frontend}
+    # Only reads and keyed creates are retried on a 503 (see `retry-on` above).
+    http-request disable-l7-retry if !{{ method GET HEAD }} !{{ req.hdr(Idempotency-Key) -m found }}
     # The producers' app: a browser sends no API key; the app's routing cookie names the
     # webstore, and the webstore map its shard. Without the cookie, the first shard, whose
     # sign-in sets it and sends the browser back.
@@ -193,5 +201,14 @@ mod tests {
             "{cfg}"
         );
         assert!(cfg.contains("\n    option forwardfor\n"), "{cfg}");
+        // A 503 is retried, but only for a request that may be sent twice.
+        assert!(cfg.contains("retry-on conn-failure 503\n"), "{cfg}");
+        assert!(
+            cfg.contains(
+                "http-request disable-l7-retry if !{ method GET HEAD } \
+                 !{ req.hdr(Idempotency-Key) -m found }\n"
+            ),
+            "{cfg}"
+        );
     }
 }

@@ -12,9 +12,11 @@
 //! 4. **Cut over**: the source freezes the webstore's writes (durable) and waits for those
 //!    under way; the last changes are shipped; the source **hands it over** (durable: no
 //!    call-off after this); the target **takes** it (durable); HAProxy's map **switches** its
-//!    API keys to the target. Only this step refuses the webstore's writes. If it would
-//!    take longer than `--max-freeze` before the hand-over, the move is called off: the
-//!    source takes the writes again, as before the freeze.
+//!    API keys to the target. Only this step refuses the webstore's writes. The source is
+//!    given `--max-freeze` with the freeze: if the hand-over has not come by then, from the
+//!    moment the freeze began, the source calls the move off by itself (whatever became of
+//!    the command) and refuses the hand-over, and the source takes the writes again, as
+//!    before the freeze.
 //! 5. **Release** it on the source (durable; its records removed), once the target holds at
 //!    least what the source holds.
 //! 6. **Rewrite** the placement file and the map file.
@@ -344,7 +346,10 @@ async fn copy_and_cut_over(
     }
     let frozen_at = Instant::now();
     let cut_over = async {
-        ends.on_source("POST", "/freeze").await?;
+        // The source calls the freeze off by itself at the limit, whatever becomes of this
+        // command; a hand-over after it is refused.
+        let freeze = format!("/freeze?max_freeze_ms={}", max_freeze.as_millis());
+        ends.on_source("POST", &freeze).await?;
         say(&format!(
             "froze {id}'s writes on {from} in {} ms",
             frozen_at.elapsed().as_millis()
@@ -358,13 +363,13 @@ async fn copy_and_cut_over(
                 max_freeze.as_millis()
             ));
         }
+        ends.on_source("POST", "/hand-over").await?;
         Ok(())
     }
     .await;
     if let Err(failure) = cut_over {
         return Err(ends.call_off(failure).await);
     }
-    ends.on_source("POST", "/hand-over").await?;
     say(&format!("{from} handed {id} over"));
     ends.on_target("POST", "/take", Bytes::new()).await?;
     say(&format!("{to} took {id}"));

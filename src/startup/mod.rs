@@ -97,8 +97,9 @@ pub struct Application {
     addr: SocketAddr,
     /// The listener of `--metrics ADDR`, when metrics have an address of their own.
     metrics_listener: Option<TcpListener>,
-    /// The admin listener and the SHA-256 of its token, with `--admin-token-file`.
-    admin: Option<(TcpListener, [u8; 32])>,
+    /// The admin listener and its settings (the SHA-256 of its token...), with
+    /// `--admin-token-file`.
+    admin: Option<(TcpListener, crate::http::admin::AdminSettings)>,
     /// What the HTTP layer serves: the service, or none while a group's standby.
     node: Arc<Node>,
     /// Alone (the service runs from start to stop) or in a replicated group.
@@ -208,7 +209,11 @@ impl Application {
                         addr: config.admin_addr.clone(),
                         source,
                     })?;
-                Some((listener, token))
+                let settings = crate::http::admin::AdminSettings {
+                    token_sha256: token,
+                    copy_session_idle: config.copy_session_idle,
+                };
+                Some((listener, settings))
             }
         };
         let settings = service_settings(config);
@@ -398,10 +403,10 @@ impl Application {
             ))),
             None => None,
         };
-        let admin_server = self.admin.take().map(|(listener, token)| {
+        let admin_server = self.admin.take().map(|(listener, settings)| {
             tokio::spawn(crate::http::server::serve(
                 listener,
-                crate::http::admin::admin_routes(self.node.clone(), token),
+                crate::http::admin::admin_routes(self.node.clone(), settings),
                 self.connections,
                 stopped(stop_rx.clone()),
             ))

@@ -323,12 +323,43 @@ impl Store {
         &self.inner.frozen
     }
 
+    /// Admits a write of webstore `id`'s records ([`Store::open_for_writes`]), refused while
+    /// the webstore is frozen ([`StoreError::Frozen`]). The freeze is looked at once the
+    /// write is admitted: a freeze sets it and then waits for every admitted write
+    /// ([`Store::barrier_after_visible_writes`]), so a write either is waited for or sees
+    /// the freeze, never slips past it.
+    fn open_for_webstore(&self, id: &str) -> Result<Admitted<'_>, StoreError> {
+        let open = self.open_for_writes()?;
+        self.not_frozen(id)?;
+        Ok(open)
+    }
+
+    /// [`Store::open_for_webstore`] for writes that go on while the disk refuses writes
+    /// ([`Store::open_even_if_refused`]).
+    fn open_for_webstore_even_if_refused(&self, id: &str) -> Result<Admitted<'_>, StoreError> {
+        let open = self.open_even_if_refused()?;
+        self.not_frozen(id)?;
+        Ok(open)
+    }
+
     /// `Err(Frozen)` if webstore `id`'s writes are frozen.
     fn not_frozen(&self, id: &str) -> Result<(), StoreError> {
         if self.inner.frozen.holds(id) {
             return Err(StoreError::Frozen);
         }
         Ok(())
+    }
+
+    /// Holds every write out of the store until the guard is dropped, as a freeze's barrier
+    /// does for a moment (tests of the fence's order).
+    #[cfg(test)]
+    pub(crate) fn hold_admissions(
+        &self,
+    ) -> std::sync::RwLockWriteGuard<'_, Option<Box<dyn ChangeLog>>> {
+        self.inner
+            .log
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The largest change its log takes, if it has a limit (a replicated group's changelog):

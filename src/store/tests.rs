@@ -7,6 +7,7 @@ use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, OrderId};
+use codec::{DeliveryRecord, EventRecord, SessionRecord};
 
 fn customer(id: u64, email: &str) -> Customer {
     Customer {
@@ -622,6 +623,26 @@ impl log::commit::Log for LimitedLog {
     }
 }
 
+fn session_record(webstore: &str) -> SessionRecord {
+    SessionRecord {
+        webstore_id: webstore.into(),
+        email: "pat@farm.example".into(),
+        account: [7; 32],
+        form_token: "token".into(),
+        signed_in_ms: 1,
+        last_used_ms: 1,
+    }
+}
+
+/// An event made at Unix millisecond 1.
+fn old_event() -> EventRecord {
+    EventRecord {
+        event_type: "customer.created".into(),
+        created_at_ms: 1,
+        body: codec::EventBody::Json(b"{}".to_vec()),
+    }
+}
+
 #[test]
 fn the_retention_sweep_cuts_its_removals_to_fit_the_log_s_largest_change() {
     const LIMIT: usize = 4_096;
@@ -668,4 +689,105 @@ fn the_retention_sweep_cuts_its_removals_to_fit_the_log_s_largest_change() {
         })
         .unwrap();
     assert_eq!(left, 0, "every event is removed");
+}
+
+#[test]
+fn every_write_of_a_frozen_webstore_is_refused_and_other_webstores_write_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let mut batch = WriteBatch::default();
+    for sequence in 1..=3 {
+        add_event_record(&mut batch, "shop", sequence, &old_event());
+        add_event_record(&mut batch, "other", sequence, &old_event());
+    }
+    store.apply(batch).unwrap();
+    drop(
+        store
+            .put_session(&[1; 32], &session_record("shop"))
+            .unwrap(),
+    );
+    store.frozen().freeze("shop");
+
+    let refused = |outcome: Result<(), StoreError>, what: &str| {
+        assert!(
+            matches!(outcome, Err(StoreError::Frozen)),
+            "{what}: {outcome:?}"
+        );
+    };
+    let written = |outcome: Result<Written, StoreError>| outcome.map(drop);
+    refused(
+        written(store.create_customer(&customer(5, "a@b.c"), "shop", None, None, Box::new(|| {}))),
+        "a new customer",
+    );
+    refused(
+        written(store.put_session(&[2; 32], &session_record("shop"))),
+        "a sign-in",
+    );
+    refused(
+        written(store.remove_session("shop", &[1; 32])),
+        "a sign-out",
+    );
+    refused(
+        written(store.set_delivery("shop", "erp", &DeliveryRecord::default())),
+        "a delivery position",
+    );
+    refused(
+        written(store.request_redelivery("shop", "erp", 1)),
+        "a redelivery request",
+    );
+    refused(
+        written(store.clear_redelivery("shop", "erp")),
+        "a redelivery taken up",
+    );
+    refused(
+        store.prune_events("shop", i64::MAX, 10).map(drop),
+        "a prune of its events",
+    );
+    assert!(
+        store.session(&[1; 32]).unwrap().is_some(),
+        "still signed in"
+    );
+    assert_eq!(store.events_pruned_through("shop").unwrap(), 0);
+    assert_eq!(store.delivery("shop", "erp").unwrap(), None);
+    assert_eq!(store.redelivery("shop", "erp").unwrap(), None);
+
+    // Another webstore writes on; the frozen one again once thawed.
+    assert_eq!(store.prune_events("other", i64::MAX, 10).unwrap(), 3);
+    drop(
+        store
+            .set_delivery("other", "erp", &DeliveryRecord::default())
+            .unwrap(),
+    );
+    store.frozen().thaw("shop");
+    drop(store.remove_session("shop", &[1; 32]).unwrap());
+    assert_eq!(store.prune_events("shop", i64::MAX, 10).unwrap(), 3);
+}
+
+#[test]
+fn a_write_waiting_for_its_admission_while_a_freeze_begins_sees_the_freeze() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    drop(
+        store
+            .put_session(&[1; 32], &session_record("shop"))
+            .unwrap(),
+    );
+    // A freeze's barrier holds every write out for a moment; a sign-out comes meanwhile.
+    let held = store.hold_admissions();
+    let signing_out = {
+        let store = store.clone();
+        std::thread::spawn(move || store.remove_session("shop", &[1; 32]).map(drop))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    store.frozen().freeze("shop");
+    drop(held);
+    let outcome = signing_out.join().unwrap();
+    assert!(
+        matches!(outcome, Err(StoreError::Frozen)),
+        "a write admitted after the freeze began must see it: {outcome:?}"
+    );
+    assert!(
+        store.session(&[1; 32]).unwrap().is_some(),
+        "still signed in"
+    );
 }

@@ -8,13 +8,16 @@
 //! that takes the set and then reads what it names sees every write noted in it, and a
 //! write noted after the take is in the next round's set (perhaps shipped twice; shipping
 //! is an overwrite). Tracking is in memory only: a node that restarts forgets it, and the
-//! move starts its copy again.
+//! move starts its copy again. A session knows when it was last used (started, read in a
+//! round, or its webstore exported), so that one whose move went away can be ended
+//! ([`ChangeTracking::idle_for`], [`ChangeTracking::end`]).
 //!
 //! Must not touch: what is shipped, or how (the transfer module reads the store).
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
@@ -36,20 +39,40 @@ impl Changed {
     }
 }
 
+/// One webstore's copy session: its number, what changed, and when it was last used.
+struct Session {
+    number: u64,
+    changed: Arc<Mutex<Changed>>,
+    used: Mutex<Instant>,
+}
+
+impl Session {
+    fn touch(&self) {
+        *self
+            .used
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
+    }
+}
+
 /// The webstores whose changes are tracked (each under a session: the move that started
 /// it), and what changed of each.
 #[derive(Default)]
 pub struct ChangeTracking {
     /// How many webstores are tracked: a write looks no further while none is.
     tracked: AtomicUsize,
-    webstores: DashMap<String, (u64, Arc<Mutex<Changed>>)>,
+    webstores: DashMap<String, Session>,
 }
 
 impl ChangeTracking {
     /// Starts tracking `webstore`'s changes afresh under `session` (what was noted before is
     /// forgotten, and an earlier session's takes are refused).
     pub fn start(&self, webstore: &str, session: u64) {
-        let fresh = (session, Arc::new(Mutex::new(Changed::default())));
+        let fresh = Session {
+            number: session,
+            changed: Arc::new(Mutex::new(Changed::default())),
+            used: Mutex::new(Instant::now()),
+        };
         if self.webstores.insert(webstore.to_owned(), fresh).is_none() {
             self.tracked.fetch_add(1, Ordering::AcqRel);
         }
@@ -62,6 +85,38 @@ impl ChangeTracking {
         }
     }
 
+    /// Stops tracking `webstore` if it is tracked under `session` (not under a later one).
+    pub fn end(&self, webstore: &str, session: u64) {
+        if self
+            .webstores
+            .remove_if(webstore, |_, tracked| tracked.number == session)
+            .is_some()
+        {
+            self.tracked.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Notes a use of `webstore`'s session, whichever it is (its export is being read).
+    pub fn touch(&self, webstore: &str) {
+        if let Some(session) = self.webstores.get(webstore) {
+            session.touch();
+        }
+    }
+
+    /// How long `webstore`'s session `session` has gone unused; `None` if it is not tracked
+    /// under it.
+    pub fn idle_for(&self, webstore: &str, session: u64) -> Option<Duration> {
+        let tracked = self
+            .webstores
+            .get(webstore)
+            .filter(|tracked| tracked.number == session)?;
+        let used = *tracked
+            .used
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Some(used.elapsed())
+    }
+
     /// Whether `webstore` is tracked.
     pub fn is_tracked(&self, webstore: &str) -> bool {
         self.tracked.load(Ordering::Acquire) != 0 && self.webstores.contains_key(webstore)
@@ -69,18 +124,20 @@ impl ChangeTracking {
 
     /// The session `webstore` is tracked under, if it is.
     pub fn session(&self, webstore: &str) -> Option<u64> {
-        self.webstores.get(webstore).map(|entry| entry.0)
+        self.webstores.get(webstore).map(|entry| entry.number)
     }
 
-    /// What changed of `webstore` since the last take (emptied); `None` if it is not tracked
-    /// under `session`.
+    /// What changed of `webstore` since the last take (emptied), a use of the session;
+    /// `None` if it is not tracked under `session`.
     pub fn take(&self, webstore: &str, session: u64) -> Option<Changed> {
-        let changed = self
-            .webstores
-            .get(webstore)
-            .filter(|entry| entry.0 == session)?
-            .1
-            .clone();
+        let changed = {
+            let tracked = self
+                .webstores
+                .get(webstore)
+                .filter(|entry| entry.number == session)?;
+            tracked.touch();
+            tracked.changed.clone()
+        };
         let mut changed = changed
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -99,7 +156,11 @@ impl ChangeTracking {
         if self.tracked.load(Ordering::Acquire) == 0 {
             return;
         }
-        let Some(changed) = self.webstores.get(webstore).map(|entry| entry.1.clone()) else {
+        let Some(changed) = self
+            .webstores
+            .get(webstore)
+            .map(|entry| entry.changed.clone())
+        else {
             return;
         };
         let mut changed = changed
@@ -142,5 +203,30 @@ mod tests {
         tracking.stop("a");
         assert!(!tracking.is_tracked("a"));
         assert_eq!(tracking.take("a", 9), None);
+    }
+
+    #[test]
+    fn a_session_knows_how_long_it_went_unused_and_ends_only_itself() {
+        let tracking = ChangeTracking::default();
+        assert_eq!(tracking.idle_for("a", 1), None);
+        tracking.start("a", 1);
+        std::thread::sleep(Duration::from_millis(30));
+        let idle = tracking.idle_for("a", 1).unwrap();
+        assert!(idle >= Duration::from_millis(30), "{idle:?}");
+        tracking.take("a", 1).unwrap();
+        assert!(
+            tracking.idle_for("a", 1).unwrap() < idle,
+            "a round is a use"
+        );
+        std::thread::sleep(Duration::from_millis(30));
+        tracking.touch("a");
+        assert!(tracking.idle_for("a", 1).unwrap() < Duration::from_millis(30));
+        assert_eq!(tracking.idle_for("a", 2), None, "another session's");
+        tracking.start("a", 2);
+        tracking.end("a", 1);
+        assert!(tracking.is_tracked("a"), "a later session stays");
+        tracking.end("a", 2);
+        assert!(!tracking.is_tracked("a"));
+        assert_eq!(tracking.tracked.load(Ordering::Acquire), 0);
     }
 }

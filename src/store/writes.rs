@@ -119,8 +119,7 @@ impl Store {
         event: Option<EventWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
-        let open = self.open_for_writes()?;
-        self.not_frozen(webstore_id)?;
+        let open = self.open_for_webstore(webstore_id)?;
         let idempotency = self.plan_idempotency(idempotency)?;
         let entries = new_customer_entries(customer, webstore_id);
         let event = event.map(|event| (event.sequence, event.entry()));
@@ -161,8 +160,7 @@ impl Store {
         event: Option<EventWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
-        let open = self.open_for_writes()?;
-        self.not_frozen(webstore_id)?;
+        let open = self.open_for_webstore(webstore_id)?;
         let record = encode(&CustomerRecord::from_customer(customer, webstore_id));
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
         let record_key = keys::customer(customer.id.0);
@@ -206,8 +204,7 @@ impl Store {
         event: Option<EventWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
-        let open = self.open_for_writes()?;
-        self.not_frozen(webstore_id)?;
+        let open = self.open_for_webstore(webstore_id)?;
         let idempotency = self.plan_idempotency(idempotency)?;
         let record = encode(&OrderRecord::from_order(order));
         let key = keys::order(order.customer_id.0, order.id.0);
@@ -338,14 +335,15 @@ impl Store {
 
     /// Records where webhook endpoint `endpoint` of `webstore_id` stands, durably once the
     /// answer completes (even while the disk refuses writes: the record only replaces its
-    /// earlier self).
+    /// earlier self; not while the webstore is frozen, as its move's last round may have
+    /// carried the record already).
     pub fn set_delivery(
         &self,
         webstore_id: &str,
         endpoint: &str,
         record: &DeliveryRecord,
     ) -> Result<Written, StoreError> {
-        let open = self.open_even_if_refused()?;
+        let open = self.open_for_webstore_even_if_refused(webstore_id)?;
         let mut entry = open.entry();
         self.put(
             &mut entry,
@@ -356,14 +354,13 @@ impl Store {
     }
 
     /// Stores producer session `digest` (see [`keys::session`]); durable once the answer
-    /// completes.
+    /// completes. Not while its webstore is frozen.
     pub fn put_session(
         &self,
         digest: &[u8; 32],
         record: &SessionRecord,
     ) -> Result<Written, StoreError> {
-        self.not_frozen(&record.webstore_id)?;
-        let open = self.open_for_writes()?;
+        let open = self.open_for_webstore(&record.webstore_id)?;
         let mut entry = open.entry();
         self.put(&mut entry, &keys::session(digest), encode(record))?;
         open.commit(entry)
@@ -378,8 +375,7 @@ impl Store {
         webstore_id: &str,
         digest: &[u8; 32],
     ) -> Result<Written, StoreError> {
-        self.not_frozen(webstore_id)?;
-        let open = self.open_even_if_refused()?;
+        let open = self.open_for_webstore_even_if_refused(webstore_id)?;
         let mut entry = open.entry();
         self.remove_key(&mut entry, &keys::session(digest))?;
         open.commit(entry)
@@ -387,27 +383,28 @@ impl Store {
 
     /// Records the operator's request that endpoint `endpoint` of `webstore_id` deliver again
     /// the events after sequence number `after` (see [`Store::redelivery`]); durable once the
-    /// answer completes.
+    /// answer completes. Not while the webstore is frozen.
     pub fn request_redelivery(
         &self,
         webstore_id: &str,
         endpoint: &str,
         after: u64,
     ) -> Result<Written, StoreError> {
-        let open = self.open_for_writes()?;
+        let open = self.open_for_webstore(webstore_id)?;
         let mut entry = open.entry();
         let key = keys::redelivery(webstore_id, endpoint);
         self.put(&mut entry, &key, after.to_be_bytes().to_vec())?;
         open.commit(entry)
     }
 
-    /// Forgets a redelivery request, taken up by the endpoint's deliveries.
+    /// Forgets a redelivery request, taken up by the endpoint's deliveries (not while the
+    /// webstore is frozen).
     pub fn clear_redelivery(
         &self,
         webstore_id: &str,
         endpoint: &str,
     ) -> Result<Written, StoreError> {
-        let open = self.open_even_if_refused()?;
+        let open = self.open_for_webstore_even_if_refused(webstore_id)?;
         let mut entry = open.entry();
         self.remove_key(&mut entry, &keys::redelivery(webstore_id, endpoint))?;
         open.commit(entry)
@@ -416,8 +413,9 @@ impl Store {
     /// Removes `webstore_id`'s oldest events made before `before_ms` (Unix milliseconds), at
     /// most `max` of them and no more than fit the log's largest change (a replicated
     /// changelog's message), in one logged change with the record of how far they go (even
-    /// while the disk refuses writes: it gives space back). How many it removed: fewer than
-    /// `max` when the rest do not fit, so a caller goes on until it removes none.
+    /// while the disk refuses writes: it gives space back; not while the webstore is
+    /// frozen). How many it removed: fewer than `max` when the rest do not fit, so a caller
+    /// goes on until it removes none.
     pub fn prune_events(
         &self,
         webstore_id: &str,
@@ -447,7 +445,7 @@ impl Store {
         if doomed.is_empty() {
             return Ok(0);
         }
-        let open = self.open_even_if_refused()?;
+        let open = self.open_for_webstore_even_if_refused(webstore_id)?;
         let mut entry = open.entry();
         let mut batch = WriteBatch::default();
         for key in &doomed {

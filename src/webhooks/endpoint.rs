@@ -67,6 +67,8 @@ pub async fn run(
     let labels = [webstore_id.as_str(), endpoint_id.as_str()];
     match deliver_until_gone(&service, &lease, settings, &webstore_id, &endpoint_id).await {
         Ok(()) => {}
+        // Frozen for a move: its position as the move's last round carried it stands.
+        Err(StoreError::Frozen) => {}
         Err(error) => tracing::warn!(
             webstore = %webstore_id,
             endpoint = %endpoint_id,

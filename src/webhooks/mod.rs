@@ -16,7 +16,7 @@
 //! This file owns the supervisor: it starts a task for each endpoint of each webstore
 //! served here, and stops those whose endpoint or webstore went away (a catalogue reload, a
 //! move). They all run on a thread of their own, `boxsub-webhooks`, with a runtime of its
-//! own, at a lower scheduling priority than the API's threads (nice [`DELIVERY_NICENESS`]):
+//! own, at a lower scheduling priority than the API's threads ([`DELIVERY_NICENESS`] nicer):
 //! a delivery is a request and an answer between two processes, and when the host's CPU is
 //! saturated the kernel favours the API's threads; an endpoint behind a flood catches up
 //! when it eases (`boxsub_webhook_oldest_undelivered_seconds` shows how far behind).
@@ -40,9 +40,10 @@ use crate::service::Service;
 /// How often the supervisor compares the tasks with the catalogue and what this node serves.
 const SUPERVISE_EVERY: Duration = Duration::from_millis(500);
 
-/// The deliveries thread's niceness: under contention the kernel gives it about a tenth of
-/// what a thread of the API gets (weight 110 against 1024), and all it wants when the CPU
-/// is otherwise idle.
+/// How much nicer than the process the deliveries thread is (capped at 19, the nicest):
+/// under contention the kernel gives it about a tenth of what a thread of the API gets
+/// (weight 110 against 1024), and all it wants when the CPU is otherwise idle. Relative, so
+/// that a process started under `nice` keeps its deliveries below its API.
 pub const DELIVERY_NICENESS: i32 = 10;
 
 /// The deliveries thread's name (as `/proc/PID/task/TID/comm` shows it).
@@ -123,15 +124,40 @@ fn deliveries_thread(
     runtime.shutdown_background();
 }
 
-/// Sets the calling thread's niceness to [`DELIVERY_NICENESS`] (threads it starts after
-/// inherit it).
+/// Makes the calling thread [`DELIVERY_NICENESS`] nicer than it is (threads it starts
+/// after inherit it).
 pub fn lower_priority() -> Result<(), thread_priority::Error> {
     use thread_priority::{ThreadPriority, ThreadPriorityValue};
-    // The crate maps its 0..=99 onto niceness 19..=-20, rounding down: 22 is niceness 10
-    // (the deliveries test reads it back from /proc).
-    let value = ThreadPriorityValue::try_from(22u8)
-        .map_err(|_| thread_priority::Error::Priority("22 is out of range"))?;
+    let wanted = (own_niceness() + DELIVERY_NICENESS).min(19);
+    // The crate sets a niceness through its 0..=99 scale, which it maps onto 19..=-20
+    // rounding down: the value that maps onto the niceness wanted.
+    let value = (*ThreadPriorityValue::MIN..=*ThreadPriorityValue::MAX)
+        .find(|value| crate_niceness(*value) == wanted)
+        .and_then(|value| ThreadPriorityValue::try_from(value).ok())
+        .ok_or(thread_priority::Error::Priority(
+            "no value maps onto that niceness",
+        ))?;
     thread_priority::set_current_thread_priority(ThreadPriority::Crossplatform(value))
+}
+
+/// The niceness the thread-priority crate sets for its cross-platform `value` on Linux
+/// (its own arithmetic; the test below and the deliveries test read it back from /proc).
+fn crate_niceness(value: u8) -> i32 {
+    let max = *thread_priority::ThreadPriorityValue::MAX;
+    let ratio = 1f32 - (f32::from(value) / f32::from(max));
+    i32::from((39f32 * ratio) as i8) - 20
+}
+
+/// The calling thread's niceness, as /proc says (field 19 of its `stat`), or 0 where it
+/// cannot be read.
+fn own_niceness() -> i32 {
+    std::fs::read_to_string("/proc/thread-self/stat")
+        .ok()
+        .and_then(|stat| {
+            let (_, fields) = stat.rsplit_once(')')?;
+            fields.split_whitespace().nth(16)?.parse().ok()
+        })
+        .unwrap_or(0)
 }
 
 /// Endpoint tasks by webstore and endpoint id; aborted when dropped.
@@ -186,5 +212,28 @@ async fn supervise(service: Arc<Service>, lease: Arc<Lease>, settings: WebhookSe
             ));
             tasks.0.insert(key, task);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_niceness_has_a_value_and_the_deliveries_thread_is_ten_nicer_than_its_parent() {
+        for niceness in -20..=19 {
+            assert!(
+                (0..=99u8).any(|value| crate_niceness(value) == niceness),
+                "{niceness}"
+            );
+        }
+        let parent = own_niceness();
+        let measured = std::thread::spawn(|| {
+            lower_priority().unwrap();
+            own_niceness()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(measured, (parent + DELIVERY_NICENESS).min(19));
     }
 }

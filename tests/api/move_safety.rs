@@ -7,6 +7,8 @@
 //!   the source released it;
 //! - a freeze called off and written to, then the move run: every write is copied;
 //! - a call-off refused once the webstore was handed over, and a release refused before;
+//! - a freeze with `--max-freeze` 0.001 s called off by the source at its limit: a cart
+//!   writing beside it sees its writes stop for a moment only, and everything is as before;
 //! - a producer's sign-in and sign-out refused (503, nothing changed) while the webstore is
 //!   frozen, and its sessions on the target exactly as they were at the freeze;
 //! - a missing or unreadable map or placement file stops the move naming the file, and
@@ -354,9 +356,24 @@ async fn a_cut_over_longer_than_max_freeze_is_called_off_and_everything_is_as_be
         let (status, id) = create(&base, &store_b(), "x", n).await;
         log.push((Duration::ZERO, status, id));
     }
+    // A cart writes all along: how long its writes stop is how long the freeze lasted.
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let writing = tokio::spawn(cart_since(
+        started,
+        base.clone(),
+        store_b(),
+        "xc".into(),
+        stop.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let mut cmd = deployment.move_command(STORE_B, "two");
     cmd.args(["--max-freeze", "0.001"]);
+    let move_began = started.elapsed();
     let refused = tokio::task::block_in_place(|| run_to_exit(cmd, Duration::from_secs(120)));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    let cart_log = writing.await.expect("the cart");
     assert!(
         !refused.status.is_some_and(|s| s.success()),
         "{}",
@@ -366,6 +383,32 @@ async fn a_cut_over_longer_than_max_freeze_is_called_off_and_everything_is_as_be
         refused.stderr.contains("--max-freeze") && refused.stderr.contains("called off"),
         "{}",
         refused.stderr
+    );
+    // The source ended the freeze at its limit: the cart's writes stopped for a moment only.
+    let acked: Vec<Duration> = cart_log
+        .iter()
+        .filter(|(_, status, _)| *status == 201)
+        .map(|(at, _, _)| *at)
+        .collect();
+    let stopped = acked
+        .windows(2)
+        .filter(|pair| pair[1] >= move_began)
+        .map(|pair| pair[1] - pair[0])
+        .max()
+        .expect("writes before and after the attempt");
+    let refusals = cart_log.iter().filter(|(_, s, _)| *s == 503).count();
+    eprintln!(
+        "with --max-freeze 0.001 the cart's writes stopped for at most {} ms ({refusals} \
+         refused)",
+        stopped.as_millis()
+    );
+    assert!(
+        cart_log.iter().all(|(_, s, _)| matches!(s, 201 | 503)),
+        "{cart_log:?}"
+    );
+    assert!(
+        stopped <= Duration::from_secs(1),
+        "writes were refused for {stopped:?} with --max-freeze 0.001"
     );
     // As before the freeze: the source takes the writes, the target has not taken it, the
     // files are as they were.
@@ -385,6 +428,7 @@ async fn a_cut_over_longer_than_max_freeze_is_called_off_and_everything_is_as_be
     // Run with the default bound, the move completes with every write.
     tokio::task::block_in_place(|| move_to_the_end(&deployment, STORE_B));
     assert_moved(&deployment, STORE_B, &store_b(), "x", &log).await;
+    assert_each_once(&deployment.base(), &store_b(), "xc", &cart_log).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

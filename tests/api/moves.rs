@@ -118,8 +118,9 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
     assert_each_once(&base, &store_a(), "a", &logs["a"]).await;
     assert_each_once(&base, &store_b(), "b", &logs["b"]).await;
     assert_each_once(&base, &store_c(), "c", &logs["c"]).await;
-    // The source holds nothing of it, and refuses it.
-    assert_eq!(deployment.one.store_b_listing().await, 421);
+    // The source holds nothing of it, and refuses it with a 503 that a client sends again
+    // (to where it moved), not a 421.
+    assert_eq!(deployment.one.store_b_listing().await, 503);
     let held = deployment.one.held(STORE_B).await;
     assert_eq!(
         (held["customers"].as_u64(), held["orders"].as_u64()),
@@ -145,7 +146,7 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
     let base = deployment.base();
     assert_eq!(
         deployment.one.store_b_listing().await,
-        421,
+        503,
         "released for good"
     );
     let (b_now, _) = deployment

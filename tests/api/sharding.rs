@@ -1,14 +1,17 @@
 //! Sharding by webstore: a node started with `--webstores` serves only those webstores of
 //! its catalogue and answers every other with 421, changing nothing; what its store records
-//! of ownership (a webstore taken from another shard, or released to one) outlasts the flag.
+//! of ownership (a webstore taken from another shard, or released to one) outlasts the flag,
+//! and a webstore it released is answered 503 with `Retry-After: 1` (a request routed before
+//! the front end switched, which the client sends again), never 421.
 
 use reqwest::Method;
 use std::time::Duration;
 
 use crate::helpers::*;
 
-/// Every kind of request of `creds`'s webstore, none of which this node may serve.
-async fn assert_misdirected(app: &TestApp, creds: &Creds) {
+/// Every kind of request of `creds`'s webstore, none of which this node may serve: each is
+/// answered `status` with a message that says `says` (and `Retry-After: 1` with a 503).
+async fn assert_refused(app: &TestApp, creds: &Creds, status: u16, says: &str) {
     let body = serde_json::to_vec(&customer_body_b("misrouted@example.com")).unwrap();
     for (method, path, body) in [
         (Method::GET, "/v1/customers", None),
@@ -28,14 +31,26 @@ async fn assert_misdirected(app: &TestApp, creds: &Creds) {
                 &[("Content-Type", "application/json")],
             )
             .await;
-        assert_eq!(response.status, 421, "{method} {path}: {}", response.text());
-        assert!(
-            response.json()["message"]
-                .as_str()
-                .is_some_and(|message| message.contains("not served here")),
+        assert_eq!(
+            response.status,
+            status,
             "{method} {path}: {}",
             response.text()
         );
+        assert!(
+            response.json()["message"]
+                .as_str()
+                .is_some_and(|message| message.contains(says)),
+            "{method} {path}: {}",
+            response.text()
+        );
+        if status == 503 {
+            assert_eq!(
+                response.header("retry-after").as_deref(),
+                Some("1"),
+                "{method} {path}"
+            );
+        }
     }
 }
 
@@ -49,7 +64,7 @@ async fn a_node_serves_only_its_webstores_and_answers_421_for_the_others() {
         .await;
     app.create_customer_ok(&customer_body("ann@example.com"))
         .await;
-    assert_misdirected(&app, &store_b()).await;
+    assert_refused(&app, &store_b(), 421, "not served here").await;
     // Wrong credentials are still 401: a misdirected request must authenticate first.
     let wrong = Creds::new(STORE_B_KEY, "not-the-secret");
     let response = app.get_as("/v1/customers", &wrong).await;
@@ -78,7 +93,7 @@ async fn a_released_webstore_is_never_served_again_and_a_taken_one_always() {
     // Started with the command line it had before the move, and with none.
     for (pass, args) in [&["--webstores", STORE_A][..], &[]].into_iter().enumerate() {
         let app = Launch::new().on(&dir).args(args).spawn().await;
-        assert_misdirected(&app, &store_a()).await;
+        assert_refused(&app, &store_a(), 503, "moved to another host").await;
         let created = app
             .create_customer_b_ok(&format!("bo{pass}@example.com"))
             .await;

@@ -138,7 +138,7 @@ pub fn pack(
 
 /// Calls `visit` with each event of the webstore `group` after sequence number `after` and
 /// up to `through`, in order, each once (its sequence number, the key it was read under and
-/// its encoded record), until `visit` returns false. Reads [`WINDOW`] sequence numbers at a
+/// its encoded record), until `visit` returns false. Reads `WINDOW` sequence numbers at a
 /// time, so that a reader from far behind a flood does not copy all of its waiting events
 /// for each step, and skips ahead to the next event held past a window that had none.
 pub fn for_each_stored_event(

@@ -4,7 +4,8 @@
 //! closed (as when a cable or a switch dies: the peers learn of it only from their own
 //! timeouts), then **heal** it, and the bytes held back flow on. It can also **slow** what
 //! the client sends, to a number of bytes a second, while what it receives goes at full
-//! speed.
+//! speed, and **hold** the requests that begin with some bytes (a request routed to a slow
+//! server: it arrives late) while everything else, health checks included, flows on.
 //!
 //! Only 127.0.0.1 is ever a target. Every task a link starts ends when it is dropped (its
 //! connections are closed then); every wait is bounded by the test's own timeouts.
@@ -30,6 +31,11 @@ struct LinkState {
     upload_rate: AtomicU64,
     /// Connections through the link whose client has not closed them.
     open: AtomicU64,
+    /// While set, what the client sends that begins with these bytes stalls (see
+    /// [`Link::hold_requests`]).
+    hold: watch::Sender<Option<Vec<u8>>>,
+    /// How many sends have been held since the link began.
+    held: AtomicU64,
     /// Every pump and the accept loop, aborted when the link is dropped.
     tasks: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -52,6 +58,8 @@ impl Link {
             cut: watch::Sender::new(false),
             upload_rate: AtomicU64::new(0),
             open: AtomicU64::new(0),
+            hold: watch::Sender::new(None),
+            held: AtomicU64::new(0),
             tasks: Mutex::new(Vec::new()),
         });
         let accepting = {
@@ -68,6 +76,11 @@ impl Link {
         Link { address, state }
     }
 
+    /// `127.0.0.1:PORT` of the link.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
     /// `nats://127.0.0.1:PORT` (or `tls://` with `tls`) of the link.
     pub fn url(&self, scheme: &str) -> String {
         format!("{scheme}://{}", self.address)
@@ -81,6 +94,23 @@ impl Link {
     /// Lets the bytes flow again, those held back first.
     pub fn heal(&self) {
         self.state.cut.send_replace(false);
+    }
+
+    /// Holds what the client sends that begins with `prefix` (a request's head, such as
+    /// `POST /v1/customers`), on any connection, until [`Link::release_requests`]; nothing
+    /// else stalls.
+    pub fn hold_requests(&self, prefix: &[u8]) {
+        self.state.hold.send_replace(Some(prefix.to_vec()));
+    }
+
+    /// Lets the held requests through, and holds no more.
+    pub fn release_requests(&self) {
+        self.state.hold.send_replace(None);
+    }
+
+    /// How many requests the link has held so far.
+    pub fn requests_held(&self) -> u64 {
+        self.state.held.load(Ordering::Relaxed)
     }
 
     /// How many connections through the link its client holds open (a NATS client holds
@@ -132,6 +162,7 @@ async fn pump(
     upload: bool,
 ) {
     let mut cut = state.cut.subscribe();
+    let mut hold = state.hold.subscribe();
     let mut buffer = vec![0; CHUNK];
     // The client's side counts the connection open until the client closes it.
     let _open = upload.then(|| Open::count(&state));
@@ -147,6 +178,16 @@ async fn pump(
         // Bytes read just before a cut wait for the heal too.
         if cut.wait_for(|cut| !*cut).await.is_err() {
             return;
+        }
+        let held = |hold: &Option<Vec<u8>>| {
+            hold.as_ref()
+                .is_some_and(|prefix| buffer[..read].starts_with(prefix))
+        };
+        if upload && held(&hold.borrow_and_update()) {
+            state.held.fetch_add(1, Ordering::Relaxed);
+            if hold.wait_for(|hold| !held(hold)).await.is_err() {
+                return;
+            }
         }
         if to.write_all(&buffer[..read]).await.is_err() {
             return;
@@ -219,5 +260,30 @@ mod tests {
             .expect("the held bytes come through once healed")
             .unwrap();
         assert_eq!(&answer, b"again");
+    }
+
+    #[tokio::test]
+    async fn a_held_request_waits_for_its_release_while_others_pass() {
+        let link = Link::to(echo().await).await;
+        let mut held = TcpStream::connect(link.address).await.unwrap();
+        let mut passing = TcpStream::connect(link.address).await.unwrap();
+        let mut answer = [0; 5];
+        link.hold_requests(b"POST ");
+        held.write_all(b"POST ").await.unwrap();
+        passing.write_all(b"GET /").await.unwrap();
+        tokio::time::timeout(Duration::from_secs(5), passing.read_exact(&mut answer))
+            .await
+            .expect("what does not begin with the prefix passes")
+            .unwrap();
+        let stalled =
+            tokio::time::timeout(Duration::from_millis(300), held.read_exact(&mut answer)).await;
+        assert!(stalled.is_err(), "a held request does not arrive");
+        assert_eq!(link.requests_held(), 1);
+        link.release_requests();
+        tokio::time::timeout(Duration::from_secs(5), held.read_exact(&mut answer))
+            .await
+            .expect("a released request arrives")
+            .unwrap();
+        assert_eq!(&answer, b"POST ");
     }
 }

@@ -78,8 +78,8 @@ pub use server::{
     boxsub_command, run_to_exit, serve_to_exit, spawn_app, DataDir, Finished, Launch, TestApp,
 };
 pub use shards::{
-    admin, assert_each_once, cart, cart_since, create, moving_webstore, seed_customers, store_c,
-    Deployment, Shard, PRODUCER_C, STORE_C, TOKEN,
+    admin, admin_at, admin_of, assert_each_once, cart, cart_since, create, moving_webstore,
+    seed_customers, store_c, Deployment, Shard, PRODUCER_C, STORE_C, TOKEN,
 };
 pub use skip::{host_program, skip_or_fail};
 pub use visitor::{Page, Visitor};

@@ -95,12 +95,24 @@ pub struct ShardNode {
     /// Its data directory.
     pub dir: DataDir,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     /// Its process, while it runs.
     pub app: Option<TestApp>,
 }
 
 impl ShardNode {
     pub async fn start(catalogue: &Value, webstores: &str, range: &str, token: &Path) -> ShardNode {
+        ShardNode::start_with(catalogue, webstores, range, token, &[]).await
+    }
+
+    /// [`ShardNode::start`] with `env` in its environment (kept for its restarts).
+    pub async fn start_with(
+        catalogue: &Value,
+        webstores: &str,
+        range: &str,
+        token: &Path,
+        env: &[(&str, &str)],
+    ) -> ShardNode {
         let dir = DataDir::with_catalogue(catalogue.clone());
         let args = vec![
             "--webstores".to_owned(),
@@ -115,6 +127,10 @@ impl ShardNode {
         let mut node = ShardNode {
             dir,
             args,
+            env: env
+                .iter()
+                .map(|(name, value)| (name.to_string(), value.to_string()))
+                .collect(),
             app: None,
         };
         node.restart().await;
@@ -123,7 +139,19 @@ impl ShardNode {
 
     pub async fn restart(&mut self) {
         let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
-        self.app = Some(Launch::new().on(&self.dir).args(&args).spawn().await);
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_str()))
+            .collect();
+        self.app = Some(
+            Launch::new()
+                .on(&self.dir)
+                .args(&args)
+                .env(&env)
+                .spawn()
+                .await,
+        );
     }
 
     pub fn app(&self) -> &TestApp {
@@ -273,6 +301,9 @@ pub struct Deployment {
     pub two: Shard,
     files: tempfile::TempDir,
     frontend: String,
+    /// Where HAProxy reaches shard one's API, if not at the node itself (a [`super::Link`]
+    /// in front of it).
+    one_reached_at: Option<String>,
     /// HAProxy, while it runs.
     pub haproxy: Option<Haproxy>,
 }
@@ -280,25 +311,31 @@ pub struct Deployment {
 impl Deployment {
     /// Store A and B on shard one, C on shard two; `None` (SKIPPED) without haproxy.
     pub async fn start(test: &str) -> Option<Deployment> {
-        Deployment::start_shards(test, None, 0).await
+        Deployment::start_shards(test, None, 0, &[]).await
+    }
+
+    /// [`Deployment::start`] with `env` in shard one's environment.
+    pub async fn start_with_env(test: &str, env: &[(&str, &str)]) -> Option<Deployment> {
+        Deployment::start_shards(test, None, 0, env).await
     }
 
     /// [`Deployment::start`] with `moving` more webstores on shard one
     /// ([`moving_webstore`]).
     pub async fn start_moving(test: &str, moving: usize) -> Option<Deployment> {
-        Deployment::start_shards(test, None, moving).await
+        Deployment::start_shards(test, None, moving, &[]).await
     }
 
     /// [`Deployment::start`] with shard two a replicated group of two nodes on a NATS cluster
     /// started with `nats`; `None` (SKIPPED) without nats-server or haproxy.
     pub async fn start_with_group(test: &str, nats: NatsOptions) -> Option<Deployment> {
-        Deployment::start_shards(test, Some(nats), 0).await
+        Deployment::start_shards(test, Some(nats), 0, &[]).await
     }
 
     async fn start_shards(
         test: &str,
         group: Option<NatsOptions>,
         moving: usize,
+        one_env: &[(&str, &str)],
     ) -> Option<Deployment> {
         let catalogue = catalogue_with(moving);
         let mut on_one = vec![STORE_A.to_owned(), STORE_B.to_owned()];
@@ -306,7 +343,7 @@ impl Deployment {
         let files = tempfile::tempdir().expect("a temp dir");
         let token = files.path().join("admin.token");
         std::fs::write(&token, format!("{TOKEN}\n")).unwrap();
-        let one = ShardNode::start(&catalogue, &on_one.join(","), "1", &token).await;
+        let one = ShardNode::start_with(&catalogue, &on_one.join(","), "1", &token, one_env).await;
         let two = match group {
             None => Shard::Node(ShardNode::start(&catalogue, STORE_C, "2", &token).await),
             Some(nats) => {
@@ -342,6 +379,7 @@ impl Deployment {
             two,
             files,
             frontend,
+            one_reached_at: None,
             haproxy: None,
         };
         let mut placed: Vec<(&str, &str)> = on_one.iter().map(|id| (id.as_str(), "one")).collect();
@@ -365,7 +403,10 @@ impl Deployment {
             "haproxy_socket": self.path("admin.sock"),
             "haproxy_map": self.path("shards.map"),
             "shards": {
-                "one": {"nodes": [self.one.api()], "admin": [self.one.admin()]},
+                "one": {
+                    "nodes": [self.one_reached_at.clone().unwrap_or_else(|| self.one.api())],
+                    "admin": [self.one.admin()],
+                },
                 "two": {"nodes": self.two.apis(), "admin": self.two.admins()},
             },
             "webstores": webstores.iter().map(|(w, s)| (w.to_string(), json!(s))).collect::<serde_json::Map<_, _>>(),
@@ -392,6 +433,14 @@ impl Deployment {
             .map(|(w, s)| (w.as_str(), s.as_str()))
             .collect();
         self.write_placement(&pairs);
+    }
+
+    /// Has HAProxy reach shard one's API at `address` (a link in front of it) from now on:
+    /// the placement file says so, and HAProxy starts again on a configuration made from it.
+    pub fn reach_one_at(&mut self, address: &str, test: &str) {
+        self.one_reached_at = Some(address.to_owned());
+        self.refresh_placement();
+        assert!(self.start_haproxy(test), "HAProxy starts again");
     }
 
     /// Generates the configuration with `boxsub haproxy-config` and starts HAProxy on it.
