@@ -4,6 +4,7 @@
 
 pub mod catalogue;
 pub mod customer;
+pub mod cutoff;
 pub mod email;
 pub mod event_types;
 pub mod fields;
