@@ -44,7 +44,9 @@ impl Halts {
     pub fn from_spans(spans: Vec<HaltSpan>) -> Result<Halts, &'static str> {
         for (i, span) in spans.iter().enumerate() {
             match (span.until, spans.get(i + 1)) {
-                (Some(until), _) if until <= span.from => return Err("a halt ends before it starts"),
+                (Some(until), _) if until <= span.from => {
+                    return Err("a halt ends before it starts")
+                }
                 (Some(until), Some(next)) if next.from <= until => {
                     return Err("halts overlap, touch or are out of order")
                 }
@@ -138,7 +140,10 @@ mod tests {
         assert_eq!(again.spans().len(), 2);
         assert_eq!(lifted.set(true, Day(15)).spans().len(), 1);
         // Lifted before it started on any locked date: gone.
-        assert_eq!(Halts::none().set(true, Day(10)).set(false, Day(10)), Halts::none());
+        assert_eq!(
+            Halts::none().set(true, Day(10)).set(false, Day(10)),
+            Halts::none()
+        );
         // Asking for what holds changes nothing.
         assert_eq!(halts.set(true, Day(30)), halts);
         assert_eq!(lifted.set(false, Day(30)), lifted);
@@ -149,10 +154,17 @@ mod tests {
         let halts = Halts::none().set(true, Day(10)).set(false, Day(15));
         let again = halts.set(true, Day(12));
         assert!(again.on(Day(12)).is_some() && again.on(Day(9)).is_none());
-        assert!(again.on(Day(15)).is_some(), "from the boundary kept, not from day 12");
+        assert!(
+            again.on(Day(15)).is_some(),
+            "from the boundary kept, not from day 12"
+        );
         assert_eq!(again.spans().len(), 1);
         let on = Halts::none().set(true, Day(10));
-        assert_eq!(on.set(false, Day(5)), Halts::none(), "not on any locked date yet");
+        assert_eq!(
+            on.set(false, Day(5)),
+            Halts::none(),
+            "not on any locked date yet"
+        );
     }
 
     #[test]
@@ -176,9 +188,16 @@ mod tests {
     fn halted_takes_booleans_only() {
         assert_eq!(parse_halted(Field::Absent), Ok(None));
         assert_eq!(parse_halted(Field::Present(&json!(true))), Ok(Some(true)));
-        assert_eq!(parse_halted(Field::Present(&json!("false"))), Ok(Some(false)));
+        assert_eq!(
+            parse_halted(Field::Present(&json!("false"))),
+            Ok(Some(false))
+        );
         for bad in [json!(1), json!("yes"), json!([]), json!({})] {
-            assert_eq!(parse_halted(Field::Present(&bad)), Err(NOT_A_BOOLEAN), "{bad}");
+            assert_eq!(
+                parse_halted(Field::Present(&bad)),
+                Err(NOT_A_BOOLEAN),
+                "{bad}"
+            );
         }
         assert_eq!(parse_halted(Field::Null), Err(NOT_A_BOOLEAN));
     }

@@ -8,6 +8,7 @@ pub mod cutoff;
 pub mod email;
 pub mod event_types;
 pub mod fields;
+pub mod halts;
 pub mod idempotency;
 pub mod ids;
 pub mod order;
