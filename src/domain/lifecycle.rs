@@ -187,7 +187,10 @@ impl OrderHistory {
         if contents.iter().any(|v| v.extras_since > v.effective) {
             return Err("a content version's extras count from after it");
         }
-        if !lifecycles.windows(2).all(|w| w[0].effective < w[1].effective) {
+        if !lifecycles
+            .windows(2)
+            .all(|w| w[0].effective < w[1].effective)
+        {
             return Err("lifecycle versions are not in date order");
         }
         for version in &lifecycles {
@@ -405,7 +408,11 @@ mod tests {
         OrderHistory::new(&order)
     }
 
-    fn with_lifecycle(history: &OrderHistory, effective: Day, lifecycle: Lifecycle) -> OrderHistory {
+    fn with_lifecycle(
+        history: &OrderHistory,
+        effective: Day,
+        lifecycle: Lifecycle,
+    ) -> OrderHistory {
         let mut lifecycles = history.lifecycles().to_vec();
         lifecycles.push(LifecycleVersion {
             effective,
@@ -428,7 +435,13 @@ mod tests {
         assert_eq!(h.on(THURSDAY.plus(1), &none), Err(Withheld::NotScheduled));
         let delivery = h.on(THURSDAY.plus(7), &none).unwrap();
         assert_eq!(delivery.box_id, 217);
-        assert_eq!(delivery.extras, &[ExtraLine { id: 28, quantity: 2 }]);
+        assert_eq!(
+            delivery.extras,
+            &[ExtraLine {
+                id: 28,
+                quantity: 2
+            }]
+        );
         assert_eq!(delivery.exclusions, &[240]);
         assert_eq!(h.next_scheduled(THURSDAY.plus(1)), Some(THURSDAY.plus(7)));
         assert!(h.lifecycle().active());
@@ -516,9 +529,17 @@ mod tests {
         .unwrap();
         let none = Halts::none();
         assert_eq!(h.on(Day(28), &none).unwrap().box_id, 217);
-        assert_eq!(h.on(Day(35), &none), Err(Withheld::NotScheduled), "Thursdays no more");
+        assert_eq!(
+            h.on(Day(35), &none),
+            Err(Withheld::NotScheduled),
+            "Thursdays no more"
+        );
         assert_eq!(h.on(Day(30), &none).unwrap().box_id, 218);
-        assert_eq!(h.on(Day(37), &none), Err(Withheld::NotScheduled), "fortnightly");
+        assert_eq!(
+            h.on(Day(37), &none),
+            Err(Withheld::NotScheduled),
+            "fortnightly"
+        );
         assert_eq!(h.on(Day(44), &none).unwrap().box_id, 218);
         assert_eq!(h.next_scheduled(Day(29)), Some(Day(30)));
         assert_eq!(h.latest().content.box_id, 218);

@@ -11,9 +11,11 @@ pub mod fields;
 pub mod halts;
 pub mod idempotency;
 pub mod ids;
+pub mod lifecycle;
 pub mod order;
 #[cfg(test)]
 mod order_builder;
+pub mod order_patch;
 pub mod ownership;
 pub mod paging;
 pub mod password;

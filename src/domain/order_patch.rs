@@ -31,8 +31,7 @@ use serde_json::{json, Map, Value};
 use super::catalogue::Webstore;
 use super::fields::{boolean, slot, BodyFields, Field, FieldErrors, INVALID};
 use super::lifecycle::{
-    ContentVersion, Lifecycle, LifecycleVersion, OrderHistory, Pause,
-    MAX_SKIPPED_DATES,
+    ContentVersion, Lifecycle, LifecycleVersion, OrderHistory, Pause, MAX_SKIPPED_DATES,
 };
 use super::order::{validate_order, CustomerCheck, NewOrder, OrderBody};
 use super::schedule::{parse_iso_date, parse_start_date, Day, Frequency, ScheduleRules, WeekDays};
@@ -161,13 +160,17 @@ pub fn patch_order(
         .max(history.settled_before());
 
     let contents = patch_content(history, patch, context, open, &mut errors);
-    let scheduled = OrderHistory::from_checked(
-        contents.clone().unwrap_or_else(|| history.contents().to_vec()),
-        Vec::new(),
-        history.settled_before(),
-        history.updated_at(),
-    );
-    let lifecycle = patch_lifecycle(history, &scheduled, patch, open, &mut errors);
+    // The schedule that skipped dates and default dates follow: the changed one, if any.
+    let changed_schedule = contents.as_ref().map(|contents| {
+        OrderHistory::from_checked(
+            contents.clone(),
+            Vec::new(),
+            history.settled_before(),
+            history.updated_at(),
+        )
+    });
+    let scheduled = changed_schedule.as_ref().unwrap_or(history);
+    let lifecycle = patch_lifecycle(history, scheduled, patch, open, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
     }
@@ -457,7 +460,8 @@ fn patch_lifecycle(
                 // A pause that reaches a locked date must cover it as the current one does; one
                 // that starts on an open date replaces the current one from there.
                 let pause_locked = locked_part(as_span(Some(pause)), open);
-                if pause_locked.is_some() && pause_locked != locked_part(as_span(current.pause), open)
+                if pause_locked.is_some()
+                    && pause_locked != locked_part(as_span(current.pause), open)
                 {
                     let old = current.pause;
                     let from_changed = pause_given && old.map(|p| p.from) != Some(from);
@@ -527,7 +531,6 @@ fn locked_part(span: Option<(Day, Option<Day>)>, open: Day) -> Option<(Day, Day)
     (from < end).then_some((from, end))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -569,7 +572,11 @@ mod tests {
         OrderHistory::new(&order)
     }
 
-    fn patch_at(history: &OrderHistory, body: Value, now: i64) -> Result<OrderHistory, FieldErrors> {
+    fn patch_at(
+        history: &OrderHistory,
+        body: Value,
+        now: i64,
+    ) -> Result<OrderHistory, FieldErrors> {
         let webstore = webstore();
         let context = PatchContext {
             webstore: &webstore,
@@ -611,8 +618,14 @@ mod tests {
     fn nothing_to_change_returns_the_history_as_it_was() {
         let h = history();
         assert_eq!(patch(&h, json!({})), Ok(h.clone()));
-        assert_eq!(patch(&h, json!({"box_id": 217, "extras_one_off": false})), Ok(h.clone()));
-        assert_eq!(patch(&h, json!({"skipped_dates": [], "active": true})), Ok(h));
+        assert_eq!(
+            patch(&h, json!({"box_id": 217, "extras_one_off": false})),
+            Ok(h.clone())
+        );
+        assert_eq!(
+            patch(&h, json!({"skipped_dates": [], "active": true})),
+            Ok(h)
+        );
     }
 
     #[test]
@@ -652,7 +665,11 @@ mod tests {
         assert_eq!(h.latest().effective, day("2026-11-26"));
         assert_eq!(h.updated_at(), now());
         // An effective date later on keeps the box until then.
-        let later = patch(&history(), json!({"box_id": 218, "effective_date": "2026-12-10"})).unwrap();
+        let later = patch(
+            &history(),
+            json!({"box_id": 218, "effective_date": "2026-12-10"}),
+        )
+        .unwrap();
         assert_eq!(on(&later, "2026-12-03"), Ok(217));
         assert_eq!(on(&later, "2026-12-10"), Ok(218));
         // A second change from an earlier date replaces the planned one.
@@ -664,13 +681,20 @@ mod tests {
 
     #[test]
     fn a_locked_effective_date_is_refused_with_the_earliest_date() {
-        let found = refused(&history(), json!({"box_id": 218, "effective_date": "2026-11-25"}));
+        let found = refused(
+            &history(),
+            json!({"box_id": 218, "effective_date": "2026-11-25"}),
+        );
         assert_eq!(found[0].0, "effective_date");
         assert!(found[0].1[0].ends_with(EARLIEST), "{found:?}");
         // Just after 18:00, the 26th is locked too.
         let evening = london("2026-11-23T18:00:00");
-        let err = patch_at(&history(), json!({"box_id": 218, "effective_date": "2026-11-26"}), evening)
-            .unwrap_err();
+        let err = patch_at(
+            &history(),
+            json!({"box_id": 218, "effective_date": "2026-11-26"}),
+            evening,
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("2026-11-27"), "{err}");
         assert_eq!(
             fields(&history(), json!({"effective_date": "2026-12-10"})),
@@ -678,7 +702,10 @@ mod tests {
             "an effective date alone changes nothing"
         );
         assert_eq!(
-            fields(&history(), json!({"box_id": 218, "effective_date": "10/12/2026"})),
+            fields(
+                &history(),
+                json!({"box_id": 218, "effective_date": "10/12/2026"})
+            ),
             ["effective_date"]
         );
     }
@@ -687,15 +714,34 @@ mod tests {
     fn the_create_rules_apply_to_the_changed_order() {
         // Box 218 takes at most two extras in all and no substitutions.
         assert_eq!(
-            fields(&history(), json!({"box_id": 218, "extras": [{"id": 28, "quantity": 3}]})),
+            fields(
+                &history(),
+                json!({"box_id": 218, "extras": [{"id": 28, "quantity": 3}]})
+            ),
             ["extras"]
         );
-        assert_eq!(fields(&history(), json!({"substitutions": [240], "exclusions": [240]})), ["substitutions"]);
-        assert_eq!(fields(&history(), json!({"frequency": "daily"})), ["frequency"]);
-        assert_eq!(fields(&history(), json!({"week_days": [0]})), ["week_days"], "a Sunday");
+        assert_eq!(
+            fields(
+                &history(),
+                json!({"substitutions": [240], "exclusions": [240]})
+            ),
+            ["substitutions"]
+        );
+        assert_eq!(
+            fields(&history(), json!({"frequency": "daily"})),
+            ["frequency"]
+        );
+        assert_eq!(
+            fields(&history(), json!({"week_days": [0]})),
+            ["week_days"],
+            "a Sunday"
+        );
         // A single delivery on a Saturday: the customer's service does not deliver then.
         assert_eq!(
-            fields(&history(), json!({"frequency": "single", "effective_date": "2026-11-28"})),
+            fields(
+                &history(),
+                json!({"frequency": "single", "effective_date": "2026-11-28"})
+            ),
             ["effective_date"]
         );
     }
@@ -721,13 +767,22 @@ mod tests {
     #[test]
     fn one_off_extras_go_once_and_not_again_with_a_new_box() {
         let h = patch(&history(), json!({"extras_one_off": true})).unwrap();
-        let extras = |h: &OrderHistory, date: &str| h.on(day(date), &Halts::none()).unwrap().extras.len();
+        let extras =
+            |h: &OrderHistory, date: &str| h.on(day(date), &Halts::none()).unwrap().extras.len();
         assert_eq!(extras(&h, "2026-11-19"), 1, "every week until then");
-        assert_eq!(extras(&h, "2026-11-26"), 1, "once more, the first time one-off");
+        assert_eq!(
+            extras(&h, "2026-11-26"),
+            1,
+            "once more, the first time one-off"
+        );
         assert_eq!(extras(&h, "2026-12-03"), 0);
         let later = london("2026-12-07T12:00:00");
         let boxed = patch_at(&h, json!({"box_id": 218}), later).unwrap();
-        assert_eq!(extras(&boxed, "2026-12-10"), 0, "a new box does not bring them back");
+        assert_eq!(
+            extras(&boxed, "2026-12-10"),
+            0,
+            "a new box does not bring them back"
+        );
         let more = patch_at(&h, json!({"extras": [{"id": 28, "quantity": 1}]}), later).unwrap();
         assert_eq!(extras(&more, "2026-12-10"), 1, "new extras come once");
         assert_eq!(extras(&more, "2026-12-17"), 0);
@@ -735,7 +790,11 @@ mod tests {
 
     #[test]
     fn pauses_take_effect_from_open_dates_only() {
-        let h = patch(&history(), json!({"pause_date": "2026-12-03", "resume_date": "2026-12-17"})).unwrap();
+        let h = patch(
+            &history(),
+            json!({"pause_date": "2026-12-03", "resume_date": "2026-12-17"}),
+        )
+        .unwrap();
         assert_eq!(on(&h, "2026-11-26"), Ok(217));
         assert_eq!(on(&h, "2026-12-03"), Err(Withheld::Paused));
         assert_eq!(on(&h, "2026-12-10"), Err(Withheld::Paused));
@@ -745,12 +804,21 @@ mod tests {
         assert_eq!(found[0].0, "pause_date");
         assert!(found[0].1[0].ends_with(EARLIEST));
         assert_eq!(
-            fields(&history(), json!({"pause_date": "2026-12-03", "resume_date": "2026-12-03"})),
+            fields(
+                &history(),
+                json!({"pause_date": "2026-12-03", "resume_date": "2026-12-03"})
+            ),
             ["resume_date"]
         );
-        assert_eq!(fields(&history(), json!({"resume_date": "2026-12-03"})), ["resume_date"]);
         assert_eq!(
-            fields(&history(), json!({"pause_date": null, "resume_date": "2026-12-03"})),
+            fields(&history(), json!({"resume_date": "2026-12-03"})),
+            ["resume_date"]
+        );
+        assert_eq!(
+            fields(
+                &history(),
+                json!({"pause_date": null, "resume_date": "2026-12-03"})
+            ),
             ["resume_date"]
         );
     }
@@ -773,18 +841,31 @@ mod tests {
         assert_eq!(on(&resumed, "2026-12-03"), Ok(217));
         // A pause over, stretched again across locked dates: refused.
         let over = patch_at(&paused, json!({"resume_date": "2026-11-19"}), early).unwrap();
-        assert_eq!(fields(&over, json!({"resume_date": "2026-12-10"})), ["resume_date"]);
+        assert_eq!(
+            fields(&over, json!({"resume_date": "2026-12-10"})),
+            ["resume_date"]
+        );
         // Sent back as it is, it is no change at all.
         assert_eq!(
-            patch(&over, json!({"pause_date": "2026-11-12", "resume_date": "2026-11-19"})),
+            patch(
+                &over,
+                json!({"pause_date": "2026-11-12", "resume_date": "2026-11-19"})
+            ),
             Ok(over.clone())
         );
     }
 
     #[test]
     fn skipped_dates_are_delivery_dates_and_locked_ones_stay_as_they_were() {
-        let h = patch(&history(), json!({"skipped_dates": ["2026-12-10", "2026-12-03"]})).unwrap();
-        assert_eq!(h.lifecycle().skipped_dates, [day("2026-12-03"), day("2026-12-10")]);
+        let h = patch(
+            &history(),
+            json!({"skipped_dates": ["2026-12-10", "2026-12-03"]}),
+        )
+        .unwrap();
+        assert_eq!(
+            h.lifecycle().skipped_dates,
+            [day("2026-12-03"), day("2026-12-10")]
+        );
         assert_eq!(on(&h, "2026-12-03"), Err(Withheld::Skipped));
         assert_eq!(on(&h, "2026-12-17"), Ok(217));
 
@@ -795,13 +876,26 @@ mod tests {
         let names: Vec<&str> = found.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(
             names,
-            ["skipped_dates[0]", "skipped_dates[1]", "skipped_dates[3]", "skipped_dates[4]"]
+            [
+                "skipped_dates[0]",
+                "skipped_dates[1]",
+                "skipped_dates[3]",
+                "skipped_dates[4]"
+            ]
         );
         assert_eq!(found[0].1, ["is not a delivery date of the order"]);
         assert!(found[1].1[0].ends_with(EARLIEST));
-        let many: Vec<String> = (0..101).map(|w| day("2026-12-03").plus(7 * w).date().to_string()).collect();
-        assert_eq!(fields(&history(), json!({"skipped_dates": many})), ["skipped_dates"]);
-        assert_eq!(fields(&history(), json!({"skipped_dates": "2026-12-03"})), ["skipped_dates"]);
+        let many: Vec<String> = (0..101)
+            .map(|w| day("2026-12-03").plus(7 * w).date().to_string())
+            .collect();
+        assert_eq!(
+            fields(&history(), json!({"skipped_dates": many})),
+            ["skipped_dates"]
+        );
+        assert_eq!(
+            fields(&history(), json!({"skipped_dates": "2026-12-03"})),
+            ["skipped_dates"]
+        );
 
         // Two weeks on, the 3rd is locked: it may stay in the list, and left out it stays
         // skipped; the 10th is open and can be taken out.
@@ -820,7 +914,11 @@ mod tests {
         assert!(!cancelled.lifecycle().active());
         assert_eq!(on(&cancelled, "2026-11-19"), Ok(217));
         assert_eq!(on(&cancelled, "2026-11-26"), Err(Withheld::Cancelled));
-        let later = patch(&history(), json!({"active": "false", "cancel_date": "2026-12-10"})).unwrap();
+        let later = patch(
+            &history(),
+            json!({"active": "false", "cancel_date": "2026-12-10"}),
+        )
+        .unwrap();
         assert_eq!(on(&later, "2026-12-03"), Ok(217));
         assert_eq!(on(&later, "2026-12-10"), Err(Withheld::Cancelled));
         // Moved while still to come; taken back from the first open date.
@@ -829,15 +927,28 @@ mod tests {
         let two_weeks_on = london("2026-12-21T12:00:00");
         let back = patch_at(&moved, json!({"active": true}), two_weeks_on).unwrap();
         assert!(back.lifecycle().active());
-        assert_eq!(on(&back, "2026-12-17"), Err(Withheld::Cancelled), "locked: stays cancelled");
+        assert_eq!(
+            on(&back, "2026-12-17"),
+            Err(Withheld::Cancelled),
+            "locked: stays cancelled"
+        );
         assert_eq!(on(&back, "2026-12-24"), Ok(217));
 
-        let found = refused(&history(), json!({"active": false, "cancel_date": "2026-11-19"}));
+        let found = refused(
+            &history(),
+            json!({"active": false, "cancel_date": "2026-11-19"}),
+        );
         assert_eq!(found[0].0, "cancel_date");
         assert!(found[0].1[0].ends_with(EARLIEST));
-        assert_eq!(fields(&history(), json!({"cancel_date": "2026-12-10"})), ["cancel_date"]);
         assert_eq!(
-            fields(&history(), json!({"active": true, "cancel_date": "2026-12-10"})),
+            fields(&history(), json!({"cancel_date": "2026-12-10"})),
+            ["cancel_date"]
+        );
+        assert_eq!(
+            fields(
+                &history(),
+                json!({"active": true, "cancel_date": "2026-12-10"})
+            ),
             ["cancel_date"]
         );
         assert_eq!(fields(&history(), json!({"active": null})), ["active"]);
@@ -855,8 +966,12 @@ mod tests {
         let a_week_earlier = london("2026-11-16T12:00:00");
         let found = refused(&h, json!({"box_id": 218, "effective_date": "2026-11-19"}));
         assert_eq!(found[0].0, "effective_date");
-        let err = patch_at(&h, json!({"box_id": 218, "effective_date": "2026-11-19"}), a_week_earlier)
-            .unwrap_err();
+        let err = patch_at(
+            &h,
+            json!({"box_id": 218, "effective_date": "2026-11-19"}),
+            a_week_earlier,
+        )
+        .unwrap_err();
         assert!(err.to_string().ends_with(EARLIEST), "{err}");
         let boxed = patch_at(&h, json!({"box_id": 218}), a_week_earlier).unwrap();
         assert_eq!(on(&boxed, "2026-11-19"), Ok(217));
