@@ -12,6 +12,8 @@ pub mod halts;
 pub mod idempotency;
 pub mod ids;
 pub mod lifecycle;
+#[cfg(test)]
+mod lifecycle_model;
 pub mod order;
 #[cfg(test)]
 mod order_builder;
