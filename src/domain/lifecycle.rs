@@ -381,7 +381,7 @@ impl OrderHistory {
 }
 
 /// The first date on or after `from` on which `content`'s schedule delivers.
-pub(super) fn next_occurrence(content: &NewOrder, from: Day) -> Option<Day> {
+fn next_occurrence(content: &NewOrder, from: Day) -> Option<Day> {
     let schedule = &content.schedule;
     let from = from.max(schedule.start);
     match content.frequency {
