@@ -191,6 +191,17 @@ pub fn integer(value: &Value) -> Option<i64> {
     }
 }
 
+/// A boolean sent as JSON `true`/`false` or as the strings `"true"`/`"false"` (clients
+/// built on form parameters send strings).
+pub fn boolean(value: &Value) -> Option<bool> {
+    match value {
+        Value::Bool(flag) => Some(*flag),
+        Value::String(text) if text == "true" => Some(true),
+        Value::String(text) if text == "false" => Some(false),
+        _ => None,
+    }
+}
+
 /// A non-empty run of ASCII digits that fits in `u64`.
 pub fn parse_digits(text: &str) -> Option<u64> {
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {

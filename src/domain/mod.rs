@@ -4,14 +4,20 @@
 
 pub mod catalogue;
 pub mod customer;
+pub mod cutoff;
 pub mod email;
 pub mod event_types;
 pub mod fields;
+pub mod halts;
 pub mod idempotency;
 pub mod ids;
+pub mod lifecycle;
+#[cfg(test)]
+mod lifecycle_model;
 pub mod order;
 #[cfg(test)]
 mod order_builder;
+pub mod order_patch;
 pub mod ownership;
 pub mod paging;
 pub mod password;

@@ -17,6 +17,7 @@ use super::{
     AddressRequirements, BoxDef, BoxItem, Catalogue, DeliveryService, Extra, Limit, Money,
     Producer, Webstore, WebstoreIdx, WebstoreSettings,
 };
+use crate::domain::cutoff::{Cutoff, CutoffFile};
 use crate::domain::quotas::{QuotaSettings, QuotasFile};
 use crate::domain::webhooks::{build_webhooks, WebhookFile};
 
@@ -159,6 +160,8 @@ struct WebstoreFile {
     webhooks: Vec<WebhookFile>,
     #[serde(default)]
     quotas: QuotasFile,
+    #[serde(default)]
+    cutoff: CutoffFile,
     #[serde(default)]
     delivery_services: Vec<DeliveryServiceFile>,
     #[serde(default)]
@@ -328,6 +331,12 @@ fn build(
                 }
                 default_quotas
             });
+        let cutoff = raw.cutoff.build().unwrap_or_else(|cutoff_problems| {
+            for problem in cutoff_problems {
+                problems.add(format!("{place}.cutoff"), problem);
+            }
+            Cutoff::DEFAULT
+        });
         let zone = crate::domain::time_zones::resolve(&raw.time_zone);
         if zone.is_none() {
             problems.add(
@@ -387,6 +396,7 @@ fn build(
             producers,
             webhooks,
             quotas,
+            cutoff,
         }));
     }
     if !problems.0.is_empty() {
@@ -719,6 +729,26 @@ mod tests {
 
         let bad_limit = with_box(r#"{"id":7,"name":"B","price":"1.00","extras_limit":-2}"#);
         assert!(Catalogue::parse(&bad_limit, 0).is_err());
+    }
+
+    #[test]
+    fn a_cutoff_is_optional_and_a_bad_one_is_named_at_its_place() {
+        let store = |cutoff: &str| {
+            format!(r#"{{"webstores":[{{"id":"s","name":"S","currency":"GBP"{cutoff}}}]}}"#)
+        };
+        let plain = Catalogue::parse(&store(""), 0).unwrap();
+        assert_eq!(plain.webstores()[0].cutoff, Cutoff::DEFAULT);
+        let given =
+            Catalogue::parse(&store(r#","cutoff":{"days_before":2,"time":"00:00"}"#), 0).unwrap();
+        assert_eq!(given.webstores()[0].cutoff, Cutoff::new(2, 0, 0).unwrap());
+        let err = Catalogue::parse(&store(r#","cutoff":{"days_before":30,"time":"6pm"}"#), 0)
+            .unwrap_err();
+        let places: Vec<_> = err.problems.iter().map(|p| p.place.as_str()).collect();
+        assert_eq!(
+            places,
+            ["webstores[0] (s).cutoff", "webstores[0] (s).cutoff"],
+            "{err}"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::cutoff::Cutoff;
 use super::quotas::QuotaSettings;
 use super::schedule::{Day, WeekDays};
 use super::webhooks::Webhook;
@@ -300,6 +301,8 @@ pub struct Webstore {
     pub webhooks: Vec<Webhook>,
     /// What it may do (its own `quotas` over the catalogue's).
     pub quotas: QuotaSettings,
+    /// When its delivery dates lock ([`Cutoff::DEFAULT`] unless its entry gives `cutoff`).
+    pub cutoff: Cutoff,
 }
 
 /// A producer's account: who may sign in to the web app and see their webstore's day.
