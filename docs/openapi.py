@@ -1642,8 +1642,8 @@ WEBHOOK_RESPONSES = {
                            "event follows."},
     "410": {"description": "Gone: the endpoint is disabled. Nothing more is sent to it until "
                            "the operator redelivers, which enables it again."},
-    "429": {"description": "Throttled: the same event is sent again after `Retry-After`, or "
-                           "on the retry schedule without one.",
+    "429": {"description": "Asked to wait: the same event is sent again after `Retry-After`, "
+                           "or with the retries' backoff without one.",
             "headers": {"Retry-After": RECEIVER_RETRY_AFTER}},
     "503": {"description": "Unavailable: as 429.",
             "headers": {"Retry-After": RECEIVER_RETRY_AFTER}},

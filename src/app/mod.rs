@@ -104,7 +104,7 @@ enum AppError {
     /// The producer's webstore is served by another node now.
     Misdirected,
     /// The producer's webstore went past one of its quotas.
-    OverQuota(crate::quotas::Throttled),
+    OverQuota(crate::quotas::OverQuota),
     /// The service could not answer.
     Service(ServiceError),
 }

@@ -11,7 +11,7 @@
 use bytes::Bytes;
 use warp::http::{header, HeaderMap, HeaderName, HeaderValue};
 
-use crate::quotas::{Checked, Quota, Throttled};
+use crate::quotas::{Checked, OverQuota, Quota};
 
 /// `RateLimit-Policy` (made once: from a `&str`, each use would parse it again).
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -30,15 +30,15 @@ pub fn stamp(headers: &mut HeaderMap, checked: &Checked) {
 }
 
 /// Stamps a 429 of a quota.
-pub fn stamp_refusal(headers: &mut HeaderMap, throttled: &Throttled) {
-    insert_policies(headers, &throttled.policies);
+pub fn stamp_refusal(headers: &mut HeaderMap, refusal: &OverQuota) {
+    insert_policies(headers, &refusal.policies);
     headers.insert(
         RATELIMIT.clone(),
-        state_field(throttled.quota, 0, throttled.retry_after_secs),
+        state_field(refusal.quota, 0, refusal.retry_after_secs),
     );
     headers.insert(
         header::RETRY_AFTER,
-        HeaderValue::from(throttled.retry_after_secs.max(1)),
+        HeaderValue::from(refusal.retry_after_secs.max(1)),
     );
 }
 

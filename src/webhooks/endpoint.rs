@@ -2,7 +2,7 @@
 //! the types the endpoint wants, one at a time and in sequence order, each once its write is
 //! durable (never past the webstore's watermark), and records where it stands in the store
 //! ([`DeliveryRecord`]), so that a restart or a failover goes on from there and a retry's
-//! schedule survives them. An endpoint's failures delay only its own deliveries: each has
+//! backoff survives them. An endpoint's failures delay only its own deliveries: each has
 //! its own task, its own HTTP client and connections, and no request of the API waits for
 //! any of it.
 //!
@@ -21,9 +21,9 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::backoff::{wait_after, Outcome};
 use super::destination;
 use super::read_ahead::{ReadAhead, Ready};
-use super::schedule::{wait_after, Outcome};
 use super::signing::signature_header;
 use super::WebhookSettings;
 use crate::domain::catalogue::Catalogue;

@@ -9,7 +9,7 @@
 //!
 //! - [`endpoint`]: one endpoint's deliveries, in a task of its own.
 //! - `read_ahead`: the events an endpoint's task has read ahead of its position.
-//! - [`schedule`]: what an answer means and when to retry.
+//! - [`backoff`]: what an answer means and when to retry.
 //! - [`signing`]: the signatures, and new secrets.
 //! - [`destination`]: the check that keeps deliveries off private networks.
 //!
@@ -23,10 +23,10 @@
 //!
 //! Must not touch: the API's requests (nothing here delays one), the events' numbering.
 
+pub mod backoff;
 pub mod destination;
 pub mod endpoint;
 mod read_ahead;
-pub mod schedule;
 pub mod signing;
 
 use std::collections::HashMap;
@@ -54,7 +54,7 @@ pub const DELIVERY_THREAD: &str = "boxsub-webhooks";
 pub struct WebhookSettings {
     /// How long one attempt may take, connection included.
     pub timeout: Duration,
-    /// The wait before the first retry (see [`schedule`]).
+    /// The wait before the first retry (see [`backoff`]).
     pub first_retry: Duration,
     /// How long an endpoint may keep failing one event before it is disabled.
     pub give_up: Duration,
