@@ -159,8 +159,8 @@ fn hash_password() -> Result<(), String> {
     if password.is_empty() {
         return Err("no password on standard input".into());
     }
-    let mut salt = [0u8; 16];
-    getrandom::getrandom(&mut salt).map_err(|error| format!("random salt: {error}"))?;
+    let salt: [u8; 16] =
+        crate::random::secret().map_err(|error| format!("random salt: {error}"))?;
     let hash = crate::domain::password::hash_password(password, &salt)?;
     println!("{hash}");
     Ok(())

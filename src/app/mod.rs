@@ -152,7 +152,10 @@ async fn respond(
         (AppRoute::Home, _) => {
             only_get(method)?;
             let webstore = signed_in(service, request.headers)?.webstore;
-            let day = delivery_day_from(webstore.today(), webstore.delivery_week_days());
+            let day = delivery_day_from(
+                webstore.today(crate::clock::unix_now()),
+                webstore.delivery_week_days(),
+            );
             see_other(&format!("/app/deliveries/{}", day.date()))
         }
         (route @ (AppRoute::Day | AppRoute::DayCsv), Some(date)) => {

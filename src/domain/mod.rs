@@ -5,6 +5,7 @@
 pub mod catalogue;
 pub mod customer;
 pub mod email;
+pub mod event_feed;
 pub mod event_types;
 pub mod fields;
 pub mod idempotency;

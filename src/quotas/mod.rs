@@ -301,9 +301,7 @@ impl WebstoreQuotas {
     /// Counts and (once a minute per webstore) logs a refusal.
     fn refuse(&self, quota: Quota, retry_after_secs: u64) -> OverQuota {
         self.counted.over_quota(quota).inc();
-        let minute = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_secs() / 60);
+        let minute = crate::clock::unix_now().max(0) as u64 / 60;
         let logged = self.logged_minute.load(Ordering::Relaxed);
         if logged != minute
             && self

@@ -41,12 +41,12 @@ use crate::actors::customer::ChangeError;
 use crate::domain::catalogue::{Catalogue, CatalogueError, CurrentCatalogue, Webstore};
 use crate::domain::customer::Customer;
 use crate::domain::email::fold;
+use crate::domain::event_feed::{self, CursorError};
 use crate::domain::fields::{FieldErrors, TAKEN};
 use crate::domain::idempotency::{Creation, RecordedResponse};
 use crate::domain::ids::{CustomerId, IdRange};
 use crate::domain::ownership::Ownership;
 use crate::domain::paging::Page;
-use crate::events::feed::{self, CursorError};
 use crate::events::Events;
 use crate::metrics::METRICS;
 use crate::quotas::Quotas;
@@ -249,7 +249,7 @@ pub struct Service {
     throttles: SignInThrottles,
     passwords: PasswordWork,
     delivery_lists: DeliveryLists,
-    serving: Serving,
+    serving: Arc<Serving>,
     /// The ids this node gives out (`--id-range`).
     id_range: IdRange,
     /// Producers' sign-in throttles, apart from customers'.
@@ -279,7 +279,7 @@ impl Service {
                 store.frozen().freeze(id);
             }
         }
-        let serving = Serving::new(settings.webstores.clone(), recorded);
+        let serving = Arc::new(Serving::new(settings.webstores.clone(), recorded));
         let events = Arc::new(Events::new(store.clone()));
         let quotas = Quotas::new(&catalogue.get(), settings.admission_slots);
         Ok(Service {
@@ -314,6 +314,17 @@ impl Service {
         &self.serving
     }
 
+    /// [`Service::serving`], for a task that outlives the borrow (the webhooks').
+    pub fn shared_serving(&self) -> Arc<Serving> {
+        self.serving.clone()
+    }
+
+    /// The catalogue in force as it changes, for a task that follows its reloads (the
+    /// webhooks').
+    pub fn current_catalogue(&self) -> Arc<CurrentCatalogue> {
+        self.catalogue.clone()
+    }
+
     /// The webstores' quotas, and the admission of requests while the host is saturated.
     pub fn quotas(&self) -> &Quotas {
         &self.quotas
@@ -328,7 +339,7 @@ impl Service {
     pub fn events_page(
         &self,
         webstore: &Webstore,
-        query: &feed::Query,
+        query: &event_feed::Query,
     ) -> Result<EventsPage, ServiceError> {
         let id = &webstore.settings.id;
         let after = query.after.clone().map_err(cursor_error)?;
@@ -337,7 +348,7 @@ impl Service {
             .page(id, after, &query.types, query.limit)?
             .map_err(cursor_error)?;
         Ok(EventsPage {
-            next: feed::cursor(id, page.next),
+            next: event_feed::cursor(id, page.next),
             events: page.events,
             more: page.more,
         })

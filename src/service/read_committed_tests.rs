@@ -210,7 +210,8 @@ fn feed_of(service: &Service, webstore: &Webstore) -> (u64, usize) {
         .sequencer(&webstore.settings.id)
         .unwrap()
         .watermark();
-    let query = crate::events::feed::Query::parse(&webstore.settings.id, None, None, None).unwrap();
+    let query =
+        crate::domain::event_feed::Query::parse(&webstore.settings.id, None, None, None).unwrap();
     let page = service.events_page(webstore, &query).unwrap();
     (watermark, page.events.len())
 }
