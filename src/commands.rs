@@ -1,6 +1,9 @@
 //! The program's commands as the binary runs them: what each prints and its exit code.
 //! `main` only parses the command line and sets up logging; `serve`'s wiring is in
 //! [`crate::startup`].
+//!
+//! Must not touch: parsing the command line (`crate::config`), `serve`'s wiring
+//! (`crate::startup`), the rules of what the commands do (the library's modules).
 
 use std::io::Write;
 use std::process::ExitCode;

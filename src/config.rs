@@ -1,4 +1,7 @@
 //! Command-line and environment configuration: the only place that reads either.
+//!
+//! Must not touch: what the settings do (each layer takes its own settings from here,
+//! through `crate::startup`), environment or arguments read anywhere else.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,5 +1,7 @@
 //! `boxsub keygen`: a new random API key pair for the operator's catalogue. Only the secret's
 //! SHA-256 goes into the catalogue; the secret itself is shown once and never stored.
+//!
+//! Must not touch: the catalogue file (the operator edits it), storing the secret anywhere.
 
 use crate::domain::catalogue::secret_sha256;
 

@@ -1,10 +1,14 @@
-//! The tests that hold the crate's layout as `src/lib.rs` states it: each top-level module
-//! has a floor ([`FLOORS`]), and code under `src/` may name (`crate::…`) only modules on lower
-//! floors; and no two sibling modules name each other (a circle), wherever they are. They
-//! read the sources, skipping comments and each file's unit tests (`#[cfg(test)] mod tests`,
-//! and files that are test modules whole), which may reach anywhere.
+//! The tests that hold the crate's layout to its documents. The arrows, as `src/lib.rs`
+//! states them: each top-level module has a floor ([`FLOORS`]), and code under `src/` may
+//! name (`crate::…`) only modules on lower floors; and no two sibling modules name each
+//! other (a circle), wherever they are. These read the sources, skipping comments and each
+//! file's unit tests (`#[cfg(test)] mod tests`, and files that are test modules whole), which
+//! may reach anywhere. The map: every file under `src/` is named in docs/design.md's table
+//! of layers, and every file's opening `//!` paragraph says what it must not touch. The
+//! store's and transfer's files are held to docs/storage.md instead, by their own room
+//! ([`DOCUMENTED_ELSEWHERE`]).
 //!
-//! Must not touch: anything but reading `src/` (tests only).
+//! Must not touch: anything but reading `src/` and `docs/` (tests only).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -48,6 +52,9 @@ const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[(
     "the log writes through pending's `Storage`, which reports fatal I/O to the log's \
      handler; the store's layout is its own module's to settle (issue 48 part 1)",
 )];
+
+/// Directories whose files docs/storage.md lists, and whose `//!` lines its room keeps.
+const DOCUMENTED_ELSEWHERE: &[&str] = &["store/", "transfer/"];
 
 fn source_files(dir: &Path, found: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -285,5 +292,122 @@ fn the_reader_sees_what_a_module_names_and_not_its_comments() {
             vec!["registry".to_owned()],
             vec!["service".to_owned(), "ServiceError".to_owned()]
         ]
+    );
+}
+
+fn repository() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every file under `src/` (any extension), relative to it, `/`-separated, but those
+/// documented elsewhere.
+fn files_to_document() -> Vec<String> {
+    fn walk(dir: &Path, found: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, found);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    let src = repository().join("src");
+    let mut found = Vec::new();
+    walk(&src, &mut found);
+    let mut files: Vec<String> = found
+        .iter()
+        .map(|path| {
+            let relative = path.strip_prefix(&src).unwrap();
+            relative
+                .iter()
+                .map(|part| part.to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .filter(|file| !DOCUMENTED_ELSEWHERE.iter().any(|dir| file.starts_with(dir)))
+        .collect();
+    files.sort();
+    files
+}
+
+/// Whether docs/design.md's table of layers names `file` (relative to `src/`): a row whose
+/// first cell names it (`src/clock.rs`), or the row of its top directory naming it by its
+/// name (`feed.rs`) or by its path below that directory (`catalogue/`, `templates/`). A
+/// directory's `mod.rs` is its row, and test modules (`tests.rs`, `*_tests.rs`) are named by
+/// what they test.
+fn named_in_design(file: &str, rows: &[&str]) -> bool {
+    let name = file.rsplit('/').next().unwrap();
+    let stem = name.trim_end_matches(".rs");
+    if name == "mod.rs" || ((stem == "tests" || stem.ends_with("_tests")) && file.contains('/')) {
+        return true;
+    }
+    let whole = format!("`src/{file}`");
+    if rows.iter().any(|row| {
+        row.split('|')
+            .nth(1)
+            .is_some_and(|first| first.contains(&whole))
+    }) {
+        return true;
+    }
+    let Some((top, below)) = file.split_once('/') else {
+        return false;
+    };
+    let Some(row) = rows.iter().find(|row| {
+        row.split('|')
+            .nth(1)
+            .is_some_and(|first| first.contains(&format!("`src/{top}/`")))
+    }) else {
+        return false;
+    };
+    let directory = below.rsplit_once('/').map(|(dir, _)| dir);
+    row.contains(&format!("`{name}`"))
+        || row.contains(&format!("`{below}`"))
+        || directory.is_some_and(|dir| {
+            let last = dir.rsplit('/').next().unwrap();
+            row.contains(&format!("`{last}/`")) && !name.ends_with(".rs")
+        })
+}
+
+#[test]
+fn design_md_names_every_file_under_src() {
+    let design = std::fs::read_to_string(repository().join("docs/design.md")).unwrap();
+    let table = &design[design.find("## Layers").unwrap()..];
+    let table = &table[..table.find("\n## ").unwrap_or(table.len())];
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|line| line.starts_with("| `src/"))
+        .collect();
+    let unnamed: Vec<String> = files_to_document()
+        .into_iter()
+        .filter(|file| !named_in_design(file, &rows))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "files docs/design.md's table of layers does not name (add each to its row):\n{}",
+        unnamed.join("\n")
+    );
+}
+
+#[test]
+fn every_file_says_what_it_must_not_touch() {
+    let src = repository().join("src");
+    let silent: Vec<String> = files_to_document()
+        .into_iter()
+        .filter(|file| file.ends_with(".rs"))
+        .filter(|file| {
+            let text = std::fs::read_to_string(src.join(file)).unwrap();
+            let opening: Vec<&str> = text
+                .lines()
+                .take_while(|line| line.starts_with("//!"))
+                .map(|line| line.trim_start_matches("//!").trim())
+                .collect();
+            !opening.join(" ").to_lowercase().contains("must not touch")
+        })
+        .collect();
+    assert!(
+        silent.is_empty(),
+        "files whose opening //! paragraph says nothing of what they must not touch:\n{}",
+        silent.join("\n")
     );
 }

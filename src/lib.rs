@@ -1,6 +1,8 @@
 //! boxsub: a box-subscription ordering service. Shopping carts push customers and orders in
 //! over HTTP; producers (webstores) run their deliveries from them.
 //!
+//! Must not touch: code of its own beyond the modules' declarations.
+//!
 //! # Layout
 //!
 //! Dependencies point one way: `http` → `node` → `service` → `registry` → `actors` →

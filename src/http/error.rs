@@ -1,5 +1,8 @@
 //! `ApiError`: every way a request can fail, and the one place that decides each failure's
 //! status code and body (contract section 3). Internal details are logged, never returned.
+//!
+//! Must not touch: the decisions behind a failure (the service's and the domain's), logging
+//! anything secret.
 
 use std::convert::Infallible;
 use std::time::Duration;

@@ -1,5 +1,7 @@
 //! One function per endpoint: parse what the request carries, call the service, render the
 //! answer. No rule about customers or orders is decided here.
+//!
+//! Must not touch: the rules (the domain's), status codes (`super::error`), the store.
 
 use std::collections::HashMap;
 

@@ -6,7 +6,9 @@
 //! both Structured Fields lists. A refusal says `r=0` and `t` (and `Retry-After`) the seconds
 //! until a request would be let through.
 //!
-//! Must not touch: the quotas' arithmetic (`crate::quotas`).
+//! Must not touch: the quotas' arithmetic, or the `RateLimit-Policy` value, which
+//! `crate::quotas` writes once per webstore when its quotas come into force (this module
+//! puts it on answers).
 
 use bytes::Bytes;
 use warp::http::{header, HeaderMap, HeaderName, HeaderValue};

@@ -10,9 +10,14 @@
 //! state of every webstore whose quotas did not change, starts afresh those whose did, and
 //! drops those of webstores it removes, so that state never outgrows the catalogue.
 //!
-//! Must not touch: status codes and headers (the HTTP layer renders [`OverQuota`] and
-//! [`Checked`]; the policies are made here as bytes, once per webstore), the store, the
-//! actors.
+//! One piece of HTTP is made here, on purpose: the value of each webstore's
+//! `RateLimit-Policy` field (`policy_field`), written once per webstore when its quotas
+//! come into force, so that each answer's field is a reference count rather than a new
+//! string (only this module knows when a webstore's quotas change). Putting it on answers,
+//! and every other field, is `crate::http::ratelimit`'s.
+//!
+//! Must not touch: status codes, header maps and the other fields (the HTTP layer renders
+//! [`OverQuota`] and [`Checked`]), the store, the actors.
 
 mod admission;
 mod rates;

@@ -4,6 +4,8 @@
 //! leaves no trace: its id is never shown, its email stays free, its event is never in the
 //! feed and no later event is either (its number is given up: the watermark stays below it),
 //! while a create refused before anything was stored leaves a gap the feed reads past.
+//!
+//! Must not touch: the service's code (a test module only).
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
