@@ -25,6 +25,10 @@ def sref(name):
 REQ_ID_HEADER = ref("headers", "X-Request-Id")
 AUTH = [{"ApiKey": [], "ApiSecret": []}]
 
+# `embed` as the contract reads it: comma-separated names, unknown ones ignored, so any text
+# is valid; a query string carries a number or a boolean as its text, one unknown name.
+EMBED_SCHEMA = {"type": "array", "items": {"type": ["string", "number", "boolean"]}}
+
 # ---------------------------------------------------------------------------
 # Examples (captured from the demo server)
 # ---------------------------------------------------------------------------
@@ -1039,18 +1043,19 @@ parameters = {
     },
     "CustomerEmbed": {
         "name": "embed", "in": "query", "required": False,
-        "description": "Comma-separated children to embed: `address`. Unknown names are "
-                       "ignored.",
+        "description": "Comma-separated children to embed: `address`. Any other text is "
+                       "accepted and ignored (a number is one unknown name).",
         "style": "form", "explode": False,
-        "schema": {"type": "array", "items": {"type": "string"}},
+        "schema": EMBED_SCHEMA,
         "example": ["address"],
     },
     "BoxEmbed": {
         "name": "embed", "in": "query", "required": False,
         "description": "Comma-separated children to embed: `extras`, `box_items`, "
-                       "`images`. Unknown names are ignored.",
+                       "`images`. Any other text is accepted and ignored (a number is one "
+                       "unknown name).",
         "style": "form", "explode": False,
-        "schema": {"type": "array", "items": {"type": "string"}},
+        "schema": EMBED_SCHEMA,
         "example": ["extras", "box_items", "images"],
     },
 }
@@ -1333,9 +1338,9 @@ paths["/v1/customers/sign_in"] = {
              "schema": {"type": "string"}},
             {"name": "embed", "in": "query", "required": False,
              "description": "`address` to embed the address; used when the body does not "
-                            "give it. Unknown names are ignored.",
+                            "give it. Any other text is accepted and ignored.",
              "style": "form", "explode": False,
-             "schema": {"type": "array", "items": {"type": "string"}}},
+             "schema": EMBED_SCHEMA},
         ],
         body={
             "required": False,
@@ -1642,8 +1647,8 @@ WEBHOOK_RESPONSES = {
                            "event follows."},
     "410": {"description": "Gone: the endpoint is disabled. Nothing more is sent to it until "
                            "the operator redelivers, which enables it again."},
-    "429": {"description": "Throttled: the same event is sent again after `Retry-After`, or "
-                           "on the retry schedule without one.",
+    "429": {"description": "Asked to wait: the same event is sent again after `Retry-After`, "
+                           "or with the retries' backoff without one.",
             "headers": {"Retry-After": RECEIVER_RETRY_AFTER}},
     "503": {"description": "Unavailable: as 429.",
             "headers": {"Retry-After": RECEIVER_RETRY_AFTER}},

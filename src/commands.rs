@@ -1,6 +1,9 @@
 //! The program's commands as the binary runs them: what each prints and its exit code.
 //! `main` only parses the command line and sets up logging; `serve`'s wiring is in
 //! [`crate::startup`].
+//!
+//! Must not touch: parsing the command line (`crate::config`), `serve`'s wiring
+//! (`crate::startup`), the rules of what the commands do (the library's modules).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -159,8 +162,8 @@ fn hash_password() -> Result<(), String> {
     if password.is_empty() {
         return Err("no password on standard input".into());
     }
-    let mut salt = [0u8; 16];
-    getrandom::getrandom(&mut salt).map_err(|error| format!("random salt: {error}"))?;
+    let salt: [u8; 16] =
+        crate::random::secret().map_err(|error| format!("random salt: {error}"))?;
     let hash = crate::domain::password::hash_password(password, &salt)?;
     println!("{hash}");
     Ok(())

@@ -1,4 +1,7 @@
 //! Command-line and environment configuration: the only place that reads either.
+//!
+//! Must not touch: what the settings do (each layer takes its own settings from here,
+//! through `crate::startup`), environment or arguments read anywhere else.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,6 +10,14 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::domain::ids::IdRange;
 use crate::store::disk::Reserve;
+
+/// The default data directory: `snapshots`, a name the product's contract fixes (`boxsub
+/// serve` without `--data-dir` keeps its state there, and clients and operators count on
+/// it). It is the whole state of a node, not only snapshots: the sled store, the write-ahead
+/// log (`wal/`), the store's markers and, unless `--backup-dir` says otherwise, the online
+/// backups (`backups/`). The repository's `snapshots/` directory is this default for a
+/// server run from a checkout; its README says what lives there.
+pub const DEFAULT_DATA_DIR: &str = "snapshots";
 
 /// boxsub: box-subscription ordering service.
 #[derive(Debug, Parser)]
@@ -150,7 +161,7 @@ pub enum Command {
 #[derive(Debug, Clone, Args)]
 pub struct ExportConfig {
     /// The data directory of a stopped server.
-    #[arg(long, env = "BOXSUB_DATA_DIR", default_value = "snapshots")]
+    #[arg(long, env = "BOXSUB_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
     /// Export only this webstore (by its catalogue id).
     #[arg(long)]
@@ -164,7 +175,7 @@ pub struct ExportConfig {
 #[derive(Debug, Clone, Args)]
 pub struct ImportConfig {
     /// The data directory of a stopped server (created when missing).
-    #[arg(long, env = "BOXSUB_DATA_DIR", default_value = "snapshots")]
+    #[arg(long, env = "BOXSUB_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
     /// The export to read (default: standard input).
     #[arg(long)]
@@ -177,8 +188,9 @@ pub struct ServeConfig {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, env = "BOXSUB_ADDR", default_value = "127.0.0.1:3000")]
     pub addr: String,
-    /// Directory for the service's state.
-    #[arg(long, env = "BOXSUB_DATA_DIR", default_value = "snapshots")]
+    /// Directory for the service's whole state: the store, its write-ahead log and, by
+    /// default, online backups (the default's name, `snapshots`, is the contract's).
+    #[arg(long, env = "BOXSUB_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
     pub data_dir: PathBuf,
     /// Catalogue JSON file; without it the built-in demo catalogue is used.
     #[arg(long, env = "BOXSUB_CATALOGUE")]

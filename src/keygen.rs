@@ -1,5 +1,7 @@
 //! `boxsub keygen`: a new random API key pair for the operator's catalogue. Only the secret's
 //! SHA-256 goes into the catalogue; the secret itself is shown once and never stored.
+//!
+//! Must not touch: the catalogue file (the operator edits it), storing the secret anywhere.
 
 use crate::domain::catalogue::secret_sha256;
 
@@ -14,11 +16,9 @@ pub struct KeyPair {
 }
 
 /// Generates a key (16 random bytes) and a secret (32 random bytes), hex-encoded.
-pub fn generate() -> Result<KeyPair, getrandom::Error> {
-    let mut key = [0u8; 16];
-    let mut secret = [0u8; 32];
-    getrandom::getrandom(&mut key)?;
-    getrandom::getrandom(&mut secret)?;
+pub fn generate() -> Result<KeyPair, crate::random::Error> {
+    let key: [u8; 16] = crate::random::secret()?;
+    let secret: [u8; 32] = crate::random::secret()?;
     let secret = hex::encode(secret);
     Ok(KeyPair {
         key: format!("bx_{}", hex::encode(key)),

@@ -1,20 +1,38 @@
 //! boxsub: a box-subscription ordering service. Shopping carts push customers and orders in
 //! over HTTP; producers (webstores) run their deliveries from them.
 //!
+//! Must not touch: code of its own beyond the modules' declarations.
+//!
 //! # Layout
 //!
 //! Dependencies point one way: `http` → `node` → `service` → `registry` → `actors` →
-//! `events` → `index` → `store` → `domain`; `app` (the producers' pages) sits beside the API,
-//! called by `http` and reaching the rest through `service` only; `replication` (a group's
-//! life) uses `node`, `service` and `store`, and nothing below it knows of it; `webhooks`
-//! (deliveries) uses `service` and is started beside it; `quotas` (each webstore's quotas and
-//! the fair admission of requests) is held by `service` and uses only `domain` and `metrics`;
-//! `clock` (the wall clock) uses nothing and is read by any layer but `domain`, which is given
-//! "now"; `views` (the JSON shapes of customers and orders) uses only `domain` and is used by
-//! `http` and by `events` to render an event when it is read; `lease` (the read lease) uses
-//! nothing, is held by `node`, taken, extended and ended by `replication`, and asked by
-//! `webhooks` before each delivery. This is the one statement of the chain; README.md and
+//! `events` → `index` → `store` → `domain`. Beside the chain:
+//!
+//! - `app` (the producers' pages) is called by `http` and reaches the rest through `service`
+//!   (with the quota types of `quotas`);
+//! - `replication` (a group's life) uses `node`, `service` and `store`; nothing it uses, and
+//!   nothing below it, knows of it (only `config`, `startup` and `commands` name it);
+//! - `webhooks` (deliveries) is started beside `service` and given only what it uses of it
+//!   (`webhooks::Sources`: the store, the events, what is served here, the catalogue);
+//! - `quotas` (each webstore's quotas and the fair admission of requests) is held by
+//!   `service` and uses only `domain`, `metrics` and `clock`;
+//! - `transfer` (export, import, backups) is used by `service` and uses `events` and `store`;
+//! - `views` (the JSON shapes of customers and orders) uses only `domain` and is used by
+//!   `http` and by `events` to render an event when it is read;
+//! - `clock` (the wall clock), `random` (the kernel's randomness), `metrics` and `lease` (the
+//!   read lease: held by `node`, taken, extended and ended by `replication`, asked by
+//!   `webhooks` before each delivery) use nothing of the crate and may be used by any layer
+//!   but `domain`, which is given "now" and uses nothing;
+//! - `sharding` (the operator's files of a sharded deployment) and `keygen` use only
+//!   `domain` (and `random`);
+//! - `config`, `startup`, `commands`, `tools` and `fuzzing` sit on top and wire the rest.
+//!
+//! `src/layout_tests.rs` holds these arrows: a test gives each module a floor and fails on any
+//! `crate::` path that names a module on its own floor or above, and on two sibling modules
+//! that name each other. This is the one statement of the chain; README.md and
 //! docs/design.md point here.
+//!
+//! # Modules
 //!
 //! - [`domain`]: the rules, as pure functions and plain data (catalogue, customers, orders,
 //!   emails, pagination, passwords, sign-in throttling). No I/O, no async.
@@ -52,6 +70,7 @@
 //! - [`metrics`]: the Prometheus metric families every layer counts into.
 //! - [`clock`]: the wall clock as Unix seconds, read by every layer that stores or renders a
 //!   time.
+//! - [`random`]: the kernel's randomness: secrets, or numbers that only need to differ.
 //! - [`config`], [`commands`], [`startup`], [`keygen`]: the service binary's command line,
 //!   its commands, wiring and shutdown, key generation.
 //!
@@ -73,10 +92,13 @@ pub mod fuzzing;
 pub mod http;
 pub mod index;
 pub mod keygen;
+#[cfg(test)]
+mod layout_tests;
 pub mod lease;
 pub mod metrics;
 pub mod node;
 pub mod quotas;
+pub mod random;
 pub mod registry;
 pub mod replication;
 pub mod service;

@@ -1,5 +1,7 @@
 //! The `boxsub` binary: parse the command line, set up logging, and run the chosen command.
 //! Everything else lives in the library, so tests boot exactly what this runs.
+//!
+//! Must not touch: any command's work (`boxsub::commands`), the library's modules.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

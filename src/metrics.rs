@@ -415,8 +415,8 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// Why a request was refused for overload.
 #[derive(Debug, Clone, Copy)]
 pub enum Refusal {
-    /// Too many actor calls in flight in all.
-    Admission,
+    /// Too many actor calls in flight in all (the call cap).
+    CallCap,
     /// Too many calls waiting for one customer.
     CustomerBusy,
     /// An actor did not begin a call within its deadline.
@@ -434,7 +434,7 @@ pub enum Refusal {
 impl Refusal {
     fn label(self) -> &'static str {
         match self {
-            Refusal::Admission => "admission",
+            Refusal::CallCap => "call_cap",
             Refusal::CustomerBusy => "customer_busy",
             Refusal::CallDeadline => "call_deadline",
             Refusal::PasswordQueue => "password_queue",
@@ -560,13 +560,13 @@ mod tests {
             .http_requests
             .with_label_values(&["/v1/ping", "GET", "204"])
             .inc();
-        refused(Refusal::Admission);
+        refused(Refusal::CallCap);
         let text = String::from_utf8(METRICS.render()).unwrap();
         for family in [
             "boxsub_http_requests_total{method=\"GET\",route=\"/v1/ping\",status=\"204\"}",
             "boxsub_actors_active",
             "boxsub_group_commit_batch_writers_bucket",
-            "boxsub_requests_refused_total{reason=\"admission\"}",
+            "boxsub_requests_refused_total{reason=\"call_cap\"}",
             "boxsub_disk_writes_refused",
         ] {
             assert!(text.contains(family), "{family} missing from:\n{text}");

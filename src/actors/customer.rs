@@ -28,7 +28,7 @@ use crate::domain::fields::FieldErrors;
 use crate::domain::idempotency::Pending;
 use crate::domain::ids::OrderId;
 use crate::domain::order::{validate_order, CustomerCheck, Order, OrderBody};
-use crate::domain::schedule::{Day, ScheduleRules, WeekDays};
+use crate::domain::schedule::{ScheduleRules, WeekDays};
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, OnDurable, Store, StoreError, Written};
 
@@ -374,12 +374,9 @@ impl CustomerState {
             .delivery_services
             .get(&self.customer.delivery_service_id)
             .map_or(WeekDays::NONE, DeliveryService::week_days);
-        let today = jiff::Timestamp::now()
-            .to_zoned_datetime(self.webstore.zone.clone())
-            .date();
         ScheduleRules {
             delivery_days,
-            today: Day::of(today),
+            today: self.webstore.today(unix_now()),
         }
     }
 

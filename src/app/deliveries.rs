@@ -14,7 +14,7 @@ use crate::service::Service;
 
 use super::pages::{DayPage, WeekPage};
 use super::responses::html;
-use super::sign_in::signed_in;
+use super::sign_in::signed_in_here;
 use super::{day, week, AppAnswer, AppError, AppRequest, DayView};
 
 /// `GET /app/deliveries/:date` and its CSV.
@@ -24,11 +24,8 @@ pub(super) async fn day(
     date: Day,
     csv: bool,
 ) -> Result<AppAnswer, AppError> {
-    let session = signed_in(service, request.headers)?;
+    let session = signed_in_here(service, request.headers)?;
     let webstore = session.webstore;
-    if !service.serving().serves(&webstore.settings.id) {
-        return Err(AppError::Misdirected);
-    }
     // A page is a read of its webstore, under its quotas and fair admission like its API's.
     let checked = service
         .quotas()
@@ -66,11 +63,8 @@ pub(super) async fn week(
     request: &AppRequest<'_>,
     first: Day,
 ) -> Result<AppAnswer, AppError> {
-    let session = signed_in(service, request.headers)?;
+    let session = signed_in_here(service, request.headers)?;
     let webstore = session.webstore;
-    if !service.serving().serves(&webstore.settings.id) {
-        return Err(AppError::Misdirected);
-    }
     // A page is a read of its webstore, under its quotas and fair admission like its API's.
     let checked = service
         .quotas()

@@ -41,7 +41,7 @@ use crate::domain::schedule::{delivery_day_from, Day};
 use crate::service::{Delivery, Service, ServiceError};
 
 use responses::{error_page, secured, see_other, stylesheet};
-use sign_in::{sign_in, sign_in_form, sign_out, signed_in};
+use sign_in::{sign_in, sign_in_form, sign_out, signed_in_here};
 
 pub use day::DayView;
 pub use guard::PublicOrigin;
@@ -104,7 +104,7 @@ enum AppError {
     /// The producer's webstore is served by another node now.
     Misdirected,
     /// The producer's webstore went past one of its quotas.
-    OverQuota(crate::quotas::Throttled),
+    OverQuota(crate::quotas::OverQuota),
     /// The service could not answer.
     Service(ServiceError),
 }
@@ -151,8 +151,11 @@ async fn respond(
         (AppRoute::SignOut, _) => return Err(AppError::MethodNotAllowed("POST")),
         (AppRoute::Home, _) => {
             only_get(method)?;
-            let webstore = signed_in(service, request.headers)?.webstore;
-            let day = delivery_day_from(webstore.today(), webstore.delivery_week_days());
+            let webstore = signed_in_here(service, request.headers)?.webstore;
+            let day = delivery_day_from(
+                webstore.today(crate::clock::unix_now()),
+                webstore.delivery_week_days(),
+            );
             see_other(&format!("/app/deliveries/{}", day.date()))
         }
         (route @ (AppRoute::Day | AppRoute::DayCsv), Some(date)) => {

@@ -146,7 +146,7 @@ pub(super) fn error_page(error: AppError) -> Response {
             "Served elsewhere",
             "Your webstore is served by another node now: open the app again in a moment.",
         ),
-        AppError::OverQuota(throttled) => {
+        AppError::OverQuota(refusal) => {
             let mut response = message(
                 StatusCode::TOO_MANY_REQUESTS,
                 "Too many requests",
@@ -155,7 +155,7 @@ pub(super) fn error_page(error: AppError) -> Response {
             );
             response.headers_mut().insert(
                 header::RETRY_AFTER,
-                HeaderValue::from(throttled.retry_after_secs.max(1)),
+                HeaderValue::from(refusal.retry_after_secs.max(1)),
             );
             response
         }
@@ -172,7 +172,7 @@ pub(super) fn error_page(error: AppError) -> Response {
         }
         AppError::Service(error) => {
             let (status, detail) = match &error {
-                ServiceError::Busy | ServiceError::Throttled { .. } => (
+                ServiceError::Busy | ServiceError::SignInThrottled { .. } => (
                     StatusCode::SERVICE_UNAVAILABLE,
                     "The service is busy or not serving here now: try again in a moment.",
                 ),

@@ -20,13 +20,38 @@ use super::responses::{error_page, html, retry_after_value, see_other, with_head
 use super::{AppError, AppRequest, AppSettings};
 
 /// The session the request's cookie names.
-pub(super) fn signed_in(
-    service: &Service,
-    headers: &HeaderMap,
-) -> Result<ProducerSession, AppError> {
+fn signed_in(service: &Service, headers: &HeaderMap) -> Result<ProducerSession, AppError> {
     cookie(headers, SESSION_COOKIE)
         .and_then(|id| service.producer_session(id))
         .ok_or(AppError::NotSignedIn)
+}
+
+/// The producer's session for a page of their webstore: `Misdirected` (a 421 page, "served
+/// elsewhere") when the routing cookie names a webstore of the catalogue this node does not
+/// serve, before any session is looked for. The browser was sent to the wrong shard (the
+/// front end's map not yet current after a move): its session, if it has one, is on the
+/// webstore's shard, so sending it to sign in here would only lose it; in a moment the map
+/// sends it where its webstore is.
+pub(super) fn signed_in_here(
+    service: &Service,
+    headers: &HeaderMap,
+) -> Result<ProducerSession, AppError> {
+    if let Some(route) = cookie_text(headers, ROUTING_COOKIE) {
+        let named = service
+            .catalogue()
+            .webstores()
+            .iter()
+            .find(|webstore| route_key(&webstore.settings.id) == route)
+            .map(|webstore| webstore.settings.id.clone());
+        if named.is_some_and(|id| !service.serving().serves(&id)) {
+            return Err(AppError::Misdirected);
+        }
+    }
+    let session = signed_in(service, headers)?;
+    if !service.serving().serves(&session.webstore.settings.id) {
+        return Err(AppError::Misdirected);
+    }
+    Ok(session)
 }
 
 /// `GET /app/sign_in`: the form (or, signed in already, the app).

@@ -3,6 +3,8 @@
 //! to standard error at `RUST_LOG` (default `warn`). This file owns only the allocator, the
 //! logging and the runtime; the command line and every tool are in `boxsub::tools`, which it
 //! must not duplicate.
+//!
+//! Must not touch: the tools' command line and the tools themselves (`boxsub::tools`).
 
 use std::process::ExitCode;
 

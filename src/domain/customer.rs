@@ -1,6 +1,8 @@
 //! Customers and their addresses: the fields a create or update may set, the rules each field
 //! must keep (contract section 5, including the webstore's `require_*` settings), and how a
 //! validated change is applied. Email uniqueness is the registry's business, not this file's.
+//!
+//! Must not touch: I/O, the registry's email index, HTTP.
 
 use serde_json::{Map, Value};
 

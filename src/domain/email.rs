@@ -1,5 +1,7 @@
 //! Customer email addresses: what counts as plausible, and the folded form under which the
 //! registry indexes them so that lookups and uniqueness ignore case and surrounding spaces.
+//!
+//! Must not touch: the index itself (the registry's), I/O.
 
 use super::fields::{too_long, INVALID, MAX_STRING_CHARS};
 

@@ -3,6 +3,8 @@
 //! loosely typed JSON that existing clients send (ids as numbers or digit strings, and so on).
 //!
 //! Pure functions over `serde_json::Value`; nothing here knows about HTTP status codes.
+//!
+//! Must not touch: status codes (the HTTP layer's), I/O.
 
 use serde_json::{Map, Value};
 

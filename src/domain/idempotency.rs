@@ -1,6 +1,9 @@
 //! Idempotent creates (contract section 6): the key a client sends, and the first response
 //! that repeats of the same request get back. The bookkeeping of which requests are in
 //! progress and where records are kept belongs to the service and the store.
+//!
+//! Must not touch: the turns of keys in progress (`crate::service::idempotency`), the
+//! records' storage, I/O.
 
 use super::fields::{too_long, FieldErrors, BLANK, INVALID};
 use super::ids::{CustomerId, OrderId};

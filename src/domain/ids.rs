@@ -1,5 +1,7 @@
 //! Record identifiers and the sequence that hands them out: positive, never reused, and
 //! increasing over time (contract section 2).
+//!
+//! Must not touch: where the sequences are kept (the registry, the store), I/O.
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,11 +1,15 @@
 //! The domain: boxsub's rules as pure functions and plain data, with no I/O, no async and no
 //! knowledge of actors, maps, storage or HTTP. Everything that decides whether a customer or an
 //! order is acceptable lives here, so it can be unit-tested, property-tested and fuzzed alone.
+//!
+//! Must not touch: I/O, async, the clock or randomness (callers pass "now"), any other
+//! module of the crate.
 
 pub mod catalogue;
 pub mod customer;
 pub mod cutoff;
 pub mod email;
+pub mod event_feed;
 pub mod event_types;
 pub mod fields;
 pub mod halts;

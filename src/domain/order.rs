@@ -2,6 +2,8 @@
 //! that must fit the box's rules (contract section 5). Validation is one pure function of the
 //! body's fields ([`OrderBody`]) and the webstore's catalogue, so it can be property-tested
 //! and fuzzed on its own.
+//!
+//! Must not touch: I/O, the clock (the caller passes today), the actors that apply orders.
 
 use std::collections::HashSet;
 

@@ -2,6 +2,8 @@
 //! box with no extras, exclusions or substitutions, delivered on the weekday of its start;
 //! setters change one field each, and [`NewOrder::placed`] makes the stored [`Order`] of it.
 //! Only test builds have it, so that a test names just the fields it cares about.
+//!
+//! Must not touch: the rules themselves (`super::order`), non-test builds.
 
 use super::ids::{CustomerId, OrderId};
 use super::order::{ExtraLine, NewOrder, Order};

@@ -1,5 +1,7 @@
 //! Pagination of customer lists: reading `page` and `per_page` (contract section 5) and
 //! working out which neighbouring pages exist for the `Link` header.
+//!
+//! Must not touch: the listings themselves (`crate::registry::listing`), HTTP headers.
 
 use super::fields::{parse_digits, FieldErrors};
 

@@ -1,6 +1,9 @@
 //! Customer passwords: argon2id with OWASP's parameters (m = 19456 KiB, t = 2, p = 1), stored
 //! as PHC strings. Pure but slow (tens of milliseconds): callers run it on a blocking thread,
 //! never inside an actor handler or on the async workers.
+//!
+//! Must not touch: the blocking threads and the pool that run it
+//! (`crate::service::passwords`), salts' randomness (the caller's, `crate::random`).
 
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};

@@ -2,6 +2,9 @@
 //! [`MAX_FAILURES`] failed attempts per email within [`WINDOW`] (contract section 5). Attempts
 //! still being checked count against the limit, so a burst of concurrent guesses cannot slip
 //! past it.
+//!
+//! Must not touch: the clock (the caller passes instants), the map of throttles
+//! (`crate::service::sign_in_throttles`).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};

@@ -23,18 +23,10 @@ pub struct EventIds {
 impl EventIds {
     /// Ids under a fresh random key.
     pub fn new() -> EventIds {
-        let mut key = [0u8; 32];
-        if getrandom::getrandom(&mut key).is_err() {
-            // Without the kernel's randomness, the clock and the process still set this
-            // process's ids apart from every other's.
-            let nanos = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |since| since.as_nanos());
-            key[..16].copy_from_slice(&nanos.to_be_bytes());
-            key[16..20].copy_from_slice(&std::process::id().to_be_bytes());
-        }
+        // Without the kernel's randomness, the clock and the process still set this
+        // process's ids apart from every other's.
         EventIds {
-            key,
+            key: crate::random::unique(),
             made: AtomicU64::new(0),
         }
     }

@@ -11,7 +11,8 @@
 //! - [`sequence`]: each webstore's numbering, and the watermark below which every event is
 //!   durable (readers see nothing above it: read committed, and no event appears later
 //!   below a position a reader has passed).
-//! - [`feed`]: pages of events after an opaque cursor, for `GET /v1/events`.
+//! - [`feed`]: reading pages of events after a position, for `GET /v1/events` (the
+//!   request and its cursor are parsed by the pure `crate::domain::event_feed`).
 //! - [`json`]: an event as it is fed and delivered.
 //! - [`ids`]: events' ids.
 //!
@@ -148,7 +149,7 @@ impl Events {
         after: Option<u64>,
         types: &[EventType],
         limit: usize,
-    ) -> Result<Result<feed::Page, feed::CursorError>, StoreError> {
+    ) -> Result<Result<feed::Page, crate::domain::event_feed::CursorError>, StoreError> {
         let watermark = self.sequencer(webstore_id)?.watermark();
         feed::page(&self.store, webstore_id, after, watermark, types, limit)
     }

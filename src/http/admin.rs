@@ -283,8 +283,7 @@ where
 {
     use std::io::Write;
     let mut body = std::pin::pin!(body);
-    let mut name = [0u8; 8];
-    getrandom::getrandom(&mut name).map_err(|error| ApiError::Internal(error.to_string()))?;
+    let name: [u8; 8] = crate::random::unique();
     let file =
         TempFile(std::env::temp_dir().join(format!("boxsub-import-{}.jsonl", hex::encode(name))));
     let mut out = std::io::BufWriter::new(

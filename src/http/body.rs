@@ -3,6 +3,9 @@
 //! the fields (an order's, read without building the object) or the parameters a handler
 //! needs. `content_length_limit` is not used because it answers 411 to chunked bodies, which
 //! the contract accepts up to the limit.
+//!
+//! Must not touch: the rules of what a body may hold (the domain's), status codes
+//! (`super::error`).
 
 use std::borrow::Cow;
 use std::fmt;

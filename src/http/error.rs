@@ -1,5 +1,8 @@
 //! `ApiError`: every way a request can fail, and the one place that decides each failure's
 //! status code and body (contract section 3). Internal details are logged, never returned.
+//!
+//! Must not touch: the decisions behind a failure (the service's and the domain's), logging
+//! anything secret.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -9,7 +12,7 @@ use warp::reply::Response;
 use warp::Rejection;
 
 use crate::domain::fields::FieldErrors;
-use crate::quotas::{Quota, Throttled};
+use crate::quotas::{OverQuota, Quota};
 use crate::service::serving::Served;
 use crate::service::{Refusal, ServiceError};
 
@@ -50,12 +53,12 @@ pub enum ApiError {
     /// Validation failed.
     #[error("validation failed: {0}")]
     Invalid(FieldErrors),
-    /// Sign-in throttled.
-    #[error("throttled")]
-    Throttled(Duration),
+    /// Too many failed sign-ins for one email.
+    #[error("sign-in throttled")]
+    SignInThrottled(Duration),
     /// The caller's webstore went past one of its quotas; nothing was changed.
     #[error("over its {} quota", .0.quota.name())]
-    OverQuota(Throttled),
+    OverQuota(OverQuota),
     /// Overloaded or shutting down; nothing was changed.
     #[error("unavailable")]
     Unavailable,
@@ -105,7 +108,7 @@ impl ApiError {
             ApiError::UnreadableBody => StatusCode::BAD_REQUEST,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::InvalidJson | ApiError::Invalid(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            ApiError::Throttled(_) | ApiError::OverQuota(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::SignInThrottled(_) | ApiError::OverQuota(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Misdirected => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::CursorGone(_) => StatusCode::GONE,
@@ -139,10 +142,10 @@ impl ApiError {
             ApiError::BodyTimeout => "The request body did not arrive in time",
             ApiError::InvalidJson => "Invalid JSON",
             ApiError::Invalid(_) => "Validation failed",
-            ApiError::Throttled(_) => {
+            ApiError::SignInThrottled(_) => {
                 "Too many failed sign-in attempts for this email. Try again later."
             }
-            ApiError::OverQuota(throttled) => match throttled.quota {
+            ApiError::OverQuota(refusal) => match refusal.quota {
                 Quota::Writes => {
                     "This webstore has made more writes than its quota allows. Nothing was \
                      changed; try again after Retry-After seconds (RateLimit-Policy states \
@@ -218,11 +221,11 @@ impl ApiError {
             ApiError::MethodNotAllowed(allow) => {
                 headers.insert(header::ALLOW, HeaderValue::from_static(allow));
             }
-            ApiError::Throttled(wait) => {
+            ApiError::SignInThrottled(wait) => {
                 let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds.max(1)));
             }
-            ApiError::OverQuota(throttled) => super::ratelimit::stamp_refusal(headers, &throttled),
+            ApiError::OverQuota(refusal) => super::ratelimit::stamp_refusal(headers, &refusal),
             ApiError::Unavailable
             | ApiError::NotPrimary
             | ApiError::Moving
@@ -287,7 +290,7 @@ impl From<ServiceError> for ApiError {
         match error {
             ServiceError::Invalid(errors) => ApiError::Invalid(errors),
             ServiceError::NotFound => ApiError::NotFound,
-            ServiceError::Throttled { retry_after } => ApiError::Throttled(retry_after),
+            ServiceError::SignInThrottled { retry_after } => ApiError::SignInThrottled(retry_after),
             ServiceError::Busy => ApiError::Unavailable,
             ServiceError::WritesRefused(refusal) => ApiError::WritesRefused(refusal),
             ServiceError::Storage(detail) => ApiError::Storage(detail),

@@ -1,5 +1,7 @@
 //! One function per endpoint: parse what the request carries, call the service, render the
 //! answer. No rule about customers or orders is decided here.
+//!
+//! Must not touch: the rules (the domain's), status codes (`super::error`), the store.
 
 use std::collections::HashMap;
 
@@ -11,13 +13,13 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
+use crate::domain::event_feed;
 use crate::domain::fields::{parse_digits, text, FieldErrors, BLANK, INVALID};
 use crate::domain::idempotency::{Creation, IdempotencyKey, Pending, RecordedResponse};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{Order, OrderBody};
 use crate::domain::paging::Page;
 use crate::domain::schedule::parse_date_param;
-use crate::events::feed;
 use crate::quotas::Checked;
 use crate::service::Created;
 
@@ -494,7 +496,7 @@ fn with_location(mut response: Response, resource: &str, id: u64) -> Response {
 /// `GET /v1/events`: a page of the webstore's events and the cursor of the next, in the body
 /// and as a `Link` (which keeps `type` and `limit`).
 pub(super) fn list_events(call: &Call<'_>) -> Answer {
-    let query = feed::Query::parse(
+    let query = event_feed::Query::parse(
         &call.webstore.settings.id,
         call.params.get("after"),
         call.params.get("type"),

@@ -27,11 +27,7 @@ const MAX_ID_CHARS: usize = 128;
 
 /// A process-wide random prefix, so that ids of different runs do not collide, and a
 /// counter, so that ids within a run never do.
-static ID_PREFIX: LazyLock<u32> = LazyLock::new(|| {
-    let mut bytes = [0u8; 4];
-    let _ = getrandom::getrandom(&mut bytes);
-    u32::from_be_bytes(bytes)
-});
+static ID_PREFIX: LazyLock<u32> = LazyLock::new(|| u32::from_be_bytes(crate::random::unique()));
 static ID_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// 24 hex digits: the prefix, then the counter. Written by hand into a buffer on the

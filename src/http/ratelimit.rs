@@ -6,12 +6,14 @@
 //! both Structured Fields lists. A refusal says `r=0` and `t` (and `Retry-After`) the seconds
 //! until a request would be let through.
 //!
-//! Must not touch: the quotas' arithmetic (`crate::quotas`).
+//! Must not touch: the quotas' arithmetic, or the `RateLimit-Policy` value, which
+//! `crate::quotas` writes once per webstore when its quotas come into force (this module
+//! puts it on answers).
 
 use bytes::Bytes;
 use warp::http::{header, HeaderMap, HeaderName, HeaderValue};
 
-use crate::quotas::{Checked, Quota, Throttled};
+use crate::quotas::{Checked, OverQuota, Quota};
 
 /// `RateLimit-Policy` (made once: from a `&str`, each use would parse it again).
 pub static RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
@@ -30,15 +32,15 @@ pub fn stamp(headers: &mut HeaderMap, checked: &Checked) {
 }
 
 /// Stamps a 429 of a quota.
-pub fn stamp_refusal(headers: &mut HeaderMap, throttled: &Throttled) {
-    insert_policies(headers, &throttled.policies);
+pub fn stamp_refusal(headers: &mut HeaderMap, refusal: &OverQuota) {
+    insert_policies(headers, &refusal.policies);
     headers.insert(
         RATELIMIT.clone(),
-        state_field(throttled.quota, 0, throttled.retry_after_secs),
+        state_field(refusal.quota, 0, refusal.retry_after_secs),
     );
     headers.insert(
         header::RETRY_AFTER,
-        HeaderValue::from(throttled.retry_after_secs.max(1)),
+        HeaderValue::from(refusal.retry_after_secs.max(1)),
     );
 }
 

@@ -1,6 +1,8 @@
 //! The route table as a pure function of method and path. Paths are matched before methods,
 //! so a known path with another method is a 405 with `Allow`, and only an unknown path is a
 //! 404 (the trap of warp issue #77, where method-first filter chains answer 405 for anything).
+//!
+//! Must not touch: what a route does (`super::handlers`), I/O.
 
 use warp::http::Method;
 

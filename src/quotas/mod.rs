@@ -10,9 +10,14 @@
 //! state of every webstore whose quotas did not change, starts afresh those whose did, and
 //! drops those of webstores it removes, so that state never outgrows the catalogue.
 //!
-//! Must not touch: status codes and headers (the HTTP layer renders [`Throttled`] and
-//! [`Checked`]; the policies are made here as bytes, once per webstore), the store, the
-//! actors.
+//! One piece of HTTP is made here, on purpose: the value of each webstore's
+//! `RateLimit-Policy` field (`policy_field`), written once per webstore when its quotas
+//! come into force, so that each answer's field is a reference count rather than a new
+//! string (only this module knows when a webstore's quotas change). Putting it on answers,
+//! and every other field, is `crate::http::ratelimit`'s.
+//!
+//! Must not touch: status codes, header maps and the other fields (the HTTP layer renders
+//! [`OverQuota`] and [`Checked`]), the store, the actors.
 
 mod admission;
 mod rates;
@@ -54,7 +59,7 @@ pub enum Quota {
 }
 
 impl Quota {
-    /// The policy's name in the `RateLimit` fields, and in metrics (`throttled_` + it).
+    /// The policy's name in the `RateLimit` fields, and in metrics (`over_quota_` + it).
     pub fn name(self) -> &'static str {
         match self {
             Quota::Writes => "writes",
@@ -66,7 +71,7 @@ impl Quota {
 
 /// A request refused by its webstore's quotas.
 #[derive(Debug, Clone)]
-pub struct Throttled {
+pub struct OverQuota {
     /// The quota it went past.
     pub quota: Quota,
     /// Whole seconds until a request of the same kind may succeed (at least 1).
@@ -128,9 +133,9 @@ struct WebstoreQuotas {
 /// The webstore's metric handles, looked up once.
 struct Counted {
     admitted: IntCounter,
-    throttled_writes: IntCounter,
-    throttled_reads: IntCounter,
-    throttled_concurrency: IntCounter,
+    over_quota_writes: IntCounter,
+    over_quota_reads: IntCounter,
+    over_quota_concurrency: IntCounter,
     wait: Histogram,
 }
 
@@ -144,18 +149,18 @@ impl Counted {
         };
         Counted {
             admitted: outcome("admitted"),
-            throttled_writes: outcome("throttled_writes"),
-            throttled_reads: outcome("throttled_reads"),
-            throttled_concurrency: outcome("throttled_concurrency"),
+            over_quota_writes: outcome("over_quota_writes"),
+            over_quota_reads: outcome("over_quota_reads"),
+            over_quota_concurrency: outcome("over_quota_concurrency"),
             wait: metrics.admission_wait.with_label_values(&[webstore]),
         }
     }
 
-    fn throttled(&self, quota: Quota) -> &IntCounter {
+    fn over_quota(&self, quota: Quota) -> &IntCounter {
         match quota {
-            Quota::Writes => &self.throttled_writes,
-            Quota::Reads => &self.throttled_reads,
-            Quota::Concurrency => &self.throttled_concurrency,
+            Quota::Writes => &self.over_quota_writes,
+            Quota::Reads => &self.over_quota_reads,
+            Quota::Concurrency => &self.over_quota_concurrency,
         }
     }
 }
@@ -207,7 +212,7 @@ impl Quotas {
     }
 
     /// Counts a request of `webstore` against its quotas, or refuses it.
-    pub fn check(&self, webstore: &Webstore, kind: Kind) -> Result<Checked, Throttled> {
+    pub fn check(&self, webstore: &Webstore, kind: Kind) -> Result<Checked, OverQuota> {
         let quotas = self
             .by_webstore
             .load()
@@ -299,11 +304,9 @@ impl WebstoreQuotas {
     }
 
     /// Counts and (once a minute per webstore) logs a refusal.
-    fn refuse(&self, quota: Quota, retry_after_secs: u64) -> Throttled {
-        self.counted.throttled(quota).inc();
-        let minute = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_secs() / 60);
+    fn refuse(&self, quota: Quota, retry_after_secs: u64) -> OverQuota {
+        self.counted.over_quota(quota).inc();
+        let minute = crate::clock::unix_now().max(0) as u64 / 60;
         let logged = self.logged_minute.load(Ordering::Relaxed);
         if logged != minute
             && self
@@ -318,7 +321,7 @@ impl WebstoreQuotas {
                  boxsub_webstore_requests_total counts every refusal)"
             );
         }
-        Throttled {
+        OverQuota {
             quota,
             retry_after_secs,
             policies: self.policies.clone(),

@@ -187,7 +187,11 @@ pub async fn follow(
                     // Unique to this attempt: the stream's duplicate detection would answer a
                     // takeover id it has seen (an earlier life of this node's) with that
                     // takeover's sequence instead of judging this one.
-                    let id = format!("{}:takeover:{applied}:{:016x}", settings.node, nonce());
+                    let id = format!(
+                        "{}:takeover:{applied}:{:016x}",
+                        settings.node,
+                        crate::random::nonce()
+                    );
                     let sent = Instant::now();
                     match changelog
                         .append(Kind::Takeover, Bytes::new(), applied, &id)
@@ -218,18 +222,6 @@ pub async fn follow(
             }
         }
     }
-}
-
-/// A random number, to make a message id unique.
-pub fn nonce() -> u64 {
-    let mut bytes = [0; 8];
-    // Without randomness, the time still tells attempts apart.
-    if getrandom::getrandom(&mut bytes).is_err() {
-        return std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_nanos() as u64);
-    }
-    u64::from_le_bytes(bytes)
 }
 
 /// Runs `work` on the replica off the async threads (sled's writes and syncs block).

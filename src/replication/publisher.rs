@@ -149,7 +149,7 @@ impl Chain {
             node,
             state: Mutex::new(ChainState {
                 last: takeover,
-                term: format!("{takeover}-{:016x}", super::follower::nonce()),
+                term: format!("{takeover}-{:016x}", crate::random::nonce()),
                 published: 0,
                 last_publish: Instant::now(),
                 under_way: VecDeque::new(),

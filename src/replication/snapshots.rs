@@ -162,7 +162,7 @@ impl Upload {
         let writer = format!(
             "{}-{:016x}",
             subject_token(&settings.node),
-            super::follower::nonce()
+            crate::random::nonce()
         );
         let completing = Arc::new(AtomicBool::new(false));
         let task = tokio::spawn(upload(

@@ -1,7 +1,8 @@
-//! Calls to customer actors, with the service's limits: at most so many calls in all
-//! (admission) and per customer, each answered within a deadline or refused as busy.
+//! Calls to customer actors, with the service's limits: at most so many calls in all (the
+//! call cap) and per customer, each answered within a deadline or refused as busy. (The call
+//! cap is not fair admission, `crate::quotas`, which orders whole requests by webstore.)
 //!
-//! Everything a call acquires travels with its message as guards. The admission permit and
+//! Everything a call acquires travels with its message as guards. The call cap's permit and
 //! the customer's call permit are released when the actor is done with the message (for an
 //! order, once it is on disk), not when the caller stops waiting, so the limits bound the
 //! work really queued. A caller that stops waiting (its client reset, a deadline passed)
@@ -27,8 +28,8 @@ use super::ServiceError;
 
 /// The limits and deadline of actor calls.
 pub struct ActorCalls {
-    admission: Arc<Semaphore>,
-    admission_size: usize,
+    call_cap: Arc<Semaphore>,
+    call_cap_size: usize,
     per_customer: u32,
     deadline: Duration,
 }
@@ -46,10 +47,10 @@ impl ActorCalls {
     /// At most `in_flight` calls in all and `per_customer` per customer, each answered within
     /// `deadline`.
     pub fn new(in_flight: usize, per_customer: u32, deadline: Duration) -> ActorCalls {
-        let admission_size = in_flight.max(1);
+        let call_cap_size = in_flight.max(1);
         ActorCalls {
-            admission: Arc::new(Semaphore::new(admission_size)),
-            admission_size,
+            call_cap: Arc::new(Semaphore::new(call_cap_size)),
+            call_cap_size,
             per_customer: per_customer.max(1),
             deadline,
         }
@@ -82,11 +83,11 @@ impl ActorCalls {
         exclusive: Option<E>,
         request: impl FnOnce(RpcReplyPort<T>) -> Request,
     ) -> Result<T, ServiceError> {
-        let admitted = self.admission.clone().try_acquire_owned().map_err(|_| {
-            refused(Refusal::Admission);
+        let capped = self.call_cap.clone().try_acquire_owned().map_err(|_| {
+            refused(Refusal::CallCap);
             ServiceError::Busy
         })?;
-        let mut unsent = Some((request, exclusive, admitted));
+        let mut unsent = Some((request, exclusive, capped));
         // A slot retired for passivation between lookup and entry is replaced by a fresh
         // activation; two retries are more than any real interleaving needs.
         for _ in 0..3 {
@@ -108,7 +109,7 @@ impl ActorCalls {
                     continue;
                 }
             };
-            let Some((request, exclusive, admitted)) = unsent.take() else {
+            let Some((request, exclusive, capped)) = unsent.take() else {
                 break;
             };
             let exclusive = exclusive.map(|held| Box::new(held) as Box<dyn Send>);
@@ -118,7 +119,7 @@ impl ActorCalls {
             let message = CustomerMsg {
                 request: request(reply.into()),
                 handoff,
-                permits: Box::new((admitted, permit)),
+                permits: Box::new((capped, permit)),
             };
             if slot.actor.send_message(message).is_err() {
                 registry.forget(id, &slot);
@@ -154,9 +155,9 @@ impl ActorCalls {
         })
     }
 
-    /// Calls admitted and not yet done with (for tests and diagnostics).
-    pub fn admitted(&self) -> usize {
-        self.admission_size - self.admission.available_permits()
+    /// Calls holding a permit of the call cap, not yet done with (for tests and diagnostics).
+    pub fn in_flight(&self) -> usize {
+        self.call_cap_size - self.call_cap.available_permits()
     }
 }
 

@@ -1,9 +1,11 @@
 //! The application service: the one entry point the HTTP layer calls. [`Service`] composes
 //! one type per concern and applies the domain rules with them:
 //!
-//! - [`calls`]: calls to customer actors under admission limits and a deadline;
+//! - [`calls`]: calls to customer actors under the call cap, a cap per customer and a
+//!   deadline;
 //! - [`idempotency`]: turns per `Idempotency-Key`, so one key creates one record;
-//! - [`sign_in`]: sign-in throttling per email;
+//! - [`sign_in_throttles`]: sign-in throttling per email (customers' and producers'; the
+//!   sign-ins themselves are [`Service::sign_in`] and `producers`);
 //! - [`client_limits`]: the app's sign-ins per client address;
 //! - [`passwords`]: argon2 work on bounded blocking threads, shared fairly between the
 //!   webstores and the app;
@@ -29,7 +31,7 @@ mod orders;
 pub mod passwords;
 pub mod producers;
 pub mod serving;
-pub mod sign_in;
+pub mod sign_in_throttles;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -39,12 +41,12 @@ use crate::actors::customer::ChangeError;
 use crate::domain::catalogue::{Catalogue, CatalogueError, CurrentCatalogue, Webstore};
 use crate::domain::customer::Customer;
 use crate::domain::email::fold;
+use crate::domain::event_feed::{self, CursorError};
 use crate::domain::fields::{FieldErrors, TAKEN};
 use crate::domain::idempotency::{Creation, RecordedResponse};
 use crate::domain::ids::{CustomerId, IdRange};
 use crate::domain::ownership::Ownership;
 use crate::domain::paging::Page;
-use crate::events::feed::{self, CursorError};
 use crate::events::Events;
 use crate::metrics::METRICS;
 use crate::quotas::Quotas;
@@ -60,7 +62,7 @@ use delivery_lists::DeliveryLists;
 use idempotency::IdempotencyGate;
 use passwords::{Lane, PasswordWork};
 use serving::Serving;
-use sign_in::SignInThrottles;
+use sign_in_throttles::SignInThrottles;
 
 /// Why the service refused or failed a request.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +75,7 @@ pub enum ServiceError {
     NotFound,
     /// Too many failed sign-ins for one email.
     #[error("sign-in throttled for {retry_after:?}")]
-    Throttled {
+    SignInThrottled {
         /// How long until an attempt is allowed again.
         retry_after: Duration,
     },
@@ -202,7 +204,7 @@ pub struct ServiceSettings {
     pub password_queue: usize,
     /// Calls that may wait on one customer's actor before more are refused.
     pub max_calls_per_customer: u32,
-    /// Actor calls that may be in flight in all before more are refused.
+    /// Actor calls that may be in flight in all before more are refused (the call cap).
     pub max_calls_in_flight: usize,
     /// The ids this host gives out.
     pub id_range: IdRange,
@@ -220,8 +222,8 @@ pub struct ServiceSettings {
 /// is in progress, whatever happened to the requests before.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Held {
-    /// Actor calls admitted.
-    pub admitted_calls: usize,
+    /// Actor calls holding a permit of the call cap.
+    pub capped_calls: usize,
     /// Calls counted against customers' actors.
     pub actor_calls: u64,
     /// Email claims of creates and changes.
@@ -247,7 +249,7 @@ pub struct Service {
     throttles: SignInThrottles,
     passwords: PasswordWork,
     delivery_lists: DeliveryLists,
-    serving: Serving,
+    serving: Arc<Serving>,
     /// The ids this node gives out (`--id-range`).
     id_range: IdRange,
     /// Producers' sign-in throttles, apart from customers'.
@@ -277,7 +279,7 @@ impl Service {
                 store.frozen().freeze(id);
             }
         }
-        let serving = Serving::new(settings.webstores.clone(), recorded);
+        let serving = Arc::new(Serving::new(settings.webstores.clone(), recorded));
         let events = Arc::new(Events::new(store.clone()));
         let quotas = Quotas::new(&catalogue.get(), settings.admission_slots);
         Ok(Service {
@@ -312,6 +314,17 @@ impl Service {
         &self.serving
     }
 
+    /// [`Service::serving`], for a task that outlives the borrow (the webhooks').
+    pub fn shared_serving(&self) -> Arc<Serving> {
+        self.serving.clone()
+    }
+
+    /// The catalogue in force as it changes, for a task that follows its reloads (the
+    /// webhooks').
+    pub fn current_catalogue(&self) -> Arc<CurrentCatalogue> {
+        self.catalogue.clone()
+    }
+
     /// The webstores' quotas, and the admission of requests while the host is saturated.
     pub fn quotas(&self) -> &Quotas {
         &self.quotas
@@ -326,7 +339,7 @@ impl Service {
     pub fn events_page(
         &self,
         webstore: &Webstore,
-        query: &feed::Query,
+        query: &event_feed::Query,
     ) -> Result<EventsPage, ServiceError> {
         let id = &webstore.settings.id;
         let after = query.after.clone().map_err(cursor_error)?;
@@ -335,7 +348,7 @@ impl Service {
             .page(id, after, &query.types, query.limit)?
             .map_err(cursor_error)?;
         Ok(EventsPage {
-            next: feed::cursor(id, page.next),
+            next: event_feed::cursor(id, page.next),
             events: page.events,
             more: page.more,
         })
@@ -427,7 +440,7 @@ impl Service {
             .begin(webstore.idx, fold(email))
             .map_err(|retry_after| {
                 METRICS.sign_in_throttled.inc();
-                ServiceError::Throttled { retry_after }
+                ServiceError::SignInThrottled { retry_after }
             })?;
         let customer = self.customer_by_email(webstore, email)?;
         let stored = customer.as_ref().and_then(|c| c.password_hash.clone());
@@ -507,7 +520,7 @@ impl Service {
     pub fn held(&self) -> Held {
         let registry = self.registry.held();
         Held {
-            admitted_calls: self.calls.admitted(),
+            capped_calls: self.calls.in_flight(),
             actor_calls: registry.actor_calls,
             email_claims: registry.email_claims,
             activations: registry.activations,

@@ -151,7 +151,7 @@ impl Service {
                  here can be copied while they go on"
             )));
         }
-        let session = crate::replication::follower::nonce().max(1);
+        let session = crate::random::nonce().max(1);
         self.registry.store().tracking().start(id, session);
         self.end_when_unused(id, session, idle);
         Ok(session)

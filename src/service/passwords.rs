@@ -350,10 +350,8 @@ impl Drop for Place {
 }
 
 fn random_salt() -> Result<[u8; 16], ServiceError> {
-    let mut salt = [0u8; 16];
-    getrandom::getrandom(&mut salt)
-        .map_err(|error| ServiceError::Internal(format!("no randomness for a salt: {error}")))?;
-    Ok(salt)
+    crate::random::secret()
+        .map_err(|error| ServiceError::Internal(format!("no randomness for a salt: {error}")))
 }
 
 #[cfg(test)]

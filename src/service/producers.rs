@@ -95,8 +95,8 @@ fn digest_of(password_hash: &str) -> [u8; 32] {
 
 /// 32 random bytes as hex.
 pub fn random_token() -> Result<String, ServiceError> {
-    let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes).map_err(|error| ServiceError::Internal(error.to_string()))?;
+    let bytes: [u8; 32] =
+        crate::random::secret().map_err(|error| ServiceError::Internal(error.to_string()))?;
     Ok(hex::encode(bytes))
 }
 

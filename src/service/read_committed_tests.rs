@@ -4,6 +4,8 @@
 //! leaves no trace: its id is never shown, its email stays free, its event is never in the
 //! feed and no later event is either (its number is given up: the watermark stays below it),
 //! while a create refused before anything was stored leaves a gap the feed reads past.
+//!
+//! Must not touch: the service's code (a test module only).
 
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
@@ -210,7 +212,8 @@ fn feed_of(service: &Service, webstore: &Webstore) -> (u64, usize) {
         .sequencer(&webstore.settings.id)
         .unwrap()
         .watermark();
-    let query = crate::events::feed::Query::parse(&webstore.settings.id, None, None, None).unwrap();
+    let query =
+        crate::domain::event_feed::Query::parse(&webstore.settings.id, None, None, None).unwrap();
     let page = service.events_page(webstore, &query).unwrap();
     (watermark, page.events.len())
 }

@@ -1,5 +1,7 @@
 //! The service over a real sled store behind a fault-injecting [`Storage`]: full disks,
 //! writes held at a gate, and requests cut off at every await point.
+//!
+//! Must not touch: the service's code (a test module only).
 
 use std::future::{poll_fn, Future};
 use std::path::Path;

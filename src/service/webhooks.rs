@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use super::{cursor_error, Service, ServiceError};
-use crate::events::feed;
+use crate::domain::event_feed;
 
 /// Where one webhook endpoint of a webstore stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -56,7 +56,7 @@ impl Service {
             endpoints.push(EndpointStatus {
                 endpoint: webhook.id.clone(),
                 delivered_through: record.delivered_through,
-                cursor: feed::cursor(id, record.delivered_through),
+                cursor: event_feed::cursor(id, record.delivered_through),
                 disabled: record.disabled,
                 attempts: record.attempts,
                 next_attempt_ms: record.next_attempt_ms,
@@ -103,9 +103,11 @@ impl Service {
         let after = match cursor {
             None => pruned,
             Some(cursor) => {
-                let after = feed::position(id, cursor).map_err(cursor_error)?;
+                let after = event_feed::position(id, cursor).map_err(cursor_error)?;
                 if after < pruned {
-                    return Err(cursor_error(feed::CursorError::Expired { oldest: pruned }));
+                    return Err(cursor_error(event_feed::CursorError::Expired {
+                        oldest: pruned,
+                    }));
                 }
                 after
             }

@@ -3,6 +3,8 @@
 //! settings from `serve`'s flags. Each is a function of the configuration that returns its
 //! result or a [`StartupError`]; none binds a listener or spawns a task, and the business
 //! rules stay in the service and the domain.
+//!
+//! Must not touch: listeners, tasks, signals (`super`), the rules.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

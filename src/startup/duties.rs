@@ -15,7 +15,7 @@ use crate::lease::Lease;
 use crate::service::serving::Served;
 use crate::service::Service;
 use crate::store::Store;
-use crate::webhooks::{WebhookSettings, Webhooks};
+use crate::webhooks::{Sources, WebhookSettings, Webhooks};
 
 /// What the background work of a served service is given.
 #[derive(Debug, Clone, Copy)]
@@ -55,7 +55,7 @@ impl PrimaryDuties {
         }
         PrimaryDuties {
             tasks,
-            _webhooks: Webhooks::start(service, lease, settings.webhooks),
+            _webhooks: Webhooks::start(Sources::of(&service), lease, settings.webhooks),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! the types the endpoint wants, one at a time and in sequence order, each once its write is
 //! durable (never past the webstore's watermark), and records where it stands in the store
 //! ([`DeliveryRecord`]), so that a restart or a failover goes on from there and a retry's
-//! schedule survives them. An endpoint's failures delay only its own deliveries: each has
+//! backoff survives them. An endpoint's failures delay only its own deliveries: each has
 //! its own task, its own HTTP client and connections, and no request of the API waits for
 //! any of it.
 //!
@@ -12,27 +12,30 @@
 //!
 //! The task ends when the endpoint leaves the catalogue or its webstore stops being served
 //! here (moved away, frozen for a move); the supervisor ([`super`]) starts it again when it
-//! comes back.
+//! comes back. What follows an attempt is [`super::decision`]'s to say; this task carries it
+//! out (the position, the metrics, the log).
 //!
-//! Must not touch: the events themselves (it reads them), other endpoints.
+//! Must not touch: the events themselves (it reads them), other endpoints, the rest of the
+//! service (it is given its [`Sources`]: the store, the events' numbering, what is served
+//! here, the catalogue).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::backoff::Outcome;
+use super::decision::{decide, Decision, Failing, Retries};
 use super::destination;
 use super::read_ahead::{ReadAhead, Ready};
-use super::schedule::{wait_after, Outcome};
 use super::signing::signature_header;
-use super::WebhookSettings;
+use super::{Sources, WebhookSettings};
 use crate::domain::catalogue::Catalogue;
 use crate::domain::webhooks::Webhook;
 use crate::events::sequence::Sequencer;
 use crate::lease::Lease;
 use crate::metrics::METRICS;
 use crate::service::serving::Served;
-use crate::service::Service;
 use crate::store::codec::DeliveryRecord;
 use crate::store::{Store, StoreError};
 
@@ -58,14 +61,14 @@ struct Position {
 /// Runs the deliveries of endpoint `endpoint_id` of webstore `webstore_id` until it leaves
 /// the catalogue or the webstore is not served here.
 pub async fn run(
-    service: Arc<Service>,
+    sources: Sources,
     lease: Arc<Lease>,
     settings: WebhookSettings,
     webstore_id: String,
     endpoint_id: String,
 ) {
     let labels = [webstore_id.as_str(), endpoint_id.as_str()];
-    match deliver_until_gone(&service, &lease, settings, &webstore_id, &endpoint_id).await {
+    match deliver_until_gone(&sources, &lease, settings, &webstore_id, &endpoint_id).await {
         Ok(()) => {}
         // Frozen for a move: its position as the move's last round carried it stands.
         Err(StoreError::Frozen) => {}
@@ -93,14 +96,14 @@ impl CurrentEndpoint {
     /// The endpoint, while it is in the catalogue in force and its webstore is served here.
     fn get(
         &mut self,
-        service: &Service,
+        sources: &Sources,
         webstore_id: &str,
         endpoint_id: &str,
     ) -> Option<Arc<Webhook>> {
-        if service.serving().served(webstore_id) != Served::Here {
+        if sources.serving.served(webstore_id) != Served::Here {
             return None;
         }
-        let catalogue = service.catalogue();
+        let catalogue = sources.catalogue.get();
         match &self.seen {
             Some((seen, webhook)) if Arc::ptr_eq(seen, &catalogue) => webhook.clone(),
             _ => {
@@ -122,14 +125,18 @@ impl CurrentEndpoint {
 }
 
 async fn deliver_until_gone(
-    service: &Service,
+    sources: &Sources,
     lease: &Lease,
     settings: WebhookSettings,
     webstore_id: &str,
     endpoint_id: &str,
 ) -> Result<(), StoreError> {
-    let store = service.registry().store().clone();
-    let sequencer = service.events().sequencer(webstore_id)?;
+    let store = &sources.store;
+    let sequencer = sources.events.sequencer(webstore_id)?;
+    let retries = Retries {
+        first: settings.first_retry,
+        give_up: settings.give_up,
+    };
     let labels = [webstore_id, endpoint_id];
     let mut position = match store.delivery(webstore_id, endpoint_id)? {
         Some(record) => Position {
@@ -153,7 +160,7 @@ async fn deliver_until_gone(
                 unsaved: true,
                 saved_at: Instant::now(),
             };
-            save(&store, webstore_id, endpoint_id, &mut fresh)?;
+            save(store, webstore_id, endpoint_id, &mut fresh)?;
             fresh
         }
     };
@@ -188,11 +195,11 @@ async fn deliver_until_gone(
                 ..DeliveryRecord::default()
             };
             position.unsaved = true;
-            save(&store, webstore_id, endpoint_id, &mut position)?;
+            save(store, webstore_id, endpoint_id, &mut position)?;
             drop(store.clear_redelivery(webstore_id, endpoint_id)?);
         }
-        let Some(webhook) = endpoint.get(service, webstore_id, endpoint_id) else {
-            save(&store, webstore_id, endpoint_id, &mut position)?;
+        let Some(webhook) = endpoint.get(sources, webstore_id, endpoint_id) else {
+            save(store, webstore_id, endpoint_id, &mut position)?;
             return Ok(());
         };
         disabled_gauge.set(i64::from(position.record.disabled.is_some()));
@@ -221,7 +228,7 @@ async fn deliver_until_gone(
             position.unsaved = true;
         }
         let Some(event) = next_wanted(
-            &store,
+            store,
             &sequencer,
             webstore_id,
             &webhook,
@@ -230,7 +237,7 @@ async fn deliver_until_gone(
         )?
         else {
             oldest_gauge.set(0);
-            save(&store, webstore_id, endpoint_id, &mut position)?;
+            save(store, webstore_id, endpoint_id, &mut position)?;
             looked_at = None;
             let _ = tokio::time::timeout(LOOK_AGAIN, moved).await;
             continue;
@@ -239,7 +246,7 @@ async fn deliver_until_gone(
         let now_ms = jiff::Timestamp::now().as_millisecond();
         oldest_gauge.set((now_ms - event.created_at_ms).max(0) / 1000);
         if position.record.next_attempt_ms > now_ms {
-            save(&store, webstore_id, endpoint_id, &mut position)?;
+            save(store, webstore_id, endpoint_id, &mut position)?;
             let due = Duration::from_millis((position.record.next_attempt_ms - now_ms) as u64);
             looked_at = None;
             tokio::time::sleep(due.min(LOOK_AGAIN)).await;
@@ -265,11 +272,22 @@ async fn deliver_until_gone(
             .webhook_deliveries
             .with_label_values(&[webstore_id, endpoint_id, outcome.label()])
             .inc();
+        let now_ms = jiff::Timestamp::now().as_millisecond();
         let record = &mut position.record;
-        match outcome {
-            Outcome::Delivered => {
+        let failing = Failing {
+            attempts: record.attempts,
+            since_ms: record.failing_since_ms,
+        };
+        match decide(
+            outcome,
+            failing,
+            now_ms,
+            retries,
+            crate::random::unit_interval(),
+        ) {
+            Decision::Settle => {
                 if record.attempts == 0 {
-                    let waited = jiff::Timestamp::now().as_millisecond() - event.created_at_ms;
+                    let waited = now_ms - event.created_at_ms;
                     METRICS
                         .webhook_latency
                         .observe(waited.max(0) as f64 / 1000.0);
@@ -280,10 +298,10 @@ async fn deliver_until_gone(
                 };
                 position.unsaved = true;
                 if position.saved_at.elapsed() >= RECORD_EVERY {
-                    save(&store, webstore_id, endpoint_id, &mut position)?;
+                    save(store, webstore_id, endpoint_id, &mut position)?;
                 }
             }
-            Outcome::Gone => {
+            Decision::Stop => {
                 tracing::error!(
                     webstore = %webstore_id,
                     endpoint = %endpoint_id,
@@ -292,48 +310,52 @@ async fn deliver_until_gone(
                 );
                 record.disabled = Some("it answered 410 Gone".to_owned());
                 position.unsaved = true;
-                save(&store, webstore_id, endpoint_id, &mut position)?;
+                save(store, webstore_id, endpoint_id, &mut position)?;
             }
-            failed => {
-                let now_ms = jiff::Timestamp::now().as_millisecond();
-                record.attempts = record.attempts.saturating_add(1);
-                if record.failing_since_ms == 0 {
-                    record.failing_since_ms = now_ms;
-                }
-                let failing_for =
-                    Duration::from_millis((now_ms - record.failing_since_ms).max(0) as u64);
-                if failing_for >= settings.give_up {
-                    tracing::error!(
-                        webstore = %webstore_id,
-                        endpoint = %endpoint_id,
-                        sequence,
-                        attempts = record.attempts,
-                        failing_secs = failing_for.as_secs(),
-                        outcome = failed.label(),
-                        "a webhook endpoint kept failing past the give-up time: it is disabled \
-                         until redelivered"
-                    );
-                    record.disabled = Some(format!(
-                        "its retries were given up after {} attempts over {} s (last: {})",
-                        record.attempts,
-                        failing_for.as_secs(),
-                        failed.label()
-                    ));
-                } else {
-                    let wait = wait_after(failed, settings.first_retry, record.attempts, jitter());
-                    record.next_attempt_ms = now_ms + wait.as_millis() as i64;
-                    tracing::warn!(
-                        webstore = %webstore_id,
-                        endpoint = %endpoint_id,
-                        sequence,
-                        attempts = record.attempts,
-                        outcome = failed.label(),
-                        retry_in_ms = wait.as_millis() as u64,
-                        "a webhook delivery failed; it is retried"
-                    );
-                }
+            Decision::GiveUp {
+                failing,
+                failing_for,
+            } => {
+                tracing::error!(
+                    webstore = %webstore_id,
+                    endpoint = %endpoint_id,
+                    sequence,
+                    attempts = failing.attempts,
+                    failing_secs = failing_for.as_secs(),
+                    outcome = outcome.label(),
+                    "a webhook endpoint kept failing past the give-up time: it is disabled \
+                     until redelivered"
+                );
+                record.attempts = failing.attempts;
+                record.failing_since_ms = failing.since_ms;
+                record.disabled = Some(format!(
+                    "its retries were given up after {} attempts over {} s (last: {})",
+                    failing.attempts,
+                    failing_for.as_secs(),
+                    outcome.label()
+                ));
                 position.unsaved = true;
-                save(&store, webstore_id, endpoint_id, &mut position)?;
+                save(store, webstore_id, endpoint_id, &mut position)?;
+            }
+            Decision::RetryAt {
+                at_ms,
+                wait,
+                failing,
+            } => {
+                tracing::warn!(
+                    webstore = %webstore_id,
+                    endpoint = %endpoint_id,
+                    sequence,
+                    attempts = failing.attempts,
+                    outcome = outcome.label(),
+                    retry_in_ms = wait.as_millis() as u64,
+                    "a webhook delivery failed; it is retried"
+                );
+                record.attempts = failing.attempts;
+                record.failing_since_ms = failing.since_ms;
+                record.next_attempt_ms = at_ms;
+                position.unsaved = true;
+                save(store, webstore_id, endpoint_id, &mut position)?;
             }
         }
     }
@@ -485,15 +507,6 @@ fn is_refused_by_resolver(error: &reqwest::Error) -> bool {
         source = current.source();
     }
     false
-}
-
-/// A number uniform in 0..1 for a retry's jitter.
-fn jitter() -> f64 {
-    let mut bytes = [0u8; 4];
-    if getrandom::getrandom(&mut bytes).is_err() {
-        return 0.5;
-    }
-    f64::from(u32::from_le_bytes(bytes)) / f64::from(u32::MAX)
 }
 
 #[cfg(test)]

@@ -8,8 +8,9 @@
 //! write at once.
 //!
 //! - [`endpoint`]: one endpoint's deliveries, in a task of its own.
+//! - [`decision`]: what comes after an attempt (settle, retry at a time, give up, stop).
 //! - `read_ahead`: the events an endpoint's task has read ahead of its position.
-//! - [`schedule`]: what an answer means and when to retry.
+//! - [`backoff`]: what an answer means and when to retry.
 //! - [`signing`]: the signatures, and new secrets.
 //! - [`destination`]: the check that keeps deliveries off private networks.
 //!
@@ -23,19 +24,23 @@
 //!
 //! Must not touch: the API's requests (nothing here delays one), the events' numbering.
 
+pub mod backoff;
+pub mod decision;
 pub mod destination;
 pub mod endpoint;
 mod read_ahead;
-pub mod schedule;
 pub mod signing;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::domain::catalogue::CurrentCatalogue;
+use crate::events::Events;
 use crate::lease::Lease;
-use crate::service::serving::Served;
+use crate::service::serving::{Served, Serving};
 use crate::service::Service;
+use crate::store::Store;
 
 /// How often the supervisor compares the tasks with the catalogue and what this node serves.
 const SUPERVISE_EVERY: Duration = Duration::from_millis(500);
@@ -54,7 +59,7 @@ pub const DELIVERY_THREAD: &str = "boxsub-webhooks";
 pub struct WebhookSettings {
     /// How long one attempt may take, connection included.
     pub timeout: Duration,
-    /// The wait before the first retry (see [`schedule`]).
+    /// The wait before the first retry (see [`backoff`]).
     pub first_retry: Duration,
     /// How long an endpoint may keep failing one event before it is disabled.
     pub give_up: Duration,
@@ -70,6 +75,33 @@ impl Default for WebhookSettings {
     }
 }
 
+/// What the deliveries use of the node, and nothing more of its service: the store (their
+/// positions, the events), the events' numbering (each webstore's watermark), which
+/// webstores are served here, and the catalogue in force (the endpoints).
+#[derive(Clone)]
+pub struct Sources {
+    /// The store the events and the positions are in.
+    pub store: Store,
+    /// The webstores' events (their watermarks).
+    pub events: Arc<Events>,
+    /// Which webstores this node serves.
+    pub serving: Arc<Serving>,
+    /// The catalogue in force, followed across reloads.
+    pub catalogue: Arc<CurrentCatalogue>,
+}
+
+impl Sources {
+    /// What the deliveries use of `service`.
+    pub fn of(service: &Service) -> Sources {
+        Sources {
+            store: service.registry().store().clone(),
+            events: service.events().clone(),
+            serving: service.shared_serving(),
+            catalogue: service.current_catalogue(),
+        }
+    }
+}
+
 /// The deliveries of every endpoint served here; stopped when dropped.
 pub struct Webhooks {
     /// Dropped to stop the deliveries thread's runtime, and with it every task on it.
@@ -77,14 +109,14 @@ pub struct Webhooks {
 }
 
 impl Webhooks {
-    /// Starts the deliveries of `service`'s webstores on their own thread, each sent only
-    /// while `lease` holds. Without a thread (the host out of threads) none are made here
-    /// until the next start: their positions are stored, so nothing is lost, only later.
-    pub fn start(service: Arc<Service>, lease: Arc<Lease>, settings: WebhookSettings) -> Webhooks {
+    /// Starts the deliveries of the webstores served here on their own thread, each sent
+    /// only while `lease` holds. Without a thread (the host out of threads) none are made
+    /// here until the next start: their positions are stored, so nothing is lost, only later.
+    pub fn start(sources: Sources, lease: Arc<Lease>, settings: WebhookSettings) -> Webhooks {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let spawned = std::thread::Builder::new()
             .name(DELIVERY_THREAD.to_owned())
-            .spawn(move || deliveries_thread(service, lease, settings, stopped));
+            .spawn(move || deliveries_thread(sources, lease, settings, stopped));
         if let Err(error) = spawned {
             tracing::error!(%error, "no thread for webhook deliveries: none are made until a restart");
         }
@@ -96,7 +128,7 @@ impl Webhooks {
 /// own until `stopped` (the `Webhooks` dropped), then drops the runtime and every task on
 /// it, without waiting for one.
 fn deliveries_thread(
-    service: Arc<Service>,
+    sources: Sources,
     lease: Arc<Lease>,
     settings: WebhookSettings,
     stopped: tokio::sync::oneshot::Receiver<()>,
@@ -117,7 +149,7 @@ fn deliveries_thread(
             return;
         }
     };
-    runtime.spawn(supervise(service, lease, settings));
+    runtime.spawn(supervise(sources, lease, settings));
     runtime.block_on(async {
         let _ = stopped.await;
     });
@@ -172,14 +204,14 @@ impl Drop for Tasks {
     }
 }
 
-async fn supervise(service: Arc<Service>, lease: Arc<Lease>, settings: WebhookSettings) {
+async fn supervise(sources: Sources, lease: Arc<Lease>, settings: WebhookSettings) {
     let mut tasks = Tasks::default();
     let mut ticks = tokio::time::interval(SUPERVISE_EVERY);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let catalogue = service.catalogue();
-        let serving = service.serving();
+        let catalogue = sources.catalogue.get();
+        let serving = &sources.serving;
         let mut wanted = Vec::new();
         for webstore in catalogue.webstores() {
             let id = &webstore.settings.id;
@@ -204,7 +236,7 @@ async fn supervise(service: Arc<Service>, lease: Arc<Lease>, settings: WebhookSe
                 continue;
             }
             let task = tokio::spawn(endpoint::run(
-                service.clone(),
+                sources.clone(),
                 lease.clone(),
                 settings,
                 key.0.clone(),

@@ -42,9 +42,8 @@ pub fn signature_header(
 }
 
 /// A new signing secret: `whsec_` and the base64 of 32 random bytes.
-pub fn new_secret() -> Result<String, getrandom::Error> {
-    let mut bytes = [0u8; 32];
-    getrandom::getrandom(&mut bytes)?;
+pub fn new_secret() -> Result<String, crate::random::Error> {
+    let bytes: [u8; 32] = crate::random::secret()?;
     Ok(format!(
         "{SECRET_PREFIX}{}",
         base64::engine::general_purpose::STANDARD.encode(bytes)

@@ -892,6 +892,66 @@ async fn at_a_phones_width_no_page_scrolls_sideways() {
         browser.js(list, vec![]).await;
         browser.screenshot_to(&path).await;
     }
+
+    // A week whose seven days all have deliveries, of extras with long names (one a single
+    // word of 42 letters), fits a phone too: the tables wrap the names, never the page.
+    let (_dir, app) = every_day_app().await;
+    sign_in(&browser, &app, PRODUCER_A).await;
+    browser.goto(&app.url(&format!("/app/weeks/{WEEK}"))).await;
+    assert_eq!(
+        browser.count("#days tbody tr").await,
+        7,
+        "seven delivery days"
+    );
+    assert_eq!(browser.count("#extras tbody tr").await, 2, "both extras");
+    assert_no_sideways_scroll(&browser, Viewport::Phone, "a full week of long extras").await;
+}
+
+/// A server whose store A also has a service delivering every day, and two extras with
+/// long names on box 217, ordered by one customer for every day from [`WEEK`].
+async fn every_day_app() -> (DataDir, TestApp) {
+    let mut catalogue = producers_catalogue();
+    let store = &mut catalogue["webstores"][0];
+    let mut every_day = json!({"id": 94, "name": "Every Day", "instructions": "Daily round",
+                               "fee": "3.00", "pickup_point": false});
+    for day in ["mon", "tue", "wed", "thu", "fri", "sat", "sun"] {
+        every_day[day] = json!(true);
+    }
+    store["delivery_services"]
+        .as_array_mut()
+        .unwrap()
+        .push(every_day);
+    let extras = store["extras"].as_array_mut().unwrap();
+    extras.push(json!({"id": 31, "unit": "jar", "price": "9.50",
+                       "name": "Wildflower Honeycomb from the Mendip Hills (unpasteurised)"}));
+    extras.push(json!({"id": 32, "unit": "bottle", "price": "5.00",
+                       "name": "Elderflowerandgooseberrycordialconcentrate"}));
+    for a_box in store["boxes"].as_array_mut().unwrap() {
+        if a_box["id"] == 217 {
+            a_box["extra_ids"]
+                .as_array_mut()
+                .unwrap()
+                .extend([json!(31), json!(32)]);
+        }
+    }
+    let dir = DataDir::with_catalogue(catalogue);
+    let app = Launch::new().on(&dir).spawn().await;
+    let daily = customer_a(
+        &app,
+        94,
+        ("Ottoline", "Daily"),
+        json!({"address_1": "1 Every Street", "city": "London", "mobile_phone": "07700 900999"}),
+    )
+    .await;
+    order_a(
+        &app,
+        daily,
+        217,
+        json!({"frequency": "weekly", "start_date": WEEK, "week_days": [0, 1, 2, 3, 4, 5, 6],
+               "extras": [{"id": 31, "quantity": 1}, {"id": 32, "quantity": 2}]}),
+    )
+    .await;
+    (dir, app)
 }
 
 #[tokio::test]

@@ -236,3 +236,52 @@ async fn a_shard_without_the_webstore_sends_sign_ins_on_unchecked_so_answers_and
     let mut producer_a = Visitor::at(&base);
     assert_eq!(producer_a.sign_in(PRODUCER_A).await.status, 303);
 }
+
+#[tokio::test]
+async fn a_page_request_reaching_a_shard_without_its_webstore_is_told_served_elsewhere() {
+    let test = "a_page_request_reaching_a_shard_without_its_webstore_is_told_served_elsewhere";
+    let Some(deployment) = Deployment::start(test).await else {
+        return;
+    };
+    // Straight to shard one, which does not serve store C, as a front end whose map is not
+    // yet current would send it: every page of the app is a 421 "served elsewhere", signed
+    // in or not (its session, if any, is on store C's shard), never the sign-in form.
+    let shard_one = deployment.one.app().url("");
+    let mut misrouted = Visitor::at(&shard_one);
+    misrouted
+        .cookies
+        .insert("boxsub_webstore".into(), STORE_C.into());
+    for path in [
+        "/app",
+        "/app/deliveries/2027-01-11",
+        "/app/deliveries/2027-01-11.csv",
+        "/app/weeks/2027-01-11",
+    ] {
+        let page = misrouted.get(path).await;
+        assert_eq!(
+            page.status,
+            421,
+            "{path}: {:?} {}",
+            page.location(),
+            page.body
+        );
+        assert!(
+            page.body.contains("served by another node"),
+            "{path}: {}",
+            page.body
+        );
+    }
+    // A browser routed to the shard of its cookie's webstore, or without the cookie, and
+    // not signed in, is sent to the sign-in form as anywhere.
+    for route in [Some("store-a"), None] {
+        let mut visitor = Visitor::at(&shard_one);
+        if let Some(route) = route {
+            visitor
+                .cookies
+                .insert("boxsub_webstore".into(), route.into());
+        }
+        let page = visitor.get("/app/deliveries/2027-01-11").await;
+        assert_eq!(page.status, 303, "{route:?}");
+        assert_eq!(page.location(), Some("/app/sign_in"));
+    }
+}

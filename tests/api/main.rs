@@ -49,3 +49,4 @@ mod transfer;
 mod verify;
 mod webhook_snippets;
 mod webhooks;
+mod zz_skipped;

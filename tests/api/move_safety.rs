@@ -371,7 +371,9 @@ async fn a_cut_over_longer_than_max_freeze_is_called_off_and_everything_is_as_be
     cmd.args(["--max-freeze", "0.001"]);
     let move_began = started.elapsed();
     let refused = tokio::task::block_in_place(|| run_to_exit(cmd, Duration::from_secs(120)));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The freeze was called off before the command said so and exited.
+    let called_off_by = started.elapsed();
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
     stop.store(true, Ordering::Relaxed);
     let cart_log = writing.await.expect("the cart");
     assert!(
@@ -409,6 +411,36 @@ async fn a_cut_over_longer_than_max_freeze_is_called_off_and_everything_is_as_be
     assert!(
         stopped <= Duration::from_secs(1),
         "writes were refused for {stopped:?} with --max-freeze 0.001"
+    );
+    // How long writes were refused, as the cart saw it: only within the attempt (none before
+    // the move began, none answered later than a generous second after the command said the
+    // freeze was called off), and in one window no longer than that second.
+    let refused_at: Vec<Duration> = cart_log
+        .iter()
+        .filter(|(_, status, _)| *status == 503)
+        .map(|(at, _, _)| *at)
+        .collect();
+    let grace = Duration::from_secs(1);
+    assert!(
+        refused_at
+            .iter()
+            .all(|at| *at >= move_began && *at <= called_off_by + grace),
+        "writes refused outside the attempt ({move_began:?} to {called_off_by:?} and a \
+         second): {refused_at:?}"
+    );
+    if let (Some(first), Some(last)) = (refused_at.first(), refused_at.last()) {
+        assert!(
+            *last - *first <= grace,
+            "writes refused from {first:?} to {last:?} with --max-freeze 0.001"
+        );
+    }
+    let after_the_call_off = cart_log
+        .iter()
+        .filter(|(at, status, _)| *at > called_off_by + grace && *status == 201)
+        .count();
+    assert!(
+        after_the_call_off > 0,
+        "the cart wrote again after the call-off: {cart_log:?}"
     );
     // As before the freeze: the source takes the writes, the target has not taken it, the
     // files are as they were.

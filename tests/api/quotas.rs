@@ -41,7 +41,7 @@ fn state(response: &TestResponse) -> (String, u64, u64) {
     (policy, remaining.expect("r"), reset.expect("t"))
 }
 
-fn assert_throttled(response: &TestResponse, policy: &str) {
+fn assert_over_quota(response: &TestResponse, policy: &str) {
     response.assert_status(429);
     let retry_after: u64 = response
         .header("retry-after")
@@ -86,14 +86,14 @@ async fn writes_past_their_quota_get_429_with_the_fields_counting_down_and_chang
         assert_eq!((named.as_str(), remaining), ("writes", 2 - i as u64));
         assert!((1..=3).contains(&reset), "{}", answer.describe());
     }
-    assert_throttled(&answers[3], "writes");
+    assert_over_quota(&answers[3], "writes");
     assert!(app.lookup_email("w3@example.com").await.is_empty());
     // Counted by quota, and logged once in the minute however many follow.
     for i in 4..6 {
         let again = app
             .create_customer(&customer_body(&format!("w{i}@example.com")))
             .await;
-        assert_throttled(&again, "writes");
+        assert_over_quota(&again, "writes");
     }
     let metrics = scrape(&app).await;
     let count = |outcome| {
@@ -104,7 +104,7 @@ async fn writes_past_their_quota_get_429_with_the_fields_counting_down_and_chang
         )
     };
     // Three creates and the lookup were admitted.
-    assert_eq!((count("admitted"), count("throttled_writes")), (4.0, 3.0));
+    assert_eq!((count("admitted"), count("over_quota_writes")), (4.0, 3.0));
     let logged = app.stderr_tail().matches("went past its quota").count();
     assert!((1..=2).contains(&logged), "{}", app.stderr_tail());
     // Reads have no quota here: they take from none, and their answers say only the
@@ -179,7 +179,7 @@ async fn reads_past_their_quota_get_429_and_the_other_webstore_reads_on() {
     assert_eq!(state(&first), ("reads".to_owned(), 1, 1));
     second.assert_status(200);
     assert_eq!(state(&second).1, 0);
-    assert_throttled(&third, "reads");
+    assert_over_quota(&third, "reads");
     other.assert_status(200);
     assert_eq!(state(&other), ("reads".to_owned(), 1, 1));
     // An answer that is an error still counts and says so.
@@ -213,7 +213,7 @@ async fn one_webstores_quota_is_its_own() {
 
     // Assert
     a1.assert_status(201);
-    assert_throttled(&a2, "writes");
+    assert_over_quota(&a2, "writes");
     for answer in &b_answers {
         answer.assert_status(201);
     }
@@ -236,7 +236,7 @@ async fn a_catalogue_reload_changes_a_quota_in_force() {
     app.create_customer(&customer_body("r0@example.com"))
         .await
         .assert_status(201);
-    assert_throttled(
+    assert_over_quota(
         &app.create_customer(&customer_body("r1@example.com")).await,
         "writes",
     );
@@ -261,19 +261,19 @@ async fn a_catalogue_reload_changes_a_quota_in_force() {
     // And back: the tight quota again, fresh.
     std::fs::write(&dir.catalogue, serde_json::to_vec_pretty(&tight).unwrap()).unwrap();
     app.signal("HUP");
-    let mut throttled = None;
+    let mut refused_again = None;
     for i in 0..100 {
         let answer = app
             .create_customer(&customer_body(&format!("r3-{i}@example.com")))
             .await;
         if answer.status == 429 {
-            throttled = Some(answer);
+            refused_again = Some(answer);
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert_throttled(
-        &throttled.expect("the tight quota came back into force"),
+    assert_over_quota(
+        &refused_again.expect("the tight quota came back into force"),
         "writes",
     );
 }
@@ -322,7 +322,7 @@ async fn the_concurrency_quota_refuses_while_slow_requests_hold_it_and_frees_wit
             app.stderr_tail()
         )
     });
-    assert_throttled(&refused, "concurrency");
+    assert_over_quota(&refused, "concurrency");
     other.assert_status(200);
     let mut freed = false;
     for _ in 0..500 {

@@ -378,7 +378,7 @@ async fn retry_after_of_a_429_or_503_is_honoured() {
     let (_dir, app) = with_erp(&receiver, &[OLD_SECRET], &[]).await;
 
     // Act
-    app.create_customer_ok(&customer_body("throttled@example.com"))
+    app.create_customer_ok(&customer_body("asked-to-wait@example.com"))
         .await;
     receiver.wait_for_delivered(1, WAIT).await;
 
@@ -387,9 +387,9 @@ async fn retry_after_of_a_429_or_503_is_honoured() {
     assert_eq!(requests.len(), 3);
     assert!(requests[1].at - requests[0].at >= Duration::from_millis(1_900));
     assert!(requests[2].at - requests[1].at >= Duration::from_millis(900));
-    let throttled = [("endpoint", "erp"), ("outcome", "throttled")];
+    let asked_to_wait = [("endpoint", "erp"), ("outcome", "asked_to_wait")];
     assert_eq!(
-        metric(&app, "boxsub_webhook_deliveries_total", &throttled).await,
+        metric(&app, "boxsub_webhook_deliveries_total", &asked_to_wait).await,
         2.0
     );
 }

@@ -315,13 +315,11 @@ pub struct Producer {
 }
 
 impl Webstore {
-    /// Today in the webstore's time zone.
-    pub fn today(&self) -> Day {
-        Day::of(
-            jiff::Timestamp::now()
-                .to_zoned_datetime(self.zone.clone())
-                .date(),
-        )
+    /// The day it is in the webstore's time zone at `now` (Unix seconds: the caller reads the
+    /// clock, `crate::clock::unix_now`).
+    pub fn today(&self, now: i64) -> Day {
+        let now = jiff::Timestamp::from_second(now).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+        Day::of(now.to_zoned_datetime(self.zone.clone()).date())
     }
 
     /// The weekdays on which any of its delivery services delivers.

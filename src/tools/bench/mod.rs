@@ -523,11 +523,11 @@ fn start_target(scratch: &Scratch, target: Target) -> Result<(Server, Option<Ser
             &["--commit-interval-us", "0"],
         ),
         Target::NotDurable => ("durability-off", "off", &[]),
-        Target::Throttled => {
+        Target::OverQuota => {
             // One read a second: every request of the scenario is past the quota.
             catalogue["webstores"][0]["quotas"] =
                 serde_json::json!({"reads_per_second": 1, "read_burst": 1});
-            ("throttled", "on", &[])
+            ("over-quota", "on", &[])
         }
     };
     let dir = scratch.path(name);

@@ -20,7 +20,7 @@ pub(super) enum Target {
     /// Durable, with one webhook endpoint sent every event (the bench's receiver).
     DurableWithWebhook,
     /// Durable, the driven webstore allowed one read a second: what a 429 of a quota costs.
-    Throttled,
+    OverQuota,
 }
 
 pub(super) struct Scenario {
@@ -118,7 +118,7 @@ pub(super) fn scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "reads_past_quota_429",
-            target: Target::Throttled,
+            target: Target::OverQuota,
             request: Arc::new(move |_| request("GET", "/v1/boxes", credentials, None)),
             // The quota lets one request a second through.
             expect: Arc::new(|_, status| status == 429 || status == 200),

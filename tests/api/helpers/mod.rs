@@ -81,5 +81,5 @@ pub use shards::{
     admin, admin_at, admin_of, assert_each_once, cart, cart_since, create, moving_webstore,
     seed_customers, store_c, Deployment, Shard, PRODUCER_C, STORE_C, TOKEN,
 };
-pub use skip::{host_program, skip_or_fail};
+pub use skip::{host_program, skip_or_fail, skipped_so_far};
 pub use visitor::{Page, Visitor};

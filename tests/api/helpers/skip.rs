@@ -3,8 +3,23 @@
 //! Where it is missing, such a test does not pass silently: it calls [`skip_or_fail`],
 //! the one place that decides between a loud skip (a developer's machine) and a failure
 //! (CI, which sets [`REQUIRE_ALL_TESTS`]`=1` so that no test can be skipped there unseen).
+//! Every skip is also kept, and the suite's last test (`zz_skipped`) lists them all once the
+//! other tests are done, just above cargo's summary line.
 
 use std::io::Write;
+use std::sync::Mutex;
+
+/// Every skip of this run, as its `SKIPPED:` line, for [`skipped_so_far`] (the suite's last
+/// test lists them at the end of the run, where a person reads).
+static SKIPPED: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// The `SKIPPED:` lines of this run so far.
+pub fn skipped_so_far() -> Vec<String> {
+    SKIPPED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .clone()
+}
 
 /// The environment variable that turns every skip into a failure when set to `1`.
 pub const REQUIRE_ALL_TESTS: &str = "BOXSUB_REQUIRE_ALL_TESTS";
@@ -36,6 +51,10 @@ pub fn skip_or_fail(test: &str, reason: &str) {
         "SKIPPED: {test}: {reason} (set {REQUIRE_ALL_TESTS}=1 to fail instead of skipping)\n"
     );
     let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    SKIPPED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(line.trim_end().to_owned());
 }
 
 /// A program of the host (`nats-server`, `haproxy`): Debian's in `/usr/sbin`, or the first on

@@ -1,5 +1,6 @@
-//! Sign-in throttling per webstore and email (the rules are in
-//! [`crate::domain::throttle`]). An attempt is an [`Attempt`] guard: it counts against the
+//! Sign-in throttling per webstore and email, for customers' sign-ins and producers' alike
+//! (the rules are in [`crate::domain::throttle`]; the sign-ins themselves are
+//! `Service::sign_in` and `service::producers`). An attempt is an [`Attempt`] guard: it counts against the
 //! limit while its password check is pending, counts as a failure or a success once the check
 //! has finished (whether or not its client waited for the answer), and counts as nothing if
 //! it is dropped before the check ran. Must not touch: passwords, customers, HTTP.

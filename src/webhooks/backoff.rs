@@ -1,4 +1,5 @@
-//! What a delivery attempt's answer means, and when the next attempt is due: a 2xx is
+//! The backoff of webhook deliveries (not an order's schedule, which is the domain's): what
+//! a delivery attempt's answer means, and when the next attempt is due: a 2xx is
 //! delivered; `410 Gone` disables the endpoint; `429` and `503` wait as `Retry-After` says
 //! (when it says); anything else, a timeout and an unreachable destination are retried
 //! after a delay that grows four times per failure from the first retry's (at most six
@@ -24,8 +25,9 @@ pub enum Outcome {
     Delivered,
     /// `410 Gone`: the receiver wants nothing more.
     Gone,
-    /// `429` or `503`, with its `Retry-After` if it gave one.
-    Throttled(Option<Duration>),
+    /// `429` or `503`: the receiver asked to wait, as long as its `Retry-After` says if it
+    /// gave one.
+    AskedToWait(Option<Duration>),
     /// Another status (redirects included: they are not followed).
     Failed(u16),
     /// No answer within the timeout.
@@ -42,7 +44,7 @@ impl Outcome {
         match status {
             200..=299 => Outcome::Delivered,
             410 => Outcome::Gone,
-            429 | 503 => Outcome::Throttled(retry_after.and_then(parse_retry_after)),
+            429 | 503 => Outcome::AskedToWait(retry_after.and_then(parse_retry_after)),
             other => Outcome::Failed(other),
         }
     }
@@ -52,7 +54,7 @@ impl Outcome {
         match self {
             Outcome::Delivered => "delivered",
             Outcome::Gone => "gone",
-            Outcome::Throttled(_) => "throttled",
+            Outcome::AskedToWait(_) => "asked_to_wait",
             Outcome::Failed(_) => "failed",
             Outcome::Timeout => "timeout",
             Outcome::Unreachable => "unreachable",
@@ -86,17 +88,17 @@ pub fn retry_delay(first: Duration, failures: u32, jitter: f64) -> Duration {
 }
 
 /// The wait after a failed attempt: `Retry-After` when the answer gave one, else the
-/// schedule's.
+/// backoff's.
 pub fn wait_after(outcome: Outcome, first: Duration, failures: u32, jitter: f64) -> Duration {
     match outcome {
-        Outcome::Throttled(Some(wait)) => wait,
+        Outcome::AskedToWait(Some(wait)) => wait,
         _ => retry_delay(first, failures, jitter),
     }
 }
 
-/// The schedule's waits with no jitter, from the first failure, until their sum passes
+/// The backoff's waits with no jitter, from the first failure, until their sum passes
 /// `give_up` (for the documents and the tests).
-pub fn schedule(first: Duration, give_up: Duration) -> Vec<Duration> {
+pub fn plain_waits(first: Duration, give_up: Duration) -> Vec<Duration> {
     let mut waits = Vec::new();
     let mut total = Duration::ZERO;
     let mut failures = 1;
@@ -120,11 +122,11 @@ mod tests {
         assert_eq!(Outcome::of_status(410, Some("5")), Outcome::Gone);
         assert_eq!(
             Outcome::of_status(429, Some("7")),
-            Outcome::Throttled(Some(Duration::from_secs(7)))
+            Outcome::AskedToWait(Some(Duration::from_secs(7)))
         );
         assert_eq!(
             Outcome::of_status(503, Some("soon")),
-            Outcome::Throttled(None)
+            Outcome::AskedToWait(None)
         );
         assert_eq!(Outcome::of_status(301, None), Outcome::Failed(301));
         assert_eq!(Outcome::of_status(500, Some("1")), Outcome::Failed(500));
@@ -143,8 +145,8 @@ mod tests {
     }
 
     #[test]
-    fn the_default_schedule_retries_for_three_days() {
-        let waits = schedule(Duration::from_secs(5), Duration::from_secs(3 * 86_400));
+    fn the_default_backoff_retries_for_three_days() {
+        let waits = plain_waits(Duration::from_secs(5), Duration::from_secs(3 * 86_400));
         let secs: Vec<u64> = waits.iter().take(5).map(Duration::as_secs).collect();
         assert_eq!(secs, vec![5, 20, 80, 320, 1280]);
         assert!(waits.iter().all(|wait| *wait <= MAX_DELAY));
