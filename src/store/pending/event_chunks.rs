@@ -415,7 +415,10 @@ mod tests {
                 seen.push(sequence);
                 true
             }).unwrap();
-            let expected: Vec<u64> = held.range(after + 1..=through).copied().collect();
+            // Not `held.range(..)`: an empty range (span 0) is a panic there, and a read of
+            // one is a question the store must answer with nothing.
+            let expected: Vec<u64> =
+                held.iter().copied().filter(|s| (after + 1..=through).contains(s)).collect();
             prop_assert_eq!(seen, expected);
             prop_assert_eq!(
                 last_stored_event(&storage, SHOP).unwrap(),
