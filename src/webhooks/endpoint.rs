@@ -122,6 +122,12 @@ impl CurrentEndpoint {
             }
         }
     }
+
+    /// Whether the catalogue in force is no longer the one the endpoint was looked up in.
+    fn is_stale(&self, sources: &Sources) -> bool {
+        let catalogue = sources.catalogue.get();
+        !matches!(&self.seen, Some((seen, _)) if Arc::ptr_eq(seen, &catalogue))
+    }
 }
 
 async fn deliver_until_gone(
@@ -260,6 +266,12 @@ async fn deliver_until_gone(
                 built
             }
         };
+        // Looked at after the event was read: a reload between the endpoint's look-up and
+        // the read put another catalogue in force, perhaps without the secret this would be
+        // signed with, before the event was written. Looked up again.
+        if endpoint.is_stale(sources) {
+            continue;
+        }
         // Looked at after the event was read, and just before it leaves: a node that no
         // longer holds its lease (cut off, deposed, or it gave up a write) sends nothing.
         if !lease.held() {
