@@ -382,7 +382,7 @@ fn check_line(line: Line) -> bool {
                 .is_ok()
         }
         Line::EventsPruned(pruned) => pruned.into_parts().is_ok(),
-        Line::Delivery(delivery) => delivery.into_record().inspect(round_trip).is_ok(),
+        Line::WebhookPosition(delivery) => delivery.into_record().inspect(round_trip).is_ok(),
         Line::Session(session) => session
             .into_record()
             .inspect(|(_, record)| round_trip(record))

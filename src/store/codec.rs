@@ -39,8 +39,8 @@ pub enum Kind {
     OrderChunk = 4,
     /// [`EventRecord`].
     Event = 5,
-    /// [`DeliveryRecord`].
-    Delivery = 6,
+    /// [`WebhookPosition`].
+    WebhookPosition = 6,
     /// [`SessionRecord`].
     Session = 7,
     /// Events of one webstore packed under one key (see [`encode_event_chunk`]).
@@ -241,7 +241,7 @@ impl EventRecordV1 {
 
 /// Where one webhook endpoint of a webstore stands (see `crate::webhooks`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeliveryRecord {
+pub struct WebhookPosition {
     /// Every event of the webstore up to this sequence number has been delivered (or was
     /// not of a type the endpoint wants).
     pub delivered_through: u64,
@@ -293,8 +293,8 @@ impl Record for EventRecord {
         }
     }
 }
-impl Record for DeliveryRecord {
-    const KIND: Kind = Kind::Delivery;
+impl Record for WebhookPosition {
+    const KIND: Kind = Kind::WebhookPosition;
 }
 
 /// A producer's session in the web app (see `service::producers`), under the SHA-256 of its

@@ -33,7 +33,7 @@ pub const OWNERSHIP: u8 = b'w';
 /// A webstore's events, by sequence number.
 pub const EVENT: u8 = b'v';
 /// Where each webhook endpoint of a webstore stands.
-pub const DELIVERY: u8 = b'd';
+pub const WEBHOOK_POSITION: u8 = b'd';
 /// A redelivery the operator asked of a webhook endpoint, not yet taken up.
 pub const REDELIVERY: u8 = b'r';
 /// A producer's session in the web app, by the SHA-256 of its id.
@@ -255,8 +255,8 @@ pub fn event_key_parts(key: &[u8]) -> Option<(usize, u64, bool)> {
 }
 
 /// `d` + webstore id + 0 + endpoint id: where that webhook endpoint stands.
-pub fn delivery(webstore: &str, endpoint: &str) -> Vec<u8> {
-    let mut key = webstore_prefix(DELIVERY, webstore);
+pub fn webhook_position(webstore: &str, endpoint: &str) -> Vec<u8> {
+    let mut key = webstore_prefix(WEBHOOK_POSITION, webstore);
     key.extend_from_slice(endpoint.as_bytes());
     key
 }
@@ -314,7 +314,10 @@ pub fn layout() -> Vec<(&'static str, Vec<u8>)> {
             "v + webstore id + 0 + first sequence number + 0",
             event_chunk("shop", 64),
         ),
-        ("d + webstore id + 0 + endpoint id", delivery("shop", "erp")),
+        (
+            "d + webstore id + 0 + endpoint id",
+            webhook_position("shop", "erp"),
+        ),
         (
             "r + webstore id + 0 + endpoint id",
             redelivery("shop", "erp"),

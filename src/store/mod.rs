@@ -53,8 +53,8 @@ pub use pending::{PendingWrites, Storage};
 pub use reads::{Census, LoadedCustomer};
 pub use snapshot::{Entry, SledSnapshot, Snapshot, WriteBatch};
 pub use writes::{
-    add_customer_record, add_delivery_record, add_event_record, add_events_pruned,
-    add_idempotency_record, add_new_customer, add_order, add_order_record, add_session_record,
+    add_customer_record, add_event_record, add_events_pruned, add_idempotency_record,
+    add_new_customer, add_order, add_order_record, add_session_record, add_webhook_position,
     EventWrite, IdempotencyWrite,
 };
 

@@ -4,8 +4,8 @@
 //! store's life (`super`).
 
 use super::codec::{
-    decode, CodecError, CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord,
-    OrderRecord, SessionRecord,
+    decode, CodecError, CustomerRecord, EventRecord, IdempotencyRecord, OrderRecord, SessionRecord,
+    WebhookPosition,
 };
 use super::error::corrupt;
 use super::pending::event_chunks;
@@ -474,12 +474,12 @@ impl Store {
 
     /// Where webhook endpoint `endpoint` of `webstore_id` stands, if it has delivered or
     /// failed anything yet.
-    pub fn delivery(
+    pub fn webhook_position(
         &self,
         webstore_id: &str,
         endpoint: &str,
-    ) -> Result<Option<DeliveryRecord>, StoreError> {
-        let key = keys::delivery(webstore_id, endpoint);
+    ) -> Result<Option<WebhookPosition>, StoreError> {
+        let key = keys::webhook_position(webstore_id, endpoint);
         self.inner
             .storage
             .get(&key)?
@@ -528,7 +528,7 @@ impl Store {
     /// prefix, not a read of every event.
     pub fn webstores_with_events(&self) -> Result<Vec<String>, StoreError> {
         let mut found = std::collections::BTreeSet::new();
-        for prefix in [keys::EVENT, keys::DELIVERY, keys::REDELIVERY] {
+        for prefix in [keys::EVENT, keys::WEBHOOK_POSITION, keys::REDELIVERY] {
             let end = prefix_end(&[prefix]);
             let mut from = vec![prefix];
             loop {
@@ -573,15 +573,15 @@ impl Store {
         Ok(found.into_iter().collect())
     }
 
-    /// Calls `visit` with each webhook endpoint of `webstore_id` that has a delivery record,
+    /// Calls `visit` with each webhook endpoint of `webstore_id` that has a webhook position,
     /// and that record, in endpoint order, until it returns false; the first that does not
     /// decode is an error naming its key.
-    pub fn for_each_delivery(
+    pub fn for_each_webhook_position(
         &self,
         webstore_id: &str,
-        visit: &mut dyn FnMut(&str, DeliveryRecord) -> bool,
+        visit: &mut dyn FnMut(&str, WebhookPosition) -> bool,
     ) -> Result<(), StoreError> {
-        self.for_each_of_endpoint(keys::DELIVERY, webstore_id, decode, visit)
+        self.for_each_of_endpoint(keys::WEBHOOK_POSITION, webstore_id, decode, visit)
     }
 
     /// Calls `visit` with each webhook endpoint of `webstore_id` that has a redelivery asked

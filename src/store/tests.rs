@@ -7,7 +7,7 @@ use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, OrderId};
-use codec::{DeliveryRecord, EventRecord, SessionRecord};
+use codec::{EventRecord, SessionRecord, WebhookPosition};
 
 fn customer(id: u64, email: &str) -> Customer {
     Customer {
@@ -728,8 +728,8 @@ fn every_write_of_a_frozen_webstore_is_refused_and_other_webstores_write_on() {
         "a sign-out",
     );
     refused(
-        written(store.set_delivery("shop", "erp", &DeliveryRecord::default())),
-        "a delivery position",
+        written(store.set_webhook_position("shop", "erp", &WebhookPosition::default())),
+        "a webhook position",
     );
     refused(
         written(store.request_redelivery("shop", "erp", 1)),
@@ -748,14 +748,14 @@ fn every_write_of_a_frozen_webstore_is_refused_and_other_webstores_write_on() {
         "still signed in"
     );
     assert_eq!(store.events_pruned_through("shop").unwrap(), 0);
-    assert_eq!(store.delivery("shop", "erp").unwrap(), None);
+    assert_eq!(store.webhook_position("shop", "erp").unwrap(), None);
     assert_eq!(store.redelivery("shop", "erp").unwrap(), None);
 
     // Another webstore writes on; the frozen one again once thawed.
     assert_eq!(store.prune_events("other", i64::MAX, 10).unwrap(), 3);
     drop(
         store
-            .set_delivery("other", "erp", &DeliveryRecord::default())
+            .set_webhook_position("other", "erp", &WebhookPosition::default())
             .unwrap(),
     );
     store.frozen().thaw("shop");

@@ -6,8 +6,8 @@
 //! the [`Written`] it gets back), reads.
 
 use super::codec::{
-    encode, CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord, OrderRecord,
-    SessionRecord,
+    encode, CustomerRecord, EventRecord, IdempotencyRecord, OrderRecord, SessionRecord,
+    WebhookPosition,
 };
 use super::log::wal::LogEntry;
 use super::{keys, OnDurable, Store, StoreError, WriteBatch, Written};
@@ -337,17 +337,17 @@ impl Store {
     /// answer completes (even while the disk refuses writes: the record only replaces its
     /// earlier self; not while the webstore is frozen, as its move's last round may have
     /// carried the record already).
-    pub fn set_delivery(
+    pub fn set_webhook_position(
         &self,
         webstore_id: &str,
         endpoint: &str,
-        record: &DeliveryRecord,
+        record: &WebhookPosition,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_webstore_even_if_refused(webstore_id)?;
         let mut entry = open.entry();
         self.put(
             &mut entry,
-            &keys::delivery(webstore_id, endpoint),
+            &keys::webhook_position(webstore_id, endpoint),
             encode(record),
         )?;
         open.commit(entry)
@@ -480,7 +480,7 @@ impl Store {
 
     /// Removes everything of webstore `id` (its customers, their orders, its email, number
     /// and idempotency entries, its events and their events-pruned mark, its webhook
-    /// delivery records and redelivery requests) in logged batches of removals, each within
+    /// webhook positions and redelivery requests) in logged batches of removals, each within
     /// the log's limit:
     /// what a shard does once it has released a webstore to another, so that nothing of it
     /// can be served or exported here by mistake. How many keys it removed.
@@ -499,7 +499,7 @@ impl Store {
             keys::NUMBER,
             keys::IDEMPOTENCY,
             keys::EVENT,
-            keys::DELIVERY,
+            keys::WEBHOOK_POSITION,
             keys::REDELIVERY,
         ] {
             storage.for_each(&keys::webstore_prefix(prefix, id), &mut |key, _| {
@@ -662,14 +662,17 @@ pub fn add_event_record(
     batch.put(keys::event(webstore_id, sequence), encode(record));
 }
 
-/// Adds an imported delivery record to `batch`.
-pub fn add_delivery_record(
+/// Adds an imported webhook position to `batch`.
+pub fn add_webhook_position(
     batch: &mut WriteBatch,
     webstore_id: &str,
     endpoint: &str,
-    record: &DeliveryRecord,
+    record: &WebhookPosition,
 ) {
-    batch.put(keys::delivery(webstore_id, endpoint), encode(record));
+    batch.put(
+        keys::webhook_position(webstore_id, endpoint),
+        encode(record),
+    );
 }
 
 /// Adds an imported producer session to `batch`.

@@ -1,5 +1,5 @@
 //! Export and import together, on real stores: a webstore's events, its events-pruned mark
-//! and its webhook delivery records travel with it byte for byte and export again the same
+//! and its webhook positions travel with it byte for byte and export again the same
 //! (a redelivery asked and not yet taken up as the record it will make);
 //! a move's rounds bring new events and remove what the source pruned; an export of
 //! version 1 still imports; lines of another webstore, events out of order and a webstore
@@ -11,10 +11,10 @@ use std::path::{Path, PathBuf};
 use super::export::{export, export_changed};
 use super::import::{apply_live, import_live};
 use super::{Progress, TransferError};
-use crate::store::codec::{CustomerRecord, DeliveryRecord, EventBody, EventRecord};
+use crate::store::codec::{CustomerRecord, EventBody, EventRecord, WebhookPosition};
 use crate::store::tracking::Changed;
 use crate::store::{
-    add_customer_record, add_delivery_record, add_event_record, add_events_pruned, Store,
+    add_customer_record, add_event_record, add_events_pruned, add_webhook_position, Store,
     WriteBatch,
 };
 
@@ -46,8 +46,8 @@ fn event(sequence: u64) -> EventRecord {
     }
 }
 
-fn delivery(through: u64) -> DeliveryRecord {
-    DeliveryRecord {
+fn position(through: u64) -> WebhookPosition {
+    WebhookPosition {
         delivered_through: through,
         disabled: None,
         attempts: 1,
@@ -73,7 +73,7 @@ fn seed(
     if pruned > 0 {
         add_events_pruned(&mut batch, webstore, pruned);
     }
-    add_delivery_record(&mut batch, webstore, "erp", &delivery(2));
+    add_webhook_position(&mut batch, webstore, "erp", &position(2));
     store.apply(batch).unwrap();
 }
 
@@ -120,7 +120,7 @@ impl Stores {
 }
 
 #[test]
-fn events_marks_and_deliveries_travel_byte_for_byte_and_export_again_the_same() {
+fn events_marks_and_webhook_positions_travel_byte_for_byte_and_export_again_the_same() {
     let stores = Stores::new();
     let source = stores.open("source");
     seed(&source, "shop", 1, 4..=9, 3);
@@ -134,13 +134,16 @@ fn events_marks_and_deliveries_travel_byte_for_byte_and_export_again_the_same() 
 
     let target = stores.open("target");
     let counts = imported(&target, &first).unwrap();
-    assert_eq!((counts.events, counts.deliveries), (8, 2));
+    assert_eq!((counts.events, counts.webhook_positions), (8, 2));
     assert_eq!(counts.webstores, ["other", "shop"]);
     assert_eq!(events_of(&target, "shop"), events_of(&source, "shop"));
     assert_eq!(events_of(&target, "other"), events_of(&source, "other"));
     assert_eq!(target.events_pruned_through("shop").unwrap(), 3);
     assert_eq!(target.last_event_sequence("shop").unwrap(), 9);
-    assert_eq!(target.delivery("shop", "erp").unwrap(), Some(delivery(2)));
+    assert_eq!(
+        target.webhook_position("shop", "erp").unwrap(),
+        Some(position(2))
+    );
     exported(&target, None, &second);
     assert_eq!(
         std::fs::read(&first).unwrap(),
@@ -169,7 +172,7 @@ fn a_redelivery_not_yet_taken_up_travels_as_the_record_it_will_make() {
     let copy_before = stores.file("before.jsonl");
     exported(&source, Some("shop"), &copy_before);
     // Endpoint `erp` (delivered through 2, failing) is asked to go again from 7; `crm`,
-    // which never had a delivery record, from 4; `other`'s endpoint from 1; and an endpoint
+    // which never had a webhook position, from 4; `other`'s endpoint from 1; and an endpoint
     // of `new`, a webstore with nothing else yet, from 0.
     let asks = [
         ("shop", "erp", 7),
@@ -184,9 +187,9 @@ fn a_redelivery_not_yet_taken_up_travels_as_the_record_it_will_make() {
                 .unwrap(),
         );
     }
-    let asked = |after| DeliveryRecord {
+    let asked = |after| WebhookPosition {
         delivered_through: after,
-        ..DeliveryRecord::default()
+        ..WebhookPosition::default()
     };
 
     // In a whole export and in a move's round alike.
@@ -194,37 +197,61 @@ fn a_redelivery_not_yet_taken_up_travels_as_the_record_it_will_make() {
     exported(&source, None, &whole);
     let target = stores.open("target");
     imported(&target, &whole).unwrap();
-    assert_eq!(target.delivery("shop", "erp").unwrap(), Some(asked(7)));
-    assert_eq!(target.delivery("shop", "crm").unwrap(), Some(asked(4)));
-    assert_eq!(target.delivery("other", "erp").unwrap(), Some(asked(1)));
-    assert_eq!(target.delivery("new", "erp").unwrap(), Some(asked(0)));
+    assert_eq!(
+        target.webhook_position("shop", "erp").unwrap(),
+        Some(asked(7))
+    );
+    assert_eq!(
+        target.webhook_position("shop", "crm").unwrap(),
+        Some(asked(4))
+    );
+    assert_eq!(
+        target.webhook_position("other", "erp").unwrap(),
+        Some(asked(1))
+    );
+    assert_eq!(
+        target.webhook_position("new", "erp").unwrap(),
+        Some(asked(0))
+    );
 
     let mut round = Vec::new();
     let shipped = export_changed(&source, "shop", &Changed::default(), &mut round).unwrap();
-    assert_eq!(shipped.deliveries, 2);
+    assert_eq!(shipped.webhook_positions, 2);
     let round_file = stores.file("round.jsonl");
     std::fs::write(&round_file, round).unwrap();
     let moved = stores.open("moved");
     imported(&moved, &copy_before).unwrap();
     apply_live(&moved, "shop", &round_file, &|_| Ok(())).unwrap();
-    assert_eq!(moved.delivery("shop", "erp").unwrap(), Some(asked(7)));
-    assert_eq!(moved.delivery("shop", "crm").unwrap(), Some(asked(4)));
+    assert_eq!(
+        moved.webhook_position("shop", "erp").unwrap(),
+        Some(asked(7))
+    );
+    assert_eq!(
+        moved.webhook_position("shop", "crm").unwrap(),
+        Some(asked(4))
+    );
 
     // Once taken up (the request cleared, the record written), the record travels as it is.
     drop(source.clear_redelivery("shop", "erp").unwrap());
     let mut batch = WriteBatch::default();
-    add_delivery_record(&mut batch, "shop", "erp", &delivery(8));
+    add_webhook_position(&mut batch, "shop", "erp", &position(8));
     source.apply(batch).unwrap();
     let later = stores.file("later.jsonl");
     exported(&source, Some("shop"), &later);
     let again = stores.open("again");
     imported(&again, &later).unwrap();
-    assert_eq!(again.delivery("shop", "erp").unwrap(), Some(delivery(8)));
-    assert_eq!(again.delivery("shop", "crm").unwrap(), Some(asked(4)));
+    assert_eq!(
+        again.webhook_position("shop", "erp").unwrap(),
+        Some(position(8))
+    );
+    assert_eq!(
+        again.webhook_position("shop", "crm").unwrap(),
+        Some(asked(4))
+    );
 }
 
 #[test]
-fn rounds_bring_new_events_and_the_latest_mark_and_deliveries() {
+fn rounds_bring_new_events_and_the_latest_mark_and_webhook_positions() {
     let stores = Stores::new();
     let source = stores.open("source");
     seed(&source, "shop", 1, 1..=5, 0);
@@ -240,7 +267,7 @@ fn rounds_bring_new_events_and_the_latest_mark_and_deliveries() {
     for sequence in [6, 7] {
         add_event_record(&mut batch, "shop", sequence, &event(sequence));
     }
-    add_delivery_record(&mut batch, "shop", "erp", &delivery(6));
+    add_webhook_position(&mut batch, "shop", "erp", &position(6));
     source.apply(batch).unwrap();
     assert_eq!(source.prune_events("shop", i64::MAX, 3).unwrap(), 3);
     let changed = Changed {
@@ -249,12 +276,12 @@ fn rounds_bring_new_events_and_the_latest_mark_and_deliveries() {
     };
     let mut round = Vec::new();
     let shipped = export_changed(&source, "shop", &changed, &mut round).unwrap();
-    assert_eq!((shipped.events, shipped.deliveries), (2, 1));
+    assert_eq!((shipped.events, shipped.webhook_positions), (2, 1));
     let round_file = stores.file("round.jsonl");
     std::fs::write(&round_file, round).unwrap();
 
     let (applied, _) = apply_live(&target, "shop", &round_file, &|_| Ok(())).unwrap();
-    assert_eq!((applied.events, applied.deliveries), (2, 1));
+    assert_eq!((applied.events, applied.webhook_positions), (2, 1));
     assert_eq!(events_of(&target, "shop"), events_of(&source, "shop"));
     assert_eq!(
         events_of(&target, "shop")
@@ -265,7 +292,10 @@ fn rounds_bring_new_events_and_the_latest_mark_and_deliveries() {
     );
     assert_eq!(target.events_pruned_through("shop").unwrap(), 3);
     assert_eq!(target.last_event_sequence("shop").unwrap(), 7);
-    assert_eq!(target.delivery("shop", "erp").unwrap(), Some(delivery(6)));
+    assert_eq!(
+        target.webhook_position("shop", "erp").unwrap(),
+        Some(position(6))
+    );
 
     // A round of another webstore's lines is refused, naming the line.
     let stray = stores.file("stray.jsonl");
@@ -400,7 +430,10 @@ struct RecordingLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
 impl crate::store::log::commit::Log for RecordingLog {
     fn append(&mut self, frame: &mut crate::store::log::wal::Frame) -> std::io::Result<()> {
-        let mut logged = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut logged = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         logged.extend_from_slice(frame.payload());
         Ok(())
     }
@@ -449,8 +482,8 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
     use crate::store::codec::{IdempotencyRecord, OrderRecord, SessionRecord};
     use crate::store::log::wal::{parse_writes, LoggedWrite};
     use crate::store::{
-        add_idempotency_record, add_new_customer, add_order, add_order_record,
-        add_session_record, EventWrite, IdempotencyWrite, OnDurable, Snapshot,
+        add_idempotency_record, add_new_customer, add_order, add_order_record, add_session_record,
+        EventWrite, IdempotencyWrite, OnDurable, Snapshot,
     };
 
     let dir = tempfile::tempdir().unwrap();
@@ -555,7 +588,11 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
             )
             .unwrap(),
     );
-    drop(store.set_delivery("shop", "erp", &delivery(3)).unwrap());
+    drop(
+        store
+            .set_webhook_position("shop", "erp", &position(3))
+            .unwrap(),
+    );
     drop(store.request_redelivery("shop", "crm", 2).unwrap());
     drop(store.request_redelivery("shop", "old", 1).unwrap());
     drop(store.clear_redelivery("shop", "old").unwrap());
@@ -567,8 +604,16 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
         signed_in_ms: 1_799_056_800_000,
         last_used_ms: 1_799_056_900_000,
     };
-    drop(store.put_session(&[5; 32], &session("pat@shop.example")).unwrap());
-    drop(store.put_session(&[6; 32], &session("sam@shop.example")).unwrap());
+    drop(
+        store
+            .put_session(&[5; 32], &session("pat@shop.example"))
+            .unwrap(),
+    );
+    drop(
+        store
+            .put_session(&[6; 32], &session("sam@shop.example"))
+            .unwrap(),
+    );
     drop(store.remove_session("shop", &[6; 32]).unwrap());
     drop(store.set_ownership("moved", Ownership::Taken).unwrap());
     drop(store.set_ownership("gone", Ownership::Released).unwrap());
@@ -583,7 +628,10 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
         ..moved.clone()
     };
     add_new_customer(&mut batch, &bob, "farm");
-    add_order(&mut batch, &order.details.clone().placed(8, 2, 1_799_056_801));
+    add_order(
+        &mut batch,
+        &order.details.clone().placed(8, 2, 1_799_056_801),
+    );
     add_customer_record(&mut batch, &customer(3, "farm", 2));
     add_order_record(
         &mut batch,
@@ -599,13 +647,20 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
         add_event_record(&mut batch, "farm", sequence, &event(sequence));
     }
     add_events_pruned(&mut batch, "farm", 1);
-    add_delivery_record(&mut batch, "farm", "erp", &delivery(2));
-    add_session_record(&mut batch, &[8; 32], &SessionRecord {
-        webstore_id: "farm".into(),
-        ..session("kim@farm.example")
-    });
+    add_webhook_position(&mut batch, "farm", "erp", &position(2));
+    add_session_record(
+        &mut batch,
+        &[8; 32],
+        &SessionRecord {
+            webstore_id: "farm".into(),
+            ..session("kim@farm.example")
+        },
+    );
     store.apply(batch).unwrap();
-    assert_eq!(store.prune_events("farm", 1_799_056_800_003, 10).unwrap(), 1);
+    assert_eq!(
+        store.prune_events("farm", 1_799_056_800_003, 10).unwrap(),
+        1
+    );
 
     let mut pinned = String::from("# exported\n");
     let mut exported = Vec::new();
@@ -645,5 +700,10 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
     for (number, (found, wanted)) in pinned.lines().zip(expected.lines()).enumerate() {
         assert_eq!(found, wanted, "line {} of {}", number + 1, path.display());
     }
-    assert_eq!(pinned.lines().count(), expected.lines().count(), "{}", path.display());
+    assert_eq!(
+        pinned.lines().count(),
+        expected.lines().count(),
+        "{}",
+        path.display()
+    );
 }
