@@ -65,9 +65,11 @@ fn every_target_has_a_seed_directory_and_a_fuzz_binary() {
 #[test]
 #[ignore = "writes fuzz/seeds/records; run by hand after a record format change"]
 fn write_record_seeds() {
-    use boxsub::store::codec::{
-        self, CustomerRecord, EventBody, EventRecord, IdempotencyRecord, WebhookPosition,
-    };
+    use boxsub::store::codec;
+    use boxsub::store::kinds::customers::CustomerRecord;
+    use boxsub::store::kinds::events::{EventBody, EventRecord};
+    use boxsub::store::kinds::idempotency::IdempotencyRecord;
+    use boxsub::store::kinds::webhook_positions::WebhookPosition;
     use boxsub::transfer::format::{
         to_text, CustomerLine, EventLine, EventsPrunedLine, IdempotencyLine, Line, OrderLine,
         WebhookPositionLine,

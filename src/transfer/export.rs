@@ -27,7 +27,8 @@ use super::format::{
 };
 use super::{Progress, TransferError};
 use crate::domain::ids::CustomerId;
-use crate::store::codec::{EventRecord, WebhookPosition};
+use crate::store::kinds::events::EventRecord;
+use crate::store::kinds::webhook_positions::WebhookPosition;
 use crate::store::tracking::Changed;
 use crate::store::{Store, StoreError};
 

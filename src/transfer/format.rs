@@ -28,10 +28,13 @@ use serde::{Deserialize, Serialize};
 use crate::domain::customer::ADDRESS_FIELDS;
 use crate::domain::schedule::{parse_iso_date, Day, Frequency, WeekDays};
 use crate::events::json::render_event;
-use crate::store::codec::{
-    CodecError, CustomerRecord, EventBody, EventRecord, ExtraRecord, IdempotencyRecord,
-    OrderRecord, SessionRecord, WebhookPosition,
-};
+use crate::store::codec::CodecError;
+use crate::store::kinds::customers::CustomerRecord;
+use crate::store::kinds::events::{EventBody, EventRecord};
+use crate::store::kinds::idempotency::IdempotencyRecord;
+use crate::store::kinds::orders::{ExtraRecord, OrderRecord};
+use crate::store::kinds::sessions::SessionRecord;
+use crate::store::kinds::webhook_positions::WebhookPosition;
 
 /// The name in every export's header.
 pub const FORMAT: &str = "boxsub-export";
@@ -235,7 +238,7 @@ pub struct WebhookPositionLine {
     pub next_attempt_ms: i64,
 }
 
-/// A producer's session, as exported (see `codec::SessionRecord`).
+/// A producer's session, as exported (see `store::kinds::sessions::SessionRecord`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionLine {

@@ -10,6 +10,7 @@
 //! from [`OLDEST_READ`] on are read.
 //! Must not touch: anything but the store's writes of imported records.
 
+use crate::store::kinds::{customers, events, idempotency, orders, sessions, webhook_positions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::path::Path;
@@ -17,13 +18,15 @@ use std::path::Path;
 use super::format::{reads_version, Line, FORMAT, OLDEST_READ, VERSION};
 use super::{Progress, TransferError};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::store::codec::{
-    CustomerRecord, EventRecord, IdempotencyRecord, OrderRecord, SessionRecord, WebhookPosition,
-};
+use crate::store::kinds::customers::CustomerRecord;
+use crate::store::kinds::events::EventRecord;
+use crate::store::kinds::idempotency::IdempotencyRecord;
+use crate::store::kinds::orders::OrderRecord;
+use crate::store::kinds::sessions::SessionRecord;
+use crate::store::kinds::webhook_positions::WebhookPosition;
 use crate::store::{
     add_customer_record, add_event_record, add_events_pruned, add_idempotency_record,
-    add_order_record, add_session_record, add_webhook_position, keys, Store, StoreError,
-    WriteBatch,
+    add_order_record, add_session_record, add_webhook_position, Store, StoreError, WriteBatch,
 };
 
 /// What an import wrote.
@@ -425,7 +428,7 @@ fn prune_to(
     })?;
     for sequence in stale {
         let mut removal = WriteBatch::default();
-        removal.delete(keys::event(webstore, sequence));
+        removal.delete(events::event_key(webstore, sequence));
         batches.add(removal, Store::apply)?;
     }
     if through > store.events_pruned_through(webstore)? {
@@ -544,27 +547,32 @@ fn undo(
         match record {
             Record::Header(_) => return Ok(true),
             Record::Customer(customer) => {
-                batch.delete(keys::customer(customer.id));
+                batch.delete(customers::customer_key(customer.id));
                 let email_key = crate::domain::email::fold(&customer.email);
-                batch.delete(keys::email_holder(
+                batch.delete(customers::email_holder_key(
                     &customer.webstore_id,
                     &email_key,
                     customer.id,
                 ));
-                batch.delete(keys::number(&customer.webstore_id, customer.number));
+                batch.delete(customers::number_key(
+                    &customer.webstore_id,
+                    customer.number,
+                ));
             }
-            Record::Order(order) => batch.delete(keys::order(order.customer_id, order.id)),
+            Record::Order(order) => batch.delete(orders::order_key(order.customer_id, order.id)),
             Record::Idempotency(webstore, key, _) => {
-                batch.delete(keys::idempotency_version(&webstore, &key, 1))
+                batch.delete(idempotency::idempotency_version(&webstore, &key, 1))
             }
-            Record::Event(webstore, sequence, _) => batch.delete(keys::event(&webstore, sequence)),
+            Record::Event(webstore, sequence, _) => {
+                batch.delete(events::event_key(&webstore, sequence))
+            }
             // The store held no mark of the webstore before (the check refuses webstores
             // with events), so the import's is removed whole.
-            Record::EventsPruned(webstore, _) => batch.delete(keys::events_pruned(&webstore)),
-            Record::WebhookPosition(webstore, endpoint, _) => {
-                batch.delete(keys::webhook_position(&webstore, &endpoint))
-            }
-            Record::Session(digest, _) => batch.delete(keys::session(&digest)),
+            Record::EventsPruned(webstore, _) => batch.delete(events::events_pruned(&webstore)),
+            Record::WebhookPosition(webstore, endpoint, _) => batch.delete(
+                webhook_positions::webhook_position_key(&webstore, &endpoint),
+            ),
+            Record::Session(digest, _) => batch.delete(sessions::session_key(&digest)),
         }
         batches.add(batch, Store::remove)?;
         Ok(true)
@@ -651,7 +659,7 @@ pub fn apply_live(
     let mut ended = WriteBatch::default();
     store.for_each_session(&mut |digest, record| {
         if record.webstore_id == webstore && !shipped_sessions.contains(&digest) {
-            ended.delete(keys::session(&digest));
+            ended.delete(sessions::session_key(&digest));
         }
         true
     })?;

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use super::export::{export, export_changed};
 use super::import::{apply_live, import_live};
 use super::{Progress, TransferError};
-use crate::store::codec::{CustomerRecord, EventBody, EventRecord, WebhookPosition};
+use crate::store::kinds::customers::CustomerRecord;
+use crate::store::kinds::events::{EventBody, EventRecord};
+use crate::store::kinds::webhook_positions::WebhookPosition;
 use crate::store::tracking::Changed;
 use crate::store::{
     add_customer_record, add_event_record, add_events_pruned, add_webhook_position, Store,
@@ -450,7 +452,7 @@ impl crate::store::log::commit::Log for RecordingLog {
 /// `key` as text where it is printable, its other bytes as `\xNN`; an idempotency key's
 /// version (the clock's nanoseconds when it was written) as `<version>`.
 fn shown_key(key: &[u8]) -> String {
-    let (key, version) = match crate::store::keys::idempotency_parts(key) {
+    let (key, version) = match crate::store::kinds::idempotency::idempotency_parts(key) {
         Some(_) => (&key[..key.len() - 8], "<version>"),
         None => (key, ""),
     };
@@ -479,7 +481,9 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
     use crate::domain::order::NewOrder;
     use crate::domain::ownership::Ownership;
     use crate::domain::schedule::{Day, WeekDays};
-    use crate::store::codec::{IdempotencyRecord, OrderRecord, SessionRecord};
+    use crate::store::kinds::idempotency::IdempotencyRecord;
+    use crate::store::kinds::orders::OrderRecord;
+    use crate::store::kinds::sessions::SessionRecord;
     use crate::store::log::wal::{parse_writes, LoggedWrite};
     use crate::store::{
         add_idempotency_record, add_new_customer, add_order, add_order_record, add_session_record,

@@ -33,7 +33,7 @@ use crate::lease::Lease;
 use crate::metrics::METRICS;
 use crate::service::serving::Served;
 use crate::service::Service;
-use crate::store::codec::WebhookPosition;
+use crate::store::kinds::webhook_positions::WebhookPosition;
 use crate::store::{Store, StoreError};
 
 /// How often a waiting task looks again at what may have changed without waking it: an
