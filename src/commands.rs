@@ -352,7 +352,7 @@ fn import(config: &ImportConfig) -> Result<(), String> {
         imported.orders,
         imported.idempotency_records,
         imported.events,
-        imported.deliveries,
+        imported.webhook_positions,
         imported.sessions,
         if imported.webstores.is_empty() {
             "no webstore".to_owned()

@@ -8,6 +8,7 @@
 //! Must not touch: I/O of any kind, global state beyond the demo catalogue read once. It only
 //! calls inward (http parsing, domain rules, record codecs, the export format).
 
+use crate::store::kinds::orders;
 use std::sync::LazyLock;
 
 use serde_json::Value;
@@ -24,7 +25,10 @@ use crate::http::{
     json_fields, json_object, needs_credentials, resolve, route, sign_in_params, CustomerView,
     Embed, OrderView, Params,
 };
-use crate::store::codec::{self, CustomerRecord, IdempotencyRecord, Kind, OrderRecord, Record};
+use crate::store::codec::{self, Kind, Record};
+use crate::store::kinds::customers::CustomerRecord;
+use crate::store::kinds::idempotency::IdempotencyRecord;
+use crate::store::kinds::orders::OrderRecord;
 use crate::store::log::wal::{self, LogEntry, LoggedWrite};
 use crate::transfer::format::Line;
 
@@ -335,9 +339,9 @@ fn decode_each_kind(bytes: &[u8]) -> bool {
         decoded = true;
     }
     // An order chunk: each of its records decoded, and the chunk encoded back the same.
-    if let Ok(parts) = codec::order_parts(0, bytes) {
+    if let Ok(parts) = orders::order_parts(0, bytes) {
         if bytes.get(3) == Some(&(Kind::OrderChunk as u8)) {
-            assert_eq!(codec::encode_order_chunk(parts.iter().copied()), bytes);
+            assert_eq!(orders::encode_order_chunk(parts.iter().copied()), bytes);
         }
         for (_, record) in &parts {
             decoded |= codec::decode::<OrderRecord>(record).is_ok_and(|r| r.into_order().is_ok());
@@ -375,14 +379,14 @@ fn check_line(line: Line) -> bool {
                 .inspect(|record| {
                     assert_eq!(
                         record.body,
-                        crate::store::codec::EventBody::Json(json.into_bytes()),
+                        crate::store::kinds::events::EventBody::Json(json.into_bytes()),
                         "an event's bytes"
                     )
                 })
                 .is_ok()
         }
         Line::EventsPruned(pruned) => pruned.into_parts().is_ok(),
-        Line::Delivery(delivery) => delivery.into_record().inspect(round_trip).is_ok(),
+        Line::WebhookPosition(delivery) => delivery.into_record().inspect(round_trip).is_ok(),
         Line::Session(session) => session
             .into_record()
             .inspect(|(_, record)| round_trip(record))

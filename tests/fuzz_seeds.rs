@@ -65,12 +65,14 @@ fn every_target_has_a_seed_directory_and_a_fuzz_binary() {
 #[test]
 #[ignore = "writes fuzz/seeds/records; run by hand after a record format change"]
 fn write_record_seeds() {
-    use boxsub::store::codec::{
-        self, CustomerRecord, DeliveryRecord, EventBody, EventRecord, IdempotencyRecord,
-    };
+    use boxsub::store::codec;
+    use boxsub::store::kinds::customers::CustomerRecord;
+    use boxsub::store::kinds::events::{EventBody, EventRecord};
+    use boxsub::store::kinds::idempotency::IdempotencyRecord;
+    use boxsub::store::kinds::webhook_positions::WebhookPosition;
     use boxsub::transfer::format::{
-        to_text, CustomerLine, DeliveryLine, EventLine, EventsPrunedLine, IdempotencyLine, Line,
-        OrderLine,
+        to_text, CustomerLine, EventLine, EventsPrunedLine, IdempotencyLine, Line, OrderLine,
+        WebhookPositionLine,
     };
 
     let dir = seeds_dir().join("records");
@@ -137,10 +139,10 @@ fn write_record_seeds() {
     };
     let event_line =
         EventLine::from_record("fantastic-vege-people", 7, event).expect("an event line");
-    let delivery_line = DeliveryLine::from_record(
+    let delivery_line = WebhookPositionLine::from_record(
         "fantastic-vege-people",
         "erp",
-        DeliveryRecord {
+        WebhookPosition {
             delivered_through: 6,
             disabled: None,
             attempts: 2,
@@ -156,7 +158,7 @@ fn write_record_seeds() {
             Line::Idempotency(idempotency_line),
         ),
         ("valid-line-event", Line::Event(event_line)),
-        ("valid-line-delivery", Line::Delivery(delivery_line)),
+        ("valid-line-delivery", Line::WebhookPosition(delivery_line)),
         (
             "valid-line-events-pruned",
             Line::EventsPruned(EventsPrunedLine {

@@ -96,10 +96,10 @@ mod tests {
         for first in (1..=count).step_by(500) {
             let mut batch = crate::store::WriteBatch::default();
             for sequence in first..(first + 500).min(count + 1) {
-                let record = crate::store::codec::EventRecord {
+                let record = crate::store::kinds::events::EventRecord {
                     event_type: EventType::OrderCreated.name().to_owned(),
                     created_at_ms: 0,
-                    body: crate::store::codec::EventBody::Json(
+                    body: crate::store::kinds::events::EventBody::Json(
                         format!("{{\"sequence\":{sequence}}}").into_bytes(),
                     ),
                 };

@@ -9,7 +9,8 @@
 use std::io::Write;
 
 use crate::domain::catalogue::WebstoreIdx;
-use crate::store::codec::{CodecError, EventBody, EventRecord};
+use crate::store::codec::CodecError;
+use crate::store::kinds::events::{EventBody, EventRecord};
 use crate::views::{render, CustomerView, Embed, OrderView};
 
 /// Room reserved for an event's JSON: an order's or a customer's fits.
@@ -79,7 +80,8 @@ pub fn render_event(sequence: u64, record: &EventRecord) -> Result<Vec<u8>, Code
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::codec::{CustomerRecord, ExtraRecord, OrderRecord};
+    use crate::store::kinds::customers::CustomerRecord;
+    use crate::store::kinds::orders::{ExtraRecord, OrderRecord};
 
     fn order() -> OrderRecord {
         OrderRecord {

@@ -373,7 +373,10 @@ mod tests {
                 add_order(&mut batch, &order(customer * 100 + n, customer, 0, 1));
             }
         }
-        batch.put(crate::store::keys::order(9, 999), b"not a record".to_vec());
+        batch.put(
+            crate::store::kinds::orders::order_key(9, 999),
+            b"not a record".to_vec(),
+        );
         store.apply(batch).unwrap();
 
         let indexes = Indexes::new(true, 0);

@@ -5,7 +5,7 @@
 //! client keeps in a cookie; only its SHA-256 is stored), and signing out, which ends a
 //! session on the server. A session ends after [`IDLE`] without use.
 //!
-//! Sessions are records of the store (`codec::SessionRecord`), written through its log like
+//! Sessions are records of the store ([`SessionRecord`]), written through its log like
 //! every change: they outlive a restart, and in a replicated group they travel in the
 //! changelog, so that a failover keeps every producer signed in and a sign-out on one node
 //! holds on the next. Every use reads the record (a session signed out elsewhere opens
@@ -27,7 +27,7 @@ use crate::domain::catalogue::{Webstore, WebstoreIdx};
 use crate::domain::email::fold;
 use crate::domain::routing::sign_in_webstore;
 use crate::metrics::METRICS;
-use crate::store::codec::SessionRecord;
+use crate::store::kinds::sessions::SessionRecord;
 use crate::store::StoreError;
 
 /// How long a session lasts without being used.

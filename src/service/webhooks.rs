@@ -52,7 +52,7 @@ impl Service {
         let store = self.registry.store();
         let mut endpoints = Vec::new();
         for webhook in &webstore.webhooks {
-            let record = store.delivery(id, &webhook.id)?.unwrap_or_default();
+            let record = store.webhook_position(id, &webhook.id)?.unwrap_or_default();
             endpoints.push(EndpointStatus {
                 endpoint: webhook.id.clone(),
                 delivered_through: record.delivered_through,

@@ -6,19 +6,17 @@
 //! (u32, big-endian) · bincode payload.
 //!
 //! Decoding checks every part of the header and limits the payload's size, so a corrupted or
-//! truncated record is an error, never a panic or a silently wrong value. The snapshot types
-//! are kept apart from the JSON types; conversions to and from the domain live here.
+//! truncated record is an error, never a panic or a silently wrong value. A chunk (orders of
+//! one customer, events of one webstore) carries its parts' records as they are, behind a
+//! header of its own.
+//!
+//! This is the envelope every record shares; the records themselves (their types, their
+//! format versions and how each reads its older ones, their conversions to and from the
+//! domain) are each kind's (`store::kinds`). Must not touch: keys, the layers.
 
 use serde::{Deserialize, Serialize};
 
-use crate::domain::catalogue::WebstoreIdx;
-use crate::domain::customer::{Address, Customer};
-use crate::domain::email::Email;
-use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::{ExtraLine, NewOrder, Order};
-use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
-
-const MAGIC: &[u8; 3] = b"BXS";
+pub(super) const MAGIC: &[u8; 3] = b"BXS";
 const HEADER_LEN: usize = 3 + 1 + 2 + 4;
 /// The format version of records whose kind has not changed since the first release.
 pub const FORMAT_VERSION: u16 = 1;
@@ -29,21 +27,21 @@ const MAX_PAYLOAD: usize = 1 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {
-    /// [`CustomerRecord`].
+    /// `kinds::customers::CustomerRecord`.
     Customer = 1,
-    /// [`OrderRecord`].
+    /// `kinds::orders::OrderRecord`.
     Order = 2,
-    /// [`IdempotencyRecord`].
+    /// `kinds::idempotency::IdempotencyRecord`.
     Idempotency = 3,
-    /// Orders of one customer packed under one key (see [`encode_order_chunk`]).
+    /// Orders of one customer packed under one key (`kinds::orders::encode_order_chunk`).
     OrderChunk = 4,
-    /// [`EventRecord`].
+    /// `kinds::events::EventRecord`.
     Event = 5,
-    /// [`DeliveryRecord`].
-    Delivery = 6,
-    /// [`SessionRecord`].
+    /// `kinds::webhook_positions::WebhookPosition`.
+    WebhookPosition = 6,
+    /// `kinds::sessions::SessionRecord`.
     Session = 7,
-    /// Events of one webstore packed under one key (see [`encode_event_chunk`]).
+    /// Events of one webstore packed under one key (`kinds::events::encode_event_chunk`).
     EventChunk = 8,
 }
 
@@ -72,189 +70,6 @@ pub enum CodecError {
     Payload(String),
 }
 
-/// A customer as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CustomerRecord {
-    /// Customer id.
-    pub id: u64,
-    /// The catalogue's webstore id (not its position, which a catalogue edit may change).
-    pub webstore_id: String,
-    /// Number within the webstore.
-    pub number: u64,
-    /// First name.
-    pub first_name: String,
-    /// Last name.
-    pub last_name: Option<String>,
-    /// Email as given, trimmed.
-    pub email: String,
-    /// Delivery service id.
-    pub delivery_service_id: u64,
-    /// Address fields in the contract's order.
-    pub address: Vec<Option<String>>,
-    /// Argon2id PHC string.
-    pub password_hash: Option<String>,
-}
-
-/// An extra line as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExtraRecord {
-    /// Extra id.
-    pub id: u64,
-    /// Quantity.
-    pub quantity: u32,
-}
-
-/// An order as stored (format version 2: with its schedule).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OrderRecord {
-    /// Order id.
-    pub id: u64,
-    /// Customer id.
-    pub customer_id: u64,
-    /// Box id.
-    pub box_id: u64,
-    /// 0 single, 1 weekly, 2 fortnightly.
-    pub frequency: u8,
-    /// Extras once only.
-    pub extras_one_off: bool,
-    /// Extras.
-    pub extras: Vec<ExtraRecord>,
-    /// Excluded box items.
-    pub exclusions: Vec<u64>,
-    /// Substitute box items.
-    pub substitutions: Vec<u64>,
-    /// Unix seconds.
-    pub created_at: i64,
-    /// The schedule's start date, as days since 1970-01-01 in the webstore's calendar.
-    pub start_day: i32,
-    /// The schedule's weekdays, bit 0 being Sunday.
-    pub week_days: u8,
-}
-
-/// An order as format version 1 stored it, before orders had schedules.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct OrderRecordV1 {
-    id: u64,
-    customer_id: u64,
-    box_id: u64,
-    frequency: u8,
-    extras_one_off: bool,
-    extras: Vec<ExtraRecord>,
-    exclusions: Vec<u64>,
-    substitutions: Vec<u64>,
-    created_at: i64,
-}
-
-impl OrderRecordV1 {
-    /// The order with the schedule it kept in practice: delivered from the day it was
-    /// created (UTC), on that weekday.
-    fn upgrade(self) -> OrderRecord {
-        let start = Day(self.created_at.div_euclid(86_400) as i32);
-        OrderRecord {
-            id: self.id,
-            customer_id: self.customer_id,
-            box_id: self.box_id,
-            frequency: self.frequency,
-            extras_one_off: self.extras_one_off,
-            extras: self.extras,
-            exclusions: self.exclusions,
-            substitutions: self.substitutions,
-            created_at: self.created_at,
-            start_day: start.0,
-            week_days: WeekDays::only(start.weekday()).bits(),
-        }
-    }
-}
-
-/// The first response to a request with an `Idempotency-Key`, replayed for repeats.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IdempotencyRecord {
-    /// SHA-256 of the request body.
-    pub body_sha256: Vec<u8>,
-    /// HTTP status of the first response.
-    pub status: u16,
-    /// Its `Location` header.
-    pub location: Option<String>,
-    /// Its body.
-    pub body: Vec<u8>,
-    /// Unix seconds when it was stored.
-    pub created_at: i64,
-}
-
-/// One event of a webstore (see `crate::events`): its type and time apart, so that a feed
-/// filters and a retention sweep ages events without reading the rest, and what it tells
-/// of, compactly (format version 2): rendered as JSON only when it is read
-/// (`crate::events::json`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EventRecord {
-    /// `customer.created`, `customer.updated`, `order.created`.
-    pub event_type: String,
-    /// Unix milliseconds when its change was made.
-    pub created_at_ms: i64,
-    /// What it tells of.
-    pub body: EventBody,
-}
-
-/// What an event holds besides its type and time.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum EventBody {
-    /// The whole event as JSON (id, type, sequence, created_at, data), exactly as it is
-    /// delivered: events written by format version 1, and events imported (an export carries
-    /// events as their JSON, which an import keeps byte for byte).
-    Json(Vec<u8>),
-    /// An order's event: its id and the order as stored when the change was made.
-    Order {
-        /// The event's id (`evt_` and these bytes in hex).
-        id: [u8; 16],
-        /// The order.
-        order: OrderRecord,
-    },
-    /// A customer's event: its id, the customer as stored when the change was made (without
-    /// its password hash, which an event never shows) and its webstore's name then.
-    Customer {
-        /// The event's id (`evt_` and these bytes in hex).
-        id: [u8; 16],
-        /// The customer, `password_hash` always `None`.
-        customer: CustomerRecord,
-        /// The webstore's name in the catalogue then (the customer's JSON shows it).
-        webstore_name: String,
-    },
-}
-
-/// An event as format version 1 stored it: the whole event as JSON, rendered when written.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-struct EventRecordV1 {
-    event_type: String,
-    created_at_ms: i64,
-    json: Vec<u8>,
-}
-
-impl EventRecordV1 {
-    fn upgrade(self) -> EventRecord {
-        EventRecord {
-            event_type: self.event_type,
-            created_at_ms: self.created_at_ms,
-            body: EventBody::Json(self.json),
-        }
-    }
-}
-
-/// Where one webhook endpoint of a webstore stands (see `crate::webhooks`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeliveryRecord {
-    /// Every event of the webstore up to this sequence number has been delivered (or was
-    /// not of a type the endpoint wants).
-    pub delivered_through: u64,
-    /// Why the endpoint was disabled, if it is (a 410, or retries given up).
-    pub disabled: Option<String>,
-    /// Failed attempts at the event after `delivered_through`.
-    pub attempts: u32,
-    /// When the first of those attempts failed (Unix milliseconds; 0 when none has).
-    pub failing_since_ms: i64,
-    /// When the next attempt is due (Unix milliseconds; 0 for at once).
-    pub next_attempt_ms: i64,
-}
-
 /// A record type, its header kind and format version, and how it reads older versions.
 pub trait Record: Serialize + for<'de> Deserialize<'de> {
     /// The header kind.
@@ -267,61 +82,7 @@ pub trait Record: Serialize + for<'de> Deserialize<'de> {
     }
 }
 
-impl Record for CustomerRecord {
-    const KIND: Kind = Kind::Customer;
-}
-impl Record for OrderRecord {
-    const KIND: Kind = Kind::Order;
-    const VERSION: u16 = 2;
-    fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
-        match version {
-            1 => decode_payload::<OrderRecordV1>(payload).map(OrderRecordV1::upgrade),
-            other => Err(CodecError::UnsupportedVersion(other)),
-        }
-    }
-}
-impl Record for IdempotencyRecord {
-    const KIND: Kind = Kind::Idempotency;
-}
-impl Record for EventRecord {
-    const KIND: Kind = Kind::Event;
-    const VERSION: u16 = 2;
-    fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
-        match version {
-            1 => decode_payload::<EventRecordV1>(payload).map(EventRecordV1::upgrade),
-            other => Err(CodecError::UnsupportedVersion(other)),
-        }
-    }
-}
-impl Record for DeliveryRecord {
-    const KIND: Kind = Kind::Delivery;
-}
-
-/// A producer's session in the web app (see `service::producers`), under the SHA-256 of its
-/// id: the id itself is only ever in the producer's cookie.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SessionRecord {
-    /// The producer's webstore.
-    pub webstore_id: String,
-    /// The account signed in with (its folded email).
-    pub email: String,
-    /// The SHA-256 of the account's password hash at sign-in: a catalogue without the
-    /// account, or with another password, ends the session.
-    pub account: [u8; 32],
-    /// The token the app's forms carry.
-    pub form_token: String,
-    /// When it was opened (Unix milliseconds).
-    pub signed_in_ms: i64,
-    /// When it was last used, as last written (Unix milliseconds; written again when a use
-    /// finds it older than a few minutes, so that a session in use is not idle for long).
-    pub last_used_ms: i64,
-}
-
-impl Record for SessionRecord {
-    const KIND: Kind = Kind::Session;
-}
-
-fn config() -> bincode::config::Configuration<
+pub(super) fn config() -> bincode::config::Configuration<
     bincode::config::LittleEndian,
     bincode::config::Varint,
     bincode::config::Limit<MAX_PAYLOAD>,
@@ -382,30 +143,10 @@ fn checked_payload(bytes: &[u8], kind: Kind, newest: u16) -> Result<(u16, &[u8])
     Ok((version, payload))
 }
 
-/// The format version of order chunks.
-const ORDER_CHUNK_VERSION: u16 = 1;
-/// The format version of event chunks.
-const EVENT_CHUNK_VERSION: u16 = 1;
 /// Bytes before each part of a chunk: its id (u64) and the length of its record (u32).
 const PART_HEADER_LEN: usize = 8 + 4;
 
-/// Orders of one customer as one value: a header of kind [`Kind::OrderChunk`] whose payload
-/// is, for each order, its id (u64, big-endian), the length of its encoded [`OrderRecord`]
-/// (u32, big-endian) and that record as [`encode`] wrote it, header included. The records are
-/// carried as they are, so packing orders costs no decoding and each keeps its own format
-/// version and checksum.
-pub fn encode_order_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
-    encode_chunk(Kind::OrderChunk, ORDER_CHUNK_VERSION, parts)
-}
-
-/// Events of one webstore as one value, laid out as an order chunk is (see
-/// [`encode_order_chunk`]) under a header of kind [`Kind::EventChunk`]: each event's
-/// sequence number, length and [`EventRecord`] as [`encode`] wrote it.
-pub fn encode_event_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
-    encode_chunk(Kind::EventChunk, EVENT_CHUNK_VERSION, parts)
-}
-
-fn encode_chunk<'a>(
+pub(super) fn encode_chunk<'a>(
     kind: Kind,
     version: u16,
     parts: impl IntoIterator<Item = (u64, &'a [u8])>,
@@ -426,33 +167,7 @@ fn encode_chunk<'a>(
     bytes
 }
 
-/// The orders a stored order value holds, as (id, encoded [`OrderRecord`]) in the order
-/// stored: the record itself, under the id `key_id` of its key, or each part of an order
-/// chunk. The parts' records are not decoded here.
-pub fn order_parts(key_id: u64, bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, CodecError> {
-    chunk_parts(
-        key_id,
-        bytes,
-        Kind::Order,
-        Kind::OrderChunk,
-        ORDER_CHUNK_VERSION,
-    )
-}
-
-/// The events a stored event value holds, as (sequence number, encoded [`EventRecord`]):
-/// the record itself, under the sequence number `key_id` of its key, or each part of an
-/// event chunk. The parts' records are not decoded here.
-pub fn event_parts(key_id: u64, bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, CodecError> {
-    chunk_parts(
-        key_id,
-        bytes,
-        Kind::Event,
-        Kind::EventChunk,
-        EVENT_CHUNK_VERSION,
-    )
-}
-
-fn chunk_parts(
+pub(super) fn chunk_parts(
     key_id: u64,
     bytes: &[u8],
     single: Kind,
@@ -478,7 +193,9 @@ fn chunk_parts(
 }
 
 /// Decodes a whole bincode payload (trailing bytes are an error).
-fn decode_payload<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<T, CodecError> {
+pub(super) fn decode_payload<T: for<'de> Deserialize<'de>>(
+    payload: &[u8],
+) -> Result<T, CodecError> {
     let (record, used) = bincode::serde::decode_from_slice::<T, _>(payload, config())
         .map_err(|error| CodecError::Payload(error.to_string()))?;
     if used != payload.len() {
@@ -490,284 +207,22 @@ fn decode_payload<T: for<'de> Deserialize<'de>>(payload: &[u8]) -> Result<T, Cod
     Ok(record)
 }
 
-impl CustomerRecord {
-    /// The stored form of a customer of webstore `webstore_id`.
-    pub fn from_customer(customer: &Customer, webstore_id: &str) -> Self {
-        CustomerRecord {
-            id: customer.id.0,
-            webstore_id: webstore_id.to_owned(),
-            number: customer.number,
-            first_name: customer.first_name.clone(),
-            last_name: customer.last_name.clone(),
-            email: customer.email.as_str().to_owned(),
-            delivery_service_id: customer.delivery_service_id,
-            address: customer.address.0.to_vec(),
-            password_hash: customer.password_hash.clone(),
-        }
-    }
-
-    /// The customer, placed in the webstore at `webstore`.
-    pub fn into_customer(self, webstore: WebstoreIdx) -> Customer {
-        let mut address = Address::default();
-        for (slot, value) in address.0.iter_mut().zip(self.address) {
-            *slot = value;
-        }
-        Customer {
-            id: CustomerId(self.id),
-            webstore,
-            number: self.number,
-            first_name: self.first_name,
-            last_name: self.last_name,
-            email: Email::from_trusted(self.email),
-            delivery_service_id: self.delivery_service_id,
-            address,
-            password_hash: self.password_hash,
-        }
-    }
-}
-
-impl OrderRecord {
-    /// The stored form of an order.
-    pub fn from_order(order: &Order) -> Self {
-        let details = &order.details;
-        OrderRecord {
-            id: order.id.0,
-            customer_id: order.customer_id.0,
-            box_id: details.box_id,
-            frequency: match details.frequency {
-                Frequency::Single => 0,
-                Frequency::Weekly => 1,
-                Frequency::Fortnightly => 2,
-            },
-            extras_one_off: details.extras_one_off,
-            extras: details
-                .extras
-                .iter()
-                .map(|line| ExtraRecord {
-                    id: line.id,
-                    quantity: line.quantity,
-                })
-                .collect(),
-            exclusions: details.exclusions.clone(),
-            substitutions: details.substitutions.clone(),
-            created_at: order.created_at,
-            start_day: details.schedule.start.0,
-            week_days: details.schedule.week_days.bits(),
-        }
-    }
-
-    /// The order; an unknown frequency code is a decoding error.
-    pub fn into_order(self) -> Result<Order, CodecError> {
-        let frequency = match self.frequency {
-            0 => Frequency::Single,
-            1 => Frequency::Weekly,
-            2 => Frequency::Fortnightly,
-            other => {
-                return Err(CodecError::Payload(format!(
-                    "unknown frequency code {other}"
-                )))
-            }
-        };
-        Ok(Order {
-            id: OrderId(self.id),
-            customer_id: CustomerId(self.customer_id),
-            details: NewOrder {
-                box_id: self.box_id,
-                frequency,
-                extras_one_off: self.extras_one_off,
-                extras: self
-                    .extras
-                    .into_iter()
-                    .map(|line| ExtraLine {
-                        id: line.id,
-                        quantity: line.quantity,
-                    })
-                    .collect(),
-                exclusions: self.exclusions,
-                substitutions: self.substitutions,
-                schedule: Schedule {
-                    start: Day(self.start_day),
-                    week_days: WeekDays::from_bits(self.week_days),
-                },
-            },
-            created_at: self.created_at,
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::kinds::customers::CustomerRecord;
+    use crate::store::kinds::idempotency::IdempotencyRecord;
+    use crate::store::kinds::orders::{order_parts, OrderRecord};
     use proptest::prelude::*;
-
-    fn customer_record() -> impl Strategy<Value = CustomerRecord> {
-        (
-            any::<u64>(),
-            "[a-z-]{1,20}",
-            any::<u64>(),
-            any::<String>(),
-            proptest::option::of(any::<String>()),
-            any::<String>(),
-            any::<u64>(),
-            proptest::collection::vec(proptest::option::of(any::<String>()), 9),
-            proptest::option::of(any::<String>()),
-        )
-            .prop_map(
-                |(
-                    id,
-                    webstore_id,
-                    number,
-                    first_name,
-                    last_name,
-                    email,
-                    ds,
-                    address,
-                    password_hash,
-                )| {
-                    CustomerRecord {
-                        id,
-                        webstore_id,
-                        number,
-                        first_name,
-                        last_name,
-                        email,
-                        delivery_service_id: ds,
-                        address,
-                        password_hash,
-                    }
-                },
-            )
-    }
-
-    fn order_record() -> impl Strategy<Value = OrderRecord> {
-        (
-            any::<u64>(),
-            any::<u64>(),
-            any::<u64>(),
-            0u8..3,
-            any::<bool>(),
-            proptest::collection::vec((any::<u64>(), any::<u32>()), 0..8),
-            proptest::collection::vec(any::<u64>(), 0..8),
-            proptest::collection::vec(any::<u64>(), 0..8),
-            any::<i64>(),
-            (any::<i32>(), 0u8..128),
-        )
-            .prop_map(
-                |(
-                    id,
-                    customer_id,
-                    box_id,
-                    frequency,
-                    one_off,
-                    extras,
-                    exclusions,
-                    substitutions,
-                    created_at,
-                    (start_day, week_days),
-                )| {
-                    OrderRecord {
-                        id,
-                        customer_id,
-                        box_id,
-                        frequency,
-                        extras_one_off: one_off,
-                        extras: extras
-                            .into_iter()
-                            .map(|(id, quantity)| ExtraRecord { id, quantity })
-                            .collect(),
-                        exclusions,
-                        substitutions,
-                        created_at,
-                        start_day,
-                        week_days,
-                    }
-                },
-            )
-    }
 
     proptest! {
         #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
 
-        #[test]
-        fn customers_round_trip(record in customer_record()) {
-            prop_assert_eq!(decode::<CustomerRecord>(&encode(&record)), Ok(record));
-        }
 
-        #[test]
-        fn orders_round_trip(record in order_record()) {
-            let decoded = decode::<OrderRecord>(&encode(&record));
-            prop_assert_eq!(&decoded, &Ok(record.clone()));
-            let order = decoded.unwrap().into_order().unwrap();
-            prop_assert_eq!(OrderRecord::from_order(&order), record);
-        }
 
-        #[test]
-        fn corrupted_bytes_are_an_error_not_a_panic(
-            record in order_record(),
-            at in any::<prop::sample::Index>(),
-            mask in 1u8..=255,
-        ) {
-            // CRC-32 catches every error confined to 32 consecutive bits, so any one
-            // corrupted byte, header or payload, must be refused.
-            let mut bytes = encode(&record);
-            let i = at.index(bytes.len());
-            bytes[i] ^= mask;
-            prop_assert!(decode::<OrderRecord>(&bytes).is_err());
-        }
 
-        #[test]
-        fn an_order_chunk_hands_back_each_record_with_its_id(
-            records in proptest::collection::vec(order_record(), 1..8),
-        ) {
-            let encoded: Vec<(u64, Vec<u8>)> =
-                records.iter().map(|record| (record.id, encode(record))).collect();
-            let chunk = encode_order_chunk(encoded.iter().map(|(id, bytes)| (*id, &bytes[..])));
-            let parts = order_parts(0, &chunk).unwrap();
-            prop_assert_eq!(parts.len(), records.len());
-            for ((id, bytes), record) in parts.into_iter().zip(&records) {
-                prop_assert_eq!(id, record.id);
-                prop_assert_eq!(decode::<OrderRecord>(bytes), Ok(record.clone()));
-            }
-            // A lone record is read under its key's id, undecoded.
-            let single = encode(&records[0]);
-            prop_assert_eq!(order_parts(42, &single), Ok(vec![(42, &single[..])]));
-        }
 
-        #[test]
-        fn a_corrupted_or_cut_order_chunk_is_an_error_not_a_panic(
-            records in proptest::collection::vec(order_record(), 1..4),
-            at in any::<prop::sample::Index>(),
-            mask in 1u8..=255,
-            keep in any::<prop::sample::Index>(),
-        ) {
-            let encoded: Vec<(u64, Vec<u8>)> =
-                records.iter().map(|record| (record.id, encode(record))).collect();
-            let chunk = encode_order_chunk(encoded.iter().map(|(id, bytes)| (*id, &bytes[..])));
-            let read = |bytes: &[u8]| {
-                order_parts(0, bytes).and_then(|parts| {
-                    parts
-                        .into_iter()
-                        .try_for_each(|(_, record)| decode::<OrderRecord>(record).map(drop))
-                })
-            };
-            let i = at.index(chunk.len());
-            let mut corrupted = chunk.clone();
-            corrupted[i] ^= mask;
-            let corrupted_read = read(&corrupted);
-            // The kind byte may turn into a lone order's; the rest is under the checksum.
-            if i != 3 {
-                prop_assert!(corrupted_read.is_err());
-            }
-            let cut = keep.index(chunk.len());
-            prop_assert!(read(&chunk[..cut]).is_err());
-        }
 
-        #[test]
-        fn truncated_records_are_an_error(record in customer_record(), keep in any::<prop::sample::Index>()) {
-            let bytes = encode(&record);
-            let cut = keep.index(bytes.len());
-            prop_assert!(decode::<CustomerRecord>(&bytes[..cut]).is_err());
-        }
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
@@ -776,46 +231,6 @@ mod tests {
             let _ = decode::<IdempotencyRecord>(&bytes);
             let _ = order_parts(1, &bytes);
         }
-    }
-
-    #[test]
-    fn orders_of_format_1_read_with_the_schedule_they_kept() {
-        // An order stored before schedules: created on Monday 2026-11-23 at 10:00 UTC.
-        let old = OrderRecordV1 {
-            id: 7,
-            customer_id: 3,
-            box_id: 217,
-            frequency: 1,
-            extras_one_off: false,
-            extras: vec![ExtraRecord {
-                id: 28,
-                quantity: 1,
-            }],
-            exclusions: vec![240],
-            substitutions: vec![],
-            created_at: 1_795_428_000,
-        };
-        let payload = bincode::serde::encode_to_vec(&old, config()).unwrap();
-        let mut bytes = MAGIC.to_vec();
-        bytes.push(Kind::Order as u8);
-        bytes.extend_from_slice(&1u16.to_be_bytes());
-        bytes.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-        bytes.extend_from_slice(&payload);
-
-        let order = decode::<OrderRecord>(&bytes).unwrap().into_order().unwrap();
-        assert_eq!(order.id, OrderId(7));
-        assert_eq!(
-            order.details.schedule.start.date().to_string(),
-            "2026-11-23"
-        );
-        assert_eq!(order.details.schedule.week_days, WeekDays::only(1));
-        assert_eq!(
-            decode::<OrderRecord>(&encode(&OrderRecord::from_order(&order)))
-                .unwrap()
-                .start_day,
-            order.details.schedule.start.0,
-            "written back in the current format"
-        );
     }
 
     #[test]

@@ -8,9 +8,11 @@
 //! record, and the next pass sweeps it again.
 //! Must not touch: anything but the `i` records.
 
-use super::codec::{decode, IdempotencyRecord};
+use super::codec::decode;
+use super::kinds::idempotency::IdempotencyRecord;
 use super::snapshot::prefix_end;
-use super::{keys, Store, StoreError};
+use super::{Store, StoreError};
+use crate::store::kinds::idempotency;
 
 /// What one sweep step did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,7 +56,7 @@ impl Store {
         ttl_secs: u64,
         now: i64,
     ) -> Result<SweepStep, StoreError> {
-        let prefix = [keys::IDEMPOTENCY];
+        let prefix = [idempotency::IDEMPOTENCY];
         let end = prefix_end(&prefix);
         let mut step = SweepStep::default();
         let mut doomed = Vec::new();
@@ -148,7 +150,7 @@ mod tests {
     fn a_record_replaced_since_it_was_read_is_kept() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        let key = keys::idempotency_version("shop", "k", 1);
+        let key = idempotency::idempotency_version("shop", "k", 1);
         let old = encode(&record(1_000));
         store.inner.storage.put(&key, old.clone()).unwrap();
         // A new request took the key again after the sweep read the old record.
@@ -165,7 +167,7 @@ mod tests {
     fn a_key_s_live_record_is_its_last_within_the_time_to_live_swept_or_not() {
         let dir = tempfile::tempdir().unwrap();
         let store = open(dir.path());
-        let key = keys::idempotency_version("shop", "k", 1);
+        let key = idempotency::idempotency_version("shop", "k", 1);
         store
             .inner
             .storage

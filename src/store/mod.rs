@@ -11,52 +11,61 @@
 //!   checkpoints; it knows nothing of records, chunks or the log.
 //!
 //! [`Store`] is what the registry and the customer actors use: it knows which keys a change
-//! writes (layout in [`keys`], records in [`codec`]) and which of them must be unique. This
-//! file opens the store (its [`mod@format`] first) and runs its life (admitting writes,
-//! durability, close); what it reads is in `reads`, what it writes in `writes`; the repair
-//! after an unclean stop is in [`repair`]. [`StoreError`] is this layer's one error type.
+//! writes and which of them must be unique. Its reads and writes are split by kind of record
+//! ([`kinds`]: customers, orders, idempotency records, events, webhook positions, sessions,
+//! ownership), each kind owning its keys, its record and its part of `impl Store`, over a
+//! small shared core: the key building blocks and metadata keys ([`keys`]), the record
+//! envelope ([`codec`]), the single-key writes and record walks every kind goes through
+//! (`entries`). This file opens the store (its [`mod@format`] first) and runs its life
+//! (admitting writes, durability, close); what spans every kind of one webstore is in
+//! `webstores`, the census in `census`, the repair after an unclean stop in [`repair`].
+//! [`StoreError`] is this layer's one error type.
 //!
 //! Must not touch: actors, the registry's maps, HTTP.
 
+mod census;
 pub mod codec;
 pub mod disk;
+mod entries;
 mod error;
 pub mod expiry;
 pub mod format;
 pub mod frozen;
 pub mod keys;
+pub mod kinds;
 pub mod log;
 #[cfg(test)]
 mod model_tests;
 mod opening;
 pub mod order_ids;
 pub mod pending;
-mod reads;
 pub mod repair;
 pub mod replica;
 pub mod snapshot;
 #[cfg(test)]
 mod tests;
 pub mod tracking;
-mod writes;
+mod webstores;
 
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use disk::{DiskState, DiskWatch, Reserve};
+use kinds::{customers, orders};
 use log::wal::LogEntry;
 use log::{ChangeLog, FatalHandler};
 
+pub use census::Census;
 pub use error::StoreError;
+pub use kinds::customers::{add_customer_record, add_new_customer, LoadedCustomer};
+pub use kinds::events::{add_event_record, add_events_pruned, EventWrite};
+pub use kinds::idempotency::{add_idempotency_record, IdempotencyWrite};
+pub use kinds::orders::{add_order, add_order_record};
+pub use kinds::sessions::add_session_record;
+pub use kinds::webhook_positions::add_webhook_position;
 pub use log::{Durability, OnDurable, Written};
 pub use pending::{PendingWrites, Storage};
-pub use reads::{Census, LoadedCustomer};
 pub use snapshot::{Entry, SledSnapshot, Snapshot, WriteBatch};
-pub use writes::{
-    add_customer_record, add_delivery_record, add_event_record, add_events_pruned,
-    add_idempotency_record, add_new_customer, add_order, add_order_record, add_session_record,
-    EventWrite, IdempotencyWrite,
-};
 
 use crate::domain::ids::IdRange;
 
@@ -491,8 +500,8 @@ impl Store {
         };
         let last_customer_in_range = storage
             .last_between(
-                &keys::customer(range.first()),
-                Some(&keys::customer(range.end())),
+                &customers::customer_key(range.first()),
+                Some(&customers::customer_key(range.end())),
             )?
             .and_then(|(key, _)| keys::trailing_id(&key))
             .unwrap_or(range.first() - 1);
@@ -519,8 +528,8 @@ impl Store {
         Ok(HighWater {
             customer_id: last_customer_in_range,
             order_id: reserved.max(range.first() - 1),
-            any_customer_id: last_id(keys::CUSTOMER)?,
-            has_orders: storage.last(&[keys::ORDER])?.is_some(),
+            any_customer_id: last_id(customers::CUSTOMER)?,
+            has_orders: storage.last(&[orders::ORDER])?.is_some(),
         })
     }
 

@@ -15,6 +15,7 @@
 //! `BOXSUB_MODEL_CASES` sets the number of cases (CI runs more than the default); a failure
 //! prints the step it failed at, and proptest the shortest run it found that fails.
 
+use crate::store::kinds::{customers, orders};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +24,9 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::codec::{CustomerRecord, IdempotencyRecord, OrderRecord};
+use super::kinds::customers::CustomerRecord;
+use super::kinds::idempotency::IdempotencyRecord;
+use super::kinds::orders::OrderRecord;
 use super::tests::LossySnapshot;
 use super::*;
 use crate::domain::catalogue::WebstoreIdx;
@@ -220,11 +223,11 @@ impl Prepared {
     fn logged_key(&self) -> Vec<u8> {
         match self {
             Prepared::Create { customer, .. } | Prepared::Update { customer, .. } => {
-                keys::customer(customer.id.0)
+                customers::customer_key(customer.id.0)
             }
             Prepared::Orders { orders, .. } => {
                 let last = orders.last().expect("at least one order");
-                keys::order(last.customer_id.0, last.id.0)
+                orders::order_key(last.customer_id.0, last.id.0)
             }
         }
     }

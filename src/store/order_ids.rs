@@ -6,12 +6,13 @@
 //! The reservation is written before any id of its block goes out, and handed to the log
 //! (`store::log`) ahead of the orders that use those ids: the log answers in order, so an
 //! order that is acknowledged implies its reservation is durable too, and a replay brings
-//! both back. Must not touch: anything but the reservation key.
+//! both back. Must not touch: anything but the reservation keys (`keys::order_ids_reserved`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use super::{Store, StoreError};
+use super::keys::order_ids_reserved;
+use super::{Store, StoreError, Written};
 
 /// Ids reserved per store write: one extra write per this many orders.
 pub const BLOCK: u64 = 4096;
@@ -55,6 +56,22 @@ impl OrderIds {
             self.reserved.store(through, Ordering::Release);
         }
         Ok(id)
+    }
+}
+
+impl Store {
+    /// Records that order ids up to `through` may be in use (see the module),
+    /// in place of the reservation up to `previous`. Each reservation is a key of its own
+    /// and the highest counts, so that a crash that keeps this write in the snapshot but
+    /// loses its log frame cannot have the replay of an older reservation lower it again.
+    pub fn reserve_order_ids(&self, previous: u64, through: u64) -> Result<Written, StoreError> {
+        let open = self.open_for_writes()?;
+        let mut entry = open.entry();
+        self.put(&mut entry, &order_ids_reserved(through), Vec::new())?;
+        if previous < through {
+            self.remove_key(&mut entry, &order_ids_reserved(previous))?;
+        }
+        open.commit(entry)
     }
 }
 

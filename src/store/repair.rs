@@ -11,6 +11,7 @@
 //! Must not touch: orders, idempotency records, email entries.
 
 use super::{keys, Store, StoreError};
+use crate::store::kinds::customers;
 
 /// What a repair found and did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -27,12 +28,12 @@ impl Store {
         let storage = &self.inner.storage;
         // Record keys come in id order, so the ids come sorted.
         let mut ids = Vec::new();
-        storage.for_each(&[keys::CUSTOMER], &mut |key, _| {
+        storage.for_each(&[customers::CUSTOMER], &mut |key, _| {
             ids.extend(keys::trailing_id(key));
             true
         })?;
         let mut unneeded = Vec::new();
-        storage.for_each(&[keys::NUMBER], &mut |key, value| {
+        storage.for_each(&[customers::NUMBER], &mut |key, value| {
             let named = keys::trailing_id(value);
             if named.is_none_or(|id| ids.binary_search(&id).is_err()) {
                 unneeded.push((key.to_vec(), value.to_vec()));
@@ -57,7 +58,8 @@ mod tests {
     use crate::domain::catalogue::Catalogue;
     use crate::domain::customer::{parse_customer, Customer, Mode};
     use crate::domain::ids::CustomerId;
-    use crate::store::codec::{encode, CustomerRecord};
+    use crate::store::codec::encode;
+    use crate::store::kinds::customers::CustomerRecord;
     use crate::store::{add_new_customer, WriteBatch};
 
     fn open(dir: &std::path::Path) -> Store {
@@ -92,7 +94,7 @@ mod tests {
         store
             .inner
             .storage
-            .for_each(&[keys::NUMBER], &mut |key, value| {
+            .for_each(&[customers::NUMBER], &mut |key, value| {
                 all.push((key.to_vec(), value.to_vec()));
                 true
             })
@@ -114,11 +116,11 @@ mod tests {
         // stays, naming nobody).
         let change = [
             (
-                keys::email_holder(webstore_id, &moved.email.index_key(), 1),
+                customers::email_holder_key(webstore_id, &moved.email.index_key(), 1),
                 Some(ann_id.clone()),
             ),
             (
-                keys::customer(1),
+                customers::customer_key(1),
                 Some(encode(&CustomerRecord::from_customer(&moved, webstore_id))),
             ),
         ];
@@ -156,7 +158,7 @@ mod tests {
             }
             for who in &present {
                 let id = who.id.0.to_be_bytes().to_vec();
-                expected.push((keys::number(webstore_id, who.number), id));
+                expected.push((customers::number_key(webstore_id, who.number), id));
             }
             let found = numbers(&store);
             assert_eq!(found, expected, "cut after {cut} writes: {repaired:?}");

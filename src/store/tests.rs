@@ -7,7 +7,10 @@ use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, OrderId};
-use codec::{DeliveryRecord, EventRecord, SessionRecord};
+use crate::store::kinds::{customers, events, orders};
+use events::EventRecord;
+use kinds::sessions::SessionRecord;
+use kinds::webhook_positions::WebhookPosition;
 
 fn customer(id: u64, email: &str) -> Customer {
     Customer {
@@ -116,7 +119,10 @@ fn an_unreadable_record_is_an_error_naming_its_key() {
             .unwrap(),
     );
     let mut damage = WriteBatch::default();
-    damage.put(keys::customer(3), b"BXS\x01\x00\x01garbage".to_vec());
+    damage.put(
+        customers::customer_key(3),
+        b"BXS\x01\x00\x01garbage".to_vec(),
+    );
     store.apply(damage).unwrap();
     let error = store.verify().unwrap_err();
     assert!(matches!(error, StoreError::Corrupt { .. }), "{error}");
@@ -342,7 +348,7 @@ fn every_acknowledged_write_comes_back_from_the_log_after_a_crash() {
     let after = engine.after_crash();
     drop(store);
     assert!(
-        after.live().get(&keys::customer(1)).is_none(),
+        after.live().get(&customers::customer_key(1)).is_none(),
         "a weak test"
     );
 
@@ -477,7 +483,7 @@ fn orders_packed_into_chunks_read_back_once_each_after_a_reopening_and_a_replay(
     store
         .inner
         .storage
-        .for_each(&[keys::ORDER], &mut |_, _| {
+        .for_each(&[orders::ORDER], &mut |_, _| {
             entries += 1;
             true
         })
@@ -485,9 +491,12 @@ fn orders_packed_into_chunks_read_back_once_each_after_a_reopening_and_a_replay(
     assert!(entries <= 4, "{entries} order entries");
     // A replay after a crash in mid-checkpoint writes records a chunk holds already.
     for id in [100u64, 131, 189] {
-        let record = codec::OrderRecord::from_order(&order(id, 1 + (id - 100) % 2));
+        let record = orders::OrderRecord::from_order(&order(id, 1 + (id - 100) % 2));
         store
-            .put_raw(&keys::order(record.customer_id, id), codec::encode(&record))
+            .put_raw(
+                &orders::order_key(record.customer_id, id),
+                codec::encode(&record),
+            )
             .unwrap();
     }
     check(&store);
@@ -526,8 +535,8 @@ fn a_replay_after_a_crash_in_mid_checkpoint_packs_no_order_twice() {
     store
         .inner
         .storage
-        .for_each(&[keys::ORDER], &mut |key, _| {
-            entries.push(keys::order_or_chunk_ids(key).unwrap());
+        .for_each(&[orders::ORDER], &mut |key, _| {
+            entries.push(orders::order_or_chunk_ids(key).unwrap());
             true
         })
         .unwrap();
@@ -535,11 +544,11 @@ fn a_replay_after_a_crash_in_mid_checkpoint_packs_no_order_twice() {
 }
 
 /// An event record for the window tests (its content does not matter).
-fn event_record(sequence: u64) -> codec::EventRecord {
-    codec::EventRecord {
+fn event_record(sequence: u64) -> events::EventRecord {
+    events::EventRecord {
         event_type: "order.created".into(),
         created_at_ms: sequence as i64,
-        body: codec::EventBody::Json(format!("{{\"sequence\":{sequence}}}").into_bytes()),
+        body: events::EventBody::Json(format!("{{\"sequence\":{sequence}}}").into_bytes()),
     }
 }
 
@@ -639,7 +648,7 @@ fn old_event() -> EventRecord {
     EventRecord {
         event_type: "customer.created".into(),
         created_at_ms: 1,
-        body: codec::EventBody::Json(b"{}".to_vec()),
+        body: events::EventBody::Json(b"{}".to_vec()),
     }
 }
 
@@ -728,8 +737,8 @@ fn every_write_of_a_frozen_webstore_is_refused_and_other_webstores_write_on() {
         "a sign-out",
     );
     refused(
-        written(store.set_delivery("shop", "erp", &DeliveryRecord::default())),
-        "a delivery position",
+        written(store.set_webhook_position("shop", "erp", &WebhookPosition::default())),
+        "a webhook position",
     );
     refused(
         written(store.request_redelivery("shop", "erp", 1)),
@@ -748,14 +757,14 @@ fn every_write_of_a_frozen_webstore_is_refused_and_other_webstores_write_on() {
         "still signed in"
     );
     assert_eq!(store.events_pruned_through("shop").unwrap(), 0);
-    assert_eq!(store.delivery("shop", "erp").unwrap(), None);
+    assert_eq!(store.webhook_position("shop", "erp").unwrap(), None);
     assert_eq!(store.redelivery("shop", "erp").unwrap(), None);
 
     // Another webstore writes on; the frozen one again once thawed.
     assert_eq!(store.prune_events("other", i64::MAX, 10).unwrap(), 3);
     drop(
         store
-            .set_delivery("other", "erp", &DeliveryRecord::default())
+            .set_webhook_position("other", "erp", &WebhookPosition::default())
             .unwrap(),
     );
     store.frozen().thaw("shop");

@@ -5,14 +5,14 @@
 //! did), so an export is always whole. Every record stored before it began is in it. Then,
 //! webstore by webstore, its events (each stands alone: its JSON holds the resource as it
 //! was), how far the retention sweep removed them, read after the events so that it covers
-//! any the sweep removed meanwhile, its webhook endpoints' delivery records (where the
+//! any the sweep removed meanwhile, its webhook endpoints' positions (where the
 //! operator asked a redelivery not yet taken up, the record it will make: the request does
 //! not stay behind) and its producers' sessions.
 //!
 //! [`export_changed`] writes, in the same format, only what a webstore's writes changed
 //! since a move's last round ([`crate::store::tracking`]): each changed customer with all its
 //! orders, each idempotency record and each event written; and, every round, the webstore's
-//! events-pruned mark and all its delivery records (the webhooks' deliveries are not tracked,
+//! events-pruned mark and all its webhook positions (the webhooks' deliveries are not tracked,
 //! and these are few and small, so a round always carries the latest). The target
 //! overwrites what it holds of them.
 //!
@@ -22,12 +22,13 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use super::format::{
-    to_text, Created, CustomerLine, DeliveryLine, EventLine, EventsPrunedLine, IdempotencyLine,
-    Line, OrderLine, SessionLine, FORMAT, VERSION,
+    to_text, Created, CustomerLine, EventLine, EventsPrunedLine, IdempotencyLine, Line, OrderLine,
+    SessionLine, WebhookPositionLine, FORMAT, VERSION,
 };
 use super::{Progress, TransferError};
 use crate::domain::ids::CustomerId;
-use crate::store::codec::{DeliveryRecord, EventRecord};
+use crate::store::kinds::events::EventRecord;
+use crate::store::kinds::webhook_positions::WebhookPosition;
 use crate::store::tracking::Changed;
 use crate::store::{Store, StoreError};
 
@@ -42,8 +43,8 @@ pub struct Exported {
     pub idempotency_records: u64,
     /// Events.
     pub events: u64,
-    /// Webhook endpoints' delivery records.
-    pub deliveries: u64,
+    /// Webhook endpoints' positions.
+    pub webhook_positions: u64,
     /// Producers' sessions in the web app.
     pub sessions: u64,
     /// Orders and idempotency records written while the export ran, left out because what
@@ -170,7 +171,7 @@ pub fn export(
         if let Some(error) = failure {
             return Err(error);
         }
-        exported.deliveries += mark_and_deliveries(store, id, &mut write_line)?;
+        exported.webhook_positions += mark_and_webhook_positions(store, id, &mut write_line)?;
         exported.sessions += sessions(store, id, &mut write_line)?;
     }
     out.flush().map_err(TransferError::write)?;
@@ -181,7 +182,7 @@ pub fn export(
         exported.orders,
         exported.idempotency_records,
         exported.events,
-        exported.deliveries,
+        exported.webhook_positions,
         exported.sessions
     ));
     Ok(exported)
@@ -197,9 +198,9 @@ fn event_line(webstore: &str, sequence: u64, record: EventRecord) -> Result<Even
 }
 
 /// Writes `webstore`'s events-pruned mark as it stands now (after its events were read, so
-/// that it covers any the retention sweep removed meanwhile), then the delivery record of
-/// each of its webhook endpoints: how many delivery records.
-fn mark_and_deliveries(
+/// that it covers any the retention sweep removed meanwhile), then the webhook position of
+/// each of its webhook endpoints: how many webhook positions.
+fn mark_and_webhook_positions(
     store: &Store,
     webstore: &str,
     write: &mut dyn FnMut(&Line) -> Result<(), TransferError>,
@@ -208,26 +209,26 @@ fn mark_and_deliveries(
         webstore_id: webstore.to_owned(),
         through: store.events_pruned_through(webstore)?,
     }))?;
-    let mut deliveries = BTreeMap::new();
-    store.for_each_delivery(webstore, &mut |endpoint, record| {
-        deliveries.insert(endpoint.to_owned(), record);
+    let mut positions = BTreeMap::new();
+    store.for_each_webhook_position(webstore, &mut |endpoint, record| {
+        positions.insert(endpoint.to_owned(), record);
         true
     })?;
     // A redelivery the operator asked and the endpoint's deliveries have not taken up yet
     // travels as the record they would make of it (delivered through the cursor, enabled,
     // no failure counted), so that it is not left behind on the source.
     store.for_each_redelivery(webstore, &mut |endpoint, after| {
-        let asked = DeliveryRecord {
+        let asked = WebhookPosition {
             delivered_through: after,
-            ..DeliveryRecord::default()
+            ..WebhookPosition::default()
         };
-        deliveries.insert(endpoint.to_owned(), asked);
+        positions.insert(endpoint.to_owned(), asked);
         true
     })?;
-    let count = deliveries.len() as u64;
-    for (endpoint, record) in deliveries {
-        let line = DeliveryLine::from_record(webstore, &endpoint, record);
-        write(&Line::Delivery(line))?;
+    let count = positions.len() as u64;
+    for (endpoint, record) in positions {
+        let line = WebhookPositionLine::from_record(webstore, &endpoint, record);
+        write(&Line::WebhookPosition(line))?;
     }
     Ok(count)
 }
@@ -257,7 +258,7 @@ fn sessions(
 /// Writes what `changed` names of webstore `webstore` to `out`: the header, each changed
 /// customer of the webstore as it is now with all its orders, then each idempotency record
 /// written (its last version), each event written (unless pruned since), the webstore's
-/// events-pruned mark and all its delivery records.
+/// events-pruned mark and all its webhook positions.
 pub fn export_changed(
     store: &Store,
     webstore: &str,
@@ -320,7 +321,7 @@ pub fn export_changed(
             exported.events += 1;
         }
     }
-    exported.deliveries += mark_and_deliveries(store, webstore, &mut write)?;
+    exported.webhook_positions += mark_and_webhook_positions(store, webstore, &mut write)?;
     exported.sessions += sessions(store, webstore, &mut write)?;
     Ok(exported)
 }

@@ -1,7 +1,7 @@
 //! The export format: JSON lines, one record per line, in a fixed order (a header; customers
 //! by id, orders by customer and id, idempotency records by webstore and key; then, webstore
 //! by webstore, its events by sequence number, how far the retention sweep removed them, and
-//! its webhook endpoints' delivery records by endpoint, and its producers' sessions in the
+//! its webhook endpoints' positions by endpoint, and its producers' sessions in the
 //! web app by digest) and with a fixed field order, so that exporting what was imported gives
 //! the same bytes.
 //!
@@ -28,10 +28,13 @@ use serde::{Deserialize, Serialize};
 use crate::domain::customer::ADDRESS_FIELDS;
 use crate::domain::schedule::{parse_iso_date, Day, Frequency, WeekDays};
 use crate::events::json::render_event;
-use crate::store::codec::{
-    CodecError, CustomerRecord, DeliveryRecord, EventBody, EventRecord, ExtraRecord,
-    IdempotencyRecord, OrderRecord, SessionRecord,
-};
+use crate::store::codec::CodecError;
+use crate::store::kinds::customers::CustomerRecord;
+use crate::store::kinds::events::{EventBody, EventRecord};
+use crate::store::kinds::idempotency::IdempotencyRecord;
+use crate::store::kinds::orders::{ExtraRecord, OrderRecord};
+use crate::store::kinds::sessions::SessionRecord;
+use crate::store::kinds::webhook_positions::WebhookPosition;
 
 /// The name in every export's header.
 pub const FORMAT: &str = "boxsub-export";
@@ -68,8 +71,11 @@ pub enum Line {
     Event(EventLine),
     /// How far the retention sweep removed a webstore's events (version 2 on).
     EventsPruned(EventsPrunedLine),
-    /// Where a webhook endpoint of a webstore stands (version 2 on).
-    Delivery(DeliveryLine),
+    /// Where a webhook endpoint of a webstore stands (version 2 on). Its lines keep the
+    /// type `delivery` they had before the record was called a webhook position: the format
+    /// is unchanged, so exports of every release still read.
+    #[serde(rename = "delivery")]
+    WebhookPosition(WebhookPositionLine),
     /// A producer's session in the web app (version 2 on).
     Session(SessionLine),
 }
@@ -79,7 +85,10 @@ impl Line {
     pub fn since_version(&self) -> u32 {
         match self {
             Line::Header { .. } | Line::Customer(_) | Line::Order(_) | Line::Idempotency(_) => 1,
-            Line::Event(_) | Line::EventsPruned(_) | Line::Delivery(_) | Line::Session(_) => 2,
+            Line::Event(_)
+            | Line::EventsPruned(_)
+            | Line::WebhookPosition(_)
+            | Line::Session(_) => 2,
         }
     }
 }
@@ -212,7 +221,7 @@ pub struct EventsPrunedLine {
 /// Where a webhook endpoint of a webstore stands, as exported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DeliveryLine {
+pub struct WebhookPositionLine {
     /// Its webstore.
     pub webstore_id: String,
     /// The endpoint's id in the catalogue.
@@ -229,7 +238,7 @@ pub struct DeliveryLine {
     pub next_attempt_ms: i64,
 }
 
-/// A producer's session, as exported (see `codec::SessionRecord`).
+/// A producer's session, as exported (see `store::kinds::sessions::SessionRecord`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionLine {
@@ -546,10 +555,10 @@ impl EventsPrunedLine {
     }
 }
 
-impl DeliveryLine {
-    /// The line of endpoint `endpoint` of `webstore_id`'s stored delivery record.
-    pub fn from_record(webstore_id: &str, endpoint: &str, record: DeliveryRecord) -> Self {
-        DeliveryLine {
+impl WebhookPositionLine {
+    /// The line of endpoint `endpoint` of `webstore_id`'s stored webhook position.
+    pub fn from_record(webstore_id: &str, endpoint: &str, record: WebhookPosition) -> Self {
+        WebhookPositionLine {
             webstore_id: webstore_id.to_owned(),
             endpoint: endpoint.to_owned(),
             delivered_through: record.delivered_through,
@@ -561,14 +570,14 @@ impl DeliveryLine {
     }
 
     /// The record to store.
-    pub fn into_record(self) -> Result<DeliveryRecord, BadLine> {
+    pub fn into_record(self) -> Result<WebhookPosition, BadLine> {
         if self.webstore_id.is_empty() || self.endpoint.is_empty() {
             return Err(BadLine(format!(
                 "delivery of endpoint {:?}: the webstore_id and endpoint must be set",
                 self.endpoint
             )));
         }
-        Ok(DeliveryRecord {
+        Ok(WebhookPosition {
             delivered_through: self.delivered_through,
             disabled: self.disabled,
             attempts: self.attempts,
@@ -721,17 +730,17 @@ mod tests {
     }
 
     #[test]
-    fn deliveries_and_the_events_pruned_mark_round_trip() {
-        let record = DeliveryRecord {
+    fn webhook_positions_and_the_events_pruned_mark_round_trip() {
+        let record = WebhookPosition {
             delivered_through: 17,
             disabled: Some("410 Gone".into()),
             attempts: 3,
             failing_since_ms: 1_799_056_800_000,
             next_attempt_ms: 1_799_056_860_000,
         };
-        let line = DeliveryLine::from_record("shop", "erp", record.clone());
-        let Line::Delivery(back) = reads_back(Line::Delivery(line)) else {
-            panic!("a delivery line reads back as another kind")
+        let line = WebhookPositionLine::from_record("shop", "erp", record.clone());
+        let Line::WebhookPosition(back) = reads_back(Line::WebhookPosition(line)) else {
+            panic!("a webhook position line reads back as another kind")
         };
         assert_eq!(
             (back.webstore_id.as_str(), back.endpoint.as_str()),
@@ -823,7 +832,7 @@ mod tests {
             let refused = event(sequence, event_type, json).into_record();
             assert!(refused.is_err(), "{sequence} {event_type:?} {json}");
         }
-        let delivery = DeliveryLine::from_record("shop", "", DeliveryRecord::default());
+        let delivery = WebhookPositionLine::from_record("shop", "", WebhookPosition::default());
         assert!(
             delivery.into_record().is_err(),
             "an endpoint without a name"

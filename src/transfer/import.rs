@@ -1,7 +1,7 @@
 //! Reading an export into a store: the whole of it, or nothing. A first pass checks every
 //! line and every way the import could collide with what the store holds (a customer id, an
 //! order id, an idempotency key, or a webstore that already has customers, events or
-//! webhook delivery records), and refuses the import, writing nothing, if any does; when the
+//! webhook positions), and refuses the import, writing nothing, if any does; when the
 //! header names one webstore, a line of another is refused too. A second pass writes it in
 //! batches; should a write fail part-way (a full disk), what was written is removed again.
 //! Events keep their sequence numbers; a webstore's events-pruned mark removes the events up
@@ -10,6 +10,7 @@
 //! from [`OLDEST_READ`] on are read.
 //! Must not touch: anything but the store's writes of imported records.
 
+use crate::store::kinds::{customers, events, idempotency, orders, sessions, webhook_positions};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::path::Path;
@@ -17,13 +18,15 @@ use std::path::Path;
 use super::format::{reads_version, Line, FORMAT, OLDEST_READ, VERSION};
 use super::{Progress, TransferError};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::store::codec::{
-    CustomerRecord, DeliveryRecord, EventRecord, IdempotencyRecord, OrderRecord, SessionRecord,
-};
+use crate::store::kinds::customers::CustomerRecord;
+use crate::store::kinds::events::EventRecord;
+use crate::store::kinds::idempotency::IdempotencyRecord;
+use crate::store::kinds::orders::OrderRecord;
+use crate::store::kinds::sessions::SessionRecord;
+use crate::store::kinds::webhook_positions::WebhookPosition;
 use crate::store::{
-    add_customer_record, add_delivery_record, add_event_record, add_events_pruned,
-    add_idempotency_record, add_order_record, add_session_record, keys, Store, StoreError,
-    WriteBatch,
+    add_customer_record, add_event_record, add_events_pruned, add_idempotency_record,
+    add_order_record, add_session_record, add_webhook_position, Store, StoreError, WriteBatch,
 };
 
 /// What an import wrote.
@@ -39,8 +42,8 @@ pub struct Imported {
     pub idempotency_records: u64,
     /// Events.
     pub events: u64,
-    /// Webhook endpoints' delivery records.
-    pub deliveries: u64,
+    /// Webhook endpoints' positions.
+    pub webhook_positions: u64,
     /// Producers' sessions in the web app.
     pub sessions: u64,
 }
@@ -113,7 +116,7 @@ enum Record {
     /// Webstore, the highest sequence number its retention sweep removed.
     EventsPruned(String, u64),
     /// Webstore, endpoint, record.
-    Delivery(String, String, DeliveryRecord),
+    WebhookPosition(String, String, WebhookPosition),
     /// The session's digest, record (which names its webstore).
     Session([u8; 32], SessionRecord),
 }
@@ -133,7 +136,7 @@ impl Record {
             Record::EventsPruned(webstore, _) => {
                 Some((webstore, "the events_pruned line".to_owned()))
             }
-            Record::Delivery(webstore, endpoint, _) => Some((
+            Record::WebhookPosition(webstore, endpoint, _) => Some((
                 webstore,
                 format!("the delivery record of endpoint {endpoint:?}"),
             )),
@@ -223,10 +226,10 @@ fn read_records(
             Line::EventsPruned(line) => line
                 .into_parts()
                 .map(|(webstore, through)| Record::EventsPruned(webstore, through)),
-            Line::Delivery(line) => {
+            Line::WebhookPosition(line) => {
                 let (webstore, endpoint) = (line.webstore_id.clone(), line.endpoint.clone());
                 line.into_record()
-                    .map(|record| Record::Delivery(webstore, endpoint, record))
+                    .map(|record| Record::WebhookPosition(webstore, endpoint, record))
             }
             Line::Session(line) => line
                 .into_record()
@@ -325,7 +328,7 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
                 }
                 webstores.insert(webstore);
             }
-            Record::Delivery(webstore, endpoint, _) => {
+            Record::WebhookPosition(webstore, endpoint, _) => {
                 if !endpoints.insert((webstore.clone(), endpoint.clone())) {
                     return Err(TransferError::line(
                         number,
@@ -336,7 +339,7 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
                     ));
                 }
                 webstores.insert(webstore);
-                imported.deliveries += 1;
+                imported.webhook_positions += 1;
             }
             Record::Session(digest, record) => {
                 if !sessions.insert(digest) {
@@ -361,7 +364,7 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
             Some("customers")
         } else if store.last_event_sequence(webstore)? > 0 {
             Some("events")
-        } else if has_deliveries(store, webstore)? {
+        } else if has_webhook_positions(store, webstore)? {
             Some("webhook delivery records")
         } else {
             None
@@ -396,10 +399,10 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
     Ok(imported)
 }
 
-/// Whether `store` holds a webhook delivery record of `webstore`.
-fn has_deliveries(store: &Store, webstore: &str) -> Result<bool, StoreError> {
+/// Whether `store` holds a webhook position of `webstore`.
+fn has_webhook_positions(store: &Store, webstore: &str) -> Result<bool, StoreError> {
     let mut any = false;
-    store.for_each_delivery(webstore, &mut |_, _| {
+    store.for_each_webhook_position(webstore, &mut |_, _| {
         any = true;
         false
     })?;
@@ -425,7 +428,7 @@ fn prune_to(
     })?;
     for sequence in stale {
         let mut removal = WriteBatch::default();
-        removal.delete(keys::event(webstore, sequence));
+        removal.delete(events::event_key(webstore, sequence));
         batches.add(removal, Store::apply)?;
     }
     if through > store.events_pruned_through(webstore)? {
@@ -477,8 +480,8 @@ fn import_then(
             Record::Event(webstore, sequence, record) => {
                 add_event_record(&mut writes, webstore, *sequence, record)
             }
-            Record::Delivery(webstore, endpoint, record) => {
-                add_delivery_record(&mut writes, webstore, endpoint, record)
+            Record::WebhookPosition(webstore, endpoint, record) => {
+                add_webhook_position(&mut writes, webstore, endpoint, record)
             }
             Record::Session(digest, record) => add_session_record(&mut writes, digest, record),
             Record::EventsPruned(webstore, through) => {
@@ -521,7 +524,7 @@ fn import_then(
         imported.orders,
         imported.idempotency_records,
         imported.events,
-        imported.deliveries,
+        imported.webhook_positions,
         imported.sessions,
         imported.webstores.join(", ")
     ));
@@ -544,27 +547,32 @@ fn undo(
         match record {
             Record::Header(_) => return Ok(true),
             Record::Customer(customer) => {
-                batch.delete(keys::customer(customer.id));
+                batch.delete(customers::customer_key(customer.id));
                 let email_key = crate::domain::email::fold(&customer.email);
-                batch.delete(keys::email_holder(
+                batch.delete(customers::email_holder_key(
                     &customer.webstore_id,
                     &email_key,
                     customer.id,
                 ));
-                batch.delete(keys::number(&customer.webstore_id, customer.number));
+                batch.delete(customers::number_key(
+                    &customer.webstore_id,
+                    customer.number,
+                ));
             }
-            Record::Order(order) => batch.delete(keys::order(order.customer_id, order.id)),
+            Record::Order(order) => batch.delete(orders::order_key(order.customer_id, order.id)),
             Record::Idempotency(webstore, key, _) => {
-                batch.delete(keys::idempotency_version(&webstore, &key, 1))
+                batch.delete(idempotency::idempotency_version(&webstore, &key, 1))
             }
-            Record::Event(webstore, sequence, _) => batch.delete(keys::event(&webstore, sequence)),
+            Record::Event(webstore, sequence, _) => {
+                batch.delete(events::event_key(&webstore, sequence))
+            }
             // The store held no mark of the webstore before (the check refuses webstores
             // with events), so the import's is removed whole.
-            Record::EventsPruned(webstore, _) => batch.delete(keys::events_pruned(&webstore)),
-            Record::Delivery(webstore, endpoint, _) => {
-                batch.delete(keys::delivery(&webstore, &endpoint))
-            }
-            Record::Session(digest, _) => batch.delete(keys::session(&digest)),
+            Record::EventsPruned(webstore, _) => batch.delete(events::events_pruned(&webstore)),
+            Record::WebhookPosition(webstore, endpoint, _) => batch.delete(
+                webhook_positions::webhook_position_key(&webstore, &endpoint),
+            ),
+            Record::Session(digest, _) => batch.delete(sessions::session_key(&digest)),
         }
         batches.add(batch, Store::remove)?;
         Ok(true)
@@ -627,9 +635,9 @@ pub fn apply_live(
                 applied.events += 1;
                 add_event_record(&mut writes, owner, *sequence, record);
             }
-            Record::Delivery(owner, endpoint, record) => {
-                applied.deliveries += 1;
-                add_delivery_record(&mut writes, owner, endpoint, record);
+            Record::WebhookPosition(owner, endpoint, record) => {
+                applied.webhook_positions += 1;
+                add_webhook_position(&mut writes, owner, endpoint, record);
             }
             Record::Session(digest, record) => {
                 applied.sessions += 1;
@@ -651,7 +659,7 @@ pub fn apply_live(
     let mut ended = WriteBatch::default();
     store.for_each_session(&mut |digest, record| {
         if record.webstore_id == webstore && !shipped_sessions.contains(&digest) {
-            ended.delete(keys::session(&digest));
+            ended.delete(sessions::session_key(&digest));
         }
         true
     })?;

@@ -3,7 +3,7 @@
 //! when it gets SIGUSR1 (an export of the live store, restored with `boxsub import`).
 //!
 //! - [`format`](mod@format): the export format (JSON lines): customers, orders, idempotency
-//!   records, and each webstore's events, events-pruned mark and webhook delivery records.
+//!   records, and each webstore's events, events-pruned mark and webhook positions.
 //! - [`export`]: a store, live or stopped, into that format; always whole.
 //! - [`import`]: that format into a store, all or nothing.
 //!

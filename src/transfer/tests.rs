@@ -1,5 +1,5 @@
 //! Export and import together, on real stores: a webstore's events, its events-pruned mark
-//! and its webhook delivery records travel with it byte for byte and export again the same
+//! and its webhook positions travel with it byte for byte and export again the same
 //! (a redelivery asked and not yet taken up as the record it will make);
 //! a move's rounds bring new events and remove what the source pruned; an export of
 //! version 1 still imports; lines of another webstore, events out of order and a webstore
@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 use super::export::{export, export_changed};
 use super::import::{apply_live, import_live};
 use super::{Progress, TransferError};
-use crate::store::codec::{CustomerRecord, DeliveryRecord, EventBody, EventRecord};
+use crate::store::kinds::customers::CustomerRecord;
+use crate::store::kinds::events::{EventBody, EventRecord};
+use crate::store::kinds::webhook_positions::WebhookPosition;
 use crate::store::tracking::Changed;
 use crate::store::{
-    add_customer_record, add_delivery_record, add_event_record, add_events_pruned, Store,
+    add_customer_record, add_event_record, add_events_pruned, add_webhook_position, Store,
     WriteBatch,
 };
 
@@ -46,8 +48,8 @@ fn event(sequence: u64) -> EventRecord {
     }
 }
 
-fn delivery(through: u64) -> DeliveryRecord {
-    DeliveryRecord {
+fn position(through: u64) -> WebhookPosition {
+    WebhookPosition {
         delivered_through: through,
         disabled: None,
         attempts: 1,
@@ -73,7 +75,7 @@ fn seed(
     if pruned > 0 {
         add_events_pruned(&mut batch, webstore, pruned);
     }
-    add_delivery_record(&mut batch, webstore, "erp", &delivery(2));
+    add_webhook_position(&mut batch, webstore, "erp", &position(2));
     store.apply(batch).unwrap();
 }
 
@@ -120,7 +122,7 @@ impl Stores {
 }
 
 #[test]
-fn events_marks_and_deliveries_travel_byte_for_byte_and_export_again_the_same() {
+fn events_marks_and_webhook_positions_travel_byte_for_byte_and_export_again_the_same() {
     let stores = Stores::new();
     let source = stores.open("source");
     seed(&source, "shop", 1, 4..=9, 3);
@@ -134,13 +136,16 @@ fn events_marks_and_deliveries_travel_byte_for_byte_and_export_again_the_same() 
 
     let target = stores.open("target");
     let counts = imported(&target, &first).unwrap();
-    assert_eq!((counts.events, counts.deliveries), (8, 2));
+    assert_eq!((counts.events, counts.webhook_positions), (8, 2));
     assert_eq!(counts.webstores, ["other", "shop"]);
     assert_eq!(events_of(&target, "shop"), events_of(&source, "shop"));
     assert_eq!(events_of(&target, "other"), events_of(&source, "other"));
     assert_eq!(target.events_pruned_through("shop").unwrap(), 3);
     assert_eq!(target.last_event_sequence("shop").unwrap(), 9);
-    assert_eq!(target.delivery("shop", "erp").unwrap(), Some(delivery(2)));
+    assert_eq!(
+        target.webhook_position("shop", "erp").unwrap(),
+        Some(position(2))
+    );
     exported(&target, None, &second);
     assert_eq!(
         std::fs::read(&first).unwrap(),
@@ -169,7 +174,7 @@ fn a_redelivery_not_yet_taken_up_travels_as_the_record_it_will_make() {
     let copy_before = stores.file("before.jsonl");
     exported(&source, Some("shop"), &copy_before);
     // Endpoint `erp` (delivered through 2, failing) is asked to go again from 7; `crm`,
-    // which never had a delivery record, from 4; `other`'s endpoint from 1; and an endpoint
+    // which never had a webhook position, from 4; `other`'s endpoint from 1; and an endpoint
     // of `new`, a webstore with nothing else yet, from 0.
     let asks = [
         ("shop", "erp", 7),
@@ -184,9 +189,9 @@ fn a_redelivery_not_yet_taken_up_travels_as_the_record_it_will_make() {
                 .unwrap(),
         );
     }
-    let asked = |after| DeliveryRecord {
+    let asked = |after| WebhookPosition {
         delivered_through: after,
-        ..DeliveryRecord::default()
+        ..WebhookPosition::default()
     };
 
     // In a whole export and in a move's round alike.
@@ -194,37 +199,61 @@ fn a_redelivery_not_yet_taken_up_travels_as_the_record_it_will_make() {
     exported(&source, None, &whole);
     let target = stores.open("target");
     imported(&target, &whole).unwrap();
-    assert_eq!(target.delivery("shop", "erp").unwrap(), Some(asked(7)));
-    assert_eq!(target.delivery("shop", "crm").unwrap(), Some(asked(4)));
-    assert_eq!(target.delivery("other", "erp").unwrap(), Some(asked(1)));
-    assert_eq!(target.delivery("new", "erp").unwrap(), Some(asked(0)));
+    assert_eq!(
+        target.webhook_position("shop", "erp").unwrap(),
+        Some(asked(7))
+    );
+    assert_eq!(
+        target.webhook_position("shop", "crm").unwrap(),
+        Some(asked(4))
+    );
+    assert_eq!(
+        target.webhook_position("other", "erp").unwrap(),
+        Some(asked(1))
+    );
+    assert_eq!(
+        target.webhook_position("new", "erp").unwrap(),
+        Some(asked(0))
+    );
 
     let mut round = Vec::new();
     let shipped = export_changed(&source, "shop", &Changed::default(), &mut round).unwrap();
-    assert_eq!(shipped.deliveries, 2);
+    assert_eq!(shipped.webhook_positions, 2);
     let round_file = stores.file("round.jsonl");
     std::fs::write(&round_file, round).unwrap();
     let moved = stores.open("moved");
     imported(&moved, &copy_before).unwrap();
     apply_live(&moved, "shop", &round_file, &|_| Ok(())).unwrap();
-    assert_eq!(moved.delivery("shop", "erp").unwrap(), Some(asked(7)));
-    assert_eq!(moved.delivery("shop", "crm").unwrap(), Some(asked(4)));
+    assert_eq!(
+        moved.webhook_position("shop", "erp").unwrap(),
+        Some(asked(7))
+    );
+    assert_eq!(
+        moved.webhook_position("shop", "crm").unwrap(),
+        Some(asked(4))
+    );
 
     // Once taken up (the request cleared, the record written), the record travels as it is.
     drop(source.clear_redelivery("shop", "erp").unwrap());
     let mut batch = WriteBatch::default();
-    add_delivery_record(&mut batch, "shop", "erp", &delivery(8));
+    add_webhook_position(&mut batch, "shop", "erp", &position(8));
     source.apply(batch).unwrap();
     let later = stores.file("later.jsonl");
     exported(&source, Some("shop"), &later);
     let again = stores.open("again");
     imported(&again, &later).unwrap();
-    assert_eq!(again.delivery("shop", "erp").unwrap(), Some(delivery(8)));
-    assert_eq!(again.delivery("shop", "crm").unwrap(), Some(asked(4)));
+    assert_eq!(
+        again.webhook_position("shop", "erp").unwrap(),
+        Some(position(8))
+    );
+    assert_eq!(
+        again.webhook_position("shop", "crm").unwrap(),
+        Some(asked(4))
+    );
 }
 
 #[test]
-fn rounds_bring_new_events_and_the_latest_mark_and_deliveries() {
+fn rounds_bring_new_events_and_the_latest_mark_and_webhook_positions() {
     let stores = Stores::new();
     let source = stores.open("source");
     seed(&source, "shop", 1, 1..=5, 0);
@@ -240,7 +269,7 @@ fn rounds_bring_new_events_and_the_latest_mark_and_deliveries() {
     for sequence in [6, 7] {
         add_event_record(&mut batch, "shop", sequence, &event(sequence));
     }
-    add_delivery_record(&mut batch, "shop", "erp", &delivery(6));
+    add_webhook_position(&mut batch, "shop", "erp", &position(6));
     source.apply(batch).unwrap();
     assert_eq!(source.prune_events("shop", i64::MAX, 3).unwrap(), 3);
     let changed = Changed {
@@ -249,12 +278,12 @@ fn rounds_bring_new_events_and_the_latest_mark_and_deliveries() {
     };
     let mut round = Vec::new();
     let shipped = export_changed(&source, "shop", &changed, &mut round).unwrap();
-    assert_eq!((shipped.events, shipped.deliveries), (2, 1));
+    assert_eq!((shipped.events, shipped.webhook_positions), (2, 1));
     let round_file = stores.file("round.jsonl");
     std::fs::write(&round_file, round).unwrap();
 
     let (applied, _) = apply_live(&target, "shop", &round_file, &|_| Ok(())).unwrap();
-    assert_eq!((applied.events, applied.deliveries), (2, 1));
+    assert_eq!((applied.events, applied.webhook_positions), (2, 1));
     assert_eq!(events_of(&target, "shop"), events_of(&source, "shop"));
     assert_eq!(
         events_of(&target, "shop")
@@ -265,7 +294,10 @@ fn rounds_bring_new_events_and_the_latest_mark_and_deliveries() {
     );
     assert_eq!(target.events_pruned_through("shop").unwrap(), 3);
     assert_eq!(target.last_event_sequence("shop").unwrap(), 7);
-    assert_eq!(target.delivery("shop", "erp").unwrap(), Some(delivery(6)));
+    assert_eq!(
+        target.webhook_position("shop", "erp").unwrap(),
+        Some(position(6))
+    );
 
     // A round of another webstore's lines is refused, naming the line.
     let stray = stores.file("stray.jsonl");
@@ -393,4 +425,289 @@ fn stray_disordered_or_colliding_events_are_refused_and_nothing_is_written() {
         other => panic!("{other:?}"),
     }
     assert_eq!(events_of(&store, "shop").len(), 1);
+}
+
+/// A log that keeps the writes of every frame it is handed, in order.
+struct RecordingLog(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl crate::store::log::commit::Log for RecordingLog {
+    fn append(&mut self, frame: &mut crate::store::log::wal::Frame) -> std::io::Result<()> {
+        let mut logged = self
+            .0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        logged.extend_from_slice(frame.payload());
+        Ok(())
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn seq(&self) -> u64 {
+        0
+    }
+}
+
+/// `key` as text where it is printable, its other bytes as `\xNN`; an idempotency key's
+/// version (the clock's nanoseconds when it was written) as `<version>`.
+fn shown_key(key: &[u8]) -> String {
+    let (key, version) = match crate::store::kinds::idempotency::idempotency_parts(key) {
+        Some(_) => (&key[..key.len() - 8], "<version>"),
+        None => (key, ""),
+    };
+    let mut shown: String = key
+        .iter()
+        .map(|&byte| match byte {
+            b' '..=b'~' if byte != b'\\' => (byte as char).to_string(),
+            _ => format!("\\x{byte:02x}"),
+        })
+        .collect();
+    shown.push_str(version);
+    shown
+}
+
+/// Every change of every kind of record, made once through the store's own write paths:
+/// what the log was handed, what the snapshot holds after a clean close and what an export
+/// writes are pinned byte for byte in `tests/fixtures/one-of-each-kind.txt`, so that
+/// reorganising the code that writes them cannot change them unseen. Refresh the file (after a
+/// deliberate format change only) with `BOXSUB_PIN_BYTES=write`.
+#[test]
+fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
+    use crate::domain::catalogue::WebstoreIdx;
+    use crate::domain::customer::{Address, Customer};
+    use crate::domain::email::Email;
+    use crate::domain::ids::CustomerId;
+    use crate::domain::order::NewOrder;
+    use crate::domain::ownership::Ownership;
+    use crate::domain::schedule::{Day, WeekDays};
+    use crate::store::kinds::idempotency::IdempotencyRecord;
+    use crate::store::kinds::orders::OrderRecord;
+    use crate::store::kinds::sessions::SessionRecord;
+    use crate::store::log::wal::{parse_writes, LoggedWrite};
+    use crate::store::{
+        add_idempotency_record, add_new_customer, add_order, add_order_record, add_session_record,
+        EventWrite, IdempotencyWrite, OnDurable, Snapshot,
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let store = Store::over_log_for_test(dir.path(), RecordingLog(logged.clone()));
+    let nothing = || -> OnDurable { Box::new(|| {}) };
+    let event_id = [0xab; 16];
+
+    drop(store.reserve_order_ids(0, 100).unwrap());
+    let mut address = Address::default();
+    address.0[0] = Some("1 Farm Road".into());
+    address.0[3] = Some("York".into());
+    let ann = Customer {
+        id: CustomerId(1),
+        webstore: WebstoreIdx(0),
+        number: 1,
+        first_name: "Ann".into(),
+        last_name: Some("Lee".into()),
+        email: Email::from_trusted("Ann@Example.com".into()),
+        delivery_service_id: 91,
+        address,
+        password_hash: Some("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into()),
+    };
+    let idempotency = |key: &str, location: &str| IdempotencyWrite {
+        webstore_id: "shop".into(),
+        key: key.into(),
+        record: IdempotencyRecord {
+            body_sha256: vec![7; 32],
+            status: 201,
+            location: Some(location.into()),
+            body: br#"{"id":1}"#.to_vec(),
+            created_at: 1_799_056_800,
+        },
+    };
+    let customer_event = |sequence: u64, event_type: &str, customer: &Customer| EventWrite {
+        webstore_id: "shop".into(),
+        sequence,
+        record: EventRecord {
+            event_type: event_type.into(),
+            created_at_ms: 1_799_056_800_000 + sequence as i64,
+            body: EventBody::Customer {
+                id: event_id,
+                customer: CustomerRecord {
+                    password_hash: None,
+                    ..CustomerRecord::from_customer(customer, "shop")
+                },
+                webstore_name: "The Shop".into(),
+            },
+        },
+    };
+    drop(
+        store
+            .create_customer(
+                &ann,
+                "shop",
+                Some(idempotency("k-customer", "/v1/customers/1")),
+                Some(customer_event(1, "customer.created", &ann)),
+                nothing(),
+            )
+            .unwrap(),
+    );
+    let moved = Customer {
+        email: Email::from_trusted("ann.lee@example.com".into()),
+        ..ann.clone()
+    };
+    drop(
+        store
+            .update_customer(
+                &moved,
+                &ann,
+                "shop",
+                Some(customer_event(2, "customer.updated", &moved)),
+                nothing(),
+            )
+            .unwrap(),
+    );
+    let order = NewOrder::weekly_for_test(217)
+        .with_extras(&[(28, 2)])
+        .with_exclusions(&[240])
+        .with_substitutions(&[241])
+        .with_schedule(Day(20_826), WeekDays::only(1).with(4))
+        .placed(7, 1, 1_799_056_800);
+    drop(
+        store
+            .create_order(
+                &order,
+                "shop",
+                Some(idempotency("k-order", "/v1/orders/7")),
+                Some(EventWrite {
+                    webstore_id: "shop".into(),
+                    sequence: 3,
+                    record: EventRecord {
+                        event_type: "order.created".into(),
+                        created_at_ms: 1_799_056_800_003,
+                        body: EventBody::Order {
+                            id: event_id,
+                            order: OrderRecord::from_order(&order),
+                        },
+                    },
+                }),
+                nothing(),
+            )
+            .unwrap(),
+    );
+    drop(
+        store
+            .set_webhook_position("shop", "erp", &position(3))
+            .unwrap(),
+    );
+    drop(store.request_redelivery("shop", "crm", 2).unwrap());
+    drop(store.request_redelivery("shop", "old", 1).unwrap());
+    drop(store.clear_redelivery("shop", "old").unwrap());
+    let session = |email: &str| SessionRecord {
+        webstore_id: "shop".into(),
+        email: email.into(),
+        account: [9; 32],
+        form_token: "f".repeat(8),
+        signed_in_ms: 1_799_056_800_000,
+        last_used_ms: 1_799_056_900_000,
+    };
+    drop(
+        store
+            .put_session(&[5; 32], &session("pat@shop.example"))
+            .unwrap(),
+    );
+    drop(
+        store
+            .put_session(&[6; 32], &session("sam@shop.example"))
+            .unwrap(),
+    );
+    drop(store.remove_session("shop", &[6; 32]).unwrap());
+    drop(store.set_ownership("moved", Ownership::Taken).unwrap());
+    drop(store.set_ownership("gone", Ownership::Released).unwrap());
+    drop(store.clear_ownership("gone").unwrap());
+
+    // What seeding and imports write, in batches, for another webstore.
+    let mut batch = WriteBatch::default();
+    let bob = Customer {
+        id: CustomerId(2),
+        number: 1,
+        email: Email::from_trusted("bob@example.com".into()),
+        ..moved.clone()
+    };
+    add_new_customer(&mut batch, &bob, "farm");
+    add_order(
+        &mut batch,
+        &order.details.clone().placed(8, 2, 1_799_056_801),
+    );
+    add_customer_record(&mut batch, &customer(3, "farm", 2));
+    add_order_record(
+        &mut batch,
+        &OrderRecord::from_order(&order.details.clone().placed(9, 3, 1_799_056_802)),
+    );
+    add_idempotency_record(
+        &mut batch,
+        "farm",
+        "k-farm",
+        &idempotency("k-farm", "/v1/customers/3").record,
+    );
+    for sequence in 1..=3 {
+        add_event_record(&mut batch, "farm", sequence, &event(sequence));
+    }
+    add_events_pruned(&mut batch, "farm", 1);
+    add_webhook_position(&mut batch, "farm", "erp", &position(2));
+    add_session_record(
+        &mut batch,
+        &[8; 32],
+        &SessionRecord {
+            webstore_id: "farm".into(),
+            ..session("kim@farm.example")
+        },
+    );
+    store.apply(batch).unwrap();
+    assert_eq!(
+        store.prune_events("farm", 1_799_056_800_003, 10).unwrap(),
+        1
+    );
+
+    let mut pinned = String::from("# exported\n");
+    let mut exported = Vec::new();
+    export(&store, None, &mut exported, &mut Progress::logged()).unwrap();
+    pinned.push_str(&String::from_utf8(exported).unwrap());
+    store.close().unwrap();
+    drop(store);
+
+    pinned.push_str("# logged\n");
+    let logged = logged.lock().unwrap().clone();
+    for write in parse_writes(&logged).expect("the log's writes parse") {
+        let line = match write {
+            LoggedWrite::Set { key, value } => {
+                format!("set {} {}\n", shown_key(key), hex::encode(value))
+            }
+            LoggedWrite::RemoveIf { key, expected } => {
+                format!("remove_if {} {}\n", shown_key(key), hex::encode(expected))
+            }
+            LoggedWrite::Remove { key } => format!("remove {}\n", shown_key(key)),
+        };
+        pinned.push_str(&line);
+    }
+    pinned.push_str("# stored\n");
+    let snapshot = crate::store::SledSnapshot::open(dir.path(), 1 << 20).unwrap();
+    snapshot
+        .for_each_between(&[], None, &mut |key, value| {
+            pinned.push_str(&format!("{} {}\n", shown_key(key), hex::encode(value)));
+            true
+        })
+        .unwrap();
+
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/one-of-each-kind.txt");
+    if std::env::var("BOXSUB_PIN_BYTES").as_deref() == Ok("write") {
+        std::fs::write(&path, &pinned).unwrap();
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_default();
+    for (number, (found, wanted)) in pinned.lines().zip(expected.lines()).enumerate() {
+        assert_eq!(found, wanted, "line {} of {}", number + 1, path.display());
+    }
+    assert_eq!(
+        pinned.lines().count(),
+        expected.lines().count(),
+        "{}",
+        path.display()
+    );
 }

@@ -1,7 +1,7 @@
 //! One webhook endpoint's deliveries: a task of its own that sends the webstore's events of
 //! the types the endpoint wants, one at a time and in sequence order, each once its write is
 //! durable (never past the webstore's watermark), and records where it stands in the store
-//! ([`DeliveryRecord`]), so that a restart or a failover goes on from there and a retry's
+//! ([`WebhookPosition`]), so that a restart or a failover goes on from there and a retry's
 //! backoff survives them. An endpoint's failures delay only its own deliveries: each has
 //! its own task, its own HTTP client and connections, and no request of the API waits for
 //! any of it.
@@ -36,7 +36,7 @@ use crate::events::sequence::Sequencer;
 use crate::lease::Lease;
 use crate::metrics::METRICS;
 use crate::service::serving::Served;
-use crate::store::codec::DeliveryRecord;
+use crate::store::kinds::webhook_positions::WebhookPosition;
 use crate::store::{Store, StoreError};
 
 /// How often a waiting task looks again at what may have changed without waking it: an
@@ -53,7 +53,7 @@ const LEASE_LOOK_EVERY: Duration = Duration::from_millis(50);
 
 /// Where a task stands, and whether the store has heard of it.
 struct Position {
-    record: DeliveryRecord,
+    record: WebhookPosition,
     unsaved: bool,
     saved_at: Instant,
 }
@@ -144,7 +144,7 @@ async fn deliver_until_gone(
         give_up: settings.give_up,
     };
     let labels = [webstore_id, endpoint_id];
-    let mut position = match store.delivery(webstore_id, endpoint_id)? {
+    let mut position = match store.webhook_position(webstore_id, endpoint_id)? {
         Some(record) => Position {
             record,
             unsaved: false,
@@ -159,9 +159,9 @@ async fn deliver_until_gone(
                 .watermark()
                 .min(store.last_event_sequence(webstore_id)?);
             let mut fresh = Position {
-                record: DeliveryRecord {
+                record: WebhookPosition {
                     delivered_through: start,
-                    ..DeliveryRecord::default()
+                    ..WebhookPosition::default()
                 },
                 unsaved: true,
                 saved_at: Instant::now(),
@@ -196,9 +196,9 @@ async fn deliver_until_gone(
                 after,
                 "redelivering the events after the operator's cursor"
             );
-            position.record = DeliveryRecord {
+            position.record = WebhookPosition {
                 delivered_through: after,
-                ..DeliveryRecord::default()
+                ..WebhookPosition::default()
             };
             position.unsaved = true;
             save(store, webstore_id, endpoint_id, &mut position)?;
@@ -304,9 +304,9 @@ async fn deliver_until_gone(
                         .webhook_latency
                         .observe(waited.max(0) as f64 / 1000.0);
                 }
-                *record = DeliveryRecord {
+                *record = WebhookPosition {
                     delivered_through: sequence,
-                    ..DeliveryRecord::default()
+                    ..WebhookPosition::default()
                 };
                 position.unsaved = true;
                 if position.saved_at.elapsed() >= RECORD_EVERY {
@@ -418,7 +418,7 @@ fn save(
     position: &mut Position,
 ) -> Result<(), StoreError> {
     if position.unsaved {
-        drop(store.set_delivery(webstore_id, endpoint_id, &position.record)?);
+        drop(store.set_webhook_position(webstore_id, endpoint_id, &position.record)?);
         position.unsaved = false;
         position.saved_at = Instant::now();
     }

@@ -14,7 +14,8 @@ use bytes::Bytes;
 
 use crate::domain::event_types::EventType;
 use crate::events::json::render_event;
-use crate::store::codec::{CodecError, EventRecord};
+use crate::store::codec::CodecError;
+use crate::store::kinds::events::EventRecord;
 use crate::store::{Store, StoreError};
 
 /// How many events one read ahead takes at most.
@@ -141,7 +142,7 @@ mod tests {
                 "order.created".into()
             },
             created_at_ms: sequence as i64,
-            body: crate::store::codec::EventBody::Json(
+            body: crate::store::kinds::events::EventBody::Json(
                 format!(r#"{{"id":"evt_{sequence:032x}","sequence":{sequence}}}"#).into_bytes(),
             ),
         }

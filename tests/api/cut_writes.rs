@@ -3,7 +3,7 @@
 //! as a crash can, then start the server: it finds the store not closed cleanly, puts the
 //! entries right from the records, and answers as if the cut writes had never begun.
 
-use boxsub::store::keys;
+use boxsub::store::kinds::customers;
 use serde_json::json;
 
 use crate::helpers::*;
@@ -41,12 +41,12 @@ async fn creates_and_email_changes_cut_before_their_record_leave_nothing_behind(
         &dir,
         &[
             (
-                keys::email_holder(STORE_A, "cut@example.com", cut_id),
+                customers::email_holder_key(STORE_A, "cut@example.com", cut_id),
                 cut_id,
             ),
-            (keys::number(STORE_A, 3), cut_id),
+            (customers::number_key(STORE_A, 3), cut_id),
             (
-                keys::email_holder(STORE_A, "ann.new@example.com", ann as u64),
+                customers::email_holder_key(STORE_A, "ann.new@example.com", ann as u64),
                 ann as u64,
             ),
         ],

@@ -535,8 +535,8 @@ async fn a_record_of_a_create_cut_before_its_write_frees_its_key() {
     // Arrange: a customer; then, with the server stopped, what a crash between a keyed
     // create's two writes leaves: its idempotency record, but no order (or customer) with
     // the id its `Location` names.
-    use boxsub::store::codec::{encode, IdempotencyRecord};
-    use boxsub::store::keys;
+    use boxsub::store::codec::encode;
+    use boxsub::store::kinds::idempotency::{self, IdempotencyRecord};
     use sha2::{Digest, Sha256};
 
     let dir = DataDir::new();
@@ -567,7 +567,7 @@ async fn a_record_of_a_create_cut_before_its_write_frees_its_key() {
         };
         store
             .put_raw(
-                &keys::idempotency_version(crate::helpers::STORE_A, key, 1),
+                &idempotency::idempotency_version(crate::helpers::STORE_A, key, 1),
                 encode(&record),
             )
             .unwrap();

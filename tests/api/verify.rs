@@ -2,9 +2,10 @@
 //! record; without the flag the server starts, the damaged customer answers 503 (never a
 //! wrong answer or a 500), and every other customer is served.
 
+use boxsub::store::kinds::customers;
 use std::time::Duration;
 
-use boxsub::store::{keys, WriteBatch};
+use boxsub::store::WriteBatch;
 
 use crate::helpers::*;
 
@@ -13,7 +14,7 @@ fn damage_customer_record(dir: &DataDir, id: u64) {
     let store = dir.open_store();
     let mut damage = WriteBatch::default();
     damage.put(
-        keys::customer(id),
+        customers::customer_key(id),
         b"BXS\x01\x00\x01\x00\x00\x00\x00garbage".to_vec(),
     );
     store.apply(damage).expect("the damage is written");

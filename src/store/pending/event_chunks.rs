@@ -19,13 +19,13 @@
 //!
 //! Must not touch: when passes run, how puts wait, the event records' own encoding.
 
+use crate::store::kinds::events;
 use std::collections::BTreeMap;
 
 use super::order_chunks::Packed;
 use super::Storage;
-use crate::store::codec::{encode_event_chunk, event_parts};
 use crate::store::error::{corrupt, StoreError};
-use crate::store::keys;
+use crate::store::kinds::events::{encode_event_chunk, event_parts};
 use crate::store::snapshot::{prefix_end, Snapshot};
 
 /// Sequence numbers one chunk covers: about 2 KiB of events whose records are orders. sled
@@ -49,7 +49,7 @@ pub fn chunk_first(sequence: u64) -> u64 {
 /// For a waiting put: the length of its group prefix (`v` + webstore id + 0) if it is an
 /// event's own key, which a pass packs with the webstore's other events.
 pub fn webstore_group_len(key: &[u8]) -> Option<usize> {
-    keys::event_key_parts(key)
+    events::event_key_parts(key)
         .filter(|(_, _, chunk)| !chunk)
         .map(|(len, _, _)| len)
 }
@@ -163,7 +163,7 @@ pub fn for_each_stored_event(
         let mut found: Vec<(u64, Vec<u8>, Vec<u8>)> = Vec::new();
         let mut failed = None;
         storage.for_each_between(&from, to.as_deref(), &mut |key, value| {
-            let Some((_, key_id, _)) = keys::event_key_parts(key) else {
+            let Some((_, key_id, _)) = events::event_key_parts(key) else {
                 return true;
             };
             match event_parts(key_id, value) {
@@ -204,7 +204,7 @@ pub fn for_each_stored_event(
                 &own_key(group, start),
                 group_end.as_deref(),
                 &mut |key, _| {
-                    next = keys::event_key_parts(key).map(|(_, sequence, _)| sequence);
+                    next = events::event_key_parts(key).map(|(_, sequence, _)| sequence);
                     false
                 },
             )?;
@@ -224,7 +224,7 @@ pub fn last_stored_event(storage: &dyn Storage, group: &[u8]) -> Result<u64, Sto
     let Some((key, value)) = storage.last_between(group, end.as_deref())? else {
         return Ok(0);
     };
-    let Some((_, key_id, chunk)) = keys::event_key_parts(&key) else {
+    let Some((_, key_id, chunk)) = events::event_key_parts(&key) else {
         return Ok(0);
     };
     let highest_of = |key: &[u8], value: &[u8], key_id: u64| {
@@ -280,10 +280,10 @@ mod tests {
     const SHOP: &[u8] = b"vshop\0";
 
     fn record(sequence: u64) -> Vec<u8> {
-        crate::store::codec::encode(&crate::store::codec::EventRecord {
+        crate::store::codec::encode(&crate::store::kinds::events::EventRecord {
             event_type: "order.created".into(),
             created_at_ms: sequence as i64,
-            body: crate::store::codec::EventBody::Json(format!("{sequence}").into_bytes()),
+            body: crate::store::kinds::events::EventBody::Json(format!("{sequence}").into_bytes()),
         })
     }
 
@@ -321,7 +321,7 @@ mod tests {
         let mut keys = Vec::new();
         snapshot
             .for_each_between(SHOP, prefix_end(SHOP).as_deref(), &mut |key, _| {
-                keys.push(keys::event_key_parts(key).unwrap());
+                keys.push(events::event_key_parts(key).unwrap());
                 true
             })
             .unwrap();

@@ -5,7 +5,7 @@
 //! each split rewrites the leaf and its parent into sled's log: with one entry per order,
 //! every eighth order or so would pay for a split, and the checkpoint's inserts would cost
 //! about 4.5 µs an order. In the snapshot a customer's orders therefore live in chunks: an
-//! `o` entry holding up to [`CHUNK_ORDERS`] orders (see `codec::encode_order_chunk`), under
+//! `o` entry holding up to [`CHUNK_ORDERS`] orders (see `orders::encode_order_chunk`), under
 //! `o` + customer id + the id of the chunk's first order + 0 (docs/benchmarks.md has the
 //! figures).
 //!
@@ -25,12 +25,14 @@
 //!
 //! Must not touch: when passes run, how puts wait, the order records' own encoding.
 
+use crate::store::kinds::orders;
 use std::collections::BTreeMap;
 
 use super::Storage;
-use crate::store::codec::{encode_order_chunk, order_parts, CodecError};
+use crate::store::codec::CodecError;
 use crate::store::error::{corrupt, StoreError};
 use crate::store::keys;
+use crate::store::kinds::orders::{encode_order_chunk, order_parts};
 use crate::store::snapshot::{prefix_end, Entry, Snapshot};
 
 /// The most orders one chunk holds: about 2 KiB of value, small enough that rewriting a
@@ -43,7 +45,7 @@ const CUSTOMER_PREFIX_LEN: usize = 1 + 8;
 /// For a waiting put: the length of its group prefix (`o` + customer id) if it is an
 /// order's record, which a pass packs with the customer's other orders.
 pub fn customer_group_len(key: &[u8]) -> Option<usize> {
-    keys::order_ids(key).map(|_| CUSTOMER_PREFIX_LEN)
+    orders::order_ids(key).map(|_| CUSTOMER_PREFIX_LEN)
 }
 
 /// [`customer_group_len`] as the prefix itself.
@@ -73,20 +75,20 @@ fn held_from(
     // New orders come after every order held: the customer's last chunk covers them, and
     // one read finds it.
     if let Some((key, value)) = snapshot.last_between(prefix, end.as_deref())? {
-        if let Some((_, first, true)) = keys::order_or_chunk_ids(&key) {
+        if let Some((_, first, true)) = orders::order_or_chunk_ids(&key) {
             if first <= from_id {
                 return Ok(vec![(key, value)]);
             }
         }
     }
-    let beyond = prefix_end(&keys::order(customer, from_id));
+    let beyond = prefix_end(&orders::order_key(customer, from_id));
     let start = snapshot
         .last_between(prefix, beyond.as_deref())?
         .map_or_else(|| prefix.to_vec(), |(key, _)| key);
     let mut held = Vec::new();
     let mut failed = None;
     snapshot.for_each_between(&start, end.as_deref(), &mut |key, value| {
-        if keys::order_or_chunk_ids(key).is_some_and(|(_, _, chunk)| chunk) {
+        if orders::order_or_chunk_ids(key).is_some_and(|(_, _, chunk)| chunk) {
             held.push((key.to_vec(), value.to_vec()));
             return true;
         }
@@ -125,7 +127,7 @@ pub fn pack(
 ) -> Result<Packed, StoreError> {
     let puts = run
         .iter()
-        .filter_map(|(key, value)| keys::order_ids(key).map(|(_, id)| (id, *value)))
+        .filter_map(|(key, value)| orders::order_ids(key).map(|(_, id)| (id, *value)))
         .collect();
     rewrite(snapshot, prefix, Change::Put(puts))
 }
@@ -156,7 +158,7 @@ fn rewrite(
     let mut held_chunks = Vec::with_capacity(raw.len());
     let mut orders: BTreeMap<u64, &[u8]> = BTreeMap::new();
     for (key, value) in &raw {
-        let first = keys::order_or_chunk_ids(key).map_or(0, |(_, first, _)| first);
+        let first = orders::order_or_chunk_ids(key).map_or(0, |(_, first, _)| first);
         let parts = order_parts(first, value).map_err(|source| corrupt(key, source))?;
         held_chunks.push((key, parts.iter().map(|(id, _)| *id).collect::<Vec<u64>>()));
         orders.extend(parts);
@@ -180,7 +182,7 @@ fn rewrite(
     let mut packed = Packed::default();
     let mut new_chunks = Vec::new();
     for chunk in orders.chunks(CHUNK_ORDERS) {
-        let key = keys::order_chunk(customer, chunk[0].0);
+        let key = orders::order_chunk(customer, chunk[0].0);
         let ids: Vec<u64> = chunk.iter().map(|(id, _)| *id).collect();
         let unchanged = held_chunks
             .iter()
@@ -221,7 +223,7 @@ fn check_each_order_once(customer: u64, chunks: &[(Vec<u8>, Vec<u64>)]) -> Resul
         if ids.is_empty() || ids.len() > CHUNK_ORDERS {
             return Err(broken("holds no order or too many"));
         }
-        if *key != keys::order_chunk(customer, ids[0]) {
+        if *key != orders::order_chunk(customer, ids[0]) {
             return Err(broken("its key does not name its first order"));
         }
         for id in ids {
@@ -258,7 +260,7 @@ pub fn for_each_stored_order(
     let mut customer = CustomerOrders::default();
     let mut more = true;
     storage.for_each_between(from, to, &mut |key, value| {
-        let Some((owner, key_id, _)) = keys::order_or_chunk_ids(key) else {
+        let Some((owner, key_id, _)) = orders::order_or_chunk_ids(key) else {
             return true;
         };
 
@@ -345,14 +347,14 @@ pub fn stored_order(
     customer: u64,
     order: u64,
 ) -> Result<Option<Vec<u8>>, StoreError> {
-    let own_key = keys::order(customer, order);
+    let own_key = orders::order_key(customer, order);
     if let Some(record) = storage.get(&own_key)? {
         return Ok(Some(record));
     }
-    let from = keys::orders_of(customer);
+    let from = orders::orders_of(customer);
     let beyond = prefix_end(&own_key);
     if let Some((key, value)) = storage.last_between(&from, beyond.as_deref())? {
-        if let Some((_, first, true)) = keys::order_or_chunk_ids(&key) {
+        if let Some((_, first, true)) = orders::order_or_chunk_ids(&key) {
             let parts = order_parts(first, &value).map_err(|source| corrupt(&key, source))?;
             return Ok(parts
                 .into_iter()
@@ -388,7 +390,8 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::store::codec::{decode, encode, OrderRecord};
+    use crate::store::codec::{decode, encode};
+    use crate::store::kinds::orders::OrderRecord;
     use crate::store::pending::PendingWrites;
     use crate::store::snapshot::SledSnapshot;
     use crate::store::tests::LossySnapshot;
@@ -415,8 +418,8 @@ mod tests {
         let mut seen = Vec::new();
         for_each_stored_order(
             storage,
-            &[keys::ORDER],
-            Some(&[keys::ORDER + 1]),
+            &[orders::ORDER],
+            Some(&[orders::ORDER + 1]),
             &mut |stored| {
                 let decoded = decode::<OrderRecord>(stored.record.unwrap()).unwrap();
                 assert_eq!(
@@ -440,10 +443,10 @@ mod tests {
         let mut held = Vec::new();
         let mut by_customer: BTreeMap<u64, Vec<ChunkIds>> = BTreeMap::new();
         for (key, value) in snapshot.entries() {
-            if key.first() != Some(&keys::ORDER) {
+            if key.first() != Some(&orders::ORDER) {
                 continue;
             }
-            let (customer, first, is_chunk) = keys::order_or_chunk_ids(&key).unwrap();
+            let (customer, first, is_chunk) = orders::order_or_chunk_ids(&key).unwrap();
             assert!(is_chunk, "an order's own key reached the snapshot");
             let ids: Vec<u64> = order_parts(first, &value)
                 .unwrap()
@@ -500,26 +503,26 @@ mod tests {
                     Step::New { customer } => {
                         next_id += 1;
                         storage
-                            .put_pending(&keys::order(customer, next_id), record(customer, next_id, 217))
+                            .put_pending(&orders::order_key(customer, next_id), record(customer, next_id, 217))
                             .unwrap();
                         made.insert((customer, next_id));
                     }
                     Step::Replay { nth } if !made.is_empty() => {
                         let (customer, id) = *made.iter().nth(nth % made.len()).unwrap();
                         storage
-                            .put_pending(&keys::order(customer, id), record(customer, id, 217))
+                            .put_pending(&orders::order_key(customer, id), record(customer, id, 217))
                             .unwrap();
                     }
                     Step::Import { customer } => {
                         low_id -= 1;
                         storage
-                            .put(&keys::order(customer, low_id), record(customer, low_id, 217))
+                            .put(&orders::order_key(customer, low_id), record(customer, low_id, 217))
                             .unwrap();
                         made.insert((customer, low_id));
                     }
                     Step::Undo { nth } if !made.is_empty() => {
                         let (customer, id) = *made.iter().nth(nth % made.len()).unwrap();
-                        storage.remove(&keys::order(customer, id)).unwrap();
+                        storage.remove(&orders::order_key(customer, id)).unwrap();
                         made.remove(&(customer, id));
                     }
                     Step::Pass | Step::Replay { .. } | Step::Undo { .. } => {
@@ -549,7 +552,7 @@ mod tests {
         let storage = PendingWrites::over(snapshot.clone());
         for id in 1..=70u64 {
             storage
-                .put_pending(&keys::order(7, id), record(7, id, 217))
+                .put_pending(&orders::order_key(7, id), record(7, id, 217))
                 .unwrap();
             if id % 10 == 0 {
                 storage.apply_pending().unwrap();
@@ -558,12 +561,12 @@ mod tests {
         let chunks: Vec<Vec<u8>> = snapshot
             .entries()
             .into_iter()
-            .filter(|(key, _)| key.first() == Some(&keys::ORDER))
+            .filter(|(key, _)| key.first() == Some(&orders::ORDER))
             .map(|(key, _)| key)
             .collect();
         assert_eq!(
             chunks,
-            [1, 33, 65].map(|first| keys::order_chunk(7, first)),
+            [1, 33, 65].map(|first| orders::order_chunk(7, first)),
             "chunks of 32 under their first order's key"
         );
     }
@@ -572,29 +575,29 @@ mod tests {
     fn a_changed_record_rewrites_its_chunk_and_a_replayed_one_writes_nothing() {
         let snapshot = Arc::new(LossySnapshot::default());
         for id in 1..=3 {
-            let run = [(keys::order(4, id), record(4, id, 217))];
+            let run = [(orders::order_key(4, id), record(4, id, 217))];
             let run: Vec<(&[u8], &[u8])> = run.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-            let packed = pack(&*snapshot, &keys::orders_of(4), &run).unwrap();
+            let packed = pack(&*snapshot, &orders::orders_of(4), &run).unwrap();
             for (key, value) in packed.written {
                 snapshot.put(&key, value).unwrap();
             }
         }
-        let same = [(keys::order(4, 2), record(4, 2, 217))];
+        let same = [(orders::order_key(4, 2), record(4, 2, 217))];
         let same: Vec<(&[u8], &[u8])> = same.iter().map(|(k, v)| (&k[..], &v[..])).collect();
         assert_eq!(
-            pack(&*snapshot, &keys::orders_of(4), &same).unwrap(),
+            pack(&*snapshot, &orders::orders_of(4), &same).unwrap(),
             Packed::default()
         );
-        let other = [(keys::order(4, 2), record(4, 2, 218))];
+        let other = [(orders::order_key(4, 2), record(4, 2, 218))];
         let other: Vec<(&[u8], &[u8])> = other.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-        let packed = pack(&*snapshot, &keys::orders_of(4), &other).unwrap();
+        let packed = pack(&*snapshot, &orders::orders_of(4), &other).unwrap();
         assert_eq!(packed.written.len(), 1);
-        assert_eq!(packed.written[0].0, keys::order_chunk(4, 1));
+        assert_eq!(packed.written[0].0, orders::order_chunk(4, 1));
     }
 
     #[test]
     fn chunks_that_would_hold_an_order_twice_are_refused_before_any_write() {
-        let chunk = |first: u64, ids: &[u64]| (keys::order_chunk(1, first), ids.to_vec());
+        let chunk = |first: u64, ids: &[u64]| (orders::order_chunk(1, first), ids.to_vec());
         assert!(check_each_order_once(1, &[chunk(1, &[1, 2]), chunk(3, &[3])]).is_ok());
         for broken in [
             vec![chunk(1, &[1, 2]), chunk(2, &[2, 3])],
@@ -610,10 +613,12 @@ mod tests {
     #[test]
     fn a_lone_order_in_the_snapshot_is_refused_by_packing() {
         let snapshot = LossySnapshot::default();
-        snapshot.put(&keys::order(3, 5), record(3, 5, 217)).unwrap();
-        let run = [(keys::order(3, 6), record(3, 6, 217))];
+        snapshot
+            .put(&orders::order_key(3, 5), record(3, 5, 217))
+            .unwrap();
+        let run = [(orders::order_key(3, 6), record(3, 6, 217))];
         let run: Vec<(&[u8], &[u8])> = run.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-        assert!(pack(&snapshot, &keys::orders_of(3), &run).is_err());
+        assert!(pack(&snapshot, &orders::orders_of(3), &run).is_err());
     }
 
     #[test]
@@ -636,11 +641,11 @@ mod tests {
         for id in 1..=10_000u64 {
             let customer = id % 20;
             storage
-                .put_pending(&keys::order(customer, id), record(customer, id, 217))
+                .put_pending(&orders::order_key(customer, id), record(customer, id, 217))
                 .unwrap();
             per_customer[customer as usize].push(id);
-            let from = keys::orders_of(customer);
-            let to = keys::orders_of(customer + 1);
+            let from = orders::orders_of(customer);
+            let to = orders::orders_of(customer + 1);
             let mut seen = Vec::new();
             for_each_stored_order(&*storage, &from, Some(&to), &mut |stored| {
                 seen.push(stored.id);

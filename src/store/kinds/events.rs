@@ -1,0 +1,330 @@
+//! Events: each webstore's `v` records by sequence number (`EventRecord`, format version 2,
+//! with the reading of version 1), the event chunks the pending layer packs them into
+//! (`store::pending::event_chunks`), and the `m events-pruned/` mark of how far the retention
+//! sweep removed them; their part of `impl Store`: the event a change writes in its own log
+//! entry (`EventWrite`, behind the log), the retention sweep, the reads in order, and the
+//! batch builders imports use.
+//!
+//! Stored and exported: the record keeps what an event tells of compactly (the order's or
+//! the customer's record as the change left it, and the event's id) and is rendered as JSON
+//! only when read (`crate::events::json`); its export line (`transfer::format::EventLine`)
+//! carries that JSON as text, byte for byte, which an import keeps as it is
+//! (`EventBody::Json`): an event's id and body must stay the ones already given out.
+//!
+//! Must not touch: rendering an event (the events layer's), the log, HTTP.
+
+use serde::{Deserialize, Serialize};
+
+use super::customers::CustomerRecord;
+use super::orders::OrderRecord;
+use crate::store::codec::{
+    chunk_parts, decode, decode_payload, encode, encode_chunk, CodecError, Kind, Record,
+};
+use crate::store::error::corrupt;
+use crate::store::keys::{trailing_id, webstore_prefix};
+use crate::store::log::wal::LogEntry;
+use crate::store::pending::event_chunks;
+use crate::store::{Admitted, Store, StoreError, WriteBatch};
+
+/// A webstore's events, by sequence number.
+pub const EVENT: u8 = b'v';
+
+/// The highest sequence number of a webstore's events the retention sweep removed.
+pub const EVENTS_PRUNED: &[u8] = b"mevents-pruned/";
+
+/// `v` + webstore id + 0 + sequence number: one event of the webstore.
+pub fn event_key(webstore: &str, sequence: u64) -> Vec<u8> {
+    let mut key = webstore_prefix(EVENT, webstore);
+    key.extend_from_slice(&sequence.to_be_bytes());
+    key
+}
+
+/// `v` + webstore id + 0 + the sequence number of the chunk's first event + 0: a chunk of
+/// the webstore's events (see `pending::event_chunks`).
+pub fn event_chunk(webstore: &str, first: u64) -> Vec<u8> {
+    let mut key = event_key(webstore, first);
+    key.push(0);
+    key
+}
+
+/// Of a `v` key: the length of its webstore's prefix (`v` + webstore id + 0), the sequence
+/// number it names and whether it is a chunk's key (the chunk's first sequence number).
+pub fn event_key_parts(key: &[u8]) -> Option<(usize, u64, bool)> {
+    if key.first() != Some(&EVENT) {
+        return None;
+    }
+    // A webstore id holds no 0 byte: the first one ends it.
+    let prefix_len = 1 + key[1..].iter().position(|&byte| byte == 0)? + 1;
+    match key.len() - prefix_len {
+        8 => Some((prefix_len, trailing_id(key)?, false)),
+        9 if key.last() == Some(&0) => {
+            Some((prefix_len, trailing_id(&key[..key.len() - 1])?, true))
+        }
+        _ => None,
+    }
+}
+
+/// `m events-pruned/` + webstore id: the highest sequence number of its events removed by
+/// the retention sweep (`u64`, big-endian).
+pub fn events_pruned(webstore: &str) -> Vec<u8> {
+    let mut key = EVENTS_PRUNED.to_vec();
+    key.extend_from_slice(webstore.as_bytes());
+    key
+}
+
+/// One event of a webstore (see `crate::events`): its type and time apart, so that a feed
+/// filters and a retention sweep ages events without reading the rest, and what it tells
+/// of, compactly (format version 2): rendered as JSON only when it is read
+/// (`crate::events::json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EventRecord {
+    /// `customer.created`, `customer.updated`, `order.created`.
+    pub event_type: String,
+    /// Unix milliseconds when its change was made.
+    pub created_at_ms: i64,
+    /// What it tells of.
+    pub body: EventBody,
+}
+
+/// What an event holds besides its type and time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum EventBody {
+    /// The whole event as JSON (id, type, sequence, created_at, data), exactly as it is
+    /// delivered: events written by format version 1, and events imported (an export carries
+    /// events as their JSON, which an import keeps byte for byte).
+    Json(Vec<u8>),
+    /// An order's event: its id and the order as stored when the change was made.
+    Order {
+        /// The event's id (`evt_` and these bytes in hex).
+        id: [u8; 16],
+        /// The order.
+        order: OrderRecord,
+    },
+    /// A customer's event: its id, the customer as stored when the change was made (without
+    /// its password hash, which an event never shows) and its webstore's name then.
+    Customer {
+        /// The event's id (`evt_` and these bytes in hex).
+        id: [u8; 16],
+        /// The customer, `password_hash` always `None`.
+        customer: CustomerRecord,
+        /// The webstore's name in the catalogue then (the customer's JSON shows it).
+        webstore_name: String,
+    },
+}
+
+/// An event as format version 1 stored it: the whole event as JSON, rendered when written.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct EventRecordV1 {
+    event_type: String,
+    created_at_ms: i64,
+    json: Vec<u8>,
+}
+
+impl EventRecordV1 {
+    fn upgrade(self) -> EventRecord {
+        EventRecord {
+            event_type: self.event_type,
+            created_at_ms: self.created_at_ms,
+            body: EventBody::Json(self.json),
+        }
+    }
+}
+
+impl Record for EventRecord {
+    const KIND: Kind = Kind::Event;
+    const VERSION: u16 = 2;
+    fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
+        match version {
+            1 => decode_payload::<EventRecordV1>(payload).map(EventRecordV1::upgrade),
+            other => Err(CodecError::UnsupportedVersion(other)),
+        }
+    }
+}
+
+/// The format version of event chunks.
+const EVENT_CHUNK_VERSION: u16 = 1;
+
+/// Events of one webstore as one value, laid out as an order chunk is (see
+/// `orders::encode_order_chunk`) under a header of kind [`Kind::EventChunk`]: each event's
+/// sequence number, length and [`EventRecord`] as [`encode`] wrote it.
+pub fn encode_event_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+    encode_chunk(Kind::EventChunk, EVENT_CHUNK_VERSION, parts)
+}
+
+/// The events a stored event value holds, as (sequence number, encoded [`EventRecord`]):
+/// the record itself, under the sequence number `key_id` of its key, or each part of an
+/// event chunk. The parts' records are not decoded here.
+pub fn event_parts(key_id: u64, bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, CodecError> {
+    chunk_parts(
+        key_id,
+        bytes,
+        Kind::Event,
+        Kind::EventChunk,
+        EVENT_CHUNK_VERSION,
+    )
+}
+
+/// An event as a change's writer puts it: its sequence number, and its key and value.
+pub(super) type EventEntry = (u64, (Vec<u8>, Vec<u8>));
+
+/// An event to write in the same log entry as the change it tells of (see `crate::events`).
+pub struct EventWrite {
+    /// The webstore's id.
+    pub webstore_id: String,
+    /// Its sequence number in the webstore.
+    pub sequence: u64,
+    /// The event.
+    pub record: EventRecord,
+}
+
+impl EventWrite {
+    /// Its key and encoded record.
+    pub(super) fn entry(&self) -> (Vec<u8>, Vec<u8>) {
+        (
+            event_key(&self.webstore_id, self.sequence),
+            encode(&self.record),
+        )
+    }
+}
+
+impl Store {
+    /// Writes a change's event (behind the log where there is one: an event is written once
+    /// and then only read); its sequence number.
+    pub(super) fn put_event(
+        &self,
+        open: &Admitted<'_>,
+        entry: &mut LogEntry,
+        event: Option<EventEntry>,
+    ) -> Result<Option<u64>, StoreError> {
+        let Some((sequence, (key, value))) = event else {
+            return Ok(None);
+        };
+        if open.is_logged() {
+            self.put_behind_log(entry, &key, value)?;
+        } else {
+            self.put(entry, &key, value)?;
+        }
+        Ok(Some(sequence))
+    }
+
+    /// Removes `webstore_id`'s oldest events made before `before_ms` (Unix milliseconds), at
+    /// most `max` of them and no more than fit the log's largest change (a replicated
+    /// changelog's message), in one logged change with the record of how far they go (even
+    /// while the disk refuses writes: it gives space back; not while the webstore is
+    /// frozen). How many it removed: fewer than `max` when the rest do not fit, so a caller
+    /// goes on until it removes none.
+    pub fn prune_events(
+        &self,
+        webstore_id: &str,
+        before_ms: i64,
+        max: usize,
+    ) -> Result<usize, StoreError> {
+        let pruned = self.events_pruned_through(webstore_id)?;
+        let marker_key = events_pruned(webstore_id);
+        let max_bytes = self.max_entry_bytes().unwrap_or(usize::MAX);
+        let mut bytes = LogEntry::encoded_len(&marker_key, &u64::MAX.to_be_bytes());
+        let mut doomed = Vec::new();
+        let mut through = pruned;
+        self.for_each_event(webstore_id, pruned, u64::MAX, &mut |sequence, record| {
+            if record.created_at_ms >= before_ms {
+                return false;
+            }
+            let key = event_key(webstore_id, sequence);
+            let size = LogEntry::encoded_len(&key, &[]);
+            if bytes + size > max_bytes {
+                return false;
+            }
+            bytes += size;
+            doomed.push(key);
+            through = sequence;
+            doomed.len() < max
+        })?;
+        if doomed.is_empty() {
+            return Ok(0);
+        }
+        let open = self.open_for_webstore_even_if_refused(webstore_id)?;
+        let mut entry = open.entry();
+        let mut batch = WriteBatch::default();
+        for key in &doomed {
+            entry.remove(key);
+            batch.delete(key.clone());
+        }
+        let marker = through.to_be_bytes().to_vec();
+        entry.set(&marker_key, &marker);
+        batch.put(marker_key, marker);
+        open.fits(entry.len())?;
+        self.written(self.inner.storage.apply(batch))?;
+        drop(open.commit(entry)?);
+        Ok(doomed.len())
+    }
+
+    /// The highest sequence number of `webstore_id`'s events the store holds or has pruned
+    /// (0 for none): where their numbering continues.
+    pub fn last_event_sequence(&self, webstore_id: &str) -> Result<u64, StoreError> {
+        let stored = event_chunks::last_stored_event(
+            &*self.inner.storage,
+            &webstore_prefix(EVENT, webstore_id),
+        )?;
+        Ok(stored.max(self.events_pruned_through(webstore_id)?))
+    }
+
+    /// The highest sequence number of `webstore_id`'s events the retention sweep removed.
+    pub fn events_pruned_through(&self, webstore_id: &str) -> Result<u64, StoreError> {
+        Ok(self
+            .inner
+            .storage
+            .get(&events_pruned(webstore_id))?
+            .and_then(|value| trailing_id(&value))
+            .unwrap_or(0))
+    }
+
+    /// Calls `visit` with each of `webstore_id`'s events after sequence number `after` and up
+    /// to `through`, in order, each once, until it returns false; the first that does not
+    /// decode is an error naming its key.
+    ///
+    /// The events are read 128 sequence numbers at a time (`event_chunks`): a range read
+    /// copies the waiting puts it covers first (see `pending`), and a reader that wants the
+    /// next event or a page of them (a webhook endpoint, the feed) from far behind must not
+    /// copy all of a flood's waiting events for each one. `u64::MAX` reads to the last event
+    /// (exports and sweeps, which read them all).
+    pub fn for_each_event(
+        &self,
+        webstore_id: &str,
+        after: u64,
+        through: u64,
+        visit: &mut dyn FnMut(u64, EventRecord) -> bool,
+    ) -> Result<(), StoreError> {
+        let group = webstore_prefix(EVENT, webstore_id);
+        let mut failure = None;
+        event_chunks::for_each_stored_event(
+            &*self.inner.storage,
+            &group,
+            after,
+            through,
+            &mut |sequence, key, record| match decode::<EventRecord>(record) {
+                Ok(record) => visit(sequence, record),
+                Err(source) => {
+                    failure = Some(corrupt(key, source));
+                    false
+                }
+            },
+        )?;
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+/// Adds an imported event to `batch`.
+pub fn add_event_record(
+    batch: &mut WriteBatch,
+    webstore_id: &str,
+    sequence: u64,
+    record: &EventRecord,
+) {
+    batch.put(event_key(webstore_id, sequence), encode(record));
+}
+
+/// Adds an imported events-pruned mark to `batch`: `webstore_id`'s events up to sequence
+/// number `through` were removed past the retention (see [`Store::events_pruned_through`]).
+pub fn add_events_pruned(batch: &mut WriteBatch, webstore_id: &str, through: u64) {
+    batch.put(events_pruned(webstore_id), through.to_be_bytes().to_vec());
+}
