@@ -294,6 +294,9 @@ fn app_request(method: &str, path: &str, cookie: Option<&str>, form: Option<&str
     if form.is_some() {
         let form = HeaderValue::from_static("application/x-www-form-urlencoded");
         headers.insert(CONTENT_TYPE, form);
+        // As a browser posts the app's own form: the app refuses a form that does not say
+        // where it comes from (docs/app.md).
+        headers.insert("sec-fetch-site", HeaderValue::from_static("same-origin"));
     }
     if let Some(cookie) = cookie.and_then(|cookie| HeaderValue::from_str(cookie).ok()) {
         headers.insert(COOKIE, cookie);
