@@ -4,6 +4,8 @@
 //!
 //! Must not touch: passwords and sessions themselves (the service's), the delivery pages.
 
+use std::time::Duration;
+
 use askama::Template;
 use bytes::Bytes;
 use warp::http::{header, HeaderMap, StatusCode};
@@ -68,6 +70,27 @@ pub(super) fn sign_in_form(
 
 /// The sign-in form with `alerts`, keeping the form cookie the browser has (or setting a new
 /// one), so that the form's token and the cookie agree.
+/// The sign-in form again, 429 with `Retry-After`, saying why and how long to wait.
+fn wait_page(
+    settings: &AppSettings,
+    headers: &HeaderMap,
+    alert: String,
+    email: &str,
+    retry_after: Duration,
+) -> Response {
+    let mut response = sign_in_page(
+        settings,
+        headers,
+        StatusCode::TOO_MANY_REQUESTS,
+        &[alert],
+        email,
+    );
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, retry_after_value(retry_after));
+    response
+}
+
 fn sign_in_page(
     settings: &AppSettings,
     headers: &HeaderMap,
@@ -222,17 +245,13 @@ pub(super) async fn sign_in(
                 "Too many failed sign-ins for this email: try again in {minutes} minute{}.",
                 if minutes == 1 { "" } else { "s" }
             );
-            let mut response = sign_in_page(
+            Ok(wait_page(
                 settings,
                 headers,
-                StatusCode::TOO_MANY_REQUESTS,
-                &[alert],
+                alert,
                 form.email.trim(),
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, retry_after_value(retry_after));
-            Ok(response)
+                retry_after,
+            ))
         }
         Err(SignInRefused::ClientLimited(retry_after)) => {
             let seconds = retry_after.as_secs().max(1);
@@ -240,17 +259,13 @@ pub(super) async fn sign_in(
                 "Too many sign-ins from your network: try again in {seconds} second{}.",
                 if seconds == 1 { "" } else { "s" }
             );
-            let mut response = sign_in_page(
+            Ok(wait_page(
                 settings,
                 headers,
-                StatusCode::TOO_MANY_REQUESTS,
-                &[alert],
+                alert,
                 form.email.trim(),
-            );
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, retry_after_value(retry_after));
-            Ok(response)
+                retry_after,
+            ))
         }
         Err(SignInRefused::Failed(error)) => Err(AppError::Service(error)),
     }
