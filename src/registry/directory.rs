@@ -174,9 +174,10 @@ impl Directory {
             id,
             cell: self.active.entry(id).or_default().clone(),
         };
-        let outcome = pending
-            .cell
-            .get_or_try_init(|| self.start(load))
+        // Boxed: starting an actor is a future of kilobytes, and inline it would be part of
+        // every call's future (copied whole as it moves), though nearly every call finds
+        // its actor live above.
+        let outcome = Box::pin(pending.cell.get_or_try_init(|| self.start(load)))
             .await
             .cloned();
         drop(pending);
