@@ -45,37 +45,8 @@ const FLOORS: &[(&str, u8)] = &[
     ("fuzzing", 15),
 ];
 
-/// Sibling modules that name each other today, each pair with why it is let be.
-const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[
-    (
-        "store::log",
-        "store::pending",
-        "the log writes through pending's `Storage`, which reports fatal I/O to the log's \
-         handler",
-    ),
-    (
-        "store::kinds::customers",
-        "store::kinds::events",
-        "a customer's create writes its event (`EventWrite`) in its own entry, and an event \
-         holds the customer's record: the event's write belongs below both, not yet moved",
-    ),
-    (
-        "store::kinds::events",
-        "store::kinds::orders",
-        "as for customers: an order's create writes its event, an event holds the order's record",
-    ),
-    (
-        "store::kinds::events",
-        "store::pending::event_chunks",
-        "the chunks' format is the kind's, their packing and reading over the pending layer \
-         pending's: the format belongs in pending, not yet moved",
-    ),
-    (
-        "store::kinds::orders",
-        "store::pending::order_chunks",
-        "as for events: the order chunks' format is in the kind, their packing in pending",
-    ),
-];
+/// Sibling modules that name each other, each pair with why it is let be: none today.
+const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[];
 
 /// Directories whose files docs/storage.md lists, and whose `//!` lines its room keeps.
 const DOCUMENTED_ELSEWHERE: &[&str] = &["store/", "transfer/"];

@@ -34,7 +34,7 @@ use crate::domain::order::Order;
 use crate::store::kinds::customers::CustomerRecord;
 use crate::store::kinds::events::{EventBody, EventRecord};
 use crate::store::kinds::orders::OrderRecord;
-use crate::store::{EventWrite, Store, StoreError};
+use crate::store::{event_write, EventWrite, Store, StoreError};
 use ids::EventIds;
 use sequence::{InFlight, Sequencer};
 
@@ -110,15 +110,15 @@ impl Events {
         let webstore_id = &webstore.settings.id;
         let in_flight = self.sequencer(webstore_id)?.allocate();
         Ok(NewEvent {
-            write: EventWrite {
-                webstore_id: webstore_id.clone(),
-                sequence: in_flight.sequence(),
-                record: EventRecord {
+            write: event_write(
+                webstore_id,
+                in_flight.sequence(),
+                &EventRecord {
                     event_type: kind.name().to_owned(),
                     created_at_ms: jiff::Timestamp::now().as_millisecond(),
                     body: body(self.ids.next()),
                 },
-            },
+            ),
             in_flight,
         })
     }

@@ -1,6 +1,7 @@
 //! The `impl Store` core every kind of record goes through (`store::kinds`): a change's
 //! single-key writes, each made in the pending layer and recorded in the change's log entry
-//! (handed to group commit once the change is made, [`super::log::wal`]); raw batches
+//! (handed to group commit once the change is made, [`super::log::wal`]), a change's event
+//! among them ([`EventWrite`], encoded before it gets here); raw batches
 //! (removals, tests' and tools' writes); and the walk that decodes a kind's records, a record
 //! that does not decode being an error naming its key. Must not touch: which keys a change
 //! writes (each kind's), durability (a writer waits for it through the [`super::Written`] it
@@ -9,12 +10,62 @@
 use super::codec::CodecError;
 use super::error::corrupt;
 use super::log::wal::LogEntry;
-use super::{Store, StoreError, WriteBatch};
+use super::{Admitted, Store, StoreError, WriteBatch};
+
+/// An event to write in the same log entry as the change it tells of, already encoded
+/// (`kinds::events::event_write` makes it): a change's writer puts it without knowing what
+/// an event holds, which is the records of the kinds that write events.
+pub struct EventWrite {
+    /// Its sequence number in its webstore.
+    pub sequence: u64,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl EventWrite {
+    /// The event of sequence number `sequence` under `key`, its record encoded in `value`.
+    pub(super) fn new(sequence: u64, key: Vec<u8>, value: Vec<u8>) -> EventWrite {
+        EventWrite {
+            sequence,
+            key,
+            value,
+        }
+    }
+
+    /// Its size in a log entry.
+    pub(super) fn encoded_len(&self) -> usize {
+        LogEntry::encoded_len(&self.key, &self.value)
+    }
+}
 
 /// Visits one stored record (key, value): whether to go on, or why it does not decode.
 type RecordVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, CodecError> + 'a;
 
 impl Store {
+    /// Writes a change's event (behind the log where there is one: an event is written once
+    /// and then only read); its sequence number.
+    pub(super) fn put_event(
+        &self,
+        open: &Admitted<'_>,
+        entry: &mut LogEntry,
+        event: Option<EventWrite>,
+    ) -> Result<Option<u64>, StoreError> {
+        let Some(EventWrite {
+            sequence,
+            key,
+            value,
+        }) = event
+        else {
+            return Ok(None);
+        };
+        if open.is_logged() {
+            self.put_behind_log(entry, &key, value)?;
+        } else {
+            self.put(entry, &key, value)?;
+        }
+        Ok(Some(sequence))
+    }
+
     /// Sets `key` in the engine and records it in `entry`.
     pub(super) fn put(
         &self,

@@ -1,8 +1,14 @@
-//! `StoreError`: every way the store can fail, for the layers above to map. Owns nothing
+//! `StoreError`: every way the store can fail, for the layers above to map, and the
+//! [`FatalHandler`] told of the failures after which the process must stop. Owns nothing
 //! else; the HTTP layer decides what a client is told.
 
 use super::codec::CodecError;
 use super::disk::Refusal;
+
+/// Called when a write fails where the store's state can no longer be trusted (the log's
+/// append or sync, a checkpoint, the pending layer's own writes): the process must stop
+/// rather than acknowledge more.
+pub type FatalHandler = std::sync::Arc<dyn Fn(&StoreError) + Send + Sync>;
 
 /// Why the store failed.
 #[derive(Debug, thiserror::Error)]

@@ -56,9 +56,10 @@ use log::wal::LogEntry;
 use log::{ChangeLog, FatalHandler};
 
 pub use census::Census;
+pub use entries::EventWrite;
 pub use error::StoreError;
 pub use kinds::customers::{add_customer_record, add_new_customer, LoadedCustomer};
-pub use kinds::events::{add_event_record, add_events_pruned, EventWrite};
+pub use kinds::events::{add_event_record, add_events_pruned, event_write};
 pub use kinds::idempotency::{add_idempotency_record, IdempotencyWrite};
 pub use kinds::orders::{add_order, add_order_record};
 pub use kinds::sessions::add_session_record;

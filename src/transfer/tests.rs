@@ -487,7 +487,7 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
     use crate::store::log::wal::{parse_writes, LoggedWrite};
     use crate::store::{
         add_idempotency_record, add_new_customer, add_order, add_order_record, add_session_record,
-        EventWrite, IdempotencyWrite, OnDurable, Snapshot,
+        event_write, IdempotencyWrite, OnDurable, Snapshot,
     };
 
     let dir = tempfile::tempdir().unwrap();
@@ -522,21 +522,23 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
             created_at: 1_799_056_800,
         },
     };
-    let customer_event = |sequence: u64, event_type: &str, customer: &Customer| EventWrite {
-        webstore_id: "shop".into(),
-        sequence,
-        record: EventRecord {
-            event_type: event_type.into(),
-            created_at_ms: 1_799_056_800_000 + sequence as i64,
-            body: EventBody::Customer {
-                id: event_id,
-                customer: CustomerRecord {
-                    password_hash: None,
-                    ..CustomerRecord::from_customer(customer, "shop")
+    let customer_event = |sequence: u64, event_type: &str, customer: &Customer| {
+        event_write(
+            "shop",
+            sequence,
+            &EventRecord {
+                event_type: event_type.into(),
+                created_at_ms: 1_799_056_800_000 + sequence as i64,
+                body: EventBody::Customer {
+                    id: event_id,
+                    customer: CustomerRecord {
+                        password_hash: None,
+                        ..CustomerRecord::from_customer(customer, "shop")
+                    },
+                    webstore_name: "The Shop".into(),
                 },
-                webstore_name: "The Shop".into(),
             },
-        },
+        )
     };
     drop(
         store
@@ -576,10 +578,10 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
                 &order,
                 "shop",
                 Some(idempotency("k-order", "/v1/orders/7")),
-                Some(EventWrite {
-                    webstore_id: "shop".into(),
-                    sequence: 3,
-                    record: EventRecord {
+                Some(event_write(
+                    "shop",
+                    3,
+                    &EventRecord {
                         event_type: "order.created".into(),
                         created_at_ms: 1_799_056_800_003,
                         body: EventBody::Order {
@@ -587,7 +589,7 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
                             order: OrderRecord::from_order(&order),
                         },
                     },
-                }),
+                )),
                 nothing(),
             )
             .unwrap(),

@@ -22,7 +22,6 @@
 use super::orders;
 use serde::{Deserialize, Serialize};
 
-use super::events::EventWrite;
 use super::idempotency::{IdempotencyPlan, IdempotencyWrite};
 use super::orders::{decode_order, OrderRecord};
 use crate::domain::catalogue::WebstoreIdx;
@@ -31,6 +30,7 @@ use crate::domain::email::Email;
 use crate::domain::ids::CustomerId;
 use crate::domain::order::Order;
 use crate::store::codec::{decode, encode, Kind, Record};
+use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
 use crate::store::keys::{trailing_id, webstore_prefix, with_id};
 use crate::store::log::wal::LogEntry;
@@ -166,12 +166,11 @@ impl Store {
         let open = self.open_for_webstore(webstore_id)?;
         let idempotency = self.plan_idempotency(idempotency)?;
         let entries = new_customer_entries(customer, webstore_id);
-        let event = event.map(|event| (event.sequence, event.entry()));
         let bytes = entries
             .iter()
-            .chain(event.as_ref().map(|(_, entry)| entry))
             .map(|(key, value)| LogEntry::encoded_len(key, value))
             .sum::<usize>()
+            + event.as_ref().map_or(0, EventWrite::encoded_len)
             + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len);
         open.fits(bytes)?;
         let mut entry = open.entry();
@@ -209,13 +208,10 @@ impl Store {
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
         let record_key = customer_key(customer.id.0);
         let holder_key = email_holder_key(webstore_id, &new_key, customer.id.0);
-        let event = event.map(|event| (event.sequence, event.entry()));
         open.fits(
             LogEntry::encoded_len(&record_key, &record)
                 + LogEntry::encoded_len(&holder_key, &customer.id.0.to_be_bytes())
-                + event
-                    .as_ref()
-                    .map_or(0, |(_, (key, value))| LogEntry::encoded_len(key, value)),
+                + event.as_ref().map_or(0, EventWrite::encoded_len),
         )?;
         let mut entry = open.entry();
         let sequence = self.put_event(&open, &mut entry, event)?;

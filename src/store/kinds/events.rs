@@ -1,9 +1,10 @@
 //! Events: each webstore's `v` records by sequence number (`EventRecord`, format version 2,
-//! with the reading of version 1), the event chunks the pending layer packs them into
-//! (`store::pending::event_chunks`), and the `m events-pruned/` mark of how far the retention
-//! sweep removed them; their part of `impl Store`: the event a change writes in its own log
-//! entry (`EventWrite`, behind the log), the retention sweep, the reads in order, and the
-//! batch builders imports use.
+//! with the reading of version 1; their keys and the chunks the pending layer packs them
+//! into are `store::pending::event_chunks`', re-exported here), and the `m events-pruned/`
+//! mark of how far the retention sweep removed them; their part of `impl Store`: the event a
+//! change writes in its own log entry (made here, encoded, by [`event_write`]; the kinds
+//! that write one put it without knowing what it holds), the retention sweep, the reads in
+//! order, and the batch builders imports use.
 //!
 //! Stored and exported: the record keeps what an event tells of compactly (the order's or
 //! the customer's record as the change left it, and the event's id) and is rendered as JSON
@@ -17,52 +18,19 @@ use serde::{Deserialize, Serialize};
 
 use super::customers::CustomerRecord;
 use super::orders::OrderRecord;
-use crate::store::codec::{
-    chunk_parts, decode, decode_payload, encode, encode_chunk, CodecError, Kind, Record,
-};
+use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
+use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
 use crate::store::keys::{trailing_id, webstore_prefix};
 use crate::store::log::wal::LogEntry;
 use crate::store::pending::event_chunks;
-use crate::store::{Admitted, Store, StoreError, WriteBatch};
-
-/// A webstore's events, by sequence number.
-pub const EVENT: u8 = b'v';
+pub use crate::store::pending::event_chunks::{
+    encode_event_chunk, event_chunk, event_key, event_key_parts, event_parts, EVENT,
+};
+use crate::store::{Store, StoreError, WriteBatch};
 
 /// The highest sequence number of a webstore's events the retention sweep removed.
 pub const EVENTS_PRUNED: &[u8] = b"mevents-pruned/";
-
-/// `v` + webstore id + 0 + sequence number: one event of the webstore.
-pub fn event_key(webstore: &str, sequence: u64) -> Vec<u8> {
-    let mut key = webstore_prefix(EVENT, webstore);
-    key.extend_from_slice(&sequence.to_be_bytes());
-    key
-}
-
-/// `v` + webstore id + 0 + the sequence number of the chunk's first event + 0: a chunk of
-/// the webstore's events (see `pending::event_chunks`).
-pub fn event_chunk(webstore: &str, first: u64) -> Vec<u8> {
-    let mut key = event_key(webstore, first);
-    key.push(0);
-    key
-}
-
-/// Of a `v` key: the length of its webstore's prefix (`v` + webstore id + 0), the sequence
-/// number it names and whether it is a chunk's key (the chunk's first sequence number).
-pub fn event_key_parts(key: &[u8]) -> Option<(usize, u64, bool)> {
-    if key.first() != Some(&EVENT) {
-        return None;
-    }
-    // A webstore id holds no 0 byte: the first one ends it.
-    let prefix_len = 1 + key[1..].iter().position(|&byte| byte == 0)? + 1;
-    match key.len() - prefix_len {
-        8 => Some((prefix_len, trailing_id(key)?, false)),
-        9 if key.last() == Some(&0) => {
-            Some((prefix_len, trailing_id(&key[..key.len() - 1])?, true))
-        }
-        _ => None,
-    }
-}
 
 /// `m events-pruned/` + webstore id: the highest sequence number of its events removed by
 /// the retention sweep (`u64`, big-endian).
@@ -141,72 +109,13 @@ impl Record for EventRecord {
     }
 }
 
-/// The format version of event chunks.
-const EVENT_CHUNK_VERSION: u16 = 1;
-
-/// Events of one webstore as one value, laid out as an order chunk is (see
-/// `orders::encode_order_chunk`) under a header of kind [`Kind::EventChunk`]: each event's
-/// sequence number, length and [`EventRecord`] as [`encode`] wrote it.
-pub fn encode_event_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
-    encode_chunk(Kind::EventChunk, EVENT_CHUNK_VERSION, parts)
-}
-
-/// The events a stored event value holds, as (sequence number, encoded [`EventRecord`]):
-/// the record itself, under the sequence number `key_id` of its key, or each part of an
-/// event chunk. The parts' records are not decoded here.
-pub fn event_parts(key_id: u64, bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, CodecError> {
-    chunk_parts(
-        key_id,
-        bytes,
-        Kind::Event,
-        Kind::EventChunk,
-        EVENT_CHUNK_VERSION,
-    )
-}
-
-/// An event as a change's writer puts it: its sequence number, and its key and value.
-pub(super) type EventEntry = (u64, (Vec<u8>, Vec<u8>));
-
-/// An event to write in the same log entry as the change it tells of (see `crate::events`).
-pub struct EventWrite {
-    /// The webstore's id.
-    pub webstore_id: String,
-    /// Its sequence number in the webstore.
-    pub sequence: u64,
-    /// The event.
-    pub record: EventRecord,
-}
-
-impl EventWrite {
-    /// Its key and encoded record.
-    pub(super) fn entry(&self) -> (Vec<u8>, Vec<u8>) {
-        (
-            event_key(&self.webstore_id, self.sequence),
-            encode(&self.record),
-        )
-    }
+/// `record`, the event of sequence number `sequence` in `webstore_id`, encoded to be written
+/// with the change it tells of.
+pub fn event_write(webstore_id: &str, sequence: u64, record: &EventRecord) -> EventWrite {
+    EventWrite::new(sequence, event_key(webstore_id, sequence), encode(record))
 }
 
 impl Store {
-    /// Writes a change's event (behind the log where there is one: an event is written once
-    /// and then only read); its sequence number.
-    pub(super) fn put_event(
-        &self,
-        open: &Admitted<'_>,
-        entry: &mut LogEntry,
-        event: Option<EventEntry>,
-    ) -> Result<Option<u64>, StoreError> {
-        let Some((sequence, (key, value))) = event else {
-            return Ok(None);
-        };
-        if open.is_logged() {
-            self.put_behind_log(entry, &key, value)?;
-        } else {
-            self.put(entry, &key, value)?;
-        }
-        Ok(Some(sequence))
-    }
-
     /// Removes `webstore_id`'s oldest events made before `before_ms` (Unix milliseconds), at
     /// most `max` of them and no more than fit the log's largest change (a replicated
     /// changelog's message), in one logged change with the record of how far they go (even

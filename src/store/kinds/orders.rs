@@ -1,6 +1,7 @@
 //! Orders: the `o` records under their customer (`OrderRecord`, format version 2, with the
-//! reading of version 1), and the order chunks the pending layer packs them into (a
-//! customer's orders under one key, `store::pending::order_chunks`); their part of `impl
+//! reading of version 1; their keys and the chunks the pending layer packs them into, a
+//! customer's orders under one key, are `store::pending::order_chunks`', re-exported here);
+//! their part of `impl
 //! Store`: an order's create (its record waits behind the log, in the pending layer), the
 //! reads of one order and the walks over every order (each once, `for_each_stored_order`),
 //! and the batch builders seeding and imports share. An order is one record under its
@@ -16,65 +17,21 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::events::EventWrite;
 use super::idempotency::{IdempotencyPlan, IdempotencyWrite};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{ExtraLine, NewOrder, Order};
 use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
-use crate::store::codec::{
-    chunk_parts, decode, decode_payload, encode, encode_chunk, CodecError, Kind, Record,
-};
+use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
+use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
-use crate::store::keys::{trailing_id, with_id};
 use crate::store::log::wal::LogEntry;
+pub use crate::store::pending::order_chunks::{
+    encode_order_chunk, order_chunk, order_ids, order_key, order_or_chunk_ids, order_parts,
+    orders_of, ORDER,
+};
 use crate::store::pending::order_chunks::{for_each_stored_order, stored_order, StoredOrder};
 use crate::store::snapshot::prefix_end;
 use crate::store::{OnDurable, Store, StoreError, WriteBatch, Written};
-
-/// An order record, under its customer.
-pub const ORDER: u8 = b'o';
-
-/// `o` + customer id: the prefix of a customer's orders.
-pub fn orders_of(customer: u64) -> Vec<u8> {
-    with_id(ORDER, customer)
-}
-
-/// `o` + customer id + order id.
-pub fn order_key(customer: u64, order: u64) -> Vec<u8> {
-    let mut key = orders_of(customer);
-    key.extend_from_slice(&order.to_be_bytes());
-    key
-}
-
-/// `o` + customer id + the id of its first order + 0: a chunk of a customer's orders (see
-/// `store::pending::order_chunks`). The last byte keeps the chunk's key apart from its first
-/// order's own key, under which that order's record may still wait to be packed.
-pub fn order_chunk(customer: u64, first_order: u64) -> Vec<u8> {
-    let mut key = order_key(customer, first_order);
-    key.push(0);
-    key
-}
-
-/// The customer id and order id of an `o` key of one order (not of a chunk).
-pub fn order_ids(key: &[u8]) -> Option<(u64, u64)> {
-    match key {
-        [ORDER, customer @ .., _, _, _, _, _, _, _, _] if customer.len() == 8 => {
-            Some((trailing_id(customer)?, trailing_id(key)?))
-        }
-        _ => None,
-    }
-}
-
-/// The customer id and order id of an `o` key of one order, or the customer id and first
-/// order id of a chunk's key, with whether it is a chunk's.
-pub fn order_or_chunk_ids(key: &[u8]) -> Option<(u64, u64, bool)> {
-    match key.split_last() {
-        Some((0, order_key)) if key.len() == 18 => {
-            order_ids(order_key).map(|(customer, first)| (customer, first, true))
-        }
-        _ => order_ids(key).map(|(customer, order)| (customer, order, false)),
-    }
-}
 
 /// An extra line as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -227,31 +184,6 @@ impl OrderRecord {
     }
 }
 
-/// The format version of order chunks.
-const ORDER_CHUNK_VERSION: u16 = 1;
-
-/// Orders of one customer as one value: a header of kind [`Kind::OrderChunk`] whose payload
-/// is, for each order, its id (u64, big-endian), the length of its encoded [`OrderRecord`]
-/// (u32, big-endian) and that record as [`encode`] wrote it, header included. The records are
-/// carried as they are, so packing orders costs no decoding and each keeps its own format
-/// version and checksum.
-pub fn encode_order_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
-    encode_chunk(Kind::OrderChunk, ORDER_CHUNK_VERSION, parts)
-}
-
-/// The orders a stored order value holds, as (id, encoded [`OrderRecord`]) in the order
-/// stored: the record itself, under the id `key_id` of its key, or each part of an order
-/// chunk. The parts' records are not decoded here.
-pub fn order_parts(key_id: u64, bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, CodecError> {
-    chunk_parts(
-        key_id,
-        bytes,
-        Kind::Order,
-        Kind::OrderChunk,
-        ORDER_CHUNK_VERSION,
-    )
-}
-
 impl Store {
     /// Writes a new order of a customer of webstore `webstore_id`: its idempotency record if
     /// it has one, then its record (the commit point: an idempotency record counts only while
@@ -273,13 +205,10 @@ impl Store {
         let idempotency = self.plan_idempotency(idempotency)?;
         let record = encode(&OrderRecord::from_order(order));
         let key = order_key(order.customer_id.0, order.id.0);
-        let event = event.map(|event| (event.sequence, event.entry()));
         open.fits(
             LogEntry::encoded_len(&key, &record)
                 + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len)
-                + event
-                    .as_ref()
-                    .map_or(0, |(_, (key, value))| LogEntry::encoded_len(key, value)),
+                + event.as_ref().map_or(0, EventWrite::encoded_len),
         )?;
         let mut entry = open.entry();
         let idempotency_key = idempotency.as_ref().map(|plan| plan.name.clone());
@@ -565,19 +494,5 @@ mod tests {
             order.details.schedule.start.0,
             "written back in the current format"
         );
-    }
-
-    #[test]
-    fn byte_order_is_numeric_order() {
-        assert!(order_key(1, 9) < order_key(2, 1));
-        assert_eq!(trailing_id(&order_key(7, 42)), Some(42));
-        assert_eq!(trailing_id(b"short"), None);
-        assert_eq!(order_ids(&order_key(7, 42)), Some((7, 42)));
-        assert_eq!(order_ids(&with_id(b'c', 7)), None);
-        assert!(order_key(7, 42) < order_chunk(7, 42) && order_chunk(7, 42) < order_key(7, 43));
-        assert_eq!(order_ids(&order_chunk(7, 42)), None);
-        assert_eq!(order_or_chunk_ids(&order_chunk(7, 42)), Some((7, 42, true)));
-        assert_eq!(order_or_chunk_ids(&order_key(7, 42)), Some((7, 42, false)));
-        assert_eq!(order_or_chunk_ids(&with_id(b'c', 7)), None);
     }
 }

@@ -29,9 +29,7 @@ use super::pending::Storage;
 use commit::Committer;
 use wal::WalDir;
 
-/// Called when a write fails where the store's state can no longer be trusted (the log's
-/// append or sync, a checkpoint): the process must stop rather than acknowledge more.
-pub type FatalHandler = Arc<dyn Fn(&StoreError) + Send + Sync>;
+pub use super::error::FatalHandler;
 
 /// What is to happen once a write is on disk, before its writer is answered (publishing
 /// what it wrote, releasing what the writer held while it was made). Group commit runs it on

@@ -17,16 +17,78 @@
 //! gives the same record: a read takes each sequence number once (a pass writes a chunk
 //! before it drops the waiting puts it packed), and a removal removes every copy.
 //!
+//! It owns the `v` keys' layout (an event's key, a chunk's key) and the chunks' format, which
+//! `store::kinds::events` re-exports: the packing needs them, and the kind above it uses
+//! them.
+//!
 //! Must not touch: when passes run, how puts wait, the event records' own encoding.
 
-use crate::store::kinds::events;
 use std::collections::BTreeMap;
 
 use super::order_chunks::Packed;
 use super::Storage;
+use crate::store::codec::{chunk_parts, encode_chunk, CodecError, Kind};
 use crate::store::error::{corrupt, StoreError};
-use crate::store::kinds::events::{encode_event_chunk, event_parts};
+use crate::store::keys::{trailing_id, webstore_prefix};
 use crate::store::snapshot::{prefix_end, Snapshot};
+
+/// A webstore's events, by sequence number.
+pub const EVENT: u8 = b'v';
+
+/// `v` + webstore id + 0 + sequence number: one event of the webstore.
+pub fn event_key(webstore: &str, sequence: u64) -> Vec<u8> {
+    let mut key = webstore_prefix(EVENT, webstore);
+    key.extend_from_slice(&sequence.to_be_bytes());
+    key
+}
+
+/// `v` + webstore id + 0 + the sequence number of the chunk's first event + 0: a chunk of
+/// the webstore's events (see `pending::event_chunks`).
+pub fn event_chunk(webstore: &str, first: u64) -> Vec<u8> {
+    let mut key = event_key(webstore, first);
+    key.push(0);
+    key
+}
+
+/// Of a `v` key: the length of its webstore's prefix (`v` + webstore id + 0), the sequence
+/// number it names and whether it is a chunk's key (the chunk's first sequence number).
+pub fn event_key_parts(key: &[u8]) -> Option<(usize, u64, bool)> {
+    if key.first() != Some(&EVENT) {
+        return None;
+    }
+    // A webstore id holds no 0 byte: the first one ends it.
+    let prefix_len = 1 + key[1..].iter().position(|&byte| byte == 0)? + 1;
+    match key.len() - prefix_len {
+        8 => Some((prefix_len, trailing_id(key)?, false)),
+        9 if key.last() == Some(&0) => {
+            Some((prefix_len, trailing_id(&key[..key.len() - 1])?, true))
+        }
+        _ => None,
+    }
+}
+
+/// The format version of event chunks.
+const EVENT_CHUNK_VERSION: u16 = 1;
+
+/// Events of one webstore as one value, laid out as an order chunk is (see
+/// `orders::encode_order_chunk`) under a header of kind [`Kind::EventChunk`]: each event's
+/// sequence number, length and `EventRecord` as `codec::encode` wrote it.
+pub fn encode_event_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+    encode_chunk(Kind::EventChunk, EVENT_CHUNK_VERSION, parts)
+}
+
+/// The events a stored event value holds, as (sequence number, encoded `EventRecord`):
+/// the record itself, under the sequence number `key_id` of its key, or each part of an
+/// event chunk. The parts' records are not decoded here.
+pub fn event_parts(key_id: u64, bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, CodecError> {
+    chunk_parts(
+        key_id,
+        bytes,
+        Kind::Event,
+        Kind::EventChunk,
+        EVENT_CHUNK_VERSION,
+    )
+}
 
 /// Sequence numbers one chunk covers: about 2 KiB of events whose records are orders. sled
 /// keeps values inside its tree's nodes and rewrites a whole node now and then, so chunks of
@@ -49,7 +111,7 @@ pub fn chunk_first(sequence: u64) -> u64 {
 /// For a waiting put: the length of its group prefix (`v` + webstore id + 0) if it is an
 /// event's own key, which a pass packs with the webstore's other events.
 pub fn webstore_group_len(key: &[u8]) -> Option<usize> {
-    events::event_key_parts(key)
+    event_key_parts(key)
         .filter(|(_, _, chunk)| !chunk)
         .map(|(len, _, _)| len)
 }
@@ -163,7 +225,7 @@ pub fn for_each_stored_event(
         let mut found: Vec<(u64, Vec<u8>, Vec<u8>)> = Vec::new();
         let mut failed = None;
         storage.for_each_between(&from, to.as_deref(), &mut |key, value| {
-            let Some((_, key_id, _)) = events::event_key_parts(key) else {
+            let Some((_, key_id, _)) = event_key_parts(key) else {
                 return true;
             };
             match event_parts(key_id, value) {
@@ -204,7 +266,7 @@ pub fn for_each_stored_event(
                 &own_key(group, start),
                 group_end.as_deref(),
                 &mut |key, _| {
-                    next = events::event_key_parts(key).map(|(_, sequence, _)| sequence);
+                    next = event_key_parts(key).map(|(_, sequence, _)| sequence);
                     false
                 },
             )?;
@@ -224,7 +286,7 @@ pub fn last_stored_event(storage: &dyn Storage, group: &[u8]) -> Result<u64, Sto
     let Some((key, value)) = storage.last_between(group, end.as_deref())? else {
         return Ok(0);
     };
-    let Some((_, key_id, chunk)) = events::event_key_parts(&key) else {
+    let Some((_, key_id, chunk)) = event_key_parts(&key) else {
         return Ok(0);
     };
     let highest_of = |key: &[u8], value: &[u8], key_id: u64| {
@@ -321,7 +383,7 @@ mod tests {
         let mut keys = Vec::new();
         snapshot
             .for_each_between(SHOP, prefix_end(SHOP).as_deref(), &mut |key, _| {
-                keys.push(events::event_key_parts(key).unwrap());
+                keys.push(event_key_parts(key).unwrap());
                 true
             })
             .unwrap();

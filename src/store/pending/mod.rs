@@ -17,13 +17,12 @@ pub mod event_chunks;
 pub mod order_chunks;
 mod waiting;
 
-use crate::store::kinds::{events, orders};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use sled::IVec;
 
-use super::error::StoreError;
+use super::error::{FatalHandler, StoreError};
 use super::snapshot::{prefix_end, Entry, Snapshot, WriteBatch};
 use waiting::{visit_merged, WaitingPuts};
 
@@ -62,7 +61,7 @@ pub trait Storage: Send + Sync + 'static {
     fn size_on_disk(&self) -> Result<u64, StoreError>;
     /// Has `handler` called with any failure of the snapshot to reach its disk from here on
     /// (see [`Snapshot::on_io_failure`]).
-    fn on_io_failure(&self, _handler: super::log::FatalHandler) {}
+    fn on_io_failure(&self, _handler: FatalHandler) {}
 
     /// Calls `visit` with every entry whose key starts with `prefix`, in order, until it
     /// returns false.
@@ -137,11 +136,11 @@ impl PendingWrites {
     /// 0) packed into their chunks, anything else as it is.
     fn write_run(&self, group: Option<&[u8]>, run: &[(&[u8], &[u8])]) -> Result<(), StoreError> {
         match group {
-            Some(events) if events.first() == Some(&events::EVENT) => {
+            Some(events) if events.first() == Some(&event_chunks::EVENT) => {
                 let changes: Vec<(u64, Option<&[u8]>)> = run
                     .iter()
                     .filter_map(|(key, value)| {
-                        events::event_key_parts(key)
+                        event_chunks::event_key_parts(key)
                             .map(|(_, sequence, _)| (sequence, Some(*value)))
                     })
                     .collect();
@@ -185,7 +184,7 @@ impl PendingWrites {
 
     /// Removes order `key`'s record from the chunk that holds it.
     fn remove_order(&self, customer: &[u8], key: &[u8]) -> Result<(), StoreError> {
-        let Some((_, id)) = orders::order_ids(key) else {
+        let Some((_, id)) = order_chunks::order_ids(key) else {
             return Ok(());
         };
         self.write_packed(order_chunks::unpack(&*self.snapshot, customer, id)?)
@@ -212,7 +211,7 @@ impl Storage for PendingWrites {
         self.snapshot.apply(WriteBatch { ops: rest })?;
         let mut events: BTreeMap<Vec<u8>, BTreeMap<u64, Option<Vec<u8>>>> = BTreeMap::new();
         for (key, value) in grouped {
-            if let Some((len, sequence, _)) = events::event_key_parts(&key) {
+            if let Some((len, sequence, _)) = event_chunks::event_key_parts(&key) {
                 events
                     .entry(key[..len].to_vec())
                     .or_default()
@@ -258,7 +257,7 @@ impl Storage for PendingWrites {
 
     fn remove(&self, key: &[u8]) -> Result<(), StoreError> {
         self.apply_waiting(key)?;
-        if let Some((len, sequence, false)) = events::event_key_parts(key) {
+        if let Some((len, sequence, false)) = event_chunks::event_key_parts(key) {
             return self.remove_events(&key[..len], &[sequence]);
         }
         match order_chunks::customer_group(key) {
@@ -269,7 +268,7 @@ impl Storage for PendingWrites {
 
     fn remove_if(&self, key: &[u8], expected: &[u8]) -> Result<bool, StoreError> {
         self.apply_waiting(key)?;
-        if let Some((len, sequence, false)) = events::event_key_parts(key) {
+        if let Some((len, sequence, false)) = event_chunks::event_key_parts(key) {
             // Events never change once written: reading one and then removing it is no race.
             let holds = event_chunks::stored_event(self, &key[..len], sequence)?
                 .is_some_and(|record| record == expected);
@@ -283,7 +282,7 @@ impl Storage for PendingWrites {
         };
         // An order's record is written once and never replaced, and its customer's actor is
         // its only writer: reading it and then removing it is no race.
-        let (customer_id, id) = orders::order_ids(key).unwrap_or_default();
+        let (customer_id, id) = order_chunks::order_ids(key).unwrap_or_default();
         let holds = order_chunks::stored_order(self, customer_id, id)?
             .is_some_and(|record| record == expected);
         if holds {
@@ -328,7 +327,7 @@ impl Storage for PendingWrites {
         self.snapshot.size_on_disk()
     }
 
-    fn on_io_failure(&self, handler: super::log::FatalHandler) {
+    fn on_io_failure(&self, handler: FatalHandler) {
         self.snapshot.on_io_failure(handler);
     }
 }

@@ -5,7 +5,7 @@
 //! each split rewrites the leaf and its parent into sled's log: with one entry per order,
 //! every eighth order or so would pay for a split, and the checkpoint's inserts would cost
 //! about 4.5 µs an order. In the snapshot a customer's orders therefore live in chunks: an
-//! `o` entry holding up to [`CHUNK_ORDERS`] orders (see `orders::encode_order_chunk`), under
+//! `o` entry holding up to [`CHUNK_ORDERS`] orders (see [`encode_order_chunk`]), under
 //! `o` + customer id + the id of the chunk's first order + 0 (docs/benchmarks.md has the
 //! figures).
 //!
@@ -23,16 +23,18 @@
 //! before it drops the records it packed) an order can be met twice: every walk goes
 //! through [`for_each_stored_order`], which hands on each customer's orders once, by id.
 //!
+//! It owns the `o` keys' layout (an order's key, a chunk's key) and the chunks' format, which
+//! `store::kinds::orders` re-exports: the packing needs them, and the kind above it uses
+//! them.
+//!
 //! Must not touch: when passes run, how puts wait, the order records' own encoding.
 
-use crate::store::kinds::orders;
 use std::collections::BTreeMap;
 
 use super::Storage;
-use crate::store::codec::CodecError;
+use crate::store::codec::{chunk_parts, encode_chunk, CodecError, Kind};
 use crate::store::error::{corrupt, StoreError};
-use crate::store::keys;
-use crate::store::kinds::orders::{encode_order_chunk, order_parts};
+use crate::store::keys::{self, trailing_id, with_id};
 use crate::store::snapshot::{prefix_end, Entry, Snapshot};
 
 /// The most orders one chunk holds: about 2 KiB of value, small enough that rewriting a
@@ -42,10 +44,80 @@ pub const CHUNK_ORDERS: usize = 32;
 /// Length of an `o` key's customer prefix: `o` and the customer id.
 const CUSTOMER_PREFIX_LEN: usize = 1 + 8;
 
+/// An order record, under its customer.
+pub const ORDER: u8 = b'o';
+
+/// `o` + customer id: the prefix of a customer's orders.
+pub fn orders_of(customer: u64) -> Vec<u8> {
+    with_id(ORDER, customer)
+}
+
+/// `o` + customer id + order id.
+pub fn order_key(customer: u64, order: u64) -> Vec<u8> {
+    let mut key = orders_of(customer);
+    key.extend_from_slice(&order.to_be_bytes());
+    key
+}
+
+/// `o` + customer id + the id of its first order + 0: a chunk of a customer's orders (see
+/// `store::pending::order_chunks`). The last byte keeps the chunk's key apart from its first
+/// order's own key, under which that order's record may still wait to be packed.
+pub fn order_chunk(customer: u64, first_order: u64) -> Vec<u8> {
+    let mut key = order_key(customer, first_order);
+    key.push(0);
+    key
+}
+
+/// The customer id and order id of an `o` key of one order (not of a chunk).
+pub fn order_ids(key: &[u8]) -> Option<(u64, u64)> {
+    match key {
+        [ORDER, customer @ .., _, _, _, _, _, _, _, _] if customer.len() == 8 => {
+            Some((trailing_id(customer)?, trailing_id(key)?))
+        }
+        _ => None,
+    }
+}
+
+/// The customer id and order id of an `o` key of one order, or the customer id and first
+/// order id of a chunk's key, with whether it is a chunk's.
+pub fn order_or_chunk_ids(key: &[u8]) -> Option<(u64, u64, bool)> {
+    match key.split_last() {
+        Some((0, order_key)) if key.len() == 18 => {
+            order_ids(order_key).map(|(customer, first)| (customer, first, true))
+        }
+        _ => order_ids(key).map(|(customer, order)| (customer, order, false)),
+    }
+}
+
+/// The format version of order chunks.
+const ORDER_CHUNK_VERSION: u16 = 1;
+
+/// Orders of one customer as one value: a header of kind [`Kind::OrderChunk`] whose payload
+/// is, for each order, its id (u64, big-endian), the length of its encoded `OrderRecord`
+/// (u32, big-endian) and that record as `codec::encode` wrote it, header included. The records are
+/// carried as they are, so packing orders costs no decoding and each keeps its own format
+/// version and checksum.
+pub fn encode_order_chunk<'a>(parts: impl IntoIterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
+    encode_chunk(Kind::OrderChunk, ORDER_CHUNK_VERSION, parts)
+}
+
+/// The orders a stored order value holds, as (id, encoded `OrderRecord`) in the order
+/// stored: the record itself, under the id `key_id` of its key, or each part of an order
+/// chunk. The parts' records are not decoded here.
+pub fn order_parts(key_id: u64, bytes: &[u8]) -> Result<Vec<(u64, &[u8])>, CodecError> {
+    chunk_parts(
+        key_id,
+        bytes,
+        Kind::Order,
+        Kind::OrderChunk,
+        ORDER_CHUNK_VERSION,
+    )
+}
+
 /// For a waiting put: the length of its group prefix (`o` + customer id) if it is an
 /// order's record, which a pass packs with the customer's other orders.
 pub fn customer_group_len(key: &[u8]) -> Option<usize> {
-    orders::order_ids(key).map(|_| CUSTOMER_PREFIX_LEN)
+    order_ids(key).map(|_| CUSTOMER_PREFIX_LEN)
 }
 
 /// [`customer_group_len`] as the prefix itself.
@@ -75,20 +147,20 @@ fn held_from(
     // New orders come after every order held: the customer's last chunk covers them, and
     // one read finds it.
     if let Some((key, value)) = snapshot.last_between(prefix, end.as_deref())? {
-        if let Some((_, first, true)) = orders::order_or_chunk_ids(&key) {
+        if let Some((_, first, true)) = order_or_chunk_ids(&key) {
             if first <= from_id {
                 return Ok(vec![(key, value)]);
             }
         }
     }
-    let beyond = prefix_end(&orders::order_key(customer, from_id));
+    let beyond = prefix_end(&order_key(customer, from_id));
     let start = snapshot
         .last_between(prefix, beyond.as_deref())?
         .map_or_else(|| prefix.to_vec(), |(key, _)| key);
     let mut held = Vec::new();
     let mut failed = None;
     snapshot.for_each_between(&start, end.as_deref(), &mut |key, value| {
-        if orders::order_or_chunk_ids(key).is_some_and(|(_, _, chunk)| chunk) {
+        if order_or_chunk_ids(key).is_some_and(|(_, _, chunk)| chunk) {
             held.push((key.to_vec(), value.to_vec()));
             return true;
         }
@@ -127,7 +199,7 @@ pub fn pack(
 ) -> Result<Packed, StoreError> {
     let puts = run
         .iter()
-        .filter_map(|(key, value)| orders::order_ids(key).map(|(_, id)| (id, *value)))
+        .filter_map(|(key, value)| order_ids(key).map(|(_, id)| (id, *value)))
         .collect();
     rewrite(snapshot, prefix, Change::Put(puts))
 }
@@ -158,7 +230,7 @@ fn rewrite(
     let mut held_chunks = Vec::with_capacity(raw.len());
     let mut orders: BTreeMap<u64, &[u8]> = BTreeMap::new();
     for (key, value) in &raw {
-        let first = orders::order_or_chunk_ids(key).map_or(0, |(_, first, _)| first);
+        let first = order_or_chunk_ids(key).map_or(0, |(_, first, _)| first);
         let parts = order_parts(first, value).map_err(|source| corrupt(key, source))?;
         held_chunks.push((key, parts.iter().map(|(id, _)| *id).collect::<Vec<u64>>()));
         orders.extend(parts);
@@ -182,7 +254,7 @@ fn rewrite(
     let mut packed = Packed::default();
     let mut new_chunks = Vec::new();
     for chunk in orders.chunks(CHUNK_ORDERS) {
-        let key = orders::order_chunk(customer, chunk[0].0);
+        let key = order_chunk(customer, chunk[0].0);
         let ids: Vec<u64> = chunk.iter().map(|(id, _)| *id).collect();
         let unchanged = held_chunks
             .iter()
@@ -223,7 +295,7 @@ fn check_each_order_once(customer: u64, chunks: &[(Vec<u8>, Vec<u64>)]) -> Resul
         if ids.is_empty() || ids.len() > CHUNK_ORDERS {
             return Err(broken("holds no order or too many"));
         }
-        if *key != orders::order_chunk(customer, ids[0]) {
+        if *key != order_chunk(customer, ids[0]) {
             return Err(broken("its key does not name its first order"));
         }
         for id in ids {
@@ -260,7 +332,7 @@ pub fn for_each_stored_order(
     let mut customer = CustomerOrders::default();
     let mut more = true;
     storage.for_each_between(from, to, &mut |key, value| {
-        let Some((owner, key_id, _)) = orders::order_or_chunk_ids(key) else {
+        let Some((owner, key_id, _)) = order_or_chunk_ids(key) else {
             return true;
         };
 
@@ -347,14 +419,14 @@ pub fn stored_order(
     customer: u64,
     order: u64,
 ) -> Result<Option<Vec<u8>>, StoreError> {
-    let own_key = orders::order_key(customer, order);
+    let own_key = order_key(customer, order);
     if let Some(record) = storage.get(&own_key)? {
         return Ok(Some(record));
     }
-    let from = orders::orders_of(customer);
+    let from = orders_of(customer);
     let beyond = prefix_end(&own_key);
     if let Some((key, value)) = storage.last_between(&from, beyond.as_deref())? {
-        if let Some((_, first, true)) = orders::order_or_chunk_ids(&key) {
+        if let Some((_, first, true)) = order_or_chunk_ids(&key) {
             let parts = order_parts(first, &value).map_err(|source| corrupt(&key, source))?;
             return Ok(parts
                 .into_iter()
@@ -416,20 +488,15 @@ mod tests {
     /// checked against its place.
     fn read_all(storage: &dyn Storage) -> Vec<(u64, u64)> {
         let mut seen = Vec::new();
-        for_each_stored_order(
-            storage,
-            &[orders::ORDER],
-            Some(&[orders::ORDER + 1]),
-            &mut |stored| {
-                let decoded = decode::<OrderRecord>(stored.record.unwrap()).unwrap();
-                assert_eq!(
-                    (decoded.customer_id, decoded.id),
-                    (stored.customer, stored.id)
-                );
-                seen.push((stored.customer, stored.id));
-                true
-            },
-        )
+        for_each_stored_order(storage, &[ORDER], Some(&[ORDER + 1]), &mut |stored| {
+            let decoded = decode::<OrderRecord>(stored.record.unwrap()).unwrap();
+            assert_eq!(
+                (decoded.customer_id, decoded.id),
+                (stored.customer, stored.id)
+            );
+            seen.push((stored.customer, stored.id));
+            true
+        })
         .unwrap();
         seen
     }
@@ -443,10 +510,10 @@ mod tests {
         let mut held = Vec::new();
         let mut by_customer: BTreeMap<u64, Vec<ChunkIds>> = BTreeMap::new();
         for (key, value) in snapshot.entries() {
-            if key.first() != Some(&orders::ORDER) {
+            if key.first() != Some(&ORDER) {
                 continue;
             }
-            let (customer, first, is_chunk) = orders::order_or_chunk_ids(&key).unwrap();
+            let (customer, first, is_chunk) = order_or_chunk_ids(&key).unwrap();
             assert!(is_chunk, "an order's own key reached the snapshot");
             let ids: Vec<u64> = order_parts(first, &value)
                 .unwrap()
@@ -503,26 +570,26 @@ mod tests {
                     Step::New { customer } => {
                         next_id += 1;
                         storage
-                            .put_pending(&orders::order_key(customer, next_id), record(customer, next_id, 217))
+                            .put_pending(&order_key(customer, next_id), record(customer, next_id, 217))
                             .unwrap();
                         made.insert((customer, next_id));
                     }
                     Step::Replay { nth } if !made.is_empty() => {
                         let (customer, id) = *made.iter().nth(nth % made.len()).unwrap();
                         storage
-                            .put_pending(&orders::order_key(customer, id), record(customer, id, 217))
+                            .put_pending(&order_key(customer, id), record(customer, id, 217))
                             .unwrap();
                     }
                     Step::Import { customer } => {
                         low_id -= 1;
                         storage
-                            .put(&orders::order_key(customer, low_id), record(customer, low_id, 217))
+                            .put(&order_key(customer, low_id), record(customer, low_id, 217))
                             .unwrap();
                         made.insert((customer, low_id));
                     }
                     Step::Undo { nth } if !made.is_empty() => {
                         let (customer, id) = *made.iter().nth(nth % made.len()).unwrap();
-                        storage.remove(&orders::order_key(customer, id)).unwrap();
+                        storage.remove(&order_key(customer, id)).unwrap();
                         made.remove(&(customer, id));
                     }
                     Step::Pass | Step::Replay { .. } | Step::Undo { .. } => {
@@ -552,7 +619,7 @@ mod tests {
         let storage = PendingWrites::over(snapshot.clone());
         for id in 1..=70u64 {
             storage
-                .put_pending(&orders::order_key(7, id), record(7, id, 217))
+                .put_pending(&order_key(7, id), record(7, id, 217))
                 .unwrap();
             if id % 10 == 0 {
                 storage.apply_pending().unwrap();
@@ -561,12 +628,12 @@ mod tests {
         let chunks: Vec<Vec<u8>> = snapshot
             .entries()
             .into_iter()
-            .filter(|(key, _)| key.first() == Some(&orders::ORDER))
+            .filter(|(key, _)| key.first() == Some(&ORDER))
             .map(|(key, _)| key)
             .collect();
         assert_eq!(
             chunks,
-            [1, 33, 65].map(|first| orders::order_chunk(7, first)),
+            [1, 33, 65].map(|first| order_chunk(7, first)),
             "chunks of 32 under their first order's key"
         );
     }
@@ -575,29 +642,29 @@ mod tests {
     fn a_changed_record_rewrites_its_chunk_and_a_replayed_one_writes_nothing() {
         let snapshot = Arc::new(LossySnapshot::default());
         for id in 1..=3 {
-            let run = [(orders::order_key(4, id), record(4, id, 217))];
+            let run = [(order_key(4, id), record(4, id, 217))];
             let run: Vec<(&[u8], &[u8])> = run.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-            let packed = pack(&*snapshot, &orders::orders_of(4), &run).unwrap();
+            let packed = pack(&*snapshot, &orders_of(4), &run).unwrap();
             for (key, value) in packed.written {
                 snapshot.put(&key, value).unwrap();
             }
         }
-        let same = [(orders::order_key(4, 2), record(4, 2, 217))];
+        let same = [(order_key(4, 2), record(4, 2, 217))];
         let same: Vec<(&[u8], &[u8])> = same.iter().map(|(k, v)| (&k[..], &v[..])).collect();
         assert_eq!(
-            pack(&*snapshot, &orders::orders_of(4), &same).unwrap(),
+            pack(&*snapshot, &orders_of(4), &same).unwrap(),
             Packed::default()
         );
-        let other = [(orders::order_key(4, 2), record(4, 2, 218))];
+        let other = [(order_key(4, 2), record(4, 2, 218))];
         let other: Vec<(&[u8], &[u8])> = other.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-        let packed = pack(&*snapshot, &orders::orders_of(4), &other).unwrap();
+        let packed = pack(&*snapshot, &orders_of(4), &other).unwrap();
         assert_eq!(packed.written.len(), 1);
-        assert_eq!(packed.written[0].0, orders::order_chunk(4, 1));
+        assert_eq!(packed.written[0].0, order_chunk(4, 1));
     }
 
     #[test]
     fn chunks_that_would_hold_an_order_twice_are_refused_before_any_write() {
-        let chunk = |first: u64, ids: &[u64]| (orders::order_chunk(1, first), ids.to_vec());
+        let chunk = |first: u64, ids: &[u64]| (order_chunk(1, first), ids.to_vec());
         assert!(check_each_order_once(1, &[chunk(1, &[1, 2]), chunk(3, &[3])]).is_ok());
         for broken in [
             vec![chunk(1, &[1, 2]), chunk(2, &[2, 3])],
@@ -613,12 +680,10 @@ mod tests {
     #[test]
     fn a_lone_order_in_the_snapshot_is_refused_by_packing() {
         let snapshot = LossySnapshot::default();
-        snapshot
-            .put(&orders::order_key(3, 5), record(3, 5, 217))
-            .unwrap();
-        let run = [(orders::order_key(3, 6), record(3, 6, 217))];
+        snapshot.put(&order_key(3, 5), record(3, 5, 217)).unwrap();
+        let run = [(order_key(3, 6), record(3, 6, 217))];
         let run: Vec<(&[u8], &[u8])> = run.iter().map(|(k, v)| (&k[..], &v[..])).collect();
-        assert!(pack(&snapshot, &orders::orders_of(3), &run).is_err());
+        assert!(pack(&snapshot, &orders_of(3), &run).is_err());
     }
 
     #[test]
@@ -641,11 +706,11 @@ mod tests {
         for id in 1..=10_000u64 {
             let customer = id % 20;
             storage
-                .put_pending(&orders::order_key(customer, id), record(customer, id, 217))
+                .put_pending(&order_key(customer, id), record(customer, id, 217))
                 .unwrap();
             per_customer[customer as usize].push(id);
-            let from = orders::orders_of(customer);
-            let to = orders::orders_of(customer + 1);
+            let from = orders_of(customer);
+            let to = orders_of(customer + 1);
             let mut seen = Vec::new();
             for_each_stored_order(&*storage, &from, Some(&to), &mut |stored| {
                 seen.push(stored.id);
@@ -656,5 +721,19 @@ mod tests {
         }
         done.store(true, Ordering::SeqCst);
         packer.join().unwrap();
+    }
+
+    #[test]
+    fn byte_order_is_numeric_order() {
+        assert!(order_key(1, 9) < order_key(2, 1));
+        assert_eq!(trailing_id(&order_key(7, 42)), Some(42));
+        assert_eq!(trailing_id(b"short"), None);
+        assert_eq!(order_ids(&order_key(7, 42)), Some((7, 42)));
+        assert_eq!(order_ids(&with_id(b'c', 7)), None);
+        assert!(order_key(7, 42) < order_chunk(7, 42) && order_chunk(7, 42) < order_key(7, 43));
+        assert_eq!(order_ids(&order_chunk(7, 42)), None);
+        assert_eq!(order_or_chunk_ids(&order_chunk(7, 42)), Some((7, 42, true)));
+        assert_eq!(order_or_chunk_ids(&order_key(7, 42)), Some((7, 42, false)));
+        assert_eq!(order_or_chunk_ids(&with_id(b'c', 7)), None);
     }
 }
