@@ -347,7 +347,7 @@ fn import(config: &ImportConfig) -> Result<(), String> {
         .map_err(|error| format!("import refused: {error}"))?;
     println!(
         "imported {} customers, {} orders, {} idempotency records, {} events, {} webhook \
-         delivery records and {} producer sessions of {}",
+         positions and {} producer sessions of {}",
         imported.customers,
         imported.orders,
         imported.idempotency_records,

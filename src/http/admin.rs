@@ -326,7 +326,7 @@ where
             "orders": imported.orders,
             "idempotency_records": imported.idempotency_records,
             "events": imported.events,
-            "deliveries": imported.webhook_positions,
+            "webhook_positions": imported.webhook_positions,
             "sessions": imported.sessions,
         }),
     ))

@@ -17,7 +17,7 @@
 //!   import left is removed first. Its orders are indexed.
 //! - **Apply** writes a round of changes over what it holds (not served here either).
 //!
-//! The events (and webhook delivery records) travel in the export and its rounds with their
+//! The events (and webhook positions) travel in the export and its rounds with their
 //! sequence numbers, so a feed's cursor given out by the source goes on here. This node's
 //! numbering of a webstore's events is kept in memory ([`crate::events::Events`]), read from
 //! the store at first use: an import, a round and a take each forget it, so that the next

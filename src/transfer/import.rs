@@ -365,7 +365,7 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
         } else if store.last_event_sequence(webstore)? > 0 {
             Some("events")
         } else if has_webhook_positions(store, webstore)? {
-            Some("webhook delivery records")
+            Some("webhook positions")
         } else {
             None
         };
