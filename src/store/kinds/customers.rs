@@ -22,7 +22,7 @@
 use super::orders;
 use serde::{Deserialize, Serialize};
 
-use super::idempotency::{IdempotencyPlan, IdempotencyWrite};
+use super::idempotency::{CreateWrites, IdempotencyWrite};
 use super::orders::{decode_order, OrderRecord};
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
@@ -34,7 +34,7 @@ use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
 use crate::store::keys::{trailing_id, webstore_prefix, with_id};
 use crate::store::log::wal::LogEntry;
-use crate::store::{OnDurable, Store, StoreError, WriteBatch, Written};
+use crate::store::{Admitted, OnDurable, Store, StoreError, WriteBatch, Written};
 
 /// A customer record.
 pub const CUSTOMER: u8 = b'c';
@@ -163,28 +163,26 @@ impl Store {
         event: Option<EventWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
-        let open = self.open_for_webstore(webstore_id)?;
-        let idempotency = self.plan_idempotency(idempotency)?;
         let entries = new_customer_entries(customer, webstore_id);
         let bytes = entries
             .iter()
             .map(|(key, value)| LogEntry::encoded_len(key, value))
-            .sum::<usize>()
-            + event.as_ref().map_or(0, EventWrite::encoded_len)
-            + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len);
-        open.fits(bytes)?;
-        let mut entry = open.entry();
-        let key = idempotency.as_ref().map(|plan| plan.name.clone());
-        self.put_idempotency(&mut entry, idempotency)?;
-        let sequence = self.put_event(&open, &mut entry, event)?;
-        for (key, value) in entries {
-            self.put(&mut entry, &key, value)?;
-        }
-        // After the writes: see `tracking`.
-        self.inner
-            .tracking
-            .note(webstore_id, Some(customer.id.0), key.as_deref(), sequence);
-        open.commit_then(entry, on_durable)
+            .sum();
+        self.create_with(
+            webstore_id,
+            idempotency,
+            event,
+            on_durable,
+            CreateWrites {
+                customer: customer.id.0,
+                bytes,
+                write: |store: &Store, _: &Admitted<'_>, entry: &mut LogEntry| {
+                    entries
+                        .into_iter()
+                        .try_for_each(|(key, value)| store.put(entry, &key, value))
+                },
+            },
+        )
     }
 
     /// Writes a changed customer, its record alone when the email stays. An email change

@@ -2,7 +2,8 @@
 //! request with an `Idempotency-Key`, replayed for repeats), one key's versions under
 //! `i` + webstore id + 0 + key + 0, the highest version counting; their part of `impl Store`:
 //! where a keyed create's record goes and which version it replaces (written first in the
-//! create's change, before what it creates), the reads of a key's record and the walk over
+//! create's change, before what it creates: [`Store::create_with`] makes a customer's and an
+//! order's create the same way around their own writes), the reads of a key's record and the walk over
 //! them, and the batch builder imports use. Their expiry and sweep are `store::expiry`'s.
 //!
 //! Stored and exported: the record keeps the body's SHA-256 and the response's body as
@@ -17,10 +18,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::idempotency::Pending;
 use crate::store::codec::{decode, encode, CodecError, Kind, Record};
+use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
 use crate::store::keys::webstore_prefix;
 use crate::store::log::wal::LogEntry;
-use crate::store::{Store, StoreError, WriteBatch};
+use crate::store::{Admitted, OnDurable, Store, StoreError, WriteBatch, Written};
 
 /// Idempotency records, per webstore.
 pub const IDEMPOTENCY: u8 = b'i';
@@ -132,7 +134,56 @@ impl IdempotencyPlan {
     }
 }
 
+/// What a create writes of its own (a customer's or an order's): the size of its part of the
+/// log entry, and how to write it there once the idempotency record and the event are in.
+pub(super) struct CreateWrites<W> {
+    /// The customer the create is of (an order's customer), for `tracking`.
+    pub customer: u64,
+    /// Its own writes' size in the log entry.
+    pub bytes: usize,
+    /// Its own writes.
+    pub write: W,
+}
+
 impl Store {
+    /// A create's change, made the same way for a customer and an order: the webstore open
+    /// for writes, the idempotency record planned (read before anything is written, so the
+    /// change's size is known) and checked with the event and the create's own writes
+    /// against the log's largest entry, then written in that order (the idempotency record
+    /// before what it names: see [`Store::put_idempotency`]), the change noted for a move
+    /// (`tracking`, after the writes) and committed; `on_durable` runs once it is durable.
+    pub(super) fn create_with(
+        &self,
+        webstore_id: &str,
+        idempotency: Option<IdempotencyWrite>,
+        event: Option<EventWrite>,
+        on_durable: OnDurable,
+        created: CreateWrites<
+            impl FnOnce(&Store, &Admitted<'_>, &mut LogEntry) -> Result<(), StoreError>,
+        >,
+    ) -> Result<Written, StoreError> {
+        let open = self.open_for_webstore(webstore_id)?;
+        let idempotency = self.plan_idempotency(idempotency)?;
+        open.fits(
+            created.bytes
+                + event.as_ref().map_or(0, EventWrite::encoded_len)
+                + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len),
+        )?;
+        let mut entry = open.entry();
+        let key = idempotency.as_ref().map(|plan| plan.name.clone());
+        self.put_idempotency(&mut entry, idempotency)?;
+        let sequence = self.put_event(&open, &mut entry, event)?;
+        (created.write)(self, &open, &mut entry)?;
+        // After the writes: see `tracking`.
+        self.inner.tracking.note(
+            webstore_id,
+            Some(created.customer),
+            key.as_deref(),
+            sequence,
+        );
+        open.commit_then(entry, on_durable)
+    }
+
     /// Where the idempotency record of a keyed create goes, and which version of its key it
     /// replaces: read before anything of the change is written, so that its size is known.
     /// A key is written only when its record no longer counts, and then under the next

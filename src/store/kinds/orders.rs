@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::idempotency::{IdempotencyPlan, IdempotencyWrite};
+use super::idempotency::{CreateWrites, IdempotencyWrite};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::{ExtraLine, NewOrder, Order};
 use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
@@ -31,7 +31,7 @@ pub use crate::store::pending::order_chunks::{
 };
 use crate::store::pending::order_chunks::{for_each_stored_order, stored_order, StoredOrder};
 use crate::store::snapshot::prefix_end;
-use crate::store::{OnDurable, Store, StoreError, WriteBatch, Written};
+use crate::store::{Admitted, OnDurable, Store, StoreError, WriteBatch, Written};
 
 /// An extra line as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -201,31 +201,25 @@ impl Store {
         event: Option<EventWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
-        let open = self.open_for_webstore(webstore_id)?;
-        let idempotency = self.plan_idempotency(idempotency)?;
         let record = encode(&OrderRecord::from_order(order));
         let key = order_key(order.customer_id.0, order.id.0);
-        open.fits(
-            LogEntry::encoded_len(&key, &record)
-                + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len)
-                + event.as_ref().map_or(0, EventWrite::encoded_len),
-        )?;
-        let mut entry = open.entry();
-        let idempotency_key = idempotency.as_ref().map(|plan| plan.name.clone());
-        self.put_idempotency(&mut entry, idempotency)?;
-        let sequence = self.put_event(&open, &mut entry, event)?;
-        if open.is_logged() {
-            self.put_behind_log(&mut entry, &key, record)?;
-        } else {
-            self.put(&mut entry, &key, record)?;
-        }
-        self.inner.tracking.note(
+        self.create_with(
             webstore_id,
-            Some(order.customer_id.0),
-            idempotency_key.as_deref(),
-            sequence,
-        );
-        open.commit_then(entry, on_durable)
+            idempotency,
+            event,
+            on_durable,
+            CreateWrites {
+                customer: order.customer_id.0,
+                bytes: LogEntry::encoded_len(&key, &record),
+                write: |store: &Store, open: &Admitted<'_>, entry: &mut LogEntry| {
+                    if open.is_logged() {
+                        store.put_behind_log(entry, &key, record)
+                    } else {
+                        store.put(entry, &key, record)
+                    }
+                },
+            },
+        )
     }
 
     /// One stored order of a customer.
