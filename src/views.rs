@@ -11,7 +11,7 @@ use serde::{Serialize, Serializer};
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{Address, Customer};
-use crate::domain::order::Order;
+use crate::domain::lifecycle::Order;
 
 /// Room reserved for a rendered body: an order or a customer fits, where growing from
 /// empty took seven reallocations and copies.
