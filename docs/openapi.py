@@ -49,7 +49,9 @@ ORDER_EX = {
     "id": 1, "customer_id": 1, "box_id": 217, "frequency": "weekly",
     "start_date": "2026-11-24", "week_days": [2], "extras_one_off": False,
     "extras": [{"id": 28, "quantity": 1}], "exclusions": [243], "substitutions": [],
-    "created_at": "2026-11-23T14:52:42Z",
+    "created_at": "2026-11-23T14:52:42Z", "active": True, "pause_date": None,
+    "resume_date": None, "skipped_dates": [], "cancel_date": None,
+    "updated_at": "2026-11-23T14:52:42Z",
 }
 BOX_EX = {
     "id": 217, "name": "5kg Box", "description": "A family box of seasonal vegetables.",
@@ -225,7 +227,11 @@ schemas["Customer"] = closed(
                   "description": "As the customer gave it (trimmed); unique in the webstore "
                                  "ignoring case."},
         "delivery_service_id": ID,
-        "halted?": {"type": "boolean", "description": "Always `false`."},
+        "halted?": {"type": "boolean",
+                    "description": "Whether the customer is halted (`PATCH` with "
+                                   "`\"halted\": true`): from the first delivery date "
+                                   "after the cut-off on, none of its orders is delivered "
+                                   "until the halt ends."},
         "discount?": {"type": "boolean", "description": "Always `false`."},
         "discount": {"type": "number", "description": "Always `0.0`."},
         "number": {"type": "string", "pattern": "^[0-9]{4,}$",
@@ -271,8 +277,30 @@ schemas["Order"] = closed(
                           "description": "Substitute box-item ids."},
         "created_at": {"type": "string", "format": "date-time",
                        "description": "RFC 3339, UTC, whole seconds."},
+        "active": {"type": "boolean",
+                   "description": "`false` once cancelled (`cancel_date` is then set)."},
+        "pause_date": dict(DATE, type=["string", "null"],
+                           description="The first date of the pause, or `null`: no "
+                                       "delivery on dates `pause_date <= d < resume_date`, "
+                                       "or from `pause_date` on while `resume_date` is "
+                                       "`null`."),
+        "resume_date": dict(DATE, type=["string", "null"],
+                            description="The first date delivered again after the pause, "
+                                        "or `null`."),
+        "skipped_dates": {"type": "array", "items": DATE, "maxItems": 100,
+                          "description": "Delivery dates not delivered, sorted."},
+        "cancel_date": dict(DATE, type=["string", "null"],
+                            description="The first date not delivered once `active` is "
+                                        "`false`; `null` while active."),
+        "updated_at": {"type": "string", "format": "date-time",
+                       "description": "RFC 3339, UTC, whole seconds: the latest change "
+                                      "(`created_at` until the order changes)."},
     },
-    description="An order as served: one box (quantity 1) for one customer, with its schedule.",
+    description=(
+        "An order as served: one box (quantity 1) for one customer, with its schedule. The "
+        "content fields show the latest version (a change may take effect from a later "
+        "date: deliveries before it keep what was in force then; see "
+        "`/v1/orders/{id}/deliveries`)."),
     examples=[ORDER_EX],
 )
 
@@ -1397,7 +1425,9 @@ order_created = {
             "id": 3, "customer_id": 1, "box_id": 217, "frequency": "single",
             "start_date": "2026-11-24", "week_days": [2], "extras_one_off": False,
             "extras": [], "exclusions": [], "substitutions": [],
-            "created_at": "2026-11-23T14:52:42Z"}),
+            "created_at": "2026-11-23T14:52:42Z", "active": True, "pause_date": None,
+            "resume_date": None, "skipped_dates": [], "cancel_date": None,
+            "updated_at": "2026-11-23T14:52:42Z"}),
     }),
     "links": {
         "GetOrder": {"operationId": "getOrder", "parameters": {"id": "$response.body#/id"},

@@ -18,7 +18,8 @@ use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::{parse_customer, Customer, Mode};
 use crate::domain::email::{fold, Email};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::{customer_ref, validate_order, CustomerCheck, Order, OrderBody};
+use crate::domain::lifecycle::Order;
+use crate::domain::order::{customer_ref, validate_order, CustomerCheck, OrderBody};
 use crate::domain::paging::Page;
 use crate::domain::schedule::{parse_date_param, Day, ScheduleRules};
 use crate::http::{
@@ -115,6 +116,7 @@ fn check_accepted_order(
         customer_id: CustomerId(3),
         details,
         created_at: 1_700_000_000,
+        history: None,
     };
     serde_json::to_vec(&OrderView::new(&order)).expect("an order renders");
     let record = OrderRecord::from_order(&order);
@@ -159,7 +161,7 @@ pub fn customer_body(data: &[u8]) -> bool {
                 .clone()
                 .unwrap_or_else(|| sample_customer(webstore.idx));
             let before = base.clone();
-            if let Ok(updated) = base.updated(&changes, &webstore.settings.require) {
+            if let Ok(updated) = base.updated(&changes, &webstore.settings.require, Day(20_000)) {
                 check_customer(&updated, webstore);
                 accepted = true;
             }
@@ -197,7 +199,10 @@ fn check_customer(customer: &Customer, webstore: &Webstore) {
     }
     let record = CustomerRecord::from_customer(customer, &webstore.settings.id);
     let stored: CustomerRecord = codec::decode(&codec::encode(&record)).expect("decodes");
-    assert_eq!(&stored.into_customer(webstore.idx), customer);
+    assert_eq!(
+        &stored.into_customer(webstore.idx).expect("converts back"),
+        customer
+    );
 }
 
 /// Sign-in parameters: byte 0 says whether the body came as a form; the rest is the body, a

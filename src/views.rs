@@ -11,7 +11,8 @@ use serde::{Serialize, Serializer};
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{Address, Customer};
-use crate::domain::order::Order;
+use crate::domain::lifecycle::Order;
+use crate::domain::schedule::Day;
 
 /// Room reserved for a rendered body: an order or a customer fits, where growing from
 /// empty took seven reallocations and copies.
@@ -109,7 +110,7 @@ impl<'a> CustomerView<'a> {
             name: customer.name(),
             email: customer.email.as_str(),
             delivery_service_id: customer.delivery_service_id,
-            halted: false,
+            halted: customer.halts.is_halted(),
             has_discount: false,
             discount: 0.0,
             number: customer.number_label(),
@@ -148,6 +149,46 @@ pub struct OrderView<'a> {
     exclusions: &'a [u64],
     substitutions: &'a [u64],
     created_at: String,
+    active: bool,
+    pause_date: Option<DateView>,
+    resume_date: Option<DateView>,
+    skipped_dates: DatesView<'a>,
+    cancel_date: Option<DateView>,
+    updated_at: Rfc3339,
+}
+
+/// A date as `YYYY-MM-DD`, written straight into the output.
+#[derive(Debug, Clone, Copy)]
+pub struct DateView(pub Day);
+
+impl Serialize for DateView {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(&self.0.date())
+    }
+}
+
+/// Dates as a list of `YYYY-MM-DD`, without a copy.
+#[derive(Debug, Clone, Copy)]
+pub struct DatesView<'a>(pub &'a [Day]);
+
+impl Serialize for DatesView<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|d| DateView(*d)))
+    }
+}
+
+/// Unix seconds as an RFC 3339 timestamp, written straight into the output (see
+/// [`rfc3339`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Rfc3339(pub i64);
+
+impl Serialize for Rfc3339 {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match jiff::Timestamp::from_second(self.0) {
+            Ok(at) => serializer.collect_str(&at),
+            Err(_) => serializer.serialize_str(EPOCH),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -160,6 +201,7 @@ impl<'a> OrderView<'a> {
     /// The view of `order`.
     pub fn new(order: &'a Order) -> Self {
         let details = &order.details;
+        let lifecycle = order.lifecycle();
         OrderView {
             id: order.id.0,
             customer_id: order.customer_id.0,
@@ -179,13 +221,22 @@ impl<'a> OrderView<'a> {
             exclusions: &details.exclusions,
             substitutions: &details.substitutions,
             created_at: rfc3339(order.created_at),
+            active: lifecycle.active(),
+            pause_date: lifecycle.pause.map(|pause| DateView(pause.from)),
+            resume_date: lifecycle.pause.and_then(|pause| pause.until).map(DateView),
+            skipped_dates: DatesView(&lifecycle.skipped_dates),
+            cancel_date: lifecycle.cancel_date.map(DateView),
+            updated_at: Rfc3339(order.updated_at()),
         }
     }
 }
+
+/// What a time out of range is written as.
+const EPOCH: &str = "1970-01-01T00:00:00Z";
 
 /// Unix seconds as an RFC 3339 timestamp (UTC, whole seconds).
 pub fn rfc3339(unix_seconds: i64) -> String {
     jiff::Timestamp::from_second(unix_seconds)
         .map(|at| at.to_string())
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_owned())
+        .unwrap_or_else(|_| EPOCH.to_owned())
 }

@@ -27,8 +27,9 @@ use crate::domain::customer::{Customer, CustomerChanges};
 use crate::domain::fields::FieldErrors;
 use crate::domain::idempotency::Pending;
 use crate::domain::ids::OrderId;
-use crate::domain::order::{validate_order, CustomerCheck, Order, OrderBody};
-use crate::domain::schedule::{ScheduleRules, WeekDays};
+use crate::domain::lifecycle::Order;
+use crate::domain::order::{validate_order, CustomerCheck, OrderBody};
+use crate::domain::schedule::{Day, ScheduleRules, WeekDays};
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, OnDurable, Store, StoreError, Written};
 
@@ -317,7 +318,7 @@ impl CustomerState {
     async fn update(&mut self, changes: &CustomerChanges) -> Result<Updated, ChangeError> {
         let next = Arc::new(
             self.customer
-                .updated(changes, &self.webstore.settings.require)
+                .updated(changes, &self.webstore.settings.require, self.open_day())
                 .map_err(ChangeError::Invalid)?,
         );
         let event = self.events.customer_updated(&self.webstore, &next)?;
@@ -366,6 +367,13 @@ impl CustomerState {
         }
     }
 
+    /// The first date not locked for packing now: the first a change can take effect on.
+    fn open_day(&self) -> Day {
+        self.webstore
+            .cutoff
+            .first_open_day(&self.webstore.zone, unix_now())
+    }
+
     /// What an order's schedule is checked against: the customer's delivery service's days
     /// (none if the catalogue no longer has it) and today in the webstore's time zone.
     fn schedule_rules(&self) -> ScheduleRules {
@@ -397,6 +405,7 @@ impl CustomerState {
             customer_id: self.customer.id,
             details,
             created_at: unix_now(),
+            history: None,
         });
         let idempotency = request.idempotency.map(|pending| {
             IdempotencyWrite::rendered(

@@ -291,6 +291,7 @@ pub(crate) mod tests {
             delivery_service_id: service,
             address,
             password_hash: None,
+            halts: crate::domain::halts::Halts::none(),
         };
         Delivery {
             date,

@@ -9,7 +9,9 @@ use serde_json::{Map, Value};
 use super::catalogue::{AddressRequirements, Webstore, WebstoreIdx};
 use super::email::Email;
 use super::fields::{field, positive_id, text, too_long, Field, FieldErrors, BLANK, INVALID};
+use super::halts::{parse_halted, Halts};
 use super::ids::CustomerId;
+use super::schedule::Day;
 
 /// The address fields, in the contract's order.
 pub const ADDRESS_FIELDS: [&str; 9] = [
@@ -68,6 +70,8 @@ pub struct Customer {
     pub address: Address,
     /// Argon2id PHC string; `None` means the customer cannot sign in.
     pub password_hash: Option<String>,
+    /// When none of its orders is delivered (`halted?` says whether a halt is on).
+    pub halts: Halts,
 }
 
 impl Customer {
@@ -110,15 +114,18 @@ impl Customer {
             delivery_service_id: changes.delivery_service_id.unwrap_or_default(),
             address,
             password_hash: changes.password_hash,
+            halts: Halts::none(),
         }
     }
 
-    /// The customer with `changes` (checked in [`Mode::Update`]) applied. Refuses, changing
-    /// nothing, when the merged address would break the webstore's phone requirement.
+    /// The customer with `changes` (checked in [`Mode::Update`]) applied, a halt from `open`,
+    /// the first date not locked (`cutoff`). Refuses, changing nothing, when the merged
+    /// address would break the webstore's phone requirement.
     pub fn updated(
         &self,
         changes: &CustomerChanges,
         require: &AddressRequirements,
+        open: Day,
     ) -> Result<Customer, FieldErrors> {
         let mut next = self.clone();
         if let Some(first_name) = &changes.first_name {
@@ -140,6 +147,9 @@ impl Customer {
         }
         if let Some(hash) = &changes.password_hash {
             next.password_hash = Some(hash.clone());
+        }
+        if let Some(halted) = changes.halted {
+            next.halts = next.halts.set(halted, open);
         }
         let touches_phone = PHONES.iter().any(|&i| changes.address[i].is_some());
         if require.phone && touches_phone && !next.address.has_phone() {
@@ -179,6 +189,8 @@ pub struct CustomerChanges {
     pub password: Option<String>,
     /// The argon2id hash of `password`, set by whoever hashes it.
     pub password_hash: Option<String>,
+    /// Halt the customer (`true`) or end the halt (`false`), from the first open date.
+    pub halted: Option<bool>,
 }
 
 /// Checks a customer body (already unwrapped from `{"customer": …}`) against the contract's
@@ -271,6 +283,14 @@ pub fn parse_customer(
             }
         }
         Field::Present(_) => errors.add("password", INVALID),
+    }
+
+    // A create's `halted` is not read: a new customer is never halted.
+    if !creating {
+        match parse_halted(field(body, "halted")) {
+            Ok(halted) => changes.halted = halted,
+            Err(message) => errors.add("halted", message),
+        }
     }
 
     errors.into_result(changes)
@@ -421,7 +441,7 @@ mod tests {
         )
         .unwrap();
         let renamed = customer
-            .updated(&rename, &webstore.settings.require)
+            .updated(&rename, &webstore.settings.require, Day(0))
             .unwrap();
         assert_eq!(renamed.name(), "Ann Lee");
         assert_eq!(renamed.address, customer.address);
@@ -433,7 +453,7 @@ mod tests {
         )
         .unwrap();
         let err = customer
-            .updated(&no_phone, &webstore.settings.require)
+            .updated(&no_phone, &webstore.settings.require, Day(0))
             .unwrap_err();
         assert_eq!(err.fields().collect::<Vec<_>>(), ["address.phone"]);
     }

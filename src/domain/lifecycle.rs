@@ -19,8 +19,11 @@
 //! Pure data and functions. Must not touch: the refusal rules of a change (`order_patch`),
 //! the cut-off's arithmetic (`cutoff`), the customer's halts (`halts`, passed in), storage.
 
+use std::borrow::Cow;
+
 use super::halts::Halts;
-use super::order::{ExtraLine, NewOrder, Order};
+use super::ids::{CustomerId, OrderId};
+use super::order::{ExtraLine, NewOrder};
 use super::schedule::{Day, Frequency};
 
 /// Most dates an order's `skipped_dates` may hold.
@@ -377,6 +380,59 @@ impl OrderHistory {
     fn next_lifecycle_after(&self, d: Day) -> Option<Day> {
         let after = self.lifecycles.partition_point(|v| v.effective <= d);
         self.lifecycles.get(after).map(|v| v.effective)
+    }
+}
+
+/// A stored order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Order {
+    /// Server-assigned id.
+    pub id: OrderId,
+    /// The customer who placed it.
+    pub customer_id: CustomerId,
+    /// What it delivers now: its latest content (the last of `history`'s when it has one).
+    pub details: NewOrder,
+    /// Unix time, seconds.
+    pub created_at: i64,
+    /// Its versions once it has changed; `None` for an order never changed (one version,
+    /// `details` from its start, active), which spares a new order any allocation for them
+    /// (see [`Order::history`]).
+    pub history: Option<Box<OrderHistory>>,
+}
+
+impl Order {
+    /// The order's history: its versions once it has changed, else the one version of its
+    /// creation (made here, so that a new order carries none).
+    pub fn history(&self) -> Cow<'_, OrderHistory> {
+        match &self.history {
+            Some(history) => Cow::Borrowed(history),
+            None => Cow::Owned(OrderHistory::new(self)),
+        }
+    }
+
+    /// The latest lifecycle: what its answer shows.
+    pub fn lifecycle(&self) -> &Lifecycle {
+        self.history
+            .as_ref()
+            .map_or(&ACTIVE, |history| history.lifecycle())
+    }
+
+    /// `updated_at`: Unix seconds of its latest change, its creation until it changes.
+    pub fn updated_at(&self) -> i64 {
+        self.history
+            .as_ref()
+            .map_or(self.created_at, |history| history.updated_at())
+    }
+
+    /// The order with `history` (its change): `details` is its latest content.
+    pub fn changed(&self, history: OrderHistory) -> Order {
+        Order {
+            id: self.id,
+            customer_id: self.customer_id,
+            details: history.latest().content.clone(),
+            created_at: self.created_at,
+            history: Some(Box::new(history)),
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use super::fields::{
     field, integer, positive_id, slot, BodyFields, Field, FieldErrors, BLANK, INVALID,
     NOT_AN_INTEGER, NOT_IN_LIST,
 };
-use super::ids::{CustomerId, OrderId};
+use super::ids::CustomerId;
 use super::schedule::{
     self, parse_start_date, parse_week_days, Frequency, Schedule, ScheduleRules,
 };
@@ -53,19 +53,6 @@ pub struct NewOrder {
     pub substitutions: Vec<u64>,
     /// When it is delivered, with `frequency`.
     pub schedule: Schedule,
-}
-
-/// A stored order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Order {
-    /// Server-assigned id.
-    pub id: OrderId,
-    /// The customer who placed it.
-    pub customer_id: CustomerId,
-    /// What was ordered.
-    pub details: NewOrder,
-    /// Unix time, seconds.
-    pub created_at: i64,
 }
 
 /// An order body as the rules read it: each field they know, as sent (absent, `null` or a

@@ -6,7 +6,8 @@
 //! Must not touch: the rules themselves (`super::order`), non-test builds.
 
 use super::ids::{CustomerId, OrderId};
-use super::order::{ExtraLine, NewOrder, Order};
+use super::lifecycle::Order;
+use super::order::{ExtraLine, NewOrder};
 use super::schedule::{Day, Frequency, Schedule, WeekDays};
 
 impl NewOrder {
@@ -74,6 +75,7 @@ impl NewOrder {
             customer_id: CustomerId(customer),
             details: self,
             created_at,
+            history: None,
         }
     }
 }

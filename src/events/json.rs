@@ -33,7 +33,7 @@ pub fn render_event(sequence: u64, record: &EventRecord) -> Result<Vec<u8>, Code
             let webstore_id = customer.webstore_id.clone();
             // The customer's webstore is named by id in its record; the view shows that id
             // and the name the event kept, never the catalogue's position.
-            let customer = customer.clone().into_customer(WebstoreIdx(0));
+            let customer = customer.clone().into_customer(WebstoreIdx(0))?;
             let embed = Embed {
                 address: true,
                 ..Embed::default()
@@ -99,6 +99,7 @@ mod tests {
             created_at: 1_764_000_000,
             start_day: 20_420,
             week_days: 0b10,
+            history: None,
         }
     }
 
@@ -145,6 +146,7 @@ mod tests {
                     delivery_service_id: 91,
                     address: vec![Some("1 My Street".into()), None],
                     password_hash: None,
+                    halts: vec![],
                 },
                 webstore_name: "The Shop".into(),
             },

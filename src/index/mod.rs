@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::Order;
+use crate::domain::lifecycle::Order;
 use crate::domain::schedule::Day;
 use crate::store::{Store, StoreError};
 
@@ -367,6 +367,7 @@ mod tests {
                 delivery_service_id: 1,
                 address: Default::default(),
                 password_hash: None,
+                halts: crate::domain::halts::Halts::none(),
             };
             add_new_customer(&mut batch, &record, webstore);
             for n in 0..3 {

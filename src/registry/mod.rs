@@ -32,7 +32,7 @@ use crate::actors::customer::{CustomerArgs, Published};
 use crate::domain::catalogue::{Catalogue, CurrentCatalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::Customer;
 use crate::domain::ids::{CustomerId, IdRange, IdSequence, OrderId};
-use crate::domain::order::Order;
+use crate::domain::lifecycle::Order;
 use crate::domain::schedule::Day;
 use crate::events::Events;
 use crate::index::deliveries::Scheduled;
@@ -437,7 +437,10 @@ impl Registry {
                 "customer belongs to a webstore the catalogue no longer has");
             return Err(Activated::Missing);
         };
-        let customer = loaded.record.into_customer(webstore.idx);
+        let customer = loaded
+            .record
+            .into_stored_customer(webstore.idx)
+            .map_err(|error| Activated::Failed(error.into()))?;
         let published: Published = Arc::new(std::sync::RwLock::new(Arc::new(customer.clone())));
         Ok(CustomerArgs {
             customer,
@@ -470,7 +473,12 @@ impl Registry {
             return Ok(None);
         };
         let owner = self.webstore(&record.webstore_id).map(|w| w.idx);
-        Ok((owner == Some(webstore)).then(|| Arc::new(record.into_customer(webstore))))
+        if owner != Some(webstore) {
+            return Ok(None);
+        }
+        record
+            .into_stored_customer(webstore)
+            .map(|c| Some(Arc::new(c)))
     }
 
     /// Forgets a slot whose actor has stopped, so the next use activates a new one.

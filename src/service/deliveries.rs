@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
-use crate::domain::order::Order;
+use crate::domain::lifecycle::Order;
 use crate::domain::paging::Page;
 use crate::domain::schedule::Day;
 

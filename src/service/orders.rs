@@ -9,9 +9,8 @@ use crate::domain::catalogue::{Webstore, WebstoreIdx};
 use crate::domain::fields::{parse_digits, FieldErrors, BLANK, INVALID};
 use crate::domain::idempotency::{CreationKind, Pending};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::{
-    customer_ref, validate_order, CustomerCheck, CustomerRef, Order, OrderBody,
-};
+use crate::domain::lifecycle::Order;
+use crate::domain::order::{customer_ref, validate_order, CustomerCheck, CustomerRef, OrderBody};
 
 use super::idempotency::Turn;
 use super::{Created, Service, ServiceError};

@@ -15,7 +15,8 @@ use serde_json::{json, Map, Value};
 
 use super::*;
 use crate::domain::idempotency::{IdempotencyKey, Pending};
-use crate::domain::order::{Order, OrderBody};
+use crate::domain::lifecycle::Order;
+use crate::domain::order::OrderBody;
 use crate::registry::Registry;
 use crate::store::disk::Reserve;
 use crate::store::{

@@ -33,7 +33,7 @@ use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::Order;
+use crate::domain::lifecycle::Order;
 
 /// The webstores customers are created in: an email is unique within one.
 const WEBSTORES: [&str; 2] = ["shop", "farm"];
@@ -434,6 +434,7 @@ fn customer(id: u64, webstore: usize, email: &str, name: usize) -> Customer {
         delivery_service_id: 91,
         address: Address::default(),
         password_hash: None,
+        halts: crate::domain::halts::Halts::none(),
     }
 }
 

@@ -23,6 +23,7 @@ fn customer(id: u64, email: &str) -> Customer {
         delivery_service_id: 91,
         address: Address::default(),
         password_hash: None,
+        halts: crate::domain::halts::Halts::none(),
     }
 }
 
@@ -263,7 +264,7 @@ fn over(snapshot: &Arc<LossySnapshot>, dir: &Path) -> Store {
     .unwrap()
 }
 
-fn order(id: u64, customer: u64) -> crate::domain::order::Order {
+fn order(id: u64, customer: u64) -> crate::domain::lifecycle::Order {
     use crate::domain::order::NewOrder;
     use crate::domain::schedule::{Day, WeekDays};
     NewOrder::weekly_for_test(217)

@@ -16,7 +16,8 @@ use crate::domain::catalogue::{Catalogue, Webstore};
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, IdRange, OrderId};
-use crate::domain::order::{NewOrder, Order};
+use crate::domain::lifecycle::Order;
+use crate::domain::order::NewOrder;
 use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
 use crate::store::disk::Reserve;
 use crate::store::{
@@ -199,6 +200,7 @@ impl Plan {
             delivery_service_id: self.delivery_service_id,
             address,
             password_hash: None,
+            halts: crate::domain::halts::Halts::none(),
         };
         // Seeded emails are distinct by construction and the store is empty, so the email's
         // uniqueness needs no check here.
@@ -222,6 +224,7 @@ impl Plan {
                     },
                 },
                 created_at,
+                history: None,
             };
             add_order(batch, &order);
         }

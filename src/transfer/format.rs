@@ -6,7 +6,7 @@
 //! the same bytes.
 //!
 //! ```text
-//! {"type":"header","format":"boxsub-export","version":2,"webstore":null}
+//! {"type":"header","format":"boxsub-export","version":3,"webstore":null}
 //! {"type":"customer","id":1,"webstore_id":"shop","number":1,"first_name":"Joe",…}
 //! {"type":"order","id":7,"customer_id":1,"box_id":217,"frequency":"weekly",…}
 //! {"type":"idempotency","webstore_id":"shop","key":"k-1","body_sha256":"…","status":201,…}
@@ -20,8 +20,10 @@
 //! Events keep their sequence numbers and their JSON byte for byte (a feed's cursor and a
 //! webhook's delivered position are sequence numbers, and an event's id and body must be the
 //! ones already given out). Sessions are under the SHA-256 of their id, as stored: the ids
-//! themselves are only ever in the producers' cookies. Version 1, which has no event,
-//! delivery, events-pruned or session lines, is still read. Must not touch: the store, files.
+//! themselves are only ever in the producers' cookies. Orders carry their history (every
+//! content and lifecycle version) and customers their halts, from version 3 on. Versions 1
+//! (no event, delivery, events-pruned or session lines) and 2 (orders without history, read
+//! as never changed; customers without halts) are still read. Must not touch: the store, files.
 
 use serde::{Deserialize, Serialize};
 
@@ -29,17 +31,19 @@ use crate::domain::customer::ADDRESS_FIELDS;
 use crate::domain::schedule::{parse_iso_date, Day, Frequency, WeekDays};
 use crate::events::json::render_event;
 use crate::store::codec::CodecError;
-use crate::store::kinds::customers::CustomerRecord;
+use crate::store::kinds::customers::{CustomerRecord, HaltRecord};
 use crate::store::kinds::events::{EventBody, EventRecord};
 use crate::store::kinds::idempotency::IdempotencyRecord;
-use crate::store::kinds::orders::{ExtraRecord, OrderRecord};
+use crate::store::kinds::orders::{
+    ContentRecord, ExtraRecord, HistoryRecord, LifecycleRecord, OrderRecord,
+};
 use crate::store::kinds::sessions::SessionRecord;
 use crate::store::kinds::webhook_positions::WebhookPosition;
 
 /// The name in every export's header.
 pub const FORMAT: &str = "boxsub-export";
 /// The version this release writes.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 /// The oldest version this release reads (every version from it to [`VERSION`]).
 pub const OLDEST_READ: u32 = 1;
 
@@ -115,6 +119,9 @@ pub struct CustomerLine {
     pub address: AddressLine,
     /// Argon2id PHC string.
     pub password_hash: Option<String>,
+    /// Its halts, oldest first (version 3 on; left out when it has none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub halts: Vec<HaltLine>,
 }
 
 /// An address as exported: every field, `null` where absent.
@@ -132,7 +139,8 @@ pub struct AddressLine {
     work_phone: Option<String>,
 }
 
-/// An order as exported.
+/// An order as exported. The fields of its history are left out for an order never
+/// changed, whose line is as version 2 wrote it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OrderLine {
@@ -158,6 +166,79 @@ pub struct OrderLine {
     pub substitutions: Vec<u64>,
     /// Unix seconds.
     pub created_at: i64,
+    /// `YYYY-MM-DD`: since when the content above is in force (version 3 on; else
+    /// `start_date`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effective_date: Option<String>,
+    /// `YYYY-MM-DD`: where its one-off extras count from (version 3 on; else `start_date`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extras_since: Option<String>,
+    /// The content versions before the one above, oldest first (version 3 on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<ContentLine>,
+    /// The lifecycle versions, oldest first (version 3 on).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lifecycles: Vec<LifecycleLine>,
+    /// `YYYY-MM-DD`: no date before it may change any more; `null` for an order never
+    /// changed (version 3 on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_before: Option<String>,
+    /// Unix seconds of its latest change (version 3 on; else `created_at`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<i64>,
+}
+
+/// An earlier content version of an order, as exported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContentLine {
+    /// `YYYY-MM-DD`: the first date it is in force.
+    pub effective_date: String,
+    /// `YYYY-MM-DD`: where its one-off extras count from.
+    pub extras_since: String,
+    /// Box.
+    pub box_id: u64,
+    /// `single`, `weekly` or `fortnightly`.
+    pub frequency: String,
+    /// `YYYY-MM-DD`.
+    pub start_date: String,
+    /// Weekdays, Sunday = 0.
+    pub week_days: Vec<u8>,
+    /// Extras once only.
+    pub extras_one_off: bool,
+    /// Extras.
+    pub extras: Vec<ExtraQuantity>,
+    /// Excluded box items.
+    pub exclusions: Vec<u64>,
+    /// Substitute box items.
+    pub substitutions: Vec<u64>,
+}
+
+/// A lifecycle version of an order, as exported: the answer's fields, in force from
+/// `effective_date`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LifecycleLine {
+    /// `YYYY-MM-DD`: the first date it is in force.
+    pub effective_date: String,
+    /// `YYYY-MM-DD` or `null`.
+    pub cancel_date: Option<String>,
+    /// `YYYY-MM-DD` or `null`.
+    pub pause_date: Option<String>,
+    /// `YYYY-MM-DD` or `null`.
+    pub resume_date: Option<String>,
+    /// `YYYY-MM-DD` each, sorted.
+    pub skipped_dates: Vec<String>,
+}
+
+/// A customer's halt, as exported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaltLine {
+    /// `YYYY-MM-DD`: the first date not delivered.
+    pub from: String,
+    /// `YYYY-MM-DD`: the first date delivered again, or `null` while it is on.
+    pub until: Option<String>,
 }
 
 /// An extra and its quantity.
@@ -326,6 +407,14 @@ impl CustomerLine {
             delivery_service_id: record.delivery_service_id,
             address,
             password_hash: record.password_hash,
+            halts: record
+                .halts
+                .iter()
+                .map(|halt| HaltLine {
+                    from: date_text(halt.from_day),
+                    until: halt.until_day.map(date_text),
+                })
+                .collect(),
         }
     }
 
@@ -350,7 +439,20 @@ impl CustomerLine {
             a.work_phone,
         ];
         debug_assert_eq!(address.len(), ADDRESS_FIELDS.len());
-        Ok(CustomerRecord {
+        let id = self.id;
+        let day = |text: &str| {
+            parse_iso_date(text)
+                .map(|d| d.0)
+                .ok_or_else(|| BadLine(format!("customer {id}: a halt's date is not a date")))
+        };
+        let mut halts = Vec::with_capacity(self.halts.len());
+        for halt in &self.halts {
+            halts.push(HaltRecord {
+                from_day: day(&halt.from)?,
+                until_day: halt.until.as_deref().map(day).transpose()?,
+            });
+        }
+        let record = CustomerRecord {
             id: self.id,
             webstore_id: self.webstore_id,
             number: self.number,
@@ -360,8 +462,18 @@ impl CustomerLine {
             delivery_service_id: self.delivery_service_id,
             address,
             password_hash: self.password_hash,
-        })
+            halts,
+        };
+        record
+            .halts()
+            .map_err(|broken| BadLine(format!("customer {id}: {broken}")))?;
+        Ok(record)
     }
+}
+
+/// Day number `day` as `YYYY-MM-DD`.
+fn date_text(day: i32) -> String {
+    Day(day).date().to_string()
 }
 
 fn frequency_code(name: &str) -> Option<u8> {
@@ -383,66 +495,189 @@ fn frequency_name(code: u8) -> &'static str {
 
 impl OrderLine {
     /// The line of a stored order.
-    pub fn from_record(record: OrderRecord) -> OrderLine {
+    pub fn from_record(mut record: OrderRecord) -> OrderLine {
+        let (earlier, lifecycles) = record
+            .history
+            .as_mut()
+            .map(|h| {
+                (
+                    std::mem::take(&mut h.earlier),
+                    std::mem::take(&mut h.lifecycles),
+                )
+            })
+            .unwrap_or_default();
+        let history = record.history.as_ref();
         OrderLine {
             id: record.id,
             customer_id: record.customer_id,
             box_id: record.box_id,
             frequency: frequency_name(record.frequency).to_owned(),
-            start_date: Day(record.start_day).date().to_string(),
+            start_date: date_text(record.start_day),
             week_days: WeekDays::from_bits(record.week_days).days().collect(),
             extras_one_off: record.extras_one_off,
-            extras: record
-                .extras
-                .into_iter()
-                .map(|line| ExtraQuantity {
-                    id: line.id,
-                    quantity: line.quantity,
-                })
-                .collect(),
+            extras: extra_quantities(record.extras),
             exclusions: record.exclusions,
             substitutions: record.substitutions,
             created_at: record.created_at,
+            effective_date: history.map(|h| date_text(h.effective_day)),
+            extras_since: history.map(|h| date_text(h.extras_since_day)),
+            earlier: earlier
+                .into_iter()
+                .map(|version| ContentLine {
+                    effective_date: date_text(version.effective_day),
+                    extras_since: date_text(version.extras_since_day),
+                    box_id: version.box_id,
+                    frequency: frequency_name(version.frequency).to_owned(),
+                    start_date: date_text(version.start_day),
+                    week_days: WeekDays::from_bits(version.week_days).days().collect(),
+                    extras_one_off: version.extras_one_off,
+                    extras: extra_quantities(version.extras),
+                    exclusions: version.exclusions,
+                    substitutions: version.substitutions,
+                })
+                .collect(),
+            lifecycles: lifecycles
+                .into_iter()
+                .map(|version| LifecycleLine {
+                    effective_date: date_text(version.effective_day),
+                    cancel_date: version.cancel_day.map(date_text),
+                    pause_date: version.pause_day.map(date_text),
+                    resume_date: version.resume_day.map(date_text),
+                    skipped_dates: version.skipped_days.into_iter().map(date_text).collect(),
+                })
+                .collect(),
+            settled_before: history.map(|h| date_text(h.settled_before)),
+            updated_at: history.map(|h| h.updated_at),
         }
     }
 
-    /// The record to store.
+    /// The record to store; a history that breaks its rules is refused.
     pub fn into_record(self) -> Result<OrderRecord, BadLine> {
-        let bad = |what: &str| BadLine(format!("order {}: {what}", self.id));
+        let id = self.id;
+        let bad = |what: &str| BadLine(format!("order {id}: {what}"));
+        let day = |text: &str, field: &str| {
+            parse_iso_date(text)
+                .map(|d| d.0)
+                .ok_or_else(|| bad(&format!("{field} is not a date")))
+        };
         let frequency = frequency_code(&self.frequency).ok_or_else(|| bad("unknown frequency"))?;
-        let start =
-            parse_iso_date(&self.start_date).ok_or_else(|| bad("start_date is not a date"))?;
-        let mut week_days = WeekDays::NONE;
-        for day in &self.week_days {
-            if *day > 6 {
-                return Err(bad("week_days must be 0 to 6"));
-            }
-            week_days = week_days.with(*day);
-        }
+        let start = day(&self.start_date, "start_date")?;
+        let week_days =
+            week_day_bits(&self.week_days).ok_or_else(|| bad("week_days must be 0 to 6"))?;
         if self.id == 0 || self.customer_id == 0 {
             return Err(bad("the id and customer_id must be set"));
         }
-        Ok(OrderRecord {
+        let mut earlier = Vec::with_capacity(self.earlier.len());
+        for version in self.earlier {
+            earlier.push(ContentRecord {
+                effective_day: day(&version.effective_date, "effective_date")?,
+                extras_since_day: day(&version.extras_since, "extras_since")?,
+                box_id: version.box_id,
+                frequency: frequency_code(&version.frequency)
+                    .ok_or_else(|| bad("unknown frequency"))?,
+                extras_one_off: version.extras_one_off,
+                extras: extra_records(version.extras),
+                exclusions: version.exclusions,
+                substitutions: version.substitutions,
+                start_day: day(&version.start_date, "start_date")?,
+                week_days: week_day_bits(&version.week_days)
+                    .ok_or_else(|| bad("week_days must be 0 to 6"))?,
+            });
+        }
+        let mut lifecycles = Vec::with_capacity(self.lifecycles.len());
+        for version in self.lifecycles {
+            let optional = |text: &Option<String>, field: &str| {
+                text.as_deref().map(|text| day(text, field)).transpose()
+            };
+            lifecycles.push(LifecycleRecord {
+                effective_day: day(&version.effective_date, "effective_date")?,
+                cancel_day: optional(&version.cancel_date, "cancel_date")?,
+                pause_day: optional(&version.pause_date, "pause_date")?,
+                resume_day: optional(&version.resume_date, "resume_date")?,
+                skipped_days: version
+                    .skipped_dates
+                    .iter()
+                    .map(|text| day(text, "skipped_dates"))
+                    .collect::<Result<_, _>>()?,
+            });
+        }
+        let record = OrderRecord {
             id: self.id,
             customer_id: self.customer_id,
             box_id: self.box_id,
             frequency,
             extras_one_off: self.extras_one_off,
-            extras: self
-                .extras
-                .into_iter()
-                .map(|line| ExtraRecord {
-                    id: line.id,
-                    quantity: line.quantity,
-                })
-                .collect(),
+            extras: extra_records(self.extras),
             exclusions: self.exclusions,
             substitutions: self.substitutions,
             created_at: self.created_at,
-            start_day: start.0,
-            week_days: week_days.bits(),
-        })
+            start_day: start,
+            week_days,
+            history: match self.settled_before {
+                // Every field of a history, or none: an order never changed.
+                Some(settled) => Some(HistoryRecord {
+                    effective_day: day(
+                        self.effective_date.as_deref().unwrap_or(&self.start_date),
+                        "effective_date",
+                    )?,
+                    extras_since_day: day(
+                        self.extras_since.as_deref().unwrap_or(&self.start_date),
+                        "extras_since",
+                    )?,
+                    earlier,
+                    lifecycles,
+                    settled_before: day(&settled, "settled_before")?,
+                    updated_at: self.updated_at.unwrap_or(self.created_at),
+                }),
+                None if earlier.is_empty()
+                    && lifecycles.is_empty()
+                    && self.effective_date.is_none()
+                    && self.extras_since.is_none()
+                    && self.updated_at.is_none() =>
+                {
+                    None
+                }
+                None => return Err(bad("a history without settled_before")),
+            },
+        };
+        record
+            .clone()
+            .into_order()
+            .map_err(|error| bad(&error.to_string()))?;
+        Ok(record)
     }
+}
+
+fn extra_quantities(extras: Vec<ExtraRecord>) -> Vec<ExtraQuantity> {
+    extras
+        .into_iter()
+        .map(|line| ExtraQuantity {
+            id: line.id,
+            quantity: line.quantity,
+        })
+        .collect()
+}
+
+fn extra_records(extras: Vec<ExtraQuantity>) -> Vec<ExtraRecord> {
+    extras
+        .into_iter()
+        .map(|line| ExtraRecord {
+            id: line.id,
+            quantity: line.quantity,
+        })
+        .collect()
+}
+
+/// Weekdays 0 to 6 as bits; `None` for a number out of range.
+fn week_day_bits(days: &[u8]) -> Option<u8> {
+    let mut week_days = WeekDays::NONE;
+    for day in days {
+        if *day > 6 {
+            return None;
+        }
+        week_days = week_days.with(*day);
+    }
+    Some(week_days.bits())
 }
 
 impl IdempotencyLine {
@@ -652,6 +887,16 @@ mod tests {
                 None,
             ],
             password_hash: Some("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into()),
+            halts: vec![
+                HaltRecord {
+                    from_day: 20_000,
+                    until_day: Some(20_010),
+                },
+                HaltRecord {
+                    from_day: 20_100,
+                    until_day: None,
+                },
+            ],
         };
         let line = CustomerLine::from_record(customer.clone());
         assert_eq!(line.clone().into_record().unwrap(), customer);
@@ -674,11 +919,53 @@ mod tests {
             created_at: 1_795_428_000,
             start_day: Day::of("2027-01-04".parse().unwrap()).0,
             week_days: WeekDays::only(1).with(4).bits(),
+            history: None,
         };
         let line = OrderLine::from_record(order.clone());
         assert_eq!(line.start_date, "2027-01-04");
         assert_eq!(line.week_days, [1, 4]);
         assert_eq!(line.into_record().unwrap(), order);
+
+        // A changed order: a box from a later date on, a pause and a cancellation.
+        let monday = order.start_day;
+        let changed = OrderRecord {
+            box_id: 218,
+            history: Some(HistoryRecord {
+                effective_day: monday + 14,
+                extras_since_day: monday,
+                earlier: vec![ContentRecord {
+                    effective_day: monday,
+                    extras_since_day: monday,
+                    box_id: 217,
+                    frequency: 2,
+                    extras_one_off: true,
+                    extras: vec![ExtraRecord {
+                        id: 28,
+                        quantity: 2,
+                    }],
+                    exclusions: vec![240],
+                    substitutions: vec![],
+                    start_day: monday,
+                    week_days: WeekDays::only(1).with(4).bits(),
+                }],
+                lifecycles: vec![LifecycleRecord {
+                    effective_day: monday + 7,
+                    cancel_day: Some(monday + 60),
+                    pause_day: Some(monday + 21),
+                    resume_day: Some(monday + 28),
+                    skipped_days: vec![monday + 35],
+                }],
+                settled_before: monday + 7,
+                updated_at: 1_795_500_000,
+            }),
+            ..order
+        };
+        let line = OrderLine::from_record(changed.clone());
+        assert_eq!(line.lifecycles[0].pause_date.as_deref(), Some("2027-01-25"));
+        let Line::Order(back) = reads_back(Line::Order(line)) else {
+            panic!("an order line reads back as another kind")
+        };
+        assert_eq!(back.into_record().unwrap(), changed);
     }
 
     /// A line's text read back is the same line, and writes the same text again.
@@ -804,8 +1091,29 @@ mod tests {
             exclusions: vec![],
             substitutions: vec![],
             created_at: 0,
+            effective_date: None,
+            extras_since: None,
+            earlier: vec![],
+            lifecycles: vec![],
+            settled_before: None,
+            updated_at: None,
         };
-        assert!(order.into_record().is_err());
+        assert!(order.clone().into_record().is_err());
+        let broken_history = OrderLine {
+            frequency: "weekly".into(),
+            lifecycles: vec![LifecycleLine {
+                effective_date: "2027-01-04".into(),
+                cancel_date: None,
+                pause_date: Some("2027-02-01".into()),
+                resume_date: Some("2027-01-25".into()),
+                skipped_dates: vec![],
+            }],
+            ..order
+        };
+        assert!(
+            broken_history.into_record().is_err(),
+            "a pause ending before it starts"
+        );
 
         let event = |sequence: u64, event_type: &str, json: &str| EventLine {
             webstore_id: "shop".into(),

@@ -31,6 +31,7 @@ fn customer(id: u64, webstore: &str, number: u64) -> CustomerRecord {
         delivery_service_id: 91,
         address: vec![None; crate::domain::customer::ADDRESS_FIELDS.len()],
         password_hash: None,
+        halts: Vec::new(),
     }
 }
 
@@ -130,7 +131,7 @@ fn events_marks_and_webhook_positions_travel_byte_for_byte_and_export_again_the_
     let (first, second) = (stores.file("first.jsonl"), stores.file("second.jsonl"));
     exported(&source, None, &first);
     let text = std::fs::read_to_string(&first).unwrap();
-    assert!(text.starts_with(r#"{"type":"header","format":"boxsub-export","version":2,"#));
+    assert!(text.starts_with(r#"{"type":"header","format":"boxsub-export","version":3,"#));
     assert_eq!(text.matches(r#""type":"event""#).count(), 8, "{text}");
     assert_eq!(text.matches(r#""type":"delivery""#).count(), 2, "{text}");
 
@@ -478,9 +479,13 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
     use crate::domain::customer::{Address, Customer};
     use crate::domain::email::Email;
     use crate::domain::ids::CustomerId;
+    use crate::domain::lifecycle::{
+        ContentVersion, Lifecycle, LifecycleVersion, OrderHistory, Pause,
+    };
     use crate::domain::order::NewOrder;
     use crate::domain::ownership::Ownership;
     use crate::domain::schedule::{Day, WeekDays};
+    use crate::store::kinds::customers::HaltRecord;
     use crate::store::kinds::idempotency::IdempotencyRecord;
     use crate::store::kinds::orders::OrderRecord;
     use crate::store::kinds::sessions::SessionRecord;
@@ -510,6 +515,7 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
         delivery_service_id: 91,
         address,
         password_hash: Some("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into()),
+        halts: crate::domain::halts::Halts::none(),
     };
     let idempotency = |key: &str, location: &str| IdempotencyWrite {
         webstore_id: "shop".into(),
@@ -638,10 +644,56 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
         &mut batch,
         &order.details.clone().placed(8, 2, 1_799_056_801),
     );
-    add_customer_record(&mut batch, &customer(3, "farm", 2));
+    // A halted customer, and an order that changed: a pause, a skip, a later box.
+    add_customer_record(
+        &mut batch,
+        &CustomerRecord {
+            halts: vec![HaltRecord {
+                from_day: 20_830,
+                until_day: None,
+            }],
+            ..customer(3, "farm", 2)
+        },
+    );
     add_order_record(
         &mut batch,
         &OrderRecord::from_order(&order.details.clone().placed(9, 3, 1_799_056_802)),
+    );
+    let first = order.details.clone();
+    let history = OrderHistory::from_parts(
+        vec![
+            ContentVersion {
+                effective: Day(20_826),
+                content: first.clone(),
+                extras_since: Day(20_826),
+            },
+            ContentVersion {
+                effective: Day(20_840),
+                content: NewOrder {
+                    box_id: 218,
+                    ..first.clone()
+                },
+                extras_since: Day(20_826),
+            },
+        ],
+        vec![LifecycleVersion {
+            effective: Day(20_830),
+            lifecycle: Lifecycle {
+                cancel_date: None,
+                pause: Some(Pause {
+                    from: Day(20_833),
+                    until: Some(Day(20_847)),
+                }),
+                skipped_dates: vec![Day(20_854)],
+            },
+        }],
+        Day(20_830),
+        1_799_056_900,
+    )
+    .unwrap();
+    add_order_record(
+        &mut batch,
+        &OrderRecord::from_order(&first.placed(10, 3, 1_799_056_803).changed(history)),
     );
     add_idempotency_record(
         &mut batch,

@@ -1,4 +1,5 @@
-//! Customers: the `c` record (`CustomerRecord`) under the customer's id, and the two index
+//! Customers: the `c` record (`CustomerRecord`, format version 2 with the customer's halts,
+//! reading version 1) under the customer's id, and the two index
 //! entries that find it, `e` (folded email → customer id, one entry for each customer that
 //! has held the email) and `n` (customer number → customer id), per webstore; their part of
 //! `impl Store`: a customer's create and change, the reads by id, email and number, and the
@@ -27,9 +28,11 @@ use super::orders::{decode_order, OrderRecord};
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
+use crate::domain::halts::{HaltSpan, Halts};
 use crate::domain::ids::CustomerId;
-use crate::domain::order::Order;
-use crate::store::codec::{decode, encode, Kind, Record};
+use crate::domain::lifecycle::Order;
+use crate::domain::schedule::Day;
+use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
 use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
 use crate::store::keys::{trailing_id, webstore_prefix, with_id};
@@ -97,10 +100,61 @@ pub struct CustomerRecord {
     pub address: Vec<Option<String>>,
     /// Argon2id PHC string.
     pub password_hash: Option<String>,
+    /// Its halts, oldest first (format version 2 on).
+    pub halts: Vec<HaltRecord>,
+}
+
+/// One halt of a customer, as stored: from `from_day` until `until_day` (excluded), or on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaltRecord {
+    /// The first date not delivered.
+    pub from_day: i32,
+    /// The first date delivered again, once the halt has ended.
+    pub until_day: Option<i32>,
+}
+
+/// A customer as format version 1 stored it, before customers could be halted (events of
+/// format version 2 hold it too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(in crate::store) struct CustomerRecordV1 {
+    id: u64,
+    webstore_id: String,
+    number: u64,
+    first_name: String,
+    last_name: Option<String>,
+    email: String,
+    delivery_service_id: u64,
+    address: Vec<Option<String>>,
+    password_hash: Option<String>,
+}
+
+impl CustomerRecordV1 {
+    /// The customer as it was: never halted.
+    pub(in crate::store) fn upgrade(self) -> CustomerRecord {
+        CustomerRecord {
+            id: self.id,
+            webstore_id: self.webstore_id,
+            number: self.number,
+            first_name: self.first_name,
+            last_name: self.last_name,
+            email: self.email,
+            delivery_service_id: self.delivery_service_id,
+            address: self.address,
+            password_hash: self.password_hash,
+            halts: Vec::new(),
+        }
+    }
 }
 
 impl Record for CustomerRecord {
     const KIND: Kind = Kind::Customer;
+    const VERSION: u16 = 2;
+    fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
+        match version {
+            1 => decode_payload::<CustomerRecordV1>(payload).map(CustomerRecordV1::upgrade),
+            other => Err(CodecError::UnsupportedVersion(other)),
+        }
+    }
 }
 
 impl CustomerRecord {
@@ -116,16 +170,48 @@ impl CustomerRecord {
             delivery_service_id: customer.delivery_service_id,
             address: customer.address.0.to_vec(),
             password_hash: customer.password_hash.clone(),
+            halts: customer
+                .halts
+                .spans()
+                .iter()
+                .map(|span| HaltRecord {
+                    from_day: span.from.0,
+                    until_day: span.until.map(|d| d.0),
+                })
+                .collect(),
         }
     }
 
-    /// The customer, placed in the webstore at `webstore`.
-    pub fn into_customer(self, webstore: WebstoreIdx) -> Customer {
+    /// The customer's halts; `Err` names the rule stored spans break.
+    pub fn halts(&self) -> Result<Halts, CodecError> {
+        let spans = self
+            .halts
+            .iter()
+            .map(|halt| HaltSpan {
+                from: Day(halt.from_day),
+                until: halt.until_day.map(Day),
+            })
+            .collect();
+        Halts::from_spans(spans).map_err(|broken| CodecError::Payload(broken.to_owned()))
+    }
+
+    /// The customer read from the store, placed in the webstore at `webstore`: halts that
+    /// break their rules are a corrupt record under the customer's key.
+    pub fn into_stored_customer(self, webstore: WebstoreIdx) -> Result<Customer, StoreError> {
+        let key = customer_key(self.id);
+        self.into_customer(webstore)
+            .map_err(|source| corrupt(&key, source))
+    }
+
+    /// The customer, placed in the webstore at `webstore`; halts that break their rules are a
+    /// decoding error.
+    pub fn into_customer(self, webstore: WebstoreIdx) -> Result<Customer, CodecError> {
+        let halts = self.halts()?;
         let mut address = Address::default();
         for (slot, value) in address.0.iter_mut().zip(self.address) {
             *slot = value;
         }
-        Customer {
+        Ok(Customer {
             id: CustomerId(self.id),
             webstore,
             number: self.number,
@@ -135,7 +221,8 @@ impl CustomerRecord {
             delivery_service_id: self.delivery_service_id,
             address,
             password_hash: self.password_hash,
-        }
+            halts,
+        })
     }
 }
 
@@ -457,6 +544,7 @@ mod tests {
                         delivery_service_id: ds,
                         address,
                         password_hash,
+                        halts: Vec::new(),
                     }
                 },
             )

@@ -1,10 +1,10 @@
-//! Events: each webstore's `v` records by sequence number (`EventRecord`, format version 2,
-//! with the reading of version 1; their keys and the chunks the pending layer packs them
-//! into are `store::pending::event_chunks`', re-exported here), and the `m events-pruned/`
-//! mark of how far the retention sweep removed them; their part of `impl Store`: the event a
-//! change writes in its own log entry (made here, encoded, by [`event_write`]; the kinds
-//! that write one put it without knowing what it holds), the retention sweep, the reads in
-//! order, and the batch builders imports use.
+//! Events: each webstore's `v` records by sequence number (`EventRecord`, format version 3,
+//! with the reading of versions 1 and 2; their keys and the chunks the pending layer packs
+//! them into are `store::pending::event_chunks`', re-exported here), and the `m
+//! events-pruned/` mark of how far the retention sweep removed them; their part of `impl
+//! Store`: the event a change writes in its own log entry (made here, encoded, by
+//! [`event_write`]; the kinds that write one put it without knowing what it holds), the
+//! retention sweep, the reads in order, and the batch builders imports use.
 //!
 //! Stored and exported: the record keeps what an event tells of compactly (the order's or
 //! the customer's record as the change left it, and the event's id) and is rendered as JSON
@@ -16,8 +16,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::customers::CustomerRecord;
-use super::orders::OrderRecord;
+use super::customers::{CustomerRecord, CustomerRecordV1};
+use super::orders::{OrderRecord, OrderRecordV2};
 use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
 use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
@@ -42,7 +42,8 @@ pub fn events_pruned(webstore: &str) -> Vec<u8> {
 
 /// One event of a webstore (see `crate::events`): its type and time apart, so that a feed
 /// filters and a retention sweep ages events without reading the rest, and what it tells
-/// of, compactly (format version 2): rendered as JSON only when it is read
+/// of, compactly (format version 3; version 2 held the order and customer records of
+/// their formats before histories and halts): rendered as JSON only when it is read
 /// (`crate::events::json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventRecord {
@@ -98,12 +99,61 @@ impl EventRecordV1 {
     }
 }
 
+/// An event as format version 2 stored it: as version 3, with the order and customer
+/// records of their formats before orders had histories and customers halts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct EventRecordV2 {
+    event_type: String,
+    created_at_ms: i64,
+    body: EventBodyV2,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum EventBodyV2 {
+    Json(Vec<u8>),
+    Order {
+        id: [u8; 16],
+        order: OrderRecordV2,
+    },
+    Customer {
+        id: [u8; 16],
+        customer: CustomerRecordV1,
+        webstore_name: String,
+    },
+}
+
+impl EventRecordV2 {
+    fn upgrade(self) -> EventRecord {
+        EventRecord {
+            event_type: self.event_type,
+            created_at_ms: self.created_at_ms,
+            body: match self.body {
+                EventBodyV2::Json(json) => EventBody::Json(json),
+                EventBodyV2::Order { id, order } => EventBody::Order {
+                    id,
+                    order: order.upgrade(),
+                },
+                EventBodyV2::Customer {
+                    id,
+                    customer,
+                    webstore_name,
+                } => EventBody::Customer {
+                    id,
+                    customer: customer.upgrade(),
+                    webstore_name,
+                },
+            },
+        }
+    }
+}
+
 impl Record for EventRecord {
     const KIND: Kind = Kind::Event;
-    const VERSION: u16 = 2;
+    const VERSION: u16 = 3;
     fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
         match version {
             1 => decode_payload::<EventRecordV1>(payload).map(EventRecordV1::upgrade),
+            2 => decode_payload::<EventRecordV2>(payload).map(EventRecordV2::upgrade),
             other => Err(CodecError::UnsupportedVersion(other)),
         }
     }

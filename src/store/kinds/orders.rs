@@ -1,7 +1,7 @@
-//! Orders: the `o` records under their customer (`OrderRecord`, format version 2, with the
-//! reading of version 1; their keys and the chunks the pending layer packs them into, a
-//! customer's orders under one key, are `store::pending::order_chunks`', re-exported here);
-//! their part of `impl
+//! Orders: the `o` records under their customer (`OrderRecord`, format version 3 with the
+//! order's history, with the reading of versions 1 and 2; their keys and the chunks the
+//! pending layer packs them into, a customer's orders under one key, are
+//! `store::pending::order_chunks`', re-exported here); their part of `impl
 //! Store`: an order's create (its record waits behind the log, in the pending layer), the
 //! reads of one order and the walks over every order (each once, `for_each_stored_order`),
 //! and the batch builders seeding and imports share. An order is one record under its
@@ -19,7 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use super::idempotency::{CreateWrites, IdempotencyWrite};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::order::{ExtraLine, NewOrder, Order};
+use crate::domain::lifecycle::Order;
+use crate::domain::lifecycle::{ContentVersion, Lifecycle, LifecycleVersion, OrderHistory, Pause};
+use crate::domain::order::{ExtraLine, NewOrder};
 use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
 use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
 use crate::store::entries::EventWrite;
@@ -42,7 +44,10 @@ pub struct ExtraRecord {
     pub quantity: u32,
 }
 
-/// An order as stored (format version 2: with its schedule).
+/// An order as stored (format version 3: with its history). Its content fields are its
+/// latest content version; `history` is `None` for an order never changed (one version from
+/// its start, active), so that a new order's record costs one byte and no allocation more
+/// than before.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderRecord {
     /// Order id.
@@ -67,6 +72,103 @@ pub struct OrderRecord {
     pub start_day: i32,
     /// The schedule's weekdays, bit 0 being Sunday.
     pub week_days: u8,
+    /// The rest of its history once it has changed.
+    pub history: Option<HistoryRecord>,
+}
+
+/// What an order's record holds of its history once it has changed, beside its latest
+/// content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistoryRecord {
+    /// The first date the latest content is in force.
+    pub effective_day: i32,
+    /// Where the latest content's one-off extras count from.
+    pub extras_since_day: i32,
+    /// The content versions before the latest, oldest first.
+    pub earlier: Vec<ContentRecord>,
+    /// The lifecycle versions, oldest first.
+    pub lifecycles: Vec<LifecycleRecord>,
+    /// No date before it may change any more.
+    pub settled_before: i32,
+    /// Unix seconds of the latest change.
+    pub updated_at: i64,
+}
+
+/// A content version before an order's latest, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContentRecord {
+    /// The first date it is in force.
+    pub effective_day: i32,
+    /// Where its one-off extras count from.
+    pub extras_since_day: i32,
+    /// Box id.
+    pub box_id: u64,
+    /// 0 single, 1 weekly, 2 fortnightly.
+    pub frequency: u8,
+    /// Extras once only.
+    pub extras_one_off: bool,
+    /// Extras.
+    pub extras: Vec<ExtraRecord>,
+    /// Excluded box items.
+    pub exclusions: Vec<u64>,
+    /// Substitute box items.
+    pub substitutions: Vec<u64>,
+    /// The schedule's start date.
+    pub start_day: i32,
+    /// The schedule's weekdays, bit 0 being Sunday.
+    pub week_days: u8,
+}
+
+/// A lifecycle version, as stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LifecycleRecord {
+    /// The first date it is in force.
+    pub effective_day: i32,
+    /// `cancel_date`, if cancelled.
+    pub cancel_day: Option<i32>,
+    /// `pause_date`, if paused.
+    pub pause_day: Option<i32>,
+    /// `resume_date`, if the pause has one.
+    pub resume_day: Option<i32>,
+    /// `skipped_dates`, sorted.
+    pub skipped_days: Vec<i32>,
+}
+
+/// An order as format version 2 stored it, before orders had histories (events of format
+/// version 2 hold it too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(in crate::store) struct OrderRecordV2 {
+    id: u64,
+    customer_id: u64,
+    box_id: u64,
+    frequency: u8,
+    extras_one_off: bool,
+    extras: Vec<ExtraRecord>,
+    exclusions: Vec<u64>,
+    substitutions: Vec<u64>,
+    created_at: i64,
+    start_day: i32,
+    week_days: u8,
+}
+
+impl OrderRecordV2 {
+    /// The order as it was: one version from its start, active, never paused or skipped.
+    pub(in crate::store) fn upgrade(self) -> OrderRecord {
+        OrderRecord {
+            id: self.id,
+            customer_id: self.customer_id,
+            box_id: self.box_id,
+            frequency: self.frequency,
+            extras_one_off: self.extras_one_off,
+            extras: self.extras,
+            exclusions: self.exclusions,
+            substitutions: self.substitutions,
+            created_at: self.created_at,
+            start_day: self.start_day,
+            week_days: self.week_days,
+            history: None,
+        }
+    }
 }
 
 /// An order as format version 1 stored it, before orders had schedules.
@@ -88,7 +190,7 @@ impl OrderRecordV1 {
     /// created (UTC), on that weekday.
     fn upgrade(self) -> OrderRecord {
         let start = Day(self.created_at.div_euclid(86_400) as i32);
-        OrderRecord {
+        OrderRecordV2 {
             id: self.id,
             customer_id: self.customer_id,
             box_id: self.box_id,
@@ -101,17 +203,131 @@ impl OrderRecordV1 {
             start_day: start.0,
             week_days: WeekDays::only(start.weekday()).bits(),
         }
+        .upgrade()
     }
 }
 
 impl Record for OrderRecord {
     const KIND: Kind = Kind::Order;
-    const VERSION: u16 = 2;
+    const VERSION: u16 = 3;
     fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
         match version {
             1 => decode_payload::<OrderRecordV1>(payload).map(OrderRecordV1::upgrade),
+            2 => decode_payload::<OrderRecordV2>(payload).map(OrderRecordV2::upgrade),
             other => Err(CodecError::UnsupportedVersion(other)),
         }
+    }
+}
+
+fn frequency_code(frequency: Frequency) -> u8 {
+    match frequency {
+        Frequency::Single => 0,
+        Frequency::Weekly => 1,
+        Frequency::Fortnightly => 2,
+    }
+}
+
+fn frequency_of(code: u8) -> Result<Frequency, CodecError> {
+    match code {
+        0 => Ok(Frequency::Single),
+        1 => Ok(Frequency::Weekly),
+        2 => Ok(Frequency::Fortnightly),
+        other => Err(CodecError::Payload(format!(
+            "unknown frequency code {other}"
+        ))),
+    }
+}
+
+fn extra_records(extras: &[ExtraLine]) -> Vec<ExtraRecord> {
+    extras
+        .iter()
+        .map(|line| ExtraRecord {
+            id: line.id,
+            quantity: line.quantity,
+        })
+        .collect()
+}
+
+fn extra_lines(extras: Vec<ExtraRecord>) -> Vec<ExtraLine> {
+    extras
+        .into_iter()
+        .map(|line| ExtraLine {
+            id: line.id,
+            quantity: line.quantity,
+        })
+        .collect()
+}
+
+impl ContentRecord {
+    fn from_version(version: &ContentVersion) -> ContentRecord {
+        let content = &version.content;
+        ContentRecord {
+            effective_day: version.effective.0,
+            extras_since_day: version.extras_since.0,
+            box_id: content.box_id,
+            frequency: frequency_code(content.frequency),
+            extras_one_off: content.extras_one_off,
+            extras: extra_records(&content.extras),
+            exclusions: content.exclusions.clone(),
+            substitutions: content.substitutions.clone(),
+            start_day: content.schedule.start.0,
+            week_days: content.schedule.week_days.bits(),
+        }
+    }
+
+    fn into_version(self) -> Result<ContentVersion, CodecError> {
+        Ok(ContentVersion {
+            effective: Day(self.effective_day),
+            extras_since: Day(self.extras_since_day),
+            content: NewOrder {
+                box_id: self.box_id,
+                frequency: frequency_of(self.frequency)?,
+                extras_one_off: self.extras_one_off,
+                extras: extra_lines(self.extras),
+                exclusions: self.exclusions,
+                substitutions: self.substitutions,
+                schedule: Schedule {
+                    start: Day(self.start_day),
+                    week_days: WeekDays::from_bits(self.week_days),
+                },
+            },
+        })
+    }
+}
+
+impl LifecycleRecord {
+    fn from_version(version: &LifecycleVersion) -> LifecycleRecord {
+        let lifecycle = &version.lifecycle;
+        LifecycleRecord {
+            effective_day: version.effective.0,
+            cancel_day: lifecycle.cancel_date.map(|d| d.0),
+            pause_day: lifecycle.pause.map(|pause| pause.from.0),
+            resume_day: lifecycle.pause.and_then(|pause| pause.until).map(|d| d.0),
+            skipped_days: lifecycle.skipped_dates.iter().map(|d| d.0).collect(),
+        }
+    }
+
+    fn into_version(self) -> Result<LifecycleVersion, CodecError> {
+        let pause = match (self.pause_day, self.resume_day) {
+            (Some(from), until) => Some(Pause {
+                from: Day(from),
+                until: until.map(Day),
+            }),
+            (None, None) => None,
+            (None, Some(_)) => {
+                return Err(CodecError::Payload(
+                    "a lifecycle resumes without a pause".into(),
+                ))
+            }
+        };
+        Ok(LifecycleVersion {
+            effective: Day(self.effective_day),
+            lifecycle: Lifecycle {
+                cancel_date: self.cancel_day.map(Day),
+                pause,
+                skipped_dates: self.skipped_days.into_iter().map(Day).collect(),
+            },
+        })
     }
 }
 
@@ -123,63 +339,87 @@ impl OrderRecord {
             id: order.id.0,
             customer_id: order.customer_id.0,
             box_id: details.box_id,
-            frequency: match details.frequency {
-                Frequency::Single => 0,
-                Frequency::Weekly => 1,
-                Frequency::Fortnightly => 2,
-            },
+            frequency: frequency_code(details.frequency),
             extras_one_off: details.extras_one_off,
-            extras: details
-                .extras
-                .iter()
-                .map(|line| ExtraRecord {
-                    id: line.id,
-                    quantity: line.quantity,
-                })
-                .collect(),
+            extras: extra_records(&details.extras),
             exclusions: details.exclusions.clone(),
             substitutions: details.substitutions.clone(),
             created_at: order.created_at,
             start_day: details.schedule.start.0,
             week_days: details.schedule.week_days.bits(),
+            history: order.history.as_deref().and_then(HistoryRecord::of),
         }
     }
 
-    /// The order; an unknown frequency code is a decoding error.
+    /// The order; an unknown frequency code or a history that breaks its rules is a
+    /// decoding error.
     pub fn into_order(self) -> Result<Order, CodecError> {
-        let frequency = match self.frequency {
-            0 => Frequency::Single,
-            1 => Frequency::Weekly,
-            2 => Frequency::Fortnightly,
-            other => {
-                return Err(CodecError::Payload(format!(
-                    "unknown frequency code {other}"
-                )))
-            }
-        };
-        Ok(Order {
+        let latest = ContentRecord {
+            effective_day: self.start_day,
+            extras_since_day: self.start_day,
+            box_id: self.box_id,
+            frequency: self.frequency,
+            extras_one_off: self.extras_one_off,
+            extras: self.extras,
+            exclusions: self.exclusions,
+            substitutions: self.substitutions,
+            start_day: self.start_day,
+            week_days: self.week_days,
+        }
+        .into_version()?;
+        let mut order = Order {
             id: OrderId(self.id),
             customer_id: CustomerId(self.customer_id),
-            details: NewOrder {
-                box_id: self.box_id,
-                frequency,
-                extras_one_off: self.extras_one_off,
-                extras: self
-                    .extras
-                    .into_iter()
-                    .map(|line| ExtraLine {
-                        id: line.id,
-                        quantity: line.quantity,
-                    })
-                    .collect(),
-                exclusions: self.exclusions,
-                substitutions: self.substitutions,
-                schedule: Schedule {
-                    start: Day(self.start_day),
-                    week_days: WeekDays::from_bits(self.week_days),
-                },
-            },
+            details: latest.content.clone(),
             created_at: self.created_at,
+            history: None,
+        };
+        let Some(history) = self.history else {
+            return Ok(order);
+        };
+        let latest = ContentVersion {
+            effective: Day(history.effective_day),
+            extras_since: Day(history.extras_since_day),
+            ..latest
+        };
+        let mut contents = history
+            .earlier
+            .into_iter()
+            .map(ContentRecord::into_version)
+            .collect::<Result<Vec<_>, _>>()?;
+        contents.push(latest);
+        let lifecycles = history
+            .lifecycles
+            .into_iter()
+            .map(LifecycleRecord::into_version)
+            .collect::<Result<Vec<_>, _>>()?;
+        let history = OrderHistory::from_parts(
+            contents,
+            lifecycles,
+            Day(history.settled_before),
+            history.updated_at,
+        )
+        .map_err(|broken| CodecError::Payload(broken.to_owned()))?;
+        order.history = Some(Box::new(history));
+        Ok(order)
+    }
+}
+
+impl HistoryRecord {
+    /// The stored form of a changed order's history beside its latest content.
+    fn of(history: &OrderHistory) -> Option<HistoryRecord> {
+        let (latest, earlier) = history.contents().split_last()?;
+        Some(HistoryRecord {
+            effective_day: latest.effective.0,
+            extras_since_day: latest.extras_since.0,
+            earlier: earlier.iter().map(ContentRecord::from_version).collect(),
+            lifecycles: history
+                .lifecycles()
+                .iter()
+                .map(LifecycleRecord::from_version)
+                .collect(),
+            settled_before: history.settled_before().0,
+            updated_at: history.updated_at(),
         })
     }
 }
@@ -372,9 +612,93 @@ mod tests {
                         created_at,
                         start_day,
                         week_days,
+                        history: None,
                     }
                 },
             )
+    }
+
+    /// An order with two content versions and two lifecycle versions.
+    fn changed_order() -> Order {
+        let first = NewOrder::weekly_for_test(217).with_extras(&[(28, 1)]);
+        let second = NewOrder::weekly_for_test(218).with_exclusions(&[240]);
+        let history = OrderHistory::from_parts(
+            vec![
+                ContentVersion {
+                    effective: Day(0),
+                    content: first.clone(),
+                    extras_since: Day(0),
+                },
+                ContentVersion {
+                    effective: Day(14),
+                    content: second,
+                    extras_since: Day(0),
+                },
+            ],
+            vec![
+                LifecycleVersion {
+                    effective: Day(7),
+                    lifecycle: Lifecycle {
+                        cancel_date: None,
+                        pause: Some(Pause {
+                            from: Day(21),
+                            until: Some(Day(35)),
+                        }),
+                        skipped_dates: vec![Day(42)],
+                    },
+                },
+                LifecycleVersion {
+                    effective: Day(10),
+                    lifecycle: Lifecycle {
+                        cancel_date: Some(Day(70)),
+                        pause: Some(Pause {
+                            from: Day(21),
+                            until: None,
+                        }),
+                        skipped_dates: vec![],
+                    },
+                },
+            ],
+            Day(10),
+            1_799_000_000,
+        )
+        .unwrap();
+        first.placed(7, 3, 1_798_000_000).changed(history)
+    }
+
+    #[test]
+    fn a_changed_order_keeps_its_whole_history() {
+        let order = changed_order();
+        let record = OrderRecord::from_order(&order);
+        assert_eq!(record.box_id, 218, "the latest content on top");
+        assert_eq!(record.history.as_ref().unwrap().earlier.len(), 1);
+        let back = decode::<OrderRecord>(&encode(&record))
+            .unwrap()
+            .into_order()
+            .unwrap();
+        assert_eq!(back, order);
+        assert_eq!(back.updated_at(), 1_799_000_000);
+        assert!(!back.lifecycle().active());
+    }
+
+    #[test]
+    fn a_new_order_reads_back_with_no_history() {
+        let order = NewOrder::weekly_for_test(217).placed(7, 3, 5);
+        let record = OrderRecord::from_order(&order);
+        assert_eq!(record.history, None);
+        let back = record.into_order().unwrap();
+        assert_eq!(back.history, None);
+        assert_eq!(back.updated_at(), 5);
+    }
+
+    #[test]
+    fn a_broken_stored_history_is_an_error_not_a_panic() {
+        let mut record = OrderRecord::from_order(&changed_order());
+        record.history.as_mut().unwrap().earlier[0].effective_day = 99;
+        assert!(record.into_order().is_err());
+        let mut record = OrderRecord::from_order(&changed_order());
+        record.history.as_mut().unwrap().lifecycles[0].pause_day = None;
+        assert!(record.into_order().is_err());
     }
 
     proptest! {
@@ -488,5 +812,37 @@ mod tests {
             order.details.schedule.start.0,
             "written back in the current format"
         );
+    }
+
+    #[test]
+    fn orders_of_format_2_read_as_never_changed() {
+        let order = NewOrder::weekly_for_test(217)
+            .with_extras(&[(28, 1)])
+            .placed(7, 3, 1_795_428_000);
+        let current = OrderRecord::from_order(&order);
+        let old = OrderRecordV2 {
+            id: current.id,
+            customer_id: current.customer_id,
+            box_id: current.box_id,
+            frequency: current.frequency,
+            extras_one_off: current.extras_one_off,
+            extras: current.extras.clone(),
+            exclusions: current.exclusions.clone(),
+            substitutions: current.substitutions.clone(),
+            created_at: current.created_at,
+            start_day: current.start_day,
+            week_days: current.week_days,
+        };
+        let payload = bincode::serde::encode_to_vec(&old, crate::store::codec::config()).unwrap();
+        let mut bytes = crate::store::codec::MAGIC.to_vec();
+        bytes.push(Kind::Order as u8);
+        bytes.extend_from_slice(&2u16.to_be_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+        bytes.extend_from_slice(&payload);
+        let read = decode::<OrderRecord>(&bytes).unwrap();
+        assert_eq!(read, current);
+        let read = read.into_order().unwrap();
+        assert_eq!(read, order);
+        assert!(read.lifecycle().active());
     }
 }

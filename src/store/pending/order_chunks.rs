@@ -481,6 +481,7 @@ mod tests {
             created_at: 0,
             start_day: 20_000,
             week_days: 2,
+            history: None,
         })
     }
 
