@@ -19,6 +19,7 @@ use crate::domain::idempotency::{Creation, IdempotencyKey, Pending, RecordedResp
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::lifecycle::Order;
 use crate::domain::order::OrderBody;
+use crate::domain::order_patch::OrderPatch;
 use crate::domain::paging::Page;
 use crate::domain::schedule::parse_date_param;
 use crate::quotas::Checked;
@@ -356,6 +357,38 @@ pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
             Ok(recorded_response(order_created(&order), false))
         }
         Created::Replayed(first) => Ok(recorded_response(first, true)),
+    }
+}
+
+/// `PATCH` or `PUT /v1/orders/:id` with `{"order": {...}}`: 200 with the order after the
+/// change and its `Location`; with an `Idempotency-Key` used before with the same body, the
+/// first answer again.
+pub(super) async fn update_order(call: &Call<'_>, id: OrderId, raw_body: &[u8]) -> Answer {
+    let idempotency_key = idempotency_key(call)?;
+    let patch = OrderPatch::from_object(json_object(raw_body, "order")?);
+    let pending = idempotency_key.map(|key| Pending {
+        key,
+        body_sha256: Sha256::digest(raw_body).into(),
+        render: Box::new(order_changed),
+    });
+    match call
+        .service
+        .patch_order(call.webstore, id, patch, pending)
+        .await?
+    {
+        Created::Fresh(order) => {
+            call.acknowledged.mark();
+            Ok(recorded_response(order_changed(&order), false))
+        }
+        Created::Replayed(first) => Ok(recorded_response(first, true)),
+    }
+}
+
+fn order_changed(order: &Order) -> RecordedResponse {
+    RecordedResponse {
+        status: StatusCode::OK.as_u16(),
+        location: Some(Creation::Order(order.id).location()),
+        body: to_json(&OrderView::new(order)),
     }
 }
 

@@ -452,6 +452,7 @@ where
         ListOrders => handlers::list_orders(call).await,
         CreateOrder => handlers::create_order(call, &body).await,
         GetOrder(id) => handlers::get_order(call, id).await,
+        UpdateOrder(id) => handlers::update_order(call, id, &body).await,
         ListBoxes => Ok(handlers::list_boxes(call)),
         GetBox(id) => handlers::get_box(call, id),
         ListDeliveryServices => Ok(handlers::list_delivery_services(call)),

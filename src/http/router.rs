@@ -32,6 +32,8 @@ pub enum Endpoint {
     CreateOrder,
     /// `GET /v1/orders/:id`.
     GetOrder(OrderId),
+    /// `PATCH` or `PUT /v1/orders/:id`.
+    UpdateOrder(OrderId),
     /// `GET /v1/boxes`.
     ListBoxes,
     /// `GET /v1/boxes/:id`.
@@ -176,7 +178,10 @@ impl Endpoint {
     /// Whether the endpoint changes what the store holds (a sign-in only reads).
     pub fn writes(self) -> bool {
         use Endpoint::*;
-        matches!(self, CreateCustomer | UpdateCustomer(_) | CreateOrder)
+        matches!(
+            self,
+            CreateCustomer | UpdateCustomer(_) | CreateOrder | UpdateOrder(_)
+        )
     }
 
     /// Whether the endpoint reads a request body.
@@ -184,7 +189,7 @@ impl Endpoint {
         use Endpoint::*;
         matches!(
             self,
-            CreateCustomer | SignIn | UpdateCustomer(_) | CreateOrder
+            CreateCustomer | SignIn | UpdateCustomer(_) | CreateOrder | UpdateOrder(_)
         )
     }
 
@@ -197,7 +202,7 @@ impl Endpoint {
             SignIn => Route::SignIn,
             GetCustomer(_) | UpdateCustomer(_) => Route::Customer,
             ListOrders | CreateOrder => Route::Orders,
-            GetOrder(_) => Route::Order,
+            GetOrder(_) | UpdateOrder(_) => Route::Order,
             ListBoxes => Route::Boxes,
             GetBox(_) => Route::Box,
             ListDeliveryServices => Route::DeliveryServices,
@@ -277,7 +282,14 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
             Method::POST => Ok(CreateOrder),
             _ => Err(RouteError::MethodNotAllowed("GET, POST")),
         },
-        ("orders", Some(segment)) => only(method, &get, GetOrder(OrderId(id(segment)?))),
+        ("orders", Some(segment)) => {
+            let id = OrderId(id(segment)?);
+            match *method {
+                Method::GET => Ok(GetOrder(id)),
+                Method::PATCH | Method::PUT => Ok(UpdateOrder(id)),
+                _ => Err(RouteError::MethodNotAllowed("GET, PATCH, PUT")),
+            }
+        }
         ("boxes", None) => only(method, &get, ListBoxes),
         ("boxes", Some(segment)) => only(method, &get, GetBox(id(segment)?)),
         ("delivery_services", None) => only(method, &get, ListDeliveryServices),

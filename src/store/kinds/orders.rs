@@ -539,6 +539,48 @@ impl Store {
         open.commit_then(entry, on_durable)
     }
 
+    /// Writes a changed order of a customer of webstore `webstore_id` (its record replaces the
+    /// one stored): its idempotency record if the change has one, its event, then its
+    /// record, in one log entry. The record is written through to the customer's chunk, not
+    /// left waiting behind the log as a new order's is: a walk over a customer's orders takes
+    /// each id once, and a chunk's copy could otherwise be taken for a newer waiting one. An
+    /// idempotency record of a change counts only while the order's `updated_at` is at least
+    /// its own time (the service checks), so a record whose change was lost names nothing.
+    /// `on_durable` runs once the writes are on disk.
+    pub fn update_order(
+        &self,
+        order: &Order,
+        webstore_id: &str,
+        idempotency: Option<IdempotencyWrite>,
+        event: Option<EventWrite>,
+        on_durable: OnDurable,
+    ) -> Result<Written, StoreError> {
+        let open = self.open_for_webstore(webstore_id)?;
+        let idempotency = self.plan_idempotency(idempotency)?;
+        let record = encode(&OrderRecord::from_order(order));
+        let key = order_key(order.customer_id.0, order.id.0);
+        let event = event.map(|event| (event.sequence, event.entry()));
+        open.fits(
+            LogEntry::encoded_len(&key, &record)
+                + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len)
+                + event
+                    .as_ref()
+                    .map_or(0, |(_, (key, value))| LogEntry::encoded_len(key, value)),
+        )?;
+        let mut entry = open.entry();
+        let idempotency_key = idempotency.as_ref().map(|plan| plan.name.clone());
+        self.put_idempotency(&mut entry, idempotency)?;
+        let sequence = self.put_event(&open, &mut entry, event)?;
+        self.put(&mut entry, &key, record)?;
+        self.inner.tracking.note(
+            webstore_id,
+            Some(order.customer_id.0),
+            idempotency_key.as_deref(),
+            sequence,
+        );
+        open.commit_then(entry, on_durable)
+    }
+
     /// One stored order of a customer.
     pub fn load_order(
         &self,
@@ -562,24 +604,23 @@ impl Store {
         for_each_stored_order(&*self.inner.storage, prefix, end.as_deref(), visit)
     }
 
-    /// Calls `visit` with the id, owner and schedule of every stored order of the customers
+    /// Calls `visit` with the id, owner and order of every stored order of the customers
     /// with ids in `customers`, in key order (how the in-memory order indexes are rebuilt at
     /// start; disjoint ranges can be scanned at once). An order whose record does not decode
-    /// comes with its error instead of its schedule.
+    /// comes with its error instead.
     pub fn for_each_order_schedule(
         &self,
         customers: std::ops::Range<u64>,
-        visit: &mut dyn FnMut(OrderId, CustomerId, Result<(Frequency, Schedule), StoreError>),
+        visit: &mut dyn FnMut(OrderId, CustomerId, Result<Order, StoreError>),
     ) -> Result<(), StoreError> {
         let from = orders_of(customers.start);
         let to = orders_of(customers.end);
         for_each_stored_order(&*self.inner.storage, &from, Some(&to), &mut |stored| {
-            let schedule = stored
+            let order = stored
                 .record
                 .and_then(decode_order)
-                .map(|order| (order.details.frequency, order.details.schedule))
                 .map_err(|source| corrupt(stored.key, source));
-            visit(OrderId(stored.id), CustomerId(stored.customer), schedule);
+            visit(OrderId(stored.id), CustomerId(stored.customer), order);
             true
         })
     }
