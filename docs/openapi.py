@@ -310,6 +310,23 @@ schemas["Order"] = closed(
     examples=[ORDER_EX],
 )
 
+schemas["OrderDelivery"] = closed(
+    {
+        "date": DATE,
+        "box_id": ID,
+        "extras": {"type": "array", "items": sref("ExtraLine"),
+                   "description": "The extras that go that day (one-off extras with the "
+                                  "first delivery only)."},
+        "exclusions": {"type": "array", "items": ID},
+        "substitutions": {"type": "array", "items": ID},
+        "locked": {"type": "boolean",
+                   "description": "`true` once the date's list is locked for packing (the "
+                                  "webstore's cut-off has passed): it no longer changes."},
+    },
+    description="One delivery of an order: what goes out that day, as the versions in force "
+                "then say.",
+)
+
 schemas["BoxExtra"] = closed(
     {"id": ID, "name": {"type": "string"}, "unit": {"type": "string"}, "price": MONEY},
     description="An extra a box offers.",
@@ -1600,6 +1617,37 @@ paths["/v1/orders/{id}"] = {
         "replaceOrder", "Change an order (PUT, same as PATCH)", order_update_desc, "Orders",
         {"200": order_updated}, params=[p("IdempotencyKey")], body=order_update_body,
         not_found=True, unprocessable="Unprocessable"),
+}
+
+paths["/v1/orders/{id}/deliveries"] = {
+    "parameters": [p("OrderIdPath")],
+    "get": op(
+        "listOrderDeliveries", "An order's deliveries",
+        "The dates from `from` to `to` (both included; default today in the webstore's "
+        "zone and 8 weeks on; at most 366 days) on which the order is delivered, each with "
+        "what goes out that day (the versions in force then) and whether its list is "
+        "locked. Dates paused, skipped, cancelled or within a halt of the customer are "
+        "left out. An order of another webstore is a 404.",
+        "Orders",
+        {"200": {"description": "The deliveries, by date.", "headers": hdrs(),
+                 "content": json_content(
+                     {"type": "array", "items": sref("OrderDelivery")},
+                     {"deliveries": ex("Two deliveries", [
+                         {"date": "2026-11-26", "box_id": 217,
+                          "extras": [{"id": 28, "quantity": 1}], "exclusions": [243],
+                          "substitutions": [], "locked": True},
+                         {"date": "2026-12-03", "box_id": 217, "extras": [],
+                          "exclusions": [243], "substitutions": [], "locked": False}])})}},
+        params=[
+            {"name": "from", "in": "query", "required": False,
+             "description": "`YYYY-MM-DD`; default today (`is invalid` if not a date).",
+             "schema": {"type": "string"}},
+            {"name": "to", "in": "query", "required": False,
+             "description": "`YYYY-MM-DD`; default `from` + 55 days; not before `from`, "
+                            "at most 366 days from it.",
+             "schema": {"type": "string"}},
+        ],
+        not_found=True, unprocessable="QueryUnprocessable"),
 }
 
 paths["/v1/deliveries"] = {

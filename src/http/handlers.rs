@@ -29,7 +29,7 @@ use super::body::{json_fields, json_object, Params};
 use super::error::ApiError;
 use super::views::{
     box_json, csv_response, delivery_service_json, json_response, to_json, webstore_json,
-    CustomerView, DeliveryView, Embed, OrderView, JSON_CONTENT_TYPE,
+    CustomerView, DeliveryView, Embed, OrderDeliveryView, OrderView, JSON_CONTENT_TYPE,
 };
 use super::Call;
 
@@ -390,6 +390,34 @@ fn order_changed(order: &Order) -> RecordedResponse {
         location: Some(Creation::Order(order.id).location()),
         body: to_json(&OrderView::new(order)),
     }
+}
+
+/// `GET /v1/orders/:id/deliveries?from=…&to=…`: the order's deliveries in the range (at
+/// most 366 days; default the next 8 weeks from today), each with what goes out and whether
+/// its list is locked.
+pub(super) async fn order_deliveries(call: &Call<'_>, id: OrderId) -> Answer {
+    let mut errors = FieldErrors::new();
+    let optional = |name: &str| match call.params.get(name).map(str::trim) {
+        None | Some("") => Ok(None),
+        raw => parse_date_param(raw).map(Some),
+    };
+    let from = optional("from").unwrap_or_else(|message| {
+        errors.add("from", message);
+        None
+    });
+    let to = optional("to").unwrap_or_else(|message| {
+        errors.add("to", message);
+        None
+    });
+    if !errors.is_empty() {
+        return Err(ApiError::Invalid(errors));
+    }
+    let deliveries = call
+        .service
+        .order_deliveries(call.webstore, id, from, to)
+        .await?;
+    let views: Vec<_> = deliveries.iter().map(OrderDeliveryView::new).collect();
+    Ok(json_response(StatusCode::OK, &views))
 }
 
 fn order_created(order: &Order) -> RecordedResponse {

@@ -453,6 +453,7 @@ where
         CreateOrder => handlers::create_order(call, &body).await,
         GetOrder(id) => handlers::get_order(call, id).await,
         UpdateOrder(id) => handlers::update_order(call, id, &body).await,
+        OrderDeliveries(id) => handlers::order_deliveries(call, id).await,
         ListBoxes => Ok(handlers::list_boxes(call)),
         GetBox(id) => handlers::get_box(call, id),
         ListDeliveryServices => Ok(handlers::list_delivery_services(call)),

@@ -34,6 +34,8 @@ pub enum Endpoint {
     GetOrder(OrderId),
     /// `PATCH` or `PUT /v1/orders/:id`.
     UpdateOrder(OrderId),
+    /// `GET /v1/orders/:id/deliveries`.
+    OrderDeliveries(OrderId),
     /// `GET /v1/boxes`.
     ListBoxes,
     /// `GET /v1/boxes/:id`.
@@ -77,6 +79,8 @@ pub enum Route {
     Orders,
     /// `/v1/orders/:id`.
     Order,
+    /// `/v1/orders/:id/deliveries`.
+    OrderDeliveries,
     /// `/v1/boxes`.
     Boxes,
     /// `/v1/boxes/:id`.
@@ -143,6 +147,7 @@ impl Route {
             Customer => "/v1/customers/:id",
             Orders => "/v1/orders",
             Order => "/v1/orders/:id",
+            OrderDeliveries => "/v1/orders/:id/deliveries",
             Boxes => "/v1/boxes",
             Box => "/v1/boxes/:id",
             DeliveryServices => "/v1/delivery_services",
@@ -203,6 +208,7 @@ impl Endpoint {
             GetCustomer(_) | UpdateCustomer(_) => Route::Customer,
             ListOrders | CreateOrder => Route::Orders,
             GetOrder(_) | UpdateOrder(_) => Route::Order,
+            OrderDeliveries(_) => Route::OrderDeliveries,
             ListBoxes => Route::Boxes,
             GetBox(_) => Route::Box,
             ListDeliveryServices => Route::DeliveryServices,
@@ -251,6 +257,7 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
     let mut segments = rest.split('/');
     let resource = segments.next().unwrap_or_default();
     let member = segments.next();
+    let sub = segments.next();
     if segments.next().is_some() {
         return Err(RouteError::NotFound);
     }
@@ -261,6 +268,14 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
     };
     let get = Method::GET;
     let post = Method::POST;
+    if let Some(sub) = sub {
+        return match (resource, member, sub) {
+            ("orders", Some(segment), "deliveries") => {
+                only(method, &get, OrderDeliveries(OrderId(id(segment)?)))
+            }
+            _ => Err(RouteError::NotFound),
+        };
+    }
     match (resource, member) {
         ("ping", None) => only(method, &get, Ping),
         ("customers", None) => match *method {

@@ -66,6 +66,12 @@ impl Scheduled {
         }
     }
 
+    /// Whether its order has a history (pauses, skips, cancellation or later versions may
+    /// withhold a date): an order never changed has one entry from the start of time.
+    pub fn has_history(&self) -> bool {
+        self.from != Day(i32::MIN)
+    }
+
     /// Whether it delivers on `date` (before pauses, skips, cancellation and halts).
     pub fn occurs_on(&self, date: Day) -> bool {
         self.from <= date

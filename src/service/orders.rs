@@ -14,7 +14,16 @@ use crate::domain::lifecycle::Order;
 use crate::domain::order::{customer_ref, validate_order, CustomerCheck, CustomerRef, OrderBody};
 use crate::domain::order_patch::OrderPatch;
 
+use crate::clock::unix_now;
+use crate::domain::lifecycle::OrderDelivery;
+use crate::domain::schedule::Day;
+
 use super::idempotency::Turn;
+
+/// Most days `GET /v1/orders/{id}/deliveries` covers.
+const MAX_DAYS: i64 = 366;
+/// The days it covers by default: 8 weeks.
+const DEFAULT_DAYS: i32 = 56;
 use super::{Created, Service, ServiceError};
 
 impl Service {
@@ -137,6 +146,43 @@ impl Service {
                 .is_some_and(|order| order.updated_at() >= recorded_at),
             Creation::Customer(_) => false,
         })
+    }
+
+    /// The deliveries of an order of one of the webstore's customers from `from` (default
+    /// today in the webstore's zone) to `to` (default 8 weeks on), at most 366 days, with its
+    /// customer's halts, each with whether its date is locked.
+    pub async fn order_deliveries(
+        &self,
+        webstore: &Webstore,
+        id: OrderId,
+        from: Option<Day>,
+        to: Option<Day>,
+    ) -> Result<Vec<OrderDelivery>, ServiceError> {
+        let now = unix_now();
+        let from = from.unwrap_or_else(|| webstore.today(now));
+        let to = to.unwrap_or_else(|| from.plus(DEFAULT_DAYS - 1));
+        if to < from {
+            return Err(ServiceError::Invalid(FieldErrors::single(
+                "to",
+                "must not be before from",
+            )));
+        }
+        if i64::from(to.0) - i64::from(from.0) >= MAX_DAYS {
+            return Err(ServiceError::Invalid(FieldErrors::single(
+                "to",
+                format!("must be at most {MAX_DAYS} days from from"),
+            )));
+        }
+        let order = self.order(webstore, id).await?;
+        let halts = self
+            .registry
+            .customer(webstore.idx, order.customer_id)?
+            .map(|customer| customer.halts.clone())
+            .unwrap_or_default();
+        let cutoff = webstore.cutoff;
+        Ok(order.history().deliveries(from, to, &halts, |d| {
+            cutoff.is_locked(d, &webstore.zone, now)
+        }))
     }
 
     /// An order of one of the webstore's customers.

@@ -336,3 +336,110 @@ async fn the_history_survives_a_kill_and_travels_through_export_and_import() {
     let customer_after = app.get(&format!("/v1/customers/{customer}")).await.json();
     assert_eq!(customer_after["halted?"], true);
 }
+
+/// The ids of the orders on the webstore's delivery list of `date`.
+async fn listed(app: &TestApp, date: Date) -> Vec<i64> {
+    let response = app.get(&format!("/v1/deliveries?date={date}")).await;
+    response.assert_status(200);
+    response
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|delivery| delivery["order_id"].as_i64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn deliveries_follow_the_history_and_a_locked_date_never_changes() {
+    let app = spawn_app().await;
+    let (customer, order) = subscribed(&app, "deliveries@example.com").await;
+    let id = id_of(&order);
+    // A delivery date already locked (a Monday or Thursday of the last days), and open ones.
+    let locked = (0..6)
+        .map(|n| plus(today(), 2 - n))
+        .find(|d| [1, 4].contains(&d.weekday().to_monday_one_offset()))
+        .unwrap();
+    let skipped = next(plus(today(), 7), 4);
+    let after = next(plus(skipped, 1), 1);
+    let locked_list = app
+        .get(&format!("/v1/deliveries?date={locked}"))
+        .await
+        .json();
+    assert!(listed(&app, locked).await.contains(&id));
+    assert!(listed(&app, skipped).await.contains(&id));
+
+    // The order's own deliveries: the locked date is locked, an open one is not.
+    let path = format!("/v1/orders/{id}/deliveries?from={locked}&to={after}");
+    let own = app.get(&path).await;
+    own.assert_status(200);
+    let own = own.json();
+    let dates: Vec<&str> = own
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["date"].as_str().unwrap())
+        .collect();
+    assert_eq!(dates.first(), Some(&locked.to_string().as_str()));
+    assert!(dates.contains(&skipped.to_string().as_str()));
+    assert_eq!(own[0]["locked"], true);
+    assert_eq!(own[0]["box_id"], 217);
+    assert_eq!(own.as_array().unwrap().last().unwrap()["locked"], false);
+
+    // A skip, a halt and a cancellation later: the locked date's list is the same.
+    patch_order(
+        &app,
+        id,
+        json!({ "skipped_dates": [skipped.to_string()] }),
+        None,
+    )
+    .await
+    .assert_status(200);
+    assert!(!listed(&app, skipped).await.contains(&id), "skipped");
+    assert!(listed(&app, after).await.contains(&id));
+    app.patch_json(
+        &format!("/v1/customers/{customer}"),
+        &json!({"halted": true}),
+    )
+    .await
+    .assert_status(200);
+    assert!(!listed(&app, after).await.contains(&id), "halted");
+    let own = app.get(&path).await.json();
+    assert_eq!(own[0]["date"], locked.to_string(), "the locked date stays");
+    assert!(own
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|d| d["date"].as_str().unwrap() < plus(today(), 3).to_string().as_str()));
+    patch_order(&app, id, json!({ "active": false }), None)
+        .await
+        .assert_status(200);
+    assert_eq!(
+        app.get(&format!("/v1/deliveries?date={locked}"))
+            .await
+            .json(),
+        locked_list,
+        "a locked date's list never changes"
+    );
+
+    // The range's refusals, and another webstore's order.
+    let refused = |query: String| {
+        let app = &app;
+        async move {
+            app.get(&format!("/v1/orders/{id}/deliveries?{query}"))
+                .await
+        }
+    };
+    refused(format!("from={after}&to={locked}"))
+        .await
+        .assert_has_error("to");
+    refused(format!("from={locked}&to={}", plus(locked, 400)))
+        .await
+        .assert_has_error("to");
+    refused("from=someday".into())
+        .await
+        .assert_has_error("from");
+    app.get_as(&format!("/v1/orders/{id}/deliveries"), &store_b())
+        .await
+        .assert_not_found();
+}
