@@ -141,6 +141,12 @@ ORDER_CREATED_EVENT_EX = {
     "id": "evt_99033e91be96dfb4369e6ea6dff3bc81", "type": "order.created",
     "sequence": 3, "created_at": "2026-11-23T14:52:42.301Z", "data": ORDER_EX,
 }
+ORDER_UPDATED_EVENT_EX = {
+    "id": "evt_5c0f1d2ab0b8e1c94a0e7d63f2a1b9c4", "type": "order.updated",
+    "sequence": 4, "created_at": "2026-12-01T09:30:00.512Z",
+    "data": dict(ORDER_EX, pause_date="2026-12-22", resume_date="2027-01-05",
+                 updated_at="2026-12-01T09:30:00Z"),
+}
 # The cursor of webstore fantastic-vege-people after its event 3.
 CURSOR_EX = "ZmFudGFzdGljLXZlZ2UtcGVvcGxlCjM"
 # The Standard Webhooks example signature (secret whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw).
@@ -304,6 +310,23 @@ schemas["Order"] = closed(
     examples=[ORDER_EX],
 )
 
+schemas["OrderDelivery"] = closed(
+    {
+        "date": DATE,
+        "box_id": ID,
+        "extras": {"type": "array", "items": sref("ExtraLine"),
+                   "description": "The extras that go that day (one-off extras with the "
+                                  "first delivery only)."},
+        "exclusions": {"type": "array", "items": ID},
+        "substitutions": {"type": "array", "items": ID},
+        "locked": {"type": "boolean",
+                   "description": "`true` once the date's list is locked for packing (the "
+                                  "webstore's cut-off has passed): it no longer changes."},
+    },
+    description="One delivery of an order: what goes out that day, as the versions in force "
+                "then say.",
+)
+
 schemas["BoxExtra"] = closed(
     {"id": ID, "name": {"type": "string"}, "unit": {"type": "string"}, "price": MONEY},
     description="An extra a box offers.",
@@ -458,16 +481,21 @@ schemas["CustomerUpdatedEvent"] = event(
     CUSTOMER_UPDATED_EVENT_EX)
 schemas["OrderCreatedEvent"] = event(
     "order.created", ORDER_DATA, "`POST /v1/orders`", ORDER_CREATED_EVENT_EX)
+schemas["OrderUpdatedEvent"] = event(
+    "order.updated", ORDER_DATA,
+    "every `PATCH` or `PUT /v1/orders/{id}` that changes the order (one that changes nothing "
+    "makes none)", ORDER_UPDATED_EVENT_EX)
 schemas["Event"] = {
     "description": (
         "What one write of the API changed: the resource as `GET` returns it at the time of "
         "the change. The feed (`GET /v1/events`) and the webhooks carry the same JSON."),
     "oneOf": [sref("CustomerCreatedEvent"), sref("CustomerUpdatedEvent"),
-              sref("OrderCreatedEvent")],
+              sref("OrderCreatedEvent"), sref("OrderUpdatedEvent")],
     "discriminator": {"propertyName": "type", "mapping": {
         "customer.created": "#/components/schemas/CustomerCreatedEvent",
         "customer.updated": "#/components/schemas/CustomerUpdatedEvent",
         "order.created": "#/components/schemas/OrderCreatedEvent",
+        "order.updated": "#/components/schemas/OrderUpdatedEvent",
     }},
 }
 schemas["EventsPage"] = closed(
@@ -587,8 +615,16 @@ schemas["CustomerUpdate"] = {
         "The fields to change; absent fields keep their value (PATCH and PUT alike). "
         "`first_name`, `email` and `delivery_service_id` may not be `null` or blank. "
         "Unknown fields are ignored."),
-    "properties": dict(customer_props, address=sref("AddressUpdate")),
-    "examples": [{"last_name": "Lee", "address": {"delivery_note": "Back door"}}],
+    "properties": dict(
+        customer_props, address=sref("AddressUpdate"),
+        halted={"type": ["boolean", "string"],
+                "description": "`true` halts the customer, `false` ends the halt, from the "
+                               "first delivery date after the cut-off: none of a halted "
+                               "customer's orders is delivered. `\"true\"`/`\"false\"` "
+                               "also; anything else (`null` too) is `must be true or "
+                               "false`."}),
+    "examples": [{"last_name": "Lee", "address": {"delivery_note": "Back door"}},
+                 {"halted": True}],
 }
 
 
@@ -700,6 +736,59 @@ schemas["OrderCreate"] = {
     "examples": [ORDER_CREATE_EX["order"]],
 }
 schemas["OrderCreateBody"] = wrapped("OrderCreate", "order")
+
+NULLABLE_DATE = dict(DATE, type=["string", "null"])
+schemas["OrderUpdate"] = {
+    "type": "object",
+    "description": (
+        "The fields to change (PATCH and PUT alike); absent fields keep their value. Every "
+        "change takes effect from the first delivery date after the cut-off or later, so "
+        "the deliveries of a date already locked for packing never change: a change that "
+        "would reach one is a 422 naming the field, with the earliest date it could take "
+        "effect. Any other field is a 422 naming it: the server's own (`id`, "
+        "`customer_id`, `created_at`, `updated_at`) `is read-only`, the rest `is not a "
+        "field of an order that can be changed`."),
+    "properties": {
+        "box_id": dict(sref("IdInput"), description="As on create."),
+        "extras": {"type": "array", "maxItems": 100, "items": sref("ExtraLineInput"),
+                   "description": "As on create: the whole list."},
+        "exclusions": {"type": "array", "maxItems": 100, "items": sref("IdInput"),
+                       "description": "As on create: the whole list."},
+        "substitutions": {"type": "array", "maxItems": 100, "items": sref("IdInput"),
+                          "description": "As on create: the whole list."},
+        "extras_one_off": {"description": "As on create."},
+        "frequency": {"description": "As on create; a new frequency or `week_days` starts "
+                                     "the schedule on `effective_date`."},
+        "week_days": {"description": "As on create."},
+        "effective_date": dict(NULLABLE_DATE,
+                               description="When the content fields above take effect; "
+                                           "default: the first delivery date after the "
+                                           "cut-off. Only with one of them."),
+        "pause_date": dict(NULLABLE_DATE,
+                           description="Start or move the pause; `null` ends it (from the "
+                                       "first open date)."),
+        "resume_date": dict(NULLABLE_DATE,
+                            description="The first date delivered again; after "
+                                        "`pause_date`."),
+        "skipped_dates": {"type": ["array", "null"], "maxItems": 100, "items": DATE,
+                          "description": "The whole list of delivery dates not delivered; "
+                                         "each a delivery date of the order's schedule "
+                                         "(else `skipped_dates[i]` is named); at most 100."},
+        "active": {"type": ["boolean", "string"],
+                   "description": "`false` cancels (from `cancel_date`); `true` takes a "
+                                  "cancelled order back from the first date after the "
+                                  "cut-off."},
+        "cancel_date": dict(NULLABLE_DATE,
+                            description="With `active: false`: the first date not "
+                                        "delivered; default the first delivery date after "
+                                        "the cut-off."),
+    },
+    "examples": [{"pause_date": "2026-12-22", "resume_date": "2027-01-05"},
+                 {"skipped_dates": ["2026-12-29"]},
+                 {"box_id": 218, "effective_date": "2026-12-08"},
+                 {"active": False}],
+}
+schemas["OrderUpdateBody"] = wrapped("OrderUpdate", "order")
 
 schemas["SignIn"] = {
     "type": "object",
@@ -1481,12 +1570,84 @@ paths["/v1/orders"] = {
         unprocessable="Unprocessable"),
 }
 
+order_update_desc = (
+    "Changes an order of a customer of the caller's webstore: a pause (`pause_date`, "
+    "`resume_date`), skipped dates, a cancellation (`active: false`, `cancel_date`) or "
+    "taking it back (`active: true`), or its box, extras, exclusions, substitutions or "
+    "schedule from `effective_date` on. Every change takes effect from the first "
+    "delivery date after the webstore's cut-off (catalogue `cutoff`, default 18:00 three "
+    "days before) or later; deliveries before keep what was in force then. Every failing "
+    "field is reported at once, and a refused change changes nothing. A change that "
+    "changes nothing writes nothing and makes no event. An order of another webstore is "
+    "a 404. With `Idempotency-Key`, a repeat with the same body replays the first answer "
+    "(`Idempotent-Replayed: true`). Each change makes an `order.updated` event. Writes "
+    "are refused with 503 while the disk is nearly full.")
+order_updated = {
+    "description": "The order after the change (as `GET` answers it), and its `Location`.",
+    "headers": hdrs("Location", "Idempotent-Replayed"),
+    "content": json_content(sref("Order"), {"paused": ex("Paused", dict(
+        ORDER_EX, pause_date="2026-12-22", resume_date="2027-01-05",
+        updated_at="2026-12-01T09:30:00Z"))}),
+}
+order_update_body = {
+    "required": True,
+    "description": "The fields to change, bare or wrapped as `{\"order\": {...}}`. At most "
+                   "64 KiB.",
+    "content": json_content(sref("OrderUpdateBody"), {
+        "pause": ex("A holiday", {"order": {"pause_date": "2026-12-22",
+                                            "resume_date": "2027-01-05"}}),
+        "skip": ex("Skip a week", {"order": {"skipped_dates": ["2026-12-29"]}}),
+        "swap": ex("Another box from a date", {"order": {"box_id": 218,
+                                                         "effective_date": "2026-12-08"}}),
+        "cancel": ex("Cancel", {"order": {"active": False}}),
+    }),
+}
+
 paths["/v1/orders/{id}"] = {
     "parameters": [p("OrderIdPath")],
     "get": op(
         "getOrder", "Get an order",
         "The order with this id, if its customer belongs to the caller's webstore.",
         "Orders", {"200": order_ok}, not_found=True),
+    "patch": op(
+        "updateOrder", "Change an order", order_update_desc, "Orders",
+        {"200": order_updated}, params=[p("IdempotencyKey")], body=order_update_body,
+        not_found=True, unprocessable="Unprocessable"),
+    "put": op(
+        "replaceOrder", "Change an order (PUT, same as PATCH)", order_update_desc, "Orders",
+        {"200": order_updated}, params=[p("IdempotencyKey")], body=order_update_body,
+        not_found=True, unprocessable="Unprocessable"),
+}
+
+paths["/v1/orders/{id}/deliveries"] = {
+    "parameters": [p("OrderIdPath")],
+    "get": op(
+        "listOrderDeliveries", "An order's deliveries",
+        "The dates from `from` to `to` (both included; default today in the webstore's "
+        "zone and 8 weeks on; at most 366 days) on which the order is delivered, each with "
+        "what goes out that day (the versions in force then) and whether its list is "
+        "locked. Dates paused, skipped, cancelled or within a halt of the customer are "
+        "left out. An order of another webstore is a 404.",
+        "Orders",
+        {"200": {"description": "The deliveries, by date.", "headers": hdrs(),
+                 "content": json_content(
+                     {"type": "array", "items": sref("OrderDelivery")},
+                     {"deliveries": ex("Two deliveries", [
+                         {"date": "2026-11-26", "box_id": 217,
+                          "extras": [{"id": 28, "quantity": 1}], "exclusions": [243],
+                          "substitutions": [], "locked": True},
+                         {"date": "2026-12-03", "box_id": 217, "extras": [],
+                          "exclusions": [243], "substitutions": [], "locked": False}])})}},
+        params=[
+            {"name": "from", "in": "query", "required": False,
+             "description": "`YYYY-MM-DD`; default today (`is invalid` if not a date).",
+             "schema": {"type": "string"}},
+            {"name": "to", "in": "query", "required": False,
+             "description": "`YYYY-MM-DD`; default `from` + 55 days; not before `from`, "
+                            "at most 366 days from it.",
+             "schema": {"type": "string"}},
+        ],
+        not_found=True, unprocessable="QueryUnprocessable"),
 }
 
 paths["/v1/deliveries"] = {
@@ -1587,7 +1748,7 @@ paths["/v1/events"] = {
         "oldest event kept), oldest first, at most `limit` (1 to 1000, default 100), "
         "only of the types in `type` if given. Every write of the API makes one event, "
         "written in the same durable write as the change: `customer.created`, "
-        "`customer.updated`, `order.created`. A page shows only events whose writes are "
+        "`customer.updated`, `order.created`, `order.updated`. A page shows only events whose writes are "
         "durable, and no event ever appears later below a position already read. A page "
         "looks at no more than 2000 events of any type: one whose `type` matches few of "
         "them may end with fewer than `limit` events (none, even) and `has_more`. Ask "
@@ -1626,7 +1787,8 @@ paths["/v1/events"] = {
              "schema": {"type": "string"}, "example": CURSOR_EX},
             {"name": "type", "in": "query", "required": False,
              "description": "Only events of these types: names from `customer.created`, "
-                            "`customer.updated`, `order.created`, comma-separated. Spaces "
+                            "`customer.updated`, `order.created`, `order.updated`, "
+                            "comma-separated. Spaces "
                             "around a name and empty names are ignored; without any, every "
                             "type. An unknown name is a 422 `is not included in the list`.",
              "schema": {"type": "string", "pattern": f"^{TYPE_ITEM_RE}(?:,{TYPE_ITEM_RE})*$"},
@@ -1725,6 +1887,8 @@ webhooks = {
                                 "CustomerUpdatedEvent", CUSTOMER_UPDATED_EVENT_EX),
     "order.created": webhook("order.created", "orderCreatedWebhook",
                              "OrderCreatedEvent", ORDER_CREATED_EVENT_EX),
+    "order.updated": webhook("order.updated", "orderUpdatedWebhook",
+                             "OrderUpdatedEvent", ORDER_UPDATED_EVENT_EX),
 }
 
 DESCRIPTION = """\
@@ -1755,15 +1919,15 @@ a failed store, or a nearly full disk (writes only); nothing was changed.
 `X-Total-Count` (all elements) and an RFC 8288 `Link` header (`next`, `prev`, `first`, \
 `last`). A page past the last is an empty array.
 
-**Idempotency.** `POST /v1/customers` and `POST /v1/orders` take an `Idempotency-Key` \
-(1 to 255 characters): the same key with the same body bytes replays the first 201 with \
-`Idempotent-Replayed: true`.
+**Idempotency.** `POST /v1/customers`, `POST /v1/orders` and `PATCH`/`PUT \
+/v1/orders/{id}` take an `Idempotency-Key` (1 to 255 characters): the same key with the \
+same body bytes replays the first answer with `Idempotent-Replayed: true`.
 
 **Sign-in throttle.** 10 failed sign-ins for one email within 15 minutes make further \
 attempts a 429 with `Retry-After`.
 
 **Events.** Every write makes one event, in the same durable write as the change \
-(`customer.created`, `customer.updated`, `order.created`), holding the resource as `GET` \
+(`customer.created`, `customer.updated`, `order.created`, `order.updated`), holding the resource as `GET` \
 returns it. `GET /v1/events` pages through them, oldest first, after a cursor (`after`: the \
 `next` of the previous page). Events are kept 30 days unless the operator sets another \
 time; a cursor past that is a 410. The webstore's webhook endpoints (set by the operator in \

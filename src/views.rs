@@ -12,6 +12,7 @@ use serde::{Serialize, Serializer};
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::lifecycle::Order;
+use crate::domain::lifecycle::OrderDelivery;
 use crate::domain::schedule::Day;
 
 /// Room reserved for a rendered body: an order or a customer fits, where growing from
@@ -227,6 +228,38 @@ impl<'a> OrderView<'a> {
             skipped_dates: DatesView(&lifecycle.skipped_dates),
             cancel_date: lifecycle.cancel_date.map(DateView),
             updated_at: Rfc3339(order.updated_at()),
+        }
+    }
+}
+
+/// One delivery of one order (`GET /v1/orders/{id}/deliveries`).
+#[derive(Serialize)]
+pub struct OrderDeliveryView<'a> {
+    date: DateView,
+    box_id: u64,
+    extras: Vec<ExtraLineView>,
+    exclusions: &'a [u64],
+    substitutions: &'a [u64],
+    locked: bool,
+}
+
+impl<'a> OrderDeliveryView<'a> {
+    /// The view of one delivery of an order.
+    pub fn new(delivery: &'a OrderDelivery) -> Self {
+        OrderDeliveryView {
+            date: DateView(delivery.date),
+            box_id: delivery.box_id,
+            extras: delivery
+                .extras
+                .iter()
+                .map(|line| ExtraLineView {
+                    id: line.id,
+                    quantity: line.quantity,
+                })
+                .collect(),
+            exclusions: &delivery.exclusions,
+            substitutions: &delivery.substitutions,
+            locked: delivery.locked,
         }
     }
 }

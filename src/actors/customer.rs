@@ -29,6 +29,7 @@ use crate::domain::idempotency::Pending;
 use crate::domain::ids::OrderId;
 use crate::domain::lifecycle::Order;
 use crate::domain::order::{validate_order, CustomerCheck, OrderBody};
+use crate::domain::order_patch::{patch_order, OrderPatch, PatchContext};
 use crate::domain::schedule::{Day, ScheduleRules, WeekDays};
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, OnDurable, Store, StoreError, Written};
@@ -120,6 +121,9 @@ pub enum ChangeError {
     /// The change could not be stored; nothing changed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The customer has no order with this id.
+    #[error("no such order")]
+    NoSuchOrder,
 }
 
 /// A customer after an update, with the customer before it.
@@ -148,6 +152,24 @@ pub struct Placed {
     pub durable: Written,
 }
 
+/// A change of one of the customer's orders, with its idempotency key if it came with one.
+pub struct PatchOrder {
+    /// The order.
+    pub order: OrderId,
+    /// The change, unwrapped from `{"order": …}`.
+    pub patch: OrderPatch,
+    /// The key and the response to record with the change.
+    pub idempotency: Option<Pending<Order>>,
+}
+
+/// An order after a change.
+pub struct Patched {
+    /// The order as it is now.
+    pub order: Arc<Order>,
+    /// Whether the change changed anything (else nothing was written, and no event made).
+    pub changed: bool,
+}
+
 /// What a customer actor is asked to do.
 pub enum Request {
     /// Apply changes already checked field by field (and with the password hashed).
@@ -160,6 +182,9 @@ pub enum Request {
     PlaceOrder(Box<PlaceOrder>, RpcReplyPort<Result<Placed, ChangeError>>),
     /// All of this customer's orders by id.
     ListOrders(RpcReplyPort<Result<OrderList, ChangeError>>),
+    /// Change one of its orders (its history gains the change's versions); answered once
+    /// the change is on disk.
+    PatchOrder(Box<PatchOrder>, RpcReplyPort<Result<Patched, ChangeError>>),
 }
 
 /// A request as it travels to the actor: what to do, the handoff it shares with its caller,
@@ -296,6 +321,10 @@ impl Actor for CustomerActor {
                 let _ = reply.send(state.list_orders());
                 drop(held);
             }
+            Request::PatchOrder(patch, reply) => {
+                let _ = reply.send(state.patch_order(*patch).await);
+                drop(held);
+            }
         }
         Ok(())
     }
@@ -346,13 +375,70 @@ impl CustomerState {
             .published
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = next.clone();
-        if next.delivery_service_id != previous.delivery_service_id {
-            // The delivery lists order and filter by delivery service.
+        if next.delivery_service_id != previous.delivery_service_id || next.halts != previous.halts
+        {
+            // The delivery lists order and filter by delivery service, and leave out the
+            // orders of a halted customer.
             self.indexes.customer_moved(self.webstore.idx);
         }
         Ok(Updated {
             customer: next,
             previous,
+        })
+    }
+
+    /// Changes one of the customer's orders and waits for the change to be on disk before
+    /// the order is published (in the actor's list and the delivery index) and answered. A
+    /// change that changes nothing writes nothing.
+    async fn patch_order(&mut self, request: PatchOrder) -> Result<Patched, ChangeError> {
+        let at = self
+            .orders
+            .binary_search_by_key(&request.order, |order| order.id)
+            .map_err(|_| ChangeError::NoSuchOrder)?;
+        let order = self.orders[at].clone();
+        let now = unix_now();
+        let delivery_days = self.schedule_rules().delivery_days;
+        let history = order.history();
+        let context = PatchContext {
+            webstore: &self.webstore,
+            delivery_days,
+            now,
+        };
+        let changed =
+            patch_order(&history, &request.patch, &context).map_err(ChangeError::Invalid)?;
+        if changed == *history {
+            return Ok(Patched {
+                order,
+                changed: false,
+            });
+        }
+        let next = Arc::new(order.changed(changed));
+        let idempotency = request.idempotency.map(|pending| {
+            IdempotencyWrite::rendered(&self.webstore.settings.id, pending, &*next, now)
+        });
+        let event = self.events.order_updated(&self.webstore, &next)?;
+        let in_flight = event.in_flight;
+        let if_refused = in_flight.if_refused();
+        let written = self
+            .store
+            .update_order(
+                &next,
+                &self.webstore.settings.id,
+                idempotency,
+                Some(event.write),
+                Box::new(move || in_flight.durable()),
+            )
+            .inspect_err(|error| {
+                if error.wrote_nothing() {
+                    if_refused.refused();
+                }
+            })?;
+        self.orders[at] = next.clone();
+        written.durable().await?;
+        self.indexes.order_changed(self.webstore.idx, &next);
+        Ok(Patched {
+            order: next,
+            changed: true,
         })
     }
 
@@ -397,7 +483,12 @@ impl CustomerState {
         request: PlaceOrder,
         held: Box<dyn Send>,
     ) -> Result<Placed, ChangeError> {
-        let rules = self.schedule_rules();
+        let mut rules = self.schedule_rules();
+        if !request.body.has_start_date() {
+            // A new order without a start date starts at the first delivery date after the
+            // cut-off: the first one its producer has not packed for yet.
+            rules.today = rules.today.max(self.open_day().plus(-1));
+        }
         let details = validate_order(&request.body, &self.webstore, CustomerCheck::Found(rules))
             .map_err(ChangeError::Invalid)?;
         let order = Arc::new(Order {

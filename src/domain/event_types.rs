@@ -12,14 +12,17 @@ pub enum EventType {
     CustomerUpdated,
     /// An order was created.
     OrderCreated,
+    /// An order was changed (`PATCH`/`PUT /v1/orders/{id}`).
+    OrderUpdated,
 }
 
 impl EventType {
     /// Every type, in the order the documents list them.
-    pub const ALL: [EventType; 3] = [
+    pub const ALL: [EventType; 4] = [
         EventType::CustomerCreated,
         EventType::CustomerUpdated,
         EventType::OrderCreated,
+        EventType::OrderUpdated,
     ];
 
     /// Its name in events, feeds and the catalogue.
@@ -28,6 +31,7 @@ impl EventType {
             EventType::CustomerCreated => "customer.created",
             EventType::CustomerUpdated => "customer.updated",
             EventType::OrderCreated => "order.created",
+            EventType::OrderUpdated => "order.updated",
         }
     }
 

@@ -141,6 +141,52 @@ pub struct Delivery<'a> {
     pub substitutions: &'a [u64],
 }
 
+/// One delivery of an order, owned (what `GET /v1/orders/{id}/deliveries` lists).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderDelivery {
+    /// The date.
+    pub date: Day,
+    /// The box.
+    pub box_id: u64,
+    /// The extras that go that day.
+    pub extras: Vec<ExtraLine>,
+    /// Excluded box items.
+    pub exclusions: Vec<u64>,
+    /// Substitute box items.
+    pub substitutions: Vec<u64>,
+    /// Whether the date's list is locked for packing.
+    pub locked: bool,
+}
+
+impl OrderHistory {
+    /// The deliveries from `from` to `to` (both included), with `halts`; `locked` says of
+    /// each date whether it is locked. One `on` per date: O(dates × log versions).
+    pub fn deliveries(
+        &self,
+        from: Day,
+        to: Day,
+        halts: &Halts,
+        locked: impl Fn(Day) -> bool,
+    ) -> Vec<OrderDelivery> {
+        let mut out = Vec::new();
+        let mut d = from;
+        while d <= to {
+            if let Ok(delivery) = self.on(d, halts) {
+                out.push(OrderDelivery {
+                    date: d,
+                    box_id: delivery.box_id,
+                    extras: delivery.extras.to_vec(),
+                    exclusions: delivery.exclusions.to_vec(),
+                    substitutions: delivery.substitutions.to_vec(),
+                    locked: locked(d),
+                });
+            }
+            d = d.plus(1);
+        }
+        out
+    }
+}
+
 /// An order's deliveries on one date: one, or why none.
 pub type Outcome<'a> = Result<Delivery<'a>, Withheld>;
 

@@ -91,6 +91,14 @@ impl BodyFields for OrderBody {
 }
 
 impl OrderBody {
+    /// Whether it gives a `start_date` (else the schedule starts at the first delivery date
+    /// after the cut-off).
+    pub fn has_start_date(&self) -> bool {
+        self.start_date
+            .as_ref()
+            .is_some_and(|value| !value.is_null())
+    }
+
     /// The order fields of a JSON object (already unwrapped from `{"order": …}`).
     pub fn from_object(object: Map<String, Value>) -> OrderBody {
         let mut body = OrderBody::default();

@@ -1,5 +1,5 @@
 //! A webstore's events: what each write of the API changed (`customer.created`,
-//! `customer.updated`, `order.created`), numbered per webstore and written **in the same log
+//! `customer.updated`, `order.created`, `order.updated`), numbered per webstore and written **in the same log
 //! entry as the change** (so in a group it travels in the changelog), then read by pollers
 //! ([`feed`]) and delivered to webhooks (`crate::webhooks`).
 //!
@@ -96,6 +96,18 @@ impl Events {
         order: &Order,
     ) -> Result<NewEvent, StoreError> {
         self.numbered(webstore, EventType::OrderCreated, |id| EventBody::Order {
+            id,
+            order: OrderRecord::from_order(order),
+        })
+    }
+
+    /// The `order.updated` event of `order` as it is after its change.
+    pub fn order_updated(
+        &self,
+        webstore: &Webstore,
+        order: &Order,
+    ) -> Result<NewEvent, StoreError> {
+        self.numbered(webstore, EventType::OrderUpdated, |id| EventBody::Order {
             id,
             order: OrderRecord::from_order(order),
         })

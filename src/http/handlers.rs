@@ -19,6 +19,7 @@ use crate::domain::idempotency::{Creation, IdempotencyKey, Pending, RecordedResp
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::lifecycle::Order;
 use crate::domain::order::OrderBody;
+use crate::domain::order_patch::OrderPatch;
 use crate::domain::paging::Page;
 use crate::domain::schedule::parse_date_param;
 use crate::quotas::Checked;
@@ -28,7 +29,7 @@ use super::body::{json_fields, json_object, Params};
 use super::error::ApiError;
 use super::views::{
     box_json, csv_response, delivery_service_json, json_response, to_json, webstore_json,
-    CustomerView, DeliveryView, Embed, OrderView, JSON_CONTENT_TYPE,
+    CustomerView, DeliveryView, Embed, OrderDeliveryView, OrderView, JSON_CONTENT_TYPE,
 };
 use super::Call;
 
@@ -357,6 +358,66 @@ pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
         }
         Created::Replayed(first) => Ok(recorded_response(first, true)),
     }
+}
+
+/// `PATCH` or `PUT /v1/orders/:id` with `{"order": {...}}`: 200 with the order after the
+/// change and its `Location`; with an `Idempotency-Key` used before with the same body, the
+/// first answer again.
+pub(super) async fn update_order(call: &Call<'_>, id: OrderId, raw_body: &[u8]) -> Answer {
+    let idempotency_key = idempotency_key(call)?;
+    let patch = OrderPatch::from_object(json_object(raw_body, "order")?);
+    let pending = idempotency_key.map(|key| Pending {
+        key,
+        body_sha256: Sha256::digest(raw_body).into(),
+        render: Box::new(order_changed),
+    });
+    match call
+        .service
+        .patch_order(call.webstore, id, patch, pending)
+        .await?
+    {
+        Created::Fresh(order) => {
+            call.acknowledged.mark();
+            Ok(recorded_response(order_changed(&order), false))
+        }
+        Created::Replayed(first) => Ok(recorded_response(first, true)),
+    }
+}
+
+fn order_changed(order: &Order) -> RecordedResponse {
+    RecordedResponse {
+        status: StatusCode::OK.as_u16(),
+        location: Some(Creation::Order(order.id).location()),
+        body: to_json(&OrderView::new(order)),
+    }
+}
+
+/// `GET /v1/orders/:id/deliveries?from=…&to=…`: the order's deliveries in the range (at
+/// most 366 days; default the next 8 weeks from today), each with what goes out and whether
+/// its list is locked.
+pub(super) async fn order_deliveries(call: &Call<'_>, id: OrderId) -> Answer {
+    let mut errors = FieldErrors::new();
+    let optional = |name: &str| match call.params.get(name).map(str::trim) {
+        None | Some("") => Ok(None),
+        raw => parse_date_param(raw).map(Some),
+    };
+    let from = optional("from").unwrap_or_else(|message| {
+        errors.add("from", message);
+        None
+    });
+    let to = optional("to").unwrap_or_else(|message| {
+        errors.add("to", message);
+        None
+    });
+    if !errors.is_empty() {
+        return Err(ApiError::Invalid(errors));
+    }
+    let deliveries = call
+        .service
+        .order_deliveries(call.webstore, id, from, to)
+        .await?;
+    let views: Vec<_> = deliveries.iter().map(OrderDeliveryView::new).collect();
+    Ok(json_response(StatusCode::OK, &views))
 }
 
 fn order_created(order: &Order) -> RecordedResponse {

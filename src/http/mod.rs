@@ -456,6 +456,8 @@ where
         ListOrders => handlers::list_orders(call).boxed(),
         CreateOrder => handlers::create_order(call, &body).boxed(),
         GetOrder(id) => handlers::get_order(call, id).boxed(),
+        UpdateOrder(id) => handlers::update_order(call, id, &body).boxed(),
+        OrderDeliveries(id) => handlers::order_deliveries(call, id).boxed(),
         ListBoxes => return Ok(handlers::list_boxes(call)),
         GetBox(id) => return handlers::get_box(call, id),
         ListDeliveryServices => return Ok(handlers::list_delivery_services(call)),

@@ -32,6 +32,10 @@ pub enum Endpoint {
     CreateOrder,
     /// `GET /v1/orders/:id`.
     GetOrder(OrderId),
+    /// `PATCH` or `PUT /v1/orders/:id`.
+    UpdateOrder(OrderId),
+    /// `GET /v1/orders/:id/deliveries`.
+    OrderDeliveries(OrderId),
     /// `GET /v1/boxes`.
     ListBoxes,
     /// `GET /v1/boxes/:id`.
@@ -75,6 +79,8 @@ pub enum Route {
     Orders,
     /// `/v1/orders/:id`.
     Order,
+    /// `/v1/orders/:id/deliveries`.
+    OrderDeliveries,
     /// `/v1/boxes`.
     Boxes,
     /// `/v1/boxes/:id`.
@@ -141,6 +147,7 @@ impl Route {
             Customer => "/v1/customers/:id",
             Orders => "/v1/orders",
             Order => "/v1/orders/:id",
+            OrderDeliveries => "/v1/orders/:id/deliveries",
             Boxes => "/v1/boxes",
             Box => "/v1/boxes/:id",
             DeliveryServices => "/v1/delivery_services",
@@ -176,7 +183,10 @@ impl Endpoint {
     /// Whether the endpoint changes what the store holds (a sign-in only reads).
     pub fn writes(self) -> bool {
         use Endpoint::*;
-        matches!(self, CreateCustomer | UpdateCustomer(_) | CreateOrder)
+        matches!(
+            self,
+            CreateCustomer | UpdateCustomer(_) | CreateOrder | UpdateOrder(_)
+        )
     }
 
     /// Whether the endpoint reads a request body.
@@ -184,7 +194,7 @@ impl Endpoint {
         use Endpoint::*;
         matches!(
             self,
-            CreateCustomer | SignIn | UpdateCustomer(_) | CreateOrder
+            CreateCustomer | SignIn | UpdateCustomer(_) | CreateOrder | UpdateOrder(_)
         )
     }
 
@@ -197,7 +207,8 @@ impl Endpoint {
             SignIn => Route::SignIn,
             GetCustomer(_) | UpdateCustomer(_) => Route::Customer,
             ListOrders | CreateOrder => Route::Orders,
-            GetOrder(_) => Route::Order,
+            GetOrder(_) | UpdateOrder(_) => Route::Order,
+            OrderDeliveries(_) => Route::OrderDeliveries,
             ListBoxes => Route::Boxes,
             GetBox(_) => Route::Box,
             ListDeliveryServices => Route::DeliveryServices,
@@ -246,6 +257,7 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
     let mut segments = rest.split('/');
     let resource = segments.next().unwrap_or_default();
     let member = segments.next();
+    let sub = segments.next();
     if segments.next().is_some() {
         return Err(RouteError::NotFound);
     }
@@ -256,6 +268,14 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
     };
     let get = Method::GET;
     let post = Method::POST;
+    if let Some(sub) = sub {
+        return match (resource, member, sub) {
+            ("orders", Some(segment), "deliveries") => {
+                only(method, &get, OrderDeliveries(OrderId(id(segment)?)))
+            }
+            _ => Err(RouteError::NotFound),
+        };
+    }
     match (resource, member) {
         ("ping", None) => only(method, &get, Ping),
         ("customers", None) => match *method {
@@ -277,7 +297,14 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
             Method::POST => Ok(CreateOrder),
             _ => Err(RouteError::MethodNotAllowed("GET, POST")),
         },
-        ("orders", Some(segment)) => only(method, &get, GetOrder(OrderId(id(segment)?))),
+        ("orders", Some(segment)) => {
+            let id = OrderId(id(segment)?);
+            match *method {
+                Method::GET => Ok(GetOrder(id)),
+                Method::PATCH | Method::PUT => Ok(UpdateOrder(id)),
+                _ => Err(RouteError::MethodNotAllowed("GET, PATCH, PUT")),
+            }
+        }
         ("boxes", None) => only(method, &get, ListBoxes),
         ("boxes", Some(segment)) => only(method, &get, GetBox(id(segment)?)),
         ("delivery_services", None) => only(method, &get, ListDeliveryServices),

@@ -18,7 +18,7 @@ use crate::domain::customer::ADDRESS_FIELDS;
 use crate::service::Delivery;
 use crate::views::{render, AddressView};
 
-pub use crate::views::{to_json, CustomerView, Embed, OrderView};
+pub use crate::views::{to_json, CustomerView, Embed, OrderDeliveryView, OrderView};
 
 /// The content type of every JSON response.
 pub const JSON_CONTENT_TYPE: &str = "application/json; charset=utf-8";

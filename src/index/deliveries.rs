@@ -16,9 +16,13 @@ use dashmap::DashMap;
 
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::lifecycle::Order;
+use crate::domain::order::NewOrder;
 use crate::domain::schedule::{Day, Frequency, Schedule};
 
-/// An order as the delivery index keeps it.
+/// An order's schedule as the delivery index keeps it: one entry for an order never
+/// changed, one for each content version of an order that changed (each in force from
+/// `from` until `until`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Scheduled {
     /// The order.
@@ -29,6 +33,51 @@ pub struct Scheduled {
     pub frequency: Frequency,
     /// When.
     pub schedule: Schedule,
+    /// The first date this schedule is in force.
+    pub from: Day,
+    /// The first date it is no more, if another follows.
+    pub until: Option<Day>,
+}
+
+impl Scheduled {
+    /// The entries of `order`: its schedule, or each of its versions'.
+    pub fn of(order: &Order) -> Vec<Scheduled> {
+        let entry = |content: &NewOrder, from: Day, until: Option<Day>| Scheduled {
+            order: order.id,
+            customer: order.customer_id,
+            frequency: content.frequency,
+            schedule: content.schedule,
+            from,
+            until,
+        };
+        match &order.history {
+            None => vec![entry(&order.details, Day(i32::MIN), None)],
+            Some(history) => {
+                let versions = history.contents();
+                versions
+                    .iter()
+                    .enumerate()
+                    .map(|(at, version)| {
+                        let until = versions.get(at + 1).map(|next| next.effective);
+                        entry(&version.content, version.effective, until)
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// Whether its order has a history (pauses, skips, cancellation or later versions may
+    /// withhold a date): an order never changed has one entry from the start of time.
+    pub fn has_history(&self) -> bool {
+        self.from != Day(i32::MIN)
+    }
+
+    /// Whether it delivers on `date` (before pauses, skips, cancellation and halts).
+    pub fn occurs_on(&self, date: Day) -> bool {
+        self.from <= date
+            && self.until.is_none_or(|until| date < until)
+            && self.schedule.occurs_on(self.frequency, date)
+    }
 }
 
 /// One webstore's orders by weekday, and its generation.
@@ -58,6 +107,25 @@ impl DeliveryIndex {
         week.generation.fetch_add(1, Ordering::Release);
     }
 
+    /// Puts `entries` (all of one order's, [`Scheduled::of`]) in place of that order's.
+    /// Costs a pass over the webstore's lists of the weekdays involved.
+    pub fn replace(&self, webstore: WebstoreIdx, order: OrderId, entries: &[Scheduled]) {
+        let week = self.webstores.entry(webstore).or_default().clone();
+        for (day, list) in week.days.iter().enumerate() {
+            let mut list = list
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            list.retain(|entry| entry.order != order);
+            list.extend(
+                entries
+                    .iter()
+                    .filter(|entry| entry.schedule.week_days.contains(day as u8))
+                    .copied(),
+            );
+        }
+        week.generation.fetch_add(1, Ordering::Release);
+    }
+
     /// Marks the lists of `webstore` as changed by something other than a new order (a
     /// customer's delivery service, which orders and filters them). Call it once the change
     /// is visible to readers.
@@ -83,7 +151,7 @@ impl DeliveryIndex {
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .iter()
-            .filter(|entry| entry.schedule.occurs_on(entry.frequency, date))
+            .filter(|entry| entry.occurs_on(date))
             .copied()
             .collect();
         due
@@ -122,6 +190,8 @@ mod tests {
                 start: Day(start),
                 week_days: days.iter().fold(WeekDays::NONE, |set, d| set.with(*d)),
             },
+            from: Day(i32::MIN),
+            until: None,
         }
     }
 

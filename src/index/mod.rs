@@ -78,8 +78,17 @@ impl Indexes {
                 customer: order.customer_id,
                 frequency: order.details.frequency,
                 schedule: order.details.schedule,
+                from: Day(i32::MIN),
+                until: None,
             },
         );
+    }
+
+    /// Records a durable change of an order of a customer of `webstore`: its schedules in
+    /// the delivery lists become the changed order's.
+    pub fn order_changed(&self, webstore: WebstoreIdx, order: &Order) {
+        self.deliveries
+            .replace(webstore, order.id, &Scheduled::of(order));
     }
 
     /// Marks the delivery lists of `webstore` as changed by a customer moving to another
@@ -141,8 +150,9 @@ impl Indexes {
     }
 
     /// Adds the stored orders of `customers` (of `webstore`, just imported or overwritten by
-    /// a move's round into a running node) that are not indexed yet; how many. An order never
-    /// changes, so one indexed already is left as it is.
+    /// a move's round into a running node) that are not indexed yet, and puts the schedules
+    /// of those indexed already in place of the old (an order may have changed since); how
+    /// many were not indexed yet.
     pub fn adopt(
         &self,
         store: &Store,
@@ -153,22 +163,23 @@ impl Indexes {
         for customer in customers {
             store.for_each_order_schedule(
                 customer.0..customer.0 + 1,
-                &mut |order, owner, schedule| {
-                    if self.owners.get(order).is_some() {
-                        return;
+                &mut |order, owner, stored| {
+                    let known = self.owners.get(order).is_some();
+                    if !known {
+                        self.owners.publish(order, owner);
+                        adopted += 1;
                     }
-                    self.owners.publish(order, owner);
-                    adopted += 1;
-                    if let Ok((frequency, schedule)) = schedule {
-                        self.deliveries.publish(
-                            webstore,
-                            Scheduled {
-                                order,
-                                customer: owner,
-                                frequency,
-                                schedule,
-                            },
-                        );
+                    match stored {
+                        Ok(stored) if known => {
+                            self.deliveries
+                                .replace(webstore, order, &Scheduled::of(&stored));
+                        }
+                        Ok(stored) => {
+                            for entry in Scheduled::of(&stored) {
+                                self.deliveries.publish(webstore, entry);
+                            }
+                        }
+                        Err(_) => {}
                     }
                 },
             )?;
@@ -193,7 +204,7 @@ impl Indexes {
             webstores.push((customer, webstore_of(webstore_id)));
         })?;
         let mut cursor = 0;
-        store.for_each_order_schedule(range, &mut |order, customer, schedule| {
+        store.for_each_order_schedule(range, &mut |order, customer, stored| {
             self.owners.publish(order, customer);
             orders.fetch_add(1, Ordering::Relaxed);
             while webstores.get(cursor).is_some_and(|(id, _)| *id < customer) {
@@ -203,16 +214,12 @@ impl Indexes {
                 .get(cursor)
                 .filter(|(id, _)| *id == customer)
                 .and_then(|(_, webstore)| *webstore);
-            match (schedule, webstore) {
-                (Ok((frequency, schedule)), Some(webstore)) => self.deliveries.publish(
-                    webstore,
-                    Scheduled {
-                        order,
-                        customer,
-                        frequency,
-                        schedule,
-                    },
-                ),
+            match (stored, webstore) {
+                (Ok(stored), Some(webstore)) => {
+                    for entry in Scheduled::of(&stored) {
+                        self.deliveries.publish(webstore, entry);
+                    }
+                }
                 (Err(_), _) => {
                     unreadable.fetch_add(1, Ordering::Relaxed);
                 }

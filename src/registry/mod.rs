@@ -536,8 +536,9 @@ impl Registry {
     }
 
     /// An order of one of the webstore's customers, once durable. Read from the store
-    /// without an actor: the index only holds durable orders, and a stored order never
-    /// changes.
+    /// without an actor: the index only holds durable orders. A change of an order is in
+    /// the store from its write, a moment before it is durable (its actor waits for that
+    /// before it answers), so a read in that moment may see it.
     pub async fn order(
         &self,
         webstore: WebstoreIdx,

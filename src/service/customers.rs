@@ -43,7 +43,7 @@ impl Service {
                 webstore,
                 CreationKind::Customer,
                 idempotency,
-                |created| self.creation_exists(webstore, created),
+                |created, _| self.creation_exists(webstore, created),
                 |keyed| self.insert_customer(webstore, body, keyed),
             )
             .await

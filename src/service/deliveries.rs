@@ -13,6 +13,8 @@ use crate::domain::lifecycle::Order;
 use crate::domain::paging::Page;
 use crate::domain::schedule::Day;
 
+use crate::index::deliveries::Scheduled;
+
 use super::delivery_lists::{ListKey, SortedList};
 use super::{Service, ServiceError};
 
@@ -28,6 +30,28 @@ pub struct Delivery {
     /// Whether the order's extras go with this delivery: always, unless they are one-off and
     /// this is not the order's first delivery.
     pub with_extras: bool,
+}
+
+/// The order as delivered on `date` (its content in force then) and whether its extras go
+/// with it; `None` when it is withheld that date.
+fn delivered_on(
+    order: Order,
+    customer: &Customer,
+    entry: &Scheduled,
+    date: Day,
+) -> Option<(Order, bool)> {
+    if order.history.is_none() && customer.halts.spans().is_empty() {
+        let one_off = order.details.extras_one_off;
+        let first_delivery = entry.schedule.first_delivery(entry.frequency);
+        return Some((order, !one_off || first_delivery == Some(date)));
+    }
+    let history = order.history();
+    let delivery = history.on(date, &customer.halts).ok()?;
+    let (_, version) = history.content_on(date)?;
+    let with_extras = !version.content.extras_one_off || !delivery.extras.is_empty();
+    let details = version.content.clone();
+    drop(history);
+    Some((Order { details, ..order }, with_extras))
 }
 
 /// Entries sorted per yield to the runtime, so that a long list does not hold a worker.
@@ -110,16 +134,45 @@ impl Service {
             else {
                 continue;
             };
-            let one_off = order.details.extras_one_off;
-            let first_delivery = entry.schedule.first_delivery(entry.frequency);
+            let Some((order, with_extras)) = delivered_on(order, &customer, entry, date) else {
+                // Withheld on this date (a change since the sort, on a date not locked).
+                continue;
+            };
             deliveries.push(Delivery {
                 date,
-                with_extras: !one_off || first_delivery == Some(date),
+                with_extras,
                 order,
                 customer,
             });
         }
         Ok(deliveries)
+    }
+
+    /// Whether the order of `entry`, whose schedule falls on `date`, is delivered then: not
+    /// while its customer is halted, and, for an order with a history, as
+    /// `OrderHistory::on` says (its pause, skipped dates, cancellation). Only an order with a
+    /// history is read, and `on` is O(log versions): a date's list stays a function of that
+    /// day's orders.
+    fn is_delivered(
+        &self,
+        customer: &Customer,
+        entry: &Scheduled,
+        date: Day,
+    ) -> Result<bool, ServiceError> {
+        if customer.halts.on(date).is_some() {
+            return Ok(false);
+        }
+        if !entry.has_history() {
+            return Ok(true);
+        }
+        let Some(order) = self
+            .registry
+            .store()
+            .load_order(entry.customer, entry.order)?
+        else {
+            return Ok(false);
+        };
+        Ok(order.history().on(date, &customer.halts).is_ok())
     }
 
     /// Every delivery for `key` in delivery order: by delivery service, customer number and
@@ -136,6 +189,9 @@ impl Service {
                     .delivery_service
                     .is_some_and(|id| id != customer.delivery_service_id)
                 {
+                    continue;
+                }
+                if !self.is_delivered(&customer, entry, key.date)? {
                     continue;
                 }
                 let order_by = (customer.delivery_service_id, customer.number, entry.order);

@@ -124,6 +124,8 @@ mod tests {
                 start: Day(0),
                 week_days: WeekDays::NONE.with(1),
             },
+            from: Day(i32::MIN),
+            until: None,
         };
         Arc::new(SortedList {
             generation,

@@ -103,7 +103,8 @@ impl IdempotencyGate {
     /// A record is judged by what it names, not by the endpoint the key came back on: the
     /// store writes a record just before what it created, so a crash between the two leaves
     /// a record of nothing. `exists` is asked whether the resource the record's `Location`
-    /// names exists, and a record of nothing counts as no record. A record of a resource of
+    /// names exists (given the record's time, for a change: whether the change it records
+    /// is there), and a record of nothing counts as no record. A record of a resource of
     /// another kind than `kind` (a key first used for an order, now on a customer create, or
     /// the other way round) is another request's, refused like another body.
     pub async fn once<T, F, Fut, E, EFut>(
@@ -118,7 +119,7 @@ impl IdempotencyGate {
     where
         F: FnOnce(Option<(Pending<T>, Turn)>) -> Fut,
         Fut: Future<Output = Result<Arc<T>, ServiceError>>,
-        E: FnOnce(Creation) -> EFut,
+        E: FnOnce(Creation, i64) -> EFut,
         EFut: Future<Output = Result<bool, ServiceError>>,
     {
         let Some(pending) = idempotency else {
@@ -135,8 +136,8 @@ impl IdempotencyGate {
             .as_ref()
             .and_then(|r| r.location.as_deref())
             .and_then(Creation::from_location);
-        if let Some(created) = names {
-            if !exists(created).await? {
+        if let (Some(created), Some(recorded_at)) = (names, record.as_ref().map(|r| r.created_at)) {
+            if !exists(created, recorded_at).await? {
                 record = None;
             }
         }

@@ -143,6 +143,7 @@ impl From<ChangeError> for ServiceError {
     fn from(error: ChangeError) -> Self {
         match error {
             ChangeError::Invalid(errors) => ServiceError::Invalid(errors),
+            ChangeError::NoSuchOrder => ServiceError::NotFound,
             ChangeError::Store(error) => error.into(),
         }
     }

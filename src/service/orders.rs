@@ -1,18 +1,29 @@
 //! Order use cases: create (validated and written by the customer's actor, answered once on
-//! disk), read one, list a customer's. An order's idempotency turn travels with it to the
+//! disk), change (`PATCH`: the same actor, answered once on disk), read one, list a
+//! customer's. An order's idempotency turn travels with it to the
 //! actor and is released once the order is refused or on disk. Must not touch: HTTP types.
 
 use std::sync::Arc;
 
-use crate::actors::customer::{PlaceOrder, Request};
+use crate::actors::customer::{PatchOrder, PlaceOrder, Request};
 use crate::domain::catalogue::{Webstore, WebstoreIdx};
 use crate::domain::fields::{parse_digits, FieldErrors, BLANK, INVALID};
-use crate::domain::idempotency::{CreationKind, Pending};
+use crate::domain::idempotency::{Creation, CreationKind, Pending};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::lifecycle::Order;
 use crate::domain::order::{customer_ref, validate_order, CustomerCheck, CustomerRef, OrderBody};
+use crate::domain::order_patch::OrderPatch;
+
+use crate::clock::unix_now;
+use crate::domain::lifecycle::OrderDelivery;
+use crate::domain::schedule::Day;
 
 use super::idempotency::Turn;
+
+/// Most days `GET /v1/orders/{id}/deliveries` covers.
+const MAX_DAYS: i64 = 366;
+/// The days it covers by default: 8 weeks.
+const DEFAULT_DAYS: i32 = 56;
 use super::{Created, Service, ServiceError};
 
 impl Service {
@@ -30,7 +41,7 @@ impl Service {
                 webstore,
                 CreationKind::Order,
                 idempotency,
-                |created| self.creation_exists(webstore, created),
+                |created, _| self.creation_exists(webstore, created),
                 |keyed| self.place_order(webstore, body, keyed),
             )
             .await
@@ -72,6 +83,106 @@ impl Service {
                 "an order without a customer passed validation".into(),
             )),
         }
+    }
+
+    /// Changes an order of one of the webstore's customers (`PATCH`/`PUT /v1/orders/{id}`):
+    /// the order as it is after the change (as it was, if the change changes nothing). An
+    /// order of another webstore is as absent as none. With an idempotency key, the change
+    /// is made at most once: its record counts while the order's `updated_at` is at least
+    /// the record's time.
+    pub async fn patch_order(
+        &self,
+        webstore: &Arc<Webstore>,
+        id: OrderId,
+        patch: OrderPatch,
+        idempotency: Option<Pending<Order>>,
+    ) -> Result<Created<Arc<Order>>, ServiceError> {
+        self.writes_allowed()?;
+        let owner = self
+            .registry
+            .order(webstore.idx, id)
+            .await?
+            .ok_or(ServiceError::NotFound)?
+            .customer_id;
+        self.idempotency
+            .once(
+                self.registry.store(),
+                webstore,
+                CreationKind::Order,
+                idempotency,
+                |created, recorded_at| self.change_exists(webstore, created, recorded_at),
+                |keyed| async move {
+                    let (idempotency, turn) = keyed.unzip();
+                    let request = Box::new(PatchOrder {
+                        order: id,
+                        patch,
+                        idempotency,
+                    });
+                    let patched = self
+                        .calls
+                        .call(&self.registry, webstore.idx, owner, turn, |reply| {
+                            Request::PatchOrder(request, reply)
+                        })
+                        .await??;
+                    Ok(patched.order)
+                },
+            )
+            .await
+    }
+
+    /// Whether the change an idempotency record of `recorded_at` names is stored: its order
+    /// exists and changed then or later.
+    async fn change_exists(
+        &self,
+        webstore: &Webstore,
+        created: Creation,
+        recorded_at: i64,
+    ) -> Result<bool, ServiceError> {
+        Ok(match created {
+            Creation::Order(id) => self
+                .registry
+                .order(webstore.idx, id)
+                .await?
+                .is_some_and(|order| order.updated_at() >= recorded_at),
+            Creation::Customer(_) => false,
+        })
+    }
+
+    /// The deliveries of an order of one of the webstore's customers from `from` (default
+    /// today in the webstore's zone) to `to` (default 8 weeks on), at most 366 days, with its
+    /// customer's halts, each with whether its date is locked.
+    pub async fn order_deliveries(
+        &self,
+        webstore: &Webstore,
+        id: OrderId,
+        from: Option<Day>,
+        to: Option<Day>,
+    ) -> Result<Vec<OrderDelivery>, ServiceError> {
+        let now = unix_now();
+        let from = from.unwrap_or_else(|| webstore.today(now));
+        let to = to.unwrap_or_else(|| from.plus(DEFAULT_DAYS - 1));
+        if to < from {
+            return Err(ServiceError::Invalid(FieldErrors::single(
+                "to",
+                "must not be before from",
+            )));
+        }
+        if i64::from(to.0) - i64::from(from.0) >= MAX_DAYS {
+            return Err(ServiceError::Invalid(FieldErrors::single(
+                "to",
+                format!("must be at most {MAX_DAYS} days from from"),
+            )));
+        }
+        let order = self.order(webstore, id).await?;
+        let halts = self
+            .registry
+            .customer(webstore.idx, order.customer_id)?
+            .map(|customer| customer.halts.clone())
+            .unwrap_or_default();
+        let cutoff = webstore.cutoff;
+        Ok(order.history().deliveries(from, to, &halts, |d| {
+            cutoff.is_locked(d, &webstore.zone, now)
+        }))
     }
 
     /// An order of one of the webstore's customers.

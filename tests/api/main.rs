@@ -30,6 +30,7 @@ mod host_faults;
 mod hostile;
 mod idempotency;
 mod isolation;
+mod lifecycle;
 mod move_edges;
 mod move_events;
 mod move_groups;

@@ -23,7 +23,7 @@
 use super::orders;
 use serde::{Deserialize, Serialize};
 
-use super::idempotency::{CreateWrites, IdempotencyWrite};
+use super::idempotency::{ChangeWrites, IdempotencyWrite};
 use super::orders::{decode_order, OrderRecord};
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
@@ -255,12 +255,12 @@ impl Store {
             .iter()
             .map(|(key, value)| LogEntry::encoded_len(key, value))
             .sum();
-        self.create_with(
+        self.write_change(
             webstore_id,
             idempotency,
             event,
             on_durable,
-            CreateWrites {
+            ChangeWrites {
                 customer: customer.id.0,
                 bytes,
                 write: |store: &Store, _: &Admitted<'_>, entry: &mut LogEntry| {

@@ -2,8 +2,8 @@
 //! request with an `Idempotency-Key`, replayed for repeats), one key's versions under
 //! `i` + webstore id + 0 + key + 0, the highest version counting; their part of `impl Store`:
 //! where a keyed create's record goes and which version it replaces (written first in the
-//! create's change, before what it creates: [`Store::create_with`] makes a customer's and an
-//! order's create the same way around their own writes), the reads of a key's record and the walk over
+//! create's change, before what it creates: [`Store::write_change`] makes every keyed change
+//! the same way around its own writes), the reads of a key's record and the walk over
 //! them, and the batch builder imports use. Their expiry and sweep are `store::expiry`'s.
 //!
 //! Stored and exported: the record keeps the body's SHA-256 and the response's body as
@@ -134,10 +134,11 @@ impl IdempotencyPlan {
     }
 }
 
-/// What a create writes of its own (a customer's or an order's): the size of its part of the
-/// log entry, and how to write it there once the idempotency record and the event are in.
-pub(super) struct CreateWrites<W> {
-    /// The customer the create is of (an order's customer), for `tracking`.
+/// What a change writes of its own (a customer's or an order's create, an order's update):
+/// the size of its part of the log entry, and how to write it there once the idempotency
+/// record and the event are in.
+pub(super) struct ChangeWrites<W> {
+    /// The customer the change is of (an order's customer), for `tracking`.
     pub customer: u64,
     /// Its own writes' size in the log entry.
     pub bytes: usize,
@@ -146,26 +147,26 @@ pub(super) struct CreateWrites<W> {
 }
 
 impl Store {
-    /// A create's change, made the same way for a customer and an order: the webstore open
-    /// for writes, the idempotency record planned (read before anything is written, so the
+    /// A keyed change (a customer's or an order's create, an order's update), made the same
+    /// way for each: the webstore open for writes, the idempotency record planned (read before anything is written, so the
     /// change's size is known) and checked with the event and the create's own writes
     /// against the log's largest entry, then written in that order (the idempotency record
     /// before what it names: see [`Store::put_idempotency`]), the change noted for a move
     /// (`tracking`, after the writes) and committed; `on_durable` runs once it is durable.
-    pub(super) fn create_with(
+    pub(super) fn write_change(
         &self,
         webstore_id: &str,
         idempotency: Option<IdempotencyWrite>,
         event: Option<EventWrite>,
         on_durable: OnDurable,
-        created: CreateWrites<
+        own: ChangeWrites<
             impl FnOnce(&Store, &Admitted<'_>, &mut LogEntry) -> Result<(), StoreError>,
         >,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_webstore(webstore_id)?;
         let idempotency = self.plan_idempotency(idempotency)?;
         open.fits(
-            created.bytes
+            own.bytes
                 + event.as_ref().map_or(0, EventWrite::encoded_len)
                 + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len),
         )?;
@@ -173,14 +174,11 @@ impl Store {
         let key = idempotency.as_ref().map(|plan| plan.name.clone());
         self.put_idempotency(&mut entry, idempotency)?;
         let sequence = self.put_event(&open, &mut entry, event)?;
-        (created.write)(self, &open, &mut entry)?;
+        (own.write)(self, &open, &mut entry)?;
         // After the writes: see `tracking`.
-        self.inner.tracking.note(
-            webstore_id,
-            Some(created.customer),
-            key.as_deref(),
-            sequence,
-        );
+        self.inner
+            .tracking
+            .note(webstore_id, Some(own.customer), key.as_deref(), sequence);
         open.commit_then(entry, on_durable)
     }
 

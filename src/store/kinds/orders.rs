@@ -17,7 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::idempotency::{CreateWrites, IdempotencyWrite};
+use super::idempotency::{ChangeWrites, IdempotencyWrite};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::lifecycle::Order;
 use crate::domain::lifecycle::{ContentVersion, Lifecycle, LifecycleVersion, OrderHistory, Pause};
@@ -443,12 +443,12 @@ impl Store {
     ) -> Result<Written, StoreError> {
         let record = encode(&OrderRecord::from_order(order));
         let key = order_key(order.customer_id.0, order.id.0);
-        self.create_with(
+        self.write_change(
             webstore_id,
             idempotency,
             event,
             on_durable,
-            CreateWrites {
+            ChangeWrites {
                 customer: order.customer_id.0,
                 bytes: LogEntry::encoded_len(&key, &record),
                 write: |store: &Store, open: &Admitted<'_>, entry: &mut LogEntry| {
@@ -457,6 +457,39 @@ impl Store {
                     } else {
                         store.put(entry, &key, record)
                     }
+                },
+            },
+        )
+    }
+
+    /// Writes a changed order of a customer of webstore `webstore_id` (its record replaces the
+    /// one stored): its idempotency record if the change has one, its event, then its
+    /// record, in one log entry. The record is written through to the customer's chunk, not
+    /// left waiting behind the log as a new order's is: a walk over a customer's orders takes
+    /// each id once, and a chunk's copy could otherwise be taken for a newer waiting one. An
+    /// idempotency record of a change counts only while the order's `updated_at` is at least
+    /// its own time (the service checks), so a record whose change was lost names nothing.
+    /// `on_durable` runs once the writes are on disk.
+    pub fn update_order(
+        &self,
+        order: &Order,
+        webstore_id: &str,
+        idempotency: Option<IdempotencyWrite>,
+        event: Option<EventWrite>,
+        on_durable: OnDurable,
+    ) -> Result<Written, StoreError> {
+        let record = encode(&OrderRecord::from_order(order));
+        let key = order_key(order.customer_id.0, order.id.0);
+        self.write_change(
+            webstore_id,
+            idempotency,
+            event,
+            on_durable,
+            ChangeWrites {
+                customer: order.customer_id.0,
+                bytes: LogEntry::encoded_len(&key, &record),
+                write: |store: &Store, _: &Admitted<'_>, entry: &mut LogEntry| {
+                    store.put(entry, &key, record)
                 },
             },
         )
@@ -485,24 +518,23 @@ impl Store {
         for_each_stored_order(&*self.inner.storage, prefix, end.as_deref(), visit)
     }
 
-    /// Calls `visit` with the id, owner and schedule of every stored order of the customers
+    /// Calls `visit` with the id, owner and order of every stored order of the customers
     /// with ids in `customers`, in key order (how the in-memory order indexes are rebuilt at
     /// start; disjoint ranges can be scanned at once). An order whose record does not decode
-    /// comes with its error instead of its schedule.
+    /// comes with its error instead.
     pub fn for_each_order_schedule(
         &self,
         customers: std::ops::Range<u64>,
-        visit: &mut dyn FnMut(OrderId, CustomerId, Result<(Frequency, Schedule), StoreError>),
+        visit: &mut dyn FnMut(OrderId, CustomerId, Result<Order, StoreError>),
     ) -> Result<(), StoreError> {
         let from = orders_of(customers.start);
         let to = orders_of(customers.end);
         for_each_stored_order(&*self.inner.storage, &from, Some(&to), &mut |stored| {
-            let schedule = stored
+            let order = stored
                 .record
                 .and_then(decode_order)
-                .map(|order| (order.details.frequency, order.details.schedule))
                 .map_err(|source| corrupt(stored.key, source));
-            visit(OrderId(stored.id), CustomerId(stored.customer), schedule);
+            visit(OrderId(stored.id), CustomerId(stored.customer), order);
             true
         })
     }
