@@ -2,7 +2,7 @@
 //! request with an `Idempotency-Key`, replayed for repeats), one key's versions under
 //! `i` + webstore id + 0 + key + 0, the highest version counting; their part of `impl Store`:
 //! where a keyed create's record goes and which version it replaces (written first in the
-//! create's change, before what it creates: [`Store::write_change`] makes every keyed change
+//! create's change, before what it creates: `Store::write_change` makes every keyed change
 //! the same way around its own writes), the reads of a key's record and the walk over
 //! them, and the batch builder imports use. Their expiry and sweep are `store::expiry`'s.
 //!
