@@ -366,9 +366,16 @@ pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
 pub(super) async fn update_order(call: &Call<'_>, id: OrderId, raw_body: &[u8]) -> Answer {
     let idempotency_key = idempotency_key(call)?;
     let patch = OrderPatch::from_object(json_object(raw_body, "order")?);
+    // A change's request is its order and its body: the same key and body sent for another
+    // order (or first used on a create) is another request, refused, not replayed.
     let pending = idempotency_key.map(|key| Pending {
         key,
-        body_sha256: Sha256::digest(raw_body).into(),
+        body_sha256: Sha256::new()
+            .chain_update(Creation::Order(id).location())
+            .chain_update(b"\n")
+            .chain_update(raw_body)
+            .finalize()
+            .into(),
         render: Box::new(order_changed),
     });
     match call

@@ -211,6 +211,20 @@ async fn changes_are_answered_replayed_and_told_as_events() {
     patch_order(&app, id, json!({ "pause_date": null }), Some("pause-1"))
         .await
         .assert_has_error("idempotency_key");
+    // The same key and body on another order is another request: refused, that order
+    // untouched (not the first order's answer replayed).
+    let (_, other) = subscribed(&app, "changes-other@example.com").await;
+    let other_id = id_of(&other);
+    let before = get_order(&app, other_id).await;
+    patch_order(
+        &app,
+        other_id,
+        json!({ "pause_date": pause.to_string(), "resume_date": resume.to_string() }),
+        Some("pause-1"),
+    )
+    .await
+    .assert_has_error("idempotency_key");
+    assert_eq!(get_order(&app, other_id).await, before);
 
     // A skipped date (a Monday after the pause), then the same list again: no change.
     let skipped = next(plus(resume, 1), 1);
