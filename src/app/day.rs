@@ -7,8 +7,9 @@
 use std::collections::BTreeMap;
 
 use crate::domain::catalogue::Webstore;
+use crate::domain::lifecycle::WithheldCounts;
 use crate::domain::schedule::Day;
-use crate::service::Delivery;
+use crate::service::{DayList, Delivery};
 
 /// The day's deliveries, summed and grouped.
 #[derive(Debug, Default)]
@@ -25,6 +26,9 @@ pub struct DayView {
     pub substitutions: Vec<Counted>,
     /// The routes, in the list's order (by delivery service id).
     pub routes: Vec<RouteView>,
+    /// The regular deliveries not made that day, by reason (paused, skipped, cancelled,
+    /// halted).
+    pub withheld: WithheldCounts,
 }
 
 /// A thing of the catalogue and how many of it.
@@ -83,18 +87,24 @@ const DELIVERY_NOTE: usize = 5;
 const PHONES: [(usize, &str); 3] = [(7, "mobile"), (6, "home"), (8, "work")];
 
 impl DayView {
-    /// The day of `deliveries` (the list in delivery order) in `webstore`.
-    pub fn of(deliveries: &[Delivery], webstore: &Webstore) -> DayView {
-        DayView::build(deliveries, webstore, true)
+    /// The regular deliveries withheld, as the page says them.
+    pub fn withheld_label(&self) -> String {
+        withheld_label(&self.withheld)
+    }
+
+    /// The day of `list` (its deliveries in delivery order) in `webstore`.
+    pub fn of(list: &DayList, webstore: &Webstore) -> DayView {
+        DayView::build(list, webstore, true)
     }
 
     /// The day's counts alone (the packing summary, no routes): what the week page shows of
     /// each day.
-    pub fn counts_of(deliveries: &[Delivery], webstore: &Webstore) -> DayView {
-        DayView::build(deliveries, webstore, false)
+    pub fn counts_of(list: &DayList, webstore: &Webstore) -> DayView {
+        DayView::build(list, webstore, false)
     }
 
-    fn build(deliveries: &[Delivery], webstore: &Webstore, with_routes: bool) -> DayView {
+    fn build(list: &DayList, webstore: &Webstore, with_routes: bool) -> DayView {
+        let deliveries = &list.deliveries;
         let mut boxes = BTreeMap::<u64, u64>::new();
         let mut extras = BTreeMap::<u64, u64>::new();
         let mut exclusions = BTreeMap::<u64, u64>::new();
@@ -149,6 +159,7 @@ impl DayView {
             exclusions: counted(exclusions, &|id| item_name(webstore, id)),
             substitutions: counted(substitutions, &|id| item_name(webstore, id)),
             routes,
+            withheld: list.withheld,
         }
     }
 }
@@ -212,6 +223,22 @@ fn extra_name(webstore: &Webstore, id: u64) -> String {
         || format!("Extra {id}"),
         |extra| format!("{} ({})", extra.name, extra.unit),
     )
+}
+
+/// `2 paused, 1 skipped, 1 halted`: the regular deliveries withheld, by reason, those with
+/// none left out (empty when nothing is withheld).
+pub fn withheld_label(withheld: &WithheldCounts) -> String {
+    [
+        (withheld.paused, "paused"),
+        (withheld.skipped, "skipped"),
+        (withheld.cancelled, "cancelled"),
+        (withheld.halted, "halted"),
+    ]
+    .iter()
+    .filter(|(count, _)| *count > 0)
+    .map(|(count, reason)| format!("{count} {reason}"))
+    .collect::<Vec<_>>()
+    .join(", ")
 }
 
 /// `Thursday 26 November 2026`.
@@ -313,14 +340,27 @@ pub(crate) mod tests {
         let boxes: Vec<u64> = webstore.boxes.keys().copied().collect();
         let extra = *webstore.extras.keys().next().unwrap();
         let item = *webstore.box_items.keys().next().unwrap();
-        let deliveries = [
-            delivery(1, services[0], boxes[0], &[(extra, 2)], &[item], true),
-            delivery(2, services[0], boxes[0], &[(extra, 3)], &[], true),
-            // A one-off extra on a later delivery: not delivered, not counted.
-            delivery(3, services[1], boxes[1], &[(extra, 5)], &[item], false),
-        ];
-        let day = DayView::of(&deliveries, &webstore);
+        let withheld = WithheldCounts {
+            paused: 2,
+            skipped: 1,
+            cancelled: 0,
+            halted: 4,
+        };
+        let list = DayList {
+            deliveries: vec![
+                delivery(1, services[0], boxes[0], &[(extra, 2)], &[item], true),
+                delivery(2, services[0], boxes[0], &[(extra, 3)], &[], true),
+                // A one-off extra on a later delivery: not delivered, not counted.
+                delivery(3, services[1], boxes[1], &[(extra, 5)], &[item], false),
+            ],
+            withheld,
+        };
+        let day = DayView::of(&list, &webstore);
         assert_eq!(day.total, 3);
+        assert_eq!(
+            day.withheld, withheld,
+            "the day shows what the service withheld"
+        );
         let counts = |counted: &[Counted]| -> Vec<(u64, u64)> {
             counted.iter().map(|c| (c.id, c.count)).collect()
         };
@@ -383,7 +423,9 @@ pub(crate) mod tests {
                     )
                 })
                 .collect();
-            let day = DayView::of(&deliveries, &webstore);
+            let list = DayList { deliveries, withheld: WithheldCounts::default() };
+            let day = DayView::of(&list, &webstore);
+            let deliveries = &list.deliveries;
             let rows: Vec<u64> = day
                 .routes
                 .iter()
@@ -414,6 +456,18 @@ pub(crate) mod tests {
             route_ids.dedup();
             proptest::prop_assert_eq!(route_ids.len(), before, "one section per route");
         }
+    }
+
+    #[test]
+    fn the_withheld_deliveries_read_by_reason_leaving_out_those_with_none() {
+        assert_eq!(withheld_label(&WithheldCounts::default()), "");
+        let some = WithheldCounts {
+            paused: 2,
+            skipped: 0,
+            cancelled: 1,
+            halted: 3,
+        };
+        assert_eq!(withheld_label(&some), "2 paused, 1 cancelled, 3 halted");
     }
 
     #[test]

@@ -32,15 +32,15 @@ pub(super) async fn day(
         .check(&webstore, Kind::Read)
         .map_err(AppError::OverQuota)?;
     let _slot = checked.admit().await;
-    let deliveries = service.all_deliveries(&webstore, date).await?;
+    let list = service.day_list(&webstore, date).await?;
     if csv {
         return Ok(AppAnswer::DeliveriesCsv {
             date,
             webstore,
-            deliveries,
+            deliveries: list.deliveries,
         });
     }
-    let view = DayView::of(&deliveries, &webstore);
+    let view = DayView::of(&list, &webstore);
     let (prev, next) = delivery_days_around(date, webstore.delivery_week_days());
     let page = DayPage {
         webstore: &webstore.settings.name,
@@ -74,7 +74,7 @@ pub(super) async fn week(
     let mut days = Vec::with_capacity(week::DAYS as usize);
     for offset in 0..week::DAYS {
         let date = first.plus(offset);
-        days.push((date, service.all_deliveries(&webstore, date).await?));
+        days.push((date, service.day_list(&webstore, date).await?));
     }
     let view = week::WeekView::of(&days, &webstore);
     let (prev, next) = (first.plus(-week::DAYS), first.plus(week::DAYS));

@@ -9,8 +9,9 @@ use std::collections::BTreeMap;
 
 use super::day::{self, Counted, DayView};
 use crate::domain::catalogue::Webstore;
+use crate::domain::lifecycle::WithheldCounts;
 use crate::domain::schedule::Day;
-use crate::service::Delivery;
+use crate::service::DayList;
 
 /// Days on a week page.
 pub const DAYS: i32 = 7;
@@ -22,6 +23,8 @@ pub struct WeekView {
     pub days: Vec<WeekDay>,
     /// Deliveries over the week.
     pub total: usize,
+    /// Regular deliveries withheld over the week, by reason.
+    pub withheld: WithheldCounts,
     /// Each box of the week: its name, its count on each of `days` and over the week.
     pub boxes: Vec<PackRow>,
     /// Each extra of the week, by quantity, likewise.
@@ -37,6 +40,22 @@ pub struct WeekDay {
     pub label: String,
     /// Its deliveries.
     pub total: usize,
+    /// Its regular deliveries withheld, by reason.
+    pub withheld: WithheldCounts,
+}
+
+impl WeekDay {
+    /// The day's regular deliveries withheld, as the page says them.
+    pub fn withheld_label(&self) -> String {
+        day::withheld_label(&self.withheld)
+    }
+}
+
+impl WeekView {
+    /// The week's regular deliveries withheld, as the page says them.
+    pub fn withheld_label(&self) -> String {
+        day::withheld_label(&self.withheld)
+    }
 }
 
 /// A thing to pack, and how many on each day of the week and in all.
@@ -54,15 +73,18 @@ pub struct PackRow {
 
 impl WeekView {
     /// The week of `days` (each date of the week from its first, with that day's delivery
-    /// list), showing the days `webstore` delivers on and any other that has deliveries.
-    pub fn of(days: &[(Day, Vec<Delivery>)], webstore: &Webstore) -> WeekView {
+    /// list), showing the days `webstore` delivers on and any other that has deliveries or
+    /// withheld deliveries.
+    pub fn of(days: &[(Day, DayList)], webstore: &Webstore) -> WeekView {
         let delivers = webstore.delivery_week_days();
         let shown: Vec<(Day, DayView)> = days
             .iter()
-            .filter(|(date, deliveries)| {
-                delivers.contains(date.weekday()) || !deliveries.is_empty()
+            .filter(|(date, list)| {
+                delivers.contains(date.weekday())
+                    || !list.deliveries.is_empty()
+                    || list.withheld.total() > 0
             })
-            .map(|(date, deliveries)| (*date, DayView::counts_of(deliveries, webstore)))
+            .map(|(date, list)| (*date, DayView::counts_of(list, webstore)))
             .collect();
         let rows = |pick: fn(&DayView) -> &[Counted]| {
             let mut rows = BTreeMap::<u64, PackRow>::new();
@@ -84,12 +106,18 @@ impl WeekView {
             boxes: rows(|view| &view.boxes),
             extras: rows(|view| &view.extras),
             total: shown.iter().map(|(_, view)| view.total).sum(),
+            withheld: shown
+                .iter()
+                .fold(WithheldCounts::default(), |sum, (_, view)| {
+                    sum.plus(view.withheld)
+                }),
             days: shown
                 .iter()
                 .map(|(date, view)| WeekDay {
                     date: date.date().to_string(),
                     label: day::short_date(*date),
                     total: view.total,
+                    withheld: view.withheld,
                 })
                 .collect(),
         }
@@ -120,7 +148,7 @@ mod tests {
     use crate::domain::catalogue::{Catalogue, DEMO_CATALOGUE_JSON};
 
     #[test]
-    fn the_week_shows_its_delivery_days_and_any_day_with_deliveries() {
+    fn the_week_shows_its_delivery_days_and_any_day_with_deliveries_or_withheld_ones() {
         let catalogue = Catalogue::parse(DEMO_CATALOGUE_JSON, 0).unwrap();
         let webstore = catalogue.webstores()[0].clone();
         let first = Day::of(jiff::civil::Date::constant(2026, 11, 23)); // a Monday
@@ -133,28 +161,55 @@ mod tests {
             .map(|i| first.plus(i))
             .find(|d| !delivers.contains(d.weekday()))
             .expect("the demo webstore does not deliver every day");
-        let days: Vec<(Day, Vec<Delivery>)> = (0..DAYS)
-            .map(|i| first.plus(i))
-            .map(|d| {
-                let deliveries = if d == odd {
-                    vec![delivery_on(d, 1, service, boxes[0], &[], true)]
-                } else {
-                    Vec::new()
-                };
-                (d, deliveries)
-            })
-            .collect();
-        let week = WeekView::of(&days, &webstore);
+        let week_with = |on_odd: DayList| {
+            let days: Vec<(Day, DayList)> = (0..DAYS)
+                .map(|i| first.plus(i))
+                .map(|d| {
+                    (
+                        d,
+                        if d == odd {
+                            on_odd.clone()
+                        } else {
+                            DayList::default()
+                        },
+                    )
+                })
+                .collect();
+            WeekView::of(&days, &webstore)
+        };
         let expected: Vec<String> = (0..DAYS)
             .map(|i| first.plus(i))
             .filter(|d| delivers.contains(d.weekday()) || *d == odd)
             .map(|d| d.date().to_string())
             .collect();
+        let week = week_with(DayList {
+            deliveries: vec![delivery_on(odd, 1, service, boxes[0], &[], true)],
+            withheld: WithheldCounts::default(),
+        });
         let shown: Vec<String> = week.days.iter().map(|d| d.date.clone()).collect();
         assert_eq!(shown, expected);
         assert_eq!(week.total, 1);
         assert_eq!(week.boxes.len(), 1);
         assert_eq!(week.boxes[0].total, 1);
+        // The same day whose only delivery is paused is shown too, with nothing to pack.
+        let paused = WithheldCounts {
+            paused: 1,
+            ..WithheldCounts::default()
+        };
+        let week = week_with(DayList {
+            deliveries: Vec::new(),
+            withheld: paused,
+        });
+        let shown: Vec<String> = week.days.iter().map(|d| d.date.clone()).collect();
+        assert_eq!(shown, expected);
+        assert_eq!((week.total, week.withheld), (0, paused));
+        let odd_day = week
+            .days
+            .iter()
+            .find(|d| d.date == odd.date().to_string())
+            .expect("shown");
+        assert_eq!((odd_day.total, odd_day.withheld), (0, paused));
+        assert!(week.boxes.is_empty());
         assert_eq!(range_label(first), "23 – 29 November 2026");
         assert_eq!(
             range_label(Day::of(jiff::civil::Date::constant(2026, 12, 28))),
@@ -172,7 +227,8 @@ mod tests {
             orders in proptest::collection::vec(
                 (0i32..DAYS, 0usize..2, 0usize..2, 0u32..4, proptest::bool::ANY),
                 0..80,
-            )
+            ),
+            withheld in proptest::collection::vec((0u64..3, 0u64..3, 0u64..3, 0u64..3), DAYS as usize),
         ) {
             let catalogue = Catalogue::parse(DEMO_CATALOGUE_JSON, 0).unwrap();
             let webstore = catalogue.webstores()[0].clone();
@@ -180,14 +236,19 @@ mod tests {
             let services: Vec<u64> = webstore.delivery_services.keys().copied().collect();
             let boxes: Vec<u64> = webstore.boxes.keys().copied().collect();
             let extra = *webstore.extras.keys().next().unwrap();
-            let mut days: Vec<(Day, Vec<Delivery>)> =
-                (0..DAYS).map(|i| (first.plus(i), Vec::new())).collect();
+            let mut days: Vec<(Day, DayList)> = (0..DAYS)
+                .map(|i| {
+                    let (paused, skipped, cancelled, halted) = withheld[i as usize];
+                    let withheld = WithheldCounts { paused, skipped, cancelled, halted };
+                    (first.plus(i), DayList { deliveries: Vec::new(), withheld })
+                })
+                .collect();
             let mut sorted = orders;
             sorted.sort_by_key(|(day, service, ..)| (*day, *service));
             for (n, (day, service, b, quantity, with_extras)) in sorted.iter().enumerate() {
                 let extras: Vec<(u64, u32)> =
                     if *quantity > 0 { vec![(extra, *quantity)] } else { vec![] };
-                days[*day as usize].1.push(delivery_on(
+                days[*day as usize].1.deliveries.push(delivery_on(
                     first.plus(*day),
                     n as u64 + 1,
                     services[*service],
@@ -199,12 +260,13 @@ mod tests {
             let week = WeekView::of(&days, &webstore);
             // Each shown day's numbers are exactly what its day page counts.
             for (column, shown) in week.days.iter().enumerate() {
-                let (_, deliveries) = days
+                let (_, list) = days
                     .iter()
                     .find(|(d, _)| d.date().to_string() == shown.date)
                     .expect("a shown day is a day of the week");
-                let page = DayView::of(deliveries, &webstore);
+                let page = DayView::of(list, &webstore);
                 proptest::prop_assert_eq!(shown.total, page.total);
+                proptest::prop_assert_eq!(shown.withheld, page.withheld);
                 for (rows, counted) in [(&week.boxes, &page.boxes), (&week.extras, &page.extras)] {
                     let on_page: Vec<(u64, u64)> =
                         counted.iter().map(|c| (c.id, c.count)).collect();
@@ -217,8 +279,14 @@ mod tests {
                 }
             }
             // No delivery of the week is missing, and the totals add the days up.
-            let all: usize = days.iter().map(|(_, deliveries)| deliveries.len()).sum();
+            let all: usize = days.iter().map(|(_, list)| list.deliveries.len()).sum();
             proptest::prop_assert_eq!(week.total, all);
+            // Every day with a delivery or a withheld one is shown, so the week's withheld
+            // deliveries are every day's.
+            let withheld_all = days
+                .iter()
+                .fold(WithheldCounts::default(), |sum, (_, list)| sum.plus(list.withheld));
+            proptest::prop_assert_eq!(week.withheld, withheld_all);
             proptest::prop_assert_eq!(
                 week.days.iter().map(|d| d.total).sum::<usize>(),
                 week.total

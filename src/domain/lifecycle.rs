@@ -112,7 +112,7 @@ pub struct LifecycleVersion {
 }
 
 /// Why an order delivers nothing on a date. The app counts the regular deliveries of a day
-/// withheld for each reason but the first.
+/// withheld for each reason but the first ([`WithheldCounts`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Withheld {
     /// The order's schedule (in force that date) has no delivery on it.
@@ -125,6 +125,49 @@ pub enum Withheld {
     Paused,
     /// One of the skipped dates.
     Skipped,
+}
+
+/// How many of a day's regular deliveries are withheld, by reason: what the producers'
+/// day and week pages show beside the deliveries. A date outside an order's schedule is no
+/// regular delivery and counts nowhere.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WithheldCounts {
+    /// Within a pause.
+    pub paused: u64,
+    /// On a skipped date.
+    pub skipped: u64,
+    /// From the cancel date on.
+    pub cancelled: u64,
+    /// While the customer is halted.
+    pub halted: u64,
+}
+
+impl WithheldCounts {
+    /// Counts one delivery withheld for `reason`.
+    pub fn count(&mut self, reason: Withheld) {
+        match reason {
+            Withheld::NotScheduled => {}
+            Withheld::Cancelled => self.cancelled += 1,
+            Withheld::Halted => self.halted += 1,
+            Withheld::Paused => self.paused += 1,
+            Withheld::Skipped => self.skipped += 1,
+        }
+    }
+
+    /// The deliveries withheld for any reason.
+    pub fn total(&self) -> u64 {
+        self.paused + self.skipped + self.cancelled + self.halted
+    }
+
+    /// Both days' counts together.
+    pub fn plus(self, other: WithheldCounts) -> WithheldCounts {
+        WithheldCounts {
+            paused: self.paused + other.paused,
+            skipped: self.skipped + other.skipped,
+            cancelled: self.cancelled + other.cancelled,
+            halted: self.halted + other.halted,
+        }
+    }
 }
 
 /// What goes out for one order on one date.

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
-use crate::domain::lifecycle::Order;
+use crate::domain::lifecycle::{Order, Withheld, WithheldCounts};
 use crate::domain::paging::Page;
 use crate::domain::schedule::Day;
 
@@ -30,6 +30,16 @@ pub struct Delivery {
     /// Whether the order's extras go with this delivery: always, unless they are one-off and
     /// this is not the order's first delivery.
     pub with_extras: bool,
+}
+
+/// A day's whole list: its deliveries in delivery order, and how many regular deliveries
+/// are withheld that day, by reason (what a producer's day and week pages show).
+#[derive(Debug, Clone, Default)]
+pub struct DayList {
+    /// The deliveries, in delivery order.
+    pub deliveries: Vec<Delivery>,
+    /// The regular deliveries withheld, by reason.
+    pub withheld: WithheldCounts,
 }
 
 /// The order as delivered on `date` (its content in force then) and whether its extras go
@@ -76,15 +86,14 @@ impl Service {
     }
 
     /// Every delivery of `webstore` on `date`, in delivery order: the API's list with all
-    /// its pages in one, read from one sorted list (what a producer's day page and its CSV
-    /// show).
-    pub async fn all_deliveries(
-        &self,
-        webstore: &Webstore,
-        date: Day,
-    ) -> Result<Vec<Delivery>, ServiceError> {
+    /// its pages in one, read from one sorted list, with the day's withheld deliveries
+    /// counted (what a producer's day page and its CSV show).
+    pub async fn day_list(&self, webstore: &Webstore, date: Day) -> Result<DayList, ServiceError> {
         let list = self.delivery_list(webstore, date, None).await?;
-        self.read_deliveries(webstore, date, &list, 0, usize::MAX)
+        Ok(DayList {
+            deliveries: self.read_deliveries(webstore, date, &list, 0, usize::MAX)?,
+            withheld: list.withheld,
+        })
     }
 
     /// The sorted list of `webstore`'s deliveries on `date`: the one kept, if it is current,
@@ -148,31 +157,28 @@ impl Service {
         Ok(deliveries)
     }
 
-    /// Whether the order of `entry`, whose schedule falls on `date`, is delivered then: not
-    /// while its customer is halted, and, for an order with a history, as
-    /// `OrderHistory::on` says (its pause, skipped dates, cancellation). Only an order with a
-    /// history is read, and `on` is O(log versions): a date's list stays a function of that
-    /// day's orders.
-    fn is_delivered(
+    /// Why the order of `entry`, whose schedule falls on `date`, is not delivered then, if
+    /// it is not: its customer is halted, or, for an order with a history, what
+    /// `OrderHistory::on` says (a cancellation, a pause, a skipped date). Only an order with
+    /// a history is read, and `on` is O(log versions): a date's list stays a function of
+    /// that day's orders.
+    fn withheld(
         &self,
         customer: &Customer,
         entry: &Scheduled,
         date: Day,
-    ) -> Result<bool, ServiceError> {
-        if customer.halts.on(date).is_some() {
-            return Ok(false);
-        }
+    ) -> Result<Option<Withheld>, ServiceError> {
         if !entry.has_history() {
-            return Ok(true);
+            return Ok(customer.halts.on(date).map(|_| Withheld::Halted));
         }
         let Some(order) = self
             .registry
             .store()
             .load_order(entry.customer, entry.order)?
         else {
-            return Ok(false);
+            return Ok(Some(Withheld::NotScheduled));
         };
-        Ok(order.history().on(date, &customer.halts).is_ok())
+        Ok(order.history().on(date, &customer.halts).err())
     }
 
     /// Every delivery for `key` in delivery order: by delivery service, customer number and
@@ -180,6 +186,7 @@ impl Service {
     async fn sorted_deliveries(&self, key: ListKey) -> Result<SortedList, ServiceError> {
         let (generation, due) = self.registry.deliveries_on(key.webstore, key.date).await?;
         let mut sortable = Vec::with_capacity(due.len());
+        let mut withheld = WithheldCounts::default();
         for chunk in due.chunks(CHUNK) {
             for entry in chunk {
                 let Some(customer) = self.registry.customer(key.webstore, entry.customer)? else {
@@ -191,7 +198,8 @@ impl Service {
                 {
                     continue;
                 }
-                if !self.is_delivered(&customer, entry, key.date)? {
+                if let Some(reason) = self.withheld(&customer, entry, key.date)? {
+                    withheld.count(reason);
                     continue;
                 }
                 let order_by = (customer.delivery_service_id, customer.number, entry.order);
@@ -202,6 +210,7 @@ impl Service {
         sortable.sort_unstable_by_key(|(order_by, _)| *order_by);
         Ok(SortedList {
             generation,
+            withheld,
             entries: sortable.into_iter().map(|(_, entry)| entry).collect(),
         })
     }

@@ -11,6 +11,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use crate::domain::catalogue::WebstoreIdx;
+use crate::domain::lifecycle::WithheldCounts;
 use crate::domain::schedule::Day;
 use crate::index::deliveries::Scheduled;
 
@@ -37,6 +38,8 @@ pub struct SortedList {
     pub generation: u64,
     /// The entries in delivery order.
     pub entries: Vec<Scheduled>,
+    /// The regular deliveries of the date left out of `entries`, by reason.
+    pub withheld: WithheldCounts,
 }
 
 /// The kept lists, oldest first.
@@ -130,6 +133,7 @@ mod tests {
         Arc::new(SortedList {
             generation,
             entries: vec![entry; entries],
+            withheld: Default::default(),
         })
     }
 

@@ -54,7 +54,7 @@ use crate::registry::{Registry, RegistryError};
 use crate::store::{Store, StoreError};
 
 pub use crate::store::disk::Refusal;
-pub use deliveries::Delivery;
+pub use deliveries::{DayList, Delivery};
 
 use calls::ActorCalls;
 use client_limits::ClientLimits;

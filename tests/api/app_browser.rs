@@ -2,9 +2,10 @@
 //! through chromedriver (`helpers/browser.rs`), against the real binary. Signing in (right,
 //! wrong, unknown, throttled), the day page against `GET /v1/deliveries` (rows and routes in
 //! the API's order, the packing summary's counts, the CSV link's bytes), isolation between
-//! the webstores' producers, signing out, a phone's width, printing (print media and the PDF
-//! Chromium makes, through the DevTools protocol), axe-core on every page, and all of it
-//! without JavaScript. `tests/api/app.rs` checks the same app over plain HTTP; here the point
+//! the webstores' producers, a week whose orders were paused, skipped, cancelled and halted
+//! (each day's withheld deliveries counted per reason), signing out, a phone's width,
+//! printing (print media and the PDF Chromium makes, through the DevTools protocol),
+//! axe-core on every page, and all of it without JavaScript. `tests/api/app.rs` checks the same app over plain HTTP; here the point
 //! is what a browser does with it: its cookies, forms, redirects, layout and print.
 //!
 //! Store A's Courier (91) and Van North (93) deliver on Mondays and Thursdays, its Market
@@ -323,6 +324,18 @@ async fn numbers(browser: &Browser, selector: &str, key: &str, value: &str) -> B
         "{selector}: an id twice in {pairs:?}"
     );
     map
+}
+
+/// The attributes `names` of the one element `selector` finds, each as a number (`None` when
+/// missing or not a number).
+async fn number_attributes(browser: &Browser, selector: &str, names: &[&str]) -> Vec<Option<u64>> {
+    let mut read = Vec::with_capacity(names.len());
+    for name in names {
+        let values = browser.attributes(selector, name).await;
+        assert_eq!(values.len(), 1, "one element {selector}");
+        read.push(values[0].as_deref().and_then(|v| v.parse().ok()));
+    }
+    read
 }
 
 /// Per id, the entries of `list` that have it in `field` (each counted once), or with
@@ -905,6 +918,137 @@ async fn at_a_phones_width_no_page_scrolls_sideways() {
     );
     assert_eq!(browser.count("#extras tbody tr").await, 2, "both extras");
     assert_no_sideways_scroll(&browser, Viewport::Phone, "a full week of long extras").await;
+}
+
+/// The week of [`WEEK`] after its subscriptions lived: an order paused over Monday (resumed
+/// Thursday), one skipping Monday, one cancelled from Thursday, a halted customer's, and a
+/// Tuesday order paused with no resume date. The week page and each day page count the
+/// deliveries withheld per reason, beside the deliveries the API still lists.
+#[tokio::test]
+async fn a_week_with_pauses_skips_a_cancellation_and_a_halt_counts_each_reason() {
+    let test = "a_week_with_pauses_skips_a_cancellation_and_a_halt_counts_each_reason";
+    let Some(browser) = Browser::start(test).await else {
+        return;
+    };
+    let (_dir, app) = producers_app().await;
+    let address = |line: &str| json!({"address_1": line, "city": "London", "postcode": "SE5 9NR"});
+    let ada = customer_a(&app, 91, ("Ada", "Paused"), address("1 Grove")).await;
+    let ben = customer_a(&app, 91, ("Ben", "Cancelled"), address("2 Grove")).await;
+    let cleo = customer_a(&app, 91, ("Cleo", "Halted"), address("3 Grove")).await;
+    let dev = customer_a(&app, 92, ("Dev", "Tuesday"), address("4 Grove")).await;
+    let mondays_and_thursdays = json!({"frequency": "weekly", "start_date": "2027-01-04",
+                                      "week_days": [1, 4]});
+    let paused = order_a(&app, ada, 217, mondays_and_thursdays.clone()).await;
+    let skipping = order_a(&app, ada, 218, weekly(&[])).await;
+    let cancelled = order_a(&app, ben, 217, mondays_and_thursdays.clone()).await;
+    order_a(&app, ben, 219, weekly(&[])).await;
+    order_a(&app, cleo, 217, mondays_and_thursdays).await;
+    let tuesdays = order_a(
+        &app,
+        dev,
+        218,
+        json!({"frequency": "weekly", "start_date": "2027-01-05", "week_days": [2]}),
+    )
+    .await;
+    for (order, change) in [
+        (
+            paused,
+            json!({"pause_date": DAY, "resume_date": "2027-01-14"}),
+        ),
+        (skipping, json!({"skipped_dates": [DAY]})),
+        (
+            cancelled,
+            json!({"active": false, "cancel_date": "2027-01-14"}),
+        ),
+        (tuesdays, json!({"pause_date": "2027-01-12"})),
+    ] {
+        app.patch_json(&format!("/v1/orders/{order}"), &json!({ "order": change }))
+            .await
+            .assert_status(200);
+    }
+    app.patch_json(
+        &format!("/v1/customers/{cleo}"),
+        &json!({"customer": {"halted": true}}),
+    )
+    .await
+    .assert_status(200);
+
+    // What each day withholds, per reason: (date, delivered, paused, skipped, cancelled,
+    // halted).
+    let expected: [(&str, usize, u64, u64, u64, u64); 3] = [
+        (DAY, 2, 1, 1, 0, 1),
+        ("2027-01-12", 0, 1, 0, 0, 0),
+        ("2027-01-14", 1, 0, 0, 1, 1),
+    ];
+    let reasons = [
+        "data-paused",
+        "data-skipped",
+        "data-cancelled",
+        "data-halted",
+    ];
+    sign_in(&browser, &app, PRODUCER_A).await;
+    browser.goto(&app.url(&format!("/app/weeks/{WEEK}"))).await;
+    assert_eq!(browser.status().await, 200);
+    for (date, delivered, paused, skipped, cancelled, halted) in expected {
+        // The API lists exactly the deliveries the page counts.
+        assert_eq!(
+            api_list(&app, date, &store_a()).await.len(),
+            delivered,
+            "{date}"
+        );
+        let row = format!("#days tr[data-date='{date}']");
+        let mut names = vec!["data-deliveries"];
+        names.extend(reasons);
+        assert_eq!(
+            number_attributes(&browser, &row, &names).await,
+            [delivered as u64, paused, skipped, cancelled, halted].map(Some),
+            "the week's row for {date}"
+        );
+    }
+    assert_eq!(
+        number_attributes(&browser, "main > p.withheld", &reasons).await,
+        [2, 1, 1, 2].map(Some),
+        "the week's withheld deliveries"
+    );
+    assert!(
+        browser
+            .text("main > p.withheld")
+            .await
+            .contains("2 paused, 1 skipped, 1 cancelled, 2 halted"),
+        "{}",
+        browser.text("main > p.withheld").await
+    );
+    assert_no_sideways_scroll(
+        &browser,
+        Viewport::Desktop,
+        "the week with withheld deliveries",
+    )
+    .await;
+
+    // Each day page says the same of its day, beside its rows.
+    for (date, delivered, paused, skipped, cancelled, halted) in expected {
+        browser
+            .goto(&app.url(&format!("/app/deliveries/{date}")))
+            .await;
+        assert_eq!(
+            browser.count("tr[data-order-id]").await,
+            delivered,
+            "{date}"
+        );
+        assert_eq!(
+            number_attributes(&browser, "p.withheld", &reasons).await,
+            [paused, skipped, cancelled, halted].map(Some),
+            "the day page of {date}"
+        );
+    }
+    browser.set_viewport(Viewport::Phone).await;
+    browser.goto(&app.url(&format!("/app/weeks/{WEEK}"))).await;
+    assert_no_sideways_scroll(
+        &browser,
+        Viewport::Phone,
+        "the week with withheld deliveries",
+    )
+    .await;
 }
 
 /// A server whose store A also has a service delivering every day, and two extras with
