@@ -1524,6 +1524,15 @@ order_created = {
         "ListOrders": {"operationId": "listOrders",
                        "parameters": {"customer_id": "$response.body#/customer_id"},
                        "description": "The customer's orders, this one included."},
+        "UpdateOrder": {"operationId": "updateOrder",
+                        "parameters": {"id": "$response.body#/id"},
+                        "description": "Change the new order: pause, skip, swap, cancel."},
+        "ReplaceOrder": {"operationId": "replaceOrder",
+                         "parameters": {"id": "$response.body#/id"},
+                         "description": "Change the new order with PUT."},
+        "ListOrderDeliveries": {"operationId": "listOrderDeliveries",
+                                "parameters": {"id": "$response.body#/id"},
+                                "description": "The new order's delivery dates."},
     },
 }
 
@@ -1588,6 +1597,16 @@ order_updated = {
     "content": json_content(sref("Order"), {"paused": ex("Paused", dict(
         ORDER_EX, pause_date="2026-12-22", resume_date="2027-01-05",
         updated_at="2026-12-01T09:30:00Z"))}),
+    "links": {
+        "GetOrder": {"operationId": "getOrder", "parameters": {"id": "$response.body#/id"},
+                     "description": "Read the changed order: the same answer."},
+        "ListOrderDeliveries": {"operationId": "listOrderDeliveries",
+                                "parameters": {"id": "$response.body#/id"},
+                                "description": "The changed order's delivery dates."},
+        "UpdateOrder": {"operationId": "updateOrder",
+                        "parameters": {"id": "$response.body#/id"},
+                        "description": "Change it again."},
+    },
 }
 order_update_body = {
     "required": True,
