@@ -2,17 +2,20 @@
 //! the API's delivery list of the same day. It starts boxsub (durable, the demo catalogue, a
 //! scratch store), seeds N customers of the demo's first webstore through the API, each with
 //! one weekly order on every day of its Courier (so each of those days, the date measured
-//! among them, has N deliveries), signs in once as the webstore's producer, and reads the
-//! whole day one request at a time over one keep-alive connection, K runs of each read,
-//! interleaved so that a noisy machine's drift hits every read alike: the day page, its CSV,
-//! and the API's list (every page of 1,000) as JSON and as CSV; and, cold, the page and the
-//! API's JSON each right after a new order (on another day) has made the kept sorted list of
-//! the day stale, so that each pays the sort again; and the week page of the date's week (its
-//! five delivery days of N deliveries each). It reports latency quantiles, bytes and
-//! server CPU per read (by thread, to the nanosecond: a read takes a few ms, less than the
-//! ticks of 10 ms of the process's CPU in `/proc/PID/stat`, which it gives over the whole
-//! measurement as a check). Must not touch: how servers start and are measured (`servers`), the
-//! HTTP client (`load`), the main bench's scenarios and report.
+//! among them, has N deliveries; server CPU per order created is measured); with
+//! `--changes-per-order C` it changes each order C times (`PATCH`, server CPU per change
+//! measured in the same run), so that the day is read over histories of C versions. It signs
+//! in once as the webstore's producer, and reads the whole day one request at a time over
+//! one keep-alive connection, K runs of each read, interleaved so that a noisy machine's
+//! drift hits every read alike: the day page, its CSV, and the API's list (every page of
+//! 1,000) as JSON and as CSV; and, cold, the page and the API's JSON each right after a new
+//! order (on another day) has made the kept sorted list of the day stale, so that each pays
+//! the sort again; and the week page of the date's week (its five delivery days of N
+//! deliveries each). It reports latency quantiles, bytes and server CPU per read (by thread,
+//! to the nanosecond: a read takes a few ms, less than the ticks of 10 ms of the process's
+//! CPU in `/proc/PID/stat`, which it gives over the whole measurement as a check). Must not
+//! touch: how servers start and are measured (`servers`), the HTTP client (`load`), the main
+//! bench's scenarios and report.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -37,6 +40,12 @@ pub struct DayPageConfig {
     /// Deliveries on the day measured (one customer with one weekly order each).
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub deliveries: u64,
+    /// Changes made to each order after it is created (`PATCH /v1/orders/{id}`), each a
+    /// version of its history: a skipped date after the day measured, or its extras from a
+    /// date before it, so that the day keeps every delivery while each order's history
+    /// grows.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100))]
+    pub changes_per_order: u64,
     /// Measured runs of each read (after one unmeasured run of each).
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
     pub runs: u64,
@@ -90,6 +99,14 @@ pub struct DayPageReport {
     pub api_pages: u64,
     /// Seconds seeding the customers and orders through the API.
     pub seeding_seconds: f64,
+    /// Changes made to each order before the reads.
+    pub changes_per_order: u64,
+    /// Server CPU per `POST /v1/orders` while seeding the orders, µs (by thread, to the
+    /// nanosecond; [`SEEDING_CONNECTIONS`] connections at once).
+    pub order_create_cpu_us: f64,
+    /// Server CPU per `PATCH /v1/orders/{id}` while changing them, µs, measured the same
+    /// way in the same run (absent without changes).
+    pub order_change_cpu_us: Option<f64>,
     /// Each read, in the order of a round.
     pub reads: Vec<DayRead>,
     /// The day page's median over the API's whole JSON list's median.
@@ -407,9 +424,13 @@ fn created_id(answer: &Answer) -> Result<u64, String> {
         .ok_or_else(|| "a 201 without an id".to_owned())
 }
 
-/// Creates customers `share`, `share + SEEDING_CONNECTIONS`, ... below `deliveries`, each
-/// with its order on the day, over one connection; returns their ids.
-async fn seed_share(addr: SocketAddr, share: u64, deliveries: u64) -> Result<Vec<u64>, String> {
+/// Creates customers `share`, `share + SEEDING_CONNECTIONS`, ... below `deliveries` over
+/// one connection; returns each one's number and id.
+async fn seed_customers(
+    addr: SocketAddr,
+    share: u64,
+    deliveries: u64,
+) -> Result<Vec<(u64, u64)>, String> {
     let mut client = Client::new(addr)?;
     let mut ids = Vec::new();
     for i in (share..deliveries).step_by(SEEDING_CONNECTIONS as usize) {
@@ -421,12 +442,54 @@ async fn seed_share(addr: SocketAddr, share: u64, deliveries: u64) -> Result<Vec
         );
         let customer =
             created_id(&checked(&mut client, "a customer", create, 201, |_| None).await?)?;
-        let body = order_body(customer, i, ORDERS_FROM, &WEEK_DAYS);
-        let create = load::request("POST", "/v1/orders", credentials(), Some(&body));
-        checked(&mut client, "an order", create, 201, |_| None).await?;
-        ids.push(customer);
+        ids.push((i, customer));
     }
     Ok(ids)
+}
+
+/// Creates each of `customers`' order on the day over one connection; returns their ids.
+async fn seed_orders(addr: SocketAddr, customers: Vec<(u64, u64)>) -> Result<Vec<u64>, String> {
+    let mut client = Client::new(addr)?;
+    let mut ids = Vec::with_capacity(customers.len());
+    for (i, customer) in customers {
+        let body = order_body(customer, i, ORDERS_FROM, &WEEK_DAYS);
+        let create = load::request("POST", "/v1/orders", credentials(), Some(&body));
+        ids.push(created_id(
+            &checked(&mut client, "an order", create, 201, |_| None).await?,
+        )?);
+    }
+    Ok(ids)
+}
+
+/// Change `n` of an order: even ones skip a Thursday after [`DATE`] (a date of its
+/// schedule), odd ones give it other extras from a date in May before it. Each is a new
+/// version of its history; none takes a delivery off the day measured.
+fn order_change(n: u64) -> String {
+    let date: jiff::civil::Date = DATE.parse().unwrap_or_default();
+    let change = if n.is_multiple_of(2) {
+        let weeks = i64::try_from(n / 2 + 1).unwrap_or(1);
+        let skipped = date
+            .checked_add(jiff::Span::new().weeks(weeks))
+            .unwrap_or(date);
+        json!({"skipped_dates": [skipped.to_string()]})
+    } else {
+        json!({"extras": [{"id": 28 + n % 3, "quantity": 1 + n % 2}],
+               "effective_date": format!("2027-05-{:02}", 1 + n / 2)})
+    };
+    json!({ "order": change }).to_string()
+}
+
+/// Makes `changes` changes of each of `orders` over one connection, each answered 200.
+async fn change_orders(addr: SocketAddr, orders: Vec<u64>, changes: u64) -> Result<(), String> {
+    let mut client = Client::new(addr)?;
+    for n in 0..changes {
+        for order in &orders {
+            let path = format!("/v1/orders/{order}");
+            let change = load::request("PATCH", &path, credentials(), Some(&order_change(n)));
+            checked(&mut client, "an order's change", change, 200, |_| None).await?;
+        }
+    }
+    Ok(())
 }
 
 /// A new order of a seeded customer on another day: the day's kept list is stale after it.
@@ -468,9 +531,38 @@ pub async fn day_page(config: &DayPageConfig) -> Result<DayPageReport, String> {
     let pages = deliveries.div_ceil(PER_PAGE);
     eprintln!("seeding {deliveries} customers with an order each on {DATE}...");
     let seeding = Instant::now();
-    let shares = (0..SEEDING_CONNECTIONS).map(|share| seed_share(server.addr, share, deliveries));
-    let customers: Vec<u64> = try_join_all(shares).await?.concat();
+    let shares =
+        (0..SEEDING_CONNECTIONS).map(|share| seed_customers(server.addr, share, deliveries));
+    let customer_shares = try_join_all(shares).await?;
+    let before = server.thread_cpu();
+    let order_shares = try_join_all(
+        customer_shares
+            .iter()
+            .map(|share| seed_orders(server.addr, share.clone())),
+    )
+    .await?;
+    let order_create_cpu_us = server.thread_cpu().seconds_since(&before) * 1e6 / deliveries as f64;
+    let customers: Vec<u64> = customer_shares
+        .concat()
+        .into_iter()
+        .map(|(_, id)| id)
+        .collect();
     let seeding_seconds = seeding.elapsed().as_secs_f64();
+    let changes = config.changes_per_order;
+    let order_change_cpu_us = if changes > 0 {
+        eprintln!("changing each order {changes} times...");
+        let before = server.thread_cpu();
+        try_join_all(
+            order_shares
+                .into_iter()
+                .map(|orders| change_orders(server.addr, orders, changes)),
+        )
+        .await?;
+        let spent = server.thread_cpu().seconds_since(&before);
+        Some(round(spent * 1e6 / (deliveries * changes) as f64, 1))
+    } else {
+        None
+    };
     let mut client = Client::new(server.addr)?;
     let session = sign_in(&mut client).await?;
     let mut tallies: Vec<Tally> = ROUND
@@ -550,6 +642,9 @@ pub async fn day_page(config: &DayPageConfig) -> Result<DayPageReport, String> {
         runs: config.runs,
         api_pages: pages,
         seeding_seconds: round(seeding_seconds, 1),
+        changes_per_order: changes,
+        order_create_cpu_us: round(order_create_cpu_us, 1),
+        order_change_cpu_us,
         page_over_api_json: round(median(Kind::Page) / median(Kind::ApiJson).max(1e-9), 2),
         cold_page_over_cold_api_json: round(
             median(Kind::ColdPage) / median(Kind::ColdApiJson).max(1e-9),
@@ -594,6 +689,20 @@ impl DayPageReport {
                 r.cpu_ms_per_read
             ));
         }
+        out.push_str(&format!(
+            "\nServer CPU per `POST /v1/orders` while seeding: {:.1} µs",
+            self.order_create_cpu_us
+        ));
+        if let Some(change) = self.order_change_cpu_us {
+            out.push_str(&format!(
+                "; each order then changed {} times, per `PATCH /v1/orders/{{id}}`: {:.1} µs \
+                 ({:.2}× a create)",
+                self.changes_per_order,
+                change,
+                change / self.order_create_cpu_us.max(1e-9)
+            ));
+        }
+        out.push_str(&format!(" ({SEEDING_CONNECTIONS} connections at once).\n"));
         out.push_str(&format!(
             "\nDay page over the API's whole list as JSON, median latency: {:.2}× (cold: \
              {:.2}×).\n\nServer CPU by thread to the nanosecond (`/proc/PID/task/TID/schedstat`); \
