@@ -102,6 +102,31 @@ impl Lifecycle {
 
 static ACTIVE: Lifecycle = Lifecycle::ACTIVE;
 
+/// The lifecycle in force on `d` among `lifecycles` (sorted by their effective dates).
+fn lifecycle_on(lifecycles: &[LifecycleVersion], d: Day) -> &Lifecycle {
+    let after = lifecycles.partition_point(|v| v.effective <= d);
+    after
+        .checked_sub(1)
+        .map_or(&ACTIVE, |at| &lifecycles[at].lifecycle)
+}
+
+/// Why an order is not delivered on `d`, a date its schedule in force then delivers on, from
+/// its lifecycle versions (an order's [`OrderHistory::lifecycles`]) and its customer's
+/// `halts` alone: what [`OrderHistory::on`] answers for such a date, without reading the
+/// order's content. O(log versions). The delivery lists sort by this, their index knowing
+/// the schedules.
+pub fn withheld_on_scheduled(
+    lifecycles: &[LifecycleVersion],
+    d: Day,
+    halts: &Halts,
+) -> Option<Withheld> {
+    match lifecycle_on(lifecycles, d).withholds(d) {
+        Some(Withheld::Cancelled) => Some(Withheld::Cancelled),
+        _ if halts.on(d).is_some() => Some(Withheld::Halted),
+        other => other,
+    }
+}
+
 /// Whether an order delivers from `effective` until the next lifecycle version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LifecycleVersion {
@@ -370,12 +395,20 @@ impl OrderHistory {
         Some((at, &self.contents[at]))
     }
 
+    /// The content in force on `d`, taken out of the history rather than copied (what a
+    /// delivery list shows of an order on that date).
+    pub fn into_content_on(self, d: Day) -> Option<NewOrder> {
+        let after = self.contents.partition_point(|v| v.effective <= d);
+        let at = after.checked_sub(1)?;
+        self.contents
+            .into_iter()
+            .nth(at)
+            .map(|version| version.content)
+    }
+
     /// The lifecycle in force on `d`.
     pub fn lifecycle_on(&self, d: Day) -> &Lifecycle {
-        let after = self.lifecycles.partition_point(|v| v.effective <= d);
-        after
-            .checked_sub(1)
-            .map_or(&ACTIVE, |at| &self.lifecycles[at].lifecycle)
+        lifecycle_on(&self.lifecycles, d)
     }
 
     /// Whether the schedule in force on `d` has a delivery on it (before pauses, skips,
@@ -430,12 +463,7 @@ impl OrderHistory {
 
     /// Why a scheduled date is withheld, if it is.
     fn withheld_on_scheduled(&self, d: Day, halts: &Halts) -> Option<Withheld> {
-        let lifecycle = self.lifecycle_on(d);
-        match lifecycle.withholds(d) {
-            Some(Withheld::Cancelled) => Some(Withheld::Cancelled),
-            _ if halts.on(d).is_some() => Some(Withheld::Halted),
-            other => other,
-        }
+        withheld_on_scheduled(&self.lifecycles, d, halts)
     }
 
     /// The first date from `from` to `until` (both included) that delivers, jumping over

@@ -7,6 +7,11 @@
 //! service), so that a list computed at one generation is known to be current while the
 //! generation has not moved.
 //!
+//! An order with lifecycle versions (a pause, skipped dates, a cancellation) also has them
+//! here, shared (`Arc`), so that a day's list can leave out what they withhold without
+//! reading the order's record: the list's cost stays a function of that day's orders
+//! whatever their histories hold (an order never paused, skipped or cancelled has none).
+//!
 //! Must not touch: the store, customers, HTTP.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +21,7 @@ use dashmap::DashMap;
 
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::lifecycle::Order;
+use crate::domain::lifecycle::{LifecycleVersion, Order};
 use crate::domain::order::NewOrder;
 use crate::domain::schedule::{Day, Frequency, Schedule};
 
@@ -87,13 +92,36 @@ struct Week {
     generation: AtomicU64,
 }
 
-/// Orders by webstore and weekday.
+/// An order's lifecycle versions, as the index shares them.
+pub type Lifecycles = Arc<[LifecycleVersion]>;
+
+/// Orders by webstore and weekday, and the lifecycle versions of those that have some.
 #[derive(Default)]
 pub struct DeliveryIndex {
     webstores: DashMap<WebstoreIdx, Arc<Week>>,
+    lifecycles: DashMap<OrderId, Lifecycles>,
 }
 
 impl DeliveryIndex {
+    /// Keeps `order`'s lifecycle versions (or forgets them: an order without any). Call it
+    /// before the entries that go with it are published or replaced, which moves the
+    /// generation after both.
+    pub fn keep_lifecycles(&self, order: &Order) {
+        match order.history.as_ref().map(|history| history.lifecycles()) {
+            Some(versions) if !versions.is_empty() => {
+                self.lifecycles.insert(order.id, Arc::from(versions));
+            }
+            _ => {
+                self.lifecycles.remove(&order.id);
+            }
+        }
+    }
+
+    /// The lifecycle versions of `order`, if it has some.
+    pub fn lifecycles(&self, order: OrderId) -> Option<Lifecycles> {
+        self.lifecycles.get(&order).map(|versions| versions.clone())
+    }
+
     /// Adds an order of `webstore` under each of its weekdays.
     pub fn publish(&self, webstore: WebstoreIdx, scheduled: Scheduled) {
         let week = self.webstores.entry(webstore).or_default().clone();

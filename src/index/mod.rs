@@ -24,7 +24,7 @@ use crate::domain::lifecycle::Order;
 use crate::domain::schedule::Day;
 use crate::store::{Store, StoreError};
 
-use deliveries::{DeliveryIndex, Scheduled};
+use deliveries::{DeliveryIndex, Lifecycles, Scheduled};
 use order_owners::OrderOwners;
 
 /// Where the scan of orders stored before the start is.
@@ -87,8 +87,14 @@ impl Indexes {
     /// Records a durable change of an order of a customer of `webstore`: its schedules in
     /// the delivery lists become the changed order's.
     pub fn order_changed(&self, webstore: WebstoreIdx, order: &Order) {
+        self.deliveries.keep_lifecycles(order);
         self.deliveries
             .replace(webstore, order.id, &Scheduled::of(order));
+    }
+
+    /// The lifecycle versions of an order in the delivery lists, if it has some.
+    pub fn order_lifecycles(&self, order: OrderId) -> Option<Lifecycles> {
+        self.deliveries.lifecycles(order)
     }
 
     /// Marks the delivery lists of `webstore` as changed by a customer moving to another
@@ -171,10 +177,12 @@ impl Indexes {
                     }
                     match stored {
                         Ok(stored) if known => {
+                            self.deliveries.keep_lifecycles(&stored);
                             self.deliveries
                                 .replace(webstore, order, &Scheduled::of(&stored));
                         }
                         Ok(stored) => {
+                            self.deliveries.keep_lifecycles(&stored);
                             for entry in Scheduled::of(&stored) {
                                 self.deliveries.publish(webstore, entry);
                             }
@@ -216,6 +224,7 @@ impl Indexes {
                 .and_then(|(_, webstore)| *webstore);
             match (stored, webstore) {
                 (Ok(stored), Some(webstore)) => {
+                    self.deliveries.keep_lifecycles(&stored);
                     for entry in Scheduled::of(&stored) {
                         self.deliveries.publish(webstore, entry);
                     }

@@ -35,7 +35,7 @@ use crate::domain::ids::{CustomerId, IdRange, IdSequence, OrderId};
 use crate::domain::lifecycle::Order;
 use crate::domain::schedule::Day;
 use crate::events::Events;
-use crate::index::deliveries::Scheduled;
+use crate::index::deliveries::{Lifecycles, Scheduled};
 use crate::index::Indexes;
 use crate::metrics::METRICS;
 use crate::store::order_ids::OrderIds;
@@ -527,6 +527,13 @@ impl Registry {
         date: Day,
     ) -> Result<(u64, Vec<Scheduled>), StoreError> {
         self.indexes.deliveries_on(webstore, date).await
+    }
+
+    /// The lifecycle versions (pauses, skipped dates, cancellation) of a durable order in
+    /// the delivery lists, if it has some: what withholds its deliveries, without a read of
+    /// its record.
+    pub fn order_lifecycles(&self, order: OrderId) -> Option<Lifecycles> {
+        self.indexes.order_lifecycles(order)
     }
 
     /// The generation of the delivery lists of `webstore`: a list read at this generation is

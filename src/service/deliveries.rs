@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
-use crate::domain::lifecycle::{Order, Withheld, WithheldCounts};
+use crate::domain::lifecycle::{
+    withheld_on_scheduled, Order, OrderHistory, Withheld, WithheldCounts,
+};
 use crate::domain::paging::Page;
 use crate::domain::schedule::Day;
 
@@ -23,7 +25,8 @@ use super::{Service, ServiceError};
 pub struct Delivery {
     /// The date.
     pub date: Day,
-    /// The order delivered.
+    /// The order delivered, with the content in force that date as its `details` (its
+    /// history is not carried: a delivery shows what goes out, not the order's answer).
     pub order: Order,
     /// Its customer as they are now (the address and delivery service in force).
     pub customer: Arc<Customer>,
@@ -55,12 +58,18 @@ fn delivered_on(
         let first_delivery = entry.schedule.first_delivery(entry.frequency);
         return Some((order, !one_off || first_delivery == Some(date)));
     }
-    let history = order.history();
+    let mut order = order;
+    let history = match order.history.take() {
+        Some(history) => *history,
+        None => OrderHistory::new(&order),
+    };
     let delivery = history.on(date, &customer.halts).ok()?;
-    let (_, version) = history.content_on(date)?;
-    let with_extras = !version.content.extras_one_off || !delivery.extras.is_empty();
-    let details = version.content.clone();
-    drop(history);
+    let with_extras = !delivery.extras.is_empty()
+        || history
+            .content_on(date)
+            .is_some_and(|(_, version)| !version.content.extras_one_off);
+    let details = history.into_content_on(date)?;
+    // The delivery needs the content of its date alone: the history is not carried on.
     Some((Order { details, ..order }, with_extras))
 }
 
@@ -158,27 +167,15 @@ impl Service {
     }
 
     /// Why the order of `entry`, whose schedule falls on `date`, is not delivered then, if
-    /// it is not: its customer is halted, or, for an order with a history, what
-    /// `OrderHistory::on` says (a cancellation, a pause, a skipped date). Only an order with
-    /// a history is read, and `on` is O(log versions): a date's list stays a function of
-    /// that day's orders.
-    fn withheld(
-        &self,
-        customer: &Customer,
-        entry: &Scheduled,
-        date: Day,
-    ) -> Result<Option<Withheld>, ServiceError> {
-        if !entry.has_history() {
-            return Ok(customer.halts.on(date).map(|_| Withheld::Halted));
+    /// it is not: its customer is halted, or one of its lifecycle versions (a cancellation,
+    /// a pause, a skipped date) withholds it, as `OrderHistory::on` would say. The index
+    /// holds the lifecycle versions, so nothing is read from the store and the cost is
+    /// O(log versions) an order: a date's list stays a function of that day's orders.
+    fn withheld(&self, customer: &Customer, entry: &Scheduled, date: Day) -> Option<Withheld> {
+        match self.registry.order_lifecycles(entry.order) {
+            Some(lifecycles) => withheld_on_scheduled(&lifecycles, date, &customer.halts),
+            None => customer.halts.on(date).map(|_| Withheld::Halted),
         }
-        let Some(order) = self
-            .registry
-            .store()
-            .load_order(entry.customer, entry.order)?
-        else {
-            return Ok(Some(Withheld::NotScheduled));
-        };
-        Ok(order.history().on(date, &customer.halts).err())
     }
 
     /// Every delivery for `key` in delivery order: by delivery service, customer number and
@@ -198,7 +195,7 @@ impl Service {
                 {
                     continue;
                 }
-                if let Some(reason) = self.withheld(&customer, entry, key.date)? {
+                if let Some(reason) = self.withheld(&customer, entry, key.date) {
                     withheld.count(reason);
                     continue;
                 }

@@ -321,6 +321,25 @@ async fn the_history_survives_a_kill_and_travels_through_export_and_import() {
     )
     .await
     .assert_status(200);
+    // Another customer's order, paused from the same date: the delivery lists leave it out
+    // from then on, as they did before the kill, after a restart rebuilds them from the
+    // store and after an import.
+    let (_, other) = subscribed(&app, "paused-too@example.com").await;
+    let other = id_of(&other);
+    patch_order(
+        &app,
+        other,
+        json!({ "pause_date": pause.to_string() }),
+        None,
+    )
+    .await
+    .assert_status(200);
+    let dates = (plus(pause, -7), pause);
+    assert_eq!(
+        listed_on(&app, other, dates).await,
+        (true, false),
+        "before the kill"
+    );
     let mut app = app;
     app.crash();
     drop(app);
@@ -329,6 +348,11 @@ async fn the_history_survives_a_kill_and_travels_through_export_and_import() {
     assert_eq!(get_order(&app, id).await, changed, "after kill -9");
     let customer_after = app.get(&format!("/v1/customers/{customer}")).await.json();
     assert_eq!(customer_after["halted?"], true);
+    assert_eq!(
+        listed_on(&app, other, dates).await,
+        (true, false),
+        "after kill -9"
+    );
     drop(app);
 
     let export = source.sibling("export.jsonl");
@@ -349,19 +373,42 @@ async fn the_history_survives_a_kill_and_travels_through_export_and_import() {
     );
     let customer_after = app.get(&format!("/v1/customers/{customer}")).await.json();
     assert_eq!(customer_after["halted?"], true);
+    assert_eq!(
+        listed_on(&app, other, dates).await,
+        (true, false),
+        "after export and import"
+    );
 }
 
-/// The ids of the orders on the webstore's delivery list of `date`.
+/// Whether `order` is on the delivery list of each of `dates`.
+async fn listed_on(app: &TestApp, order: i64, dates: (Date, Date)) -> (bool, bool) {
+    (
+        listed(app, dates.0).await.contains(&order),
+        listed(app, dates.1).await.contains(&order),
+    )
+}
+
+/// The ids of the orders on the webstore's delivery list of `date` (one page of up to
+/// 1,000), which `X-Total-Count` counts exactly: the list was sorted without what is
+/// withheld that day.
 async fn listed(app: &TestApp, date: Date) -> Vec<i64> {
-    let response = app.get(&format!("/v1/deliveries?date={date}")).await;
+    let response = app
+        .get(&format!("/v1/deliveries?date={date}&per_page=1000"))
+        .await;
     response.assert_status(200);
-    response
+    let ids: Vec<i64> = response
         .json()
         .as_array()
         .unwrap()
         .iter()
         .map(|delivery| delivery["order_id"].as_i64().unwrap())
-        .collect()
+        .collect();
+    assert_eq!(
+        response.header("x-total-count"),
+        Some(ids.len().to_string()),
+        "the total of {date} counts what is listed"
+    );
+    ids
 }
 
 #[tokio::test]

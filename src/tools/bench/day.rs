@@ -462,7 +462,7 @@ async fn seed_orders(addr: SocketAddr, customers: Vec<(u64, u64)>) -> Result<Vec
 }
 
 /// Change `n` of an order: even ones skip a Thursday after [`DATE`] (a date of its
-/// schedule), odd ones give it other extras from a date in May before it. Each is a new
+/// schedule), odd ones make its extras come once, or every time again, from a date in May before it. Each is a new
 /// version of its history; none takes a delivery off the day measured.
 fn order_change(n: u64) -> String {
     let date: jiff::civil::Date = DATE.parse().unwrap_or_default();
@@ -473,7 +473,8 @@ fn order_change(n: u64) -> String {
             .unwrap_or(date);
         json!({"skipped_dates": [skipped.to_string()]})
     } else {
-        json!({"extras": [{"id": 28 + n % 3, "quantity": 1 + n % 2}],
+        // Seeded orders' extras come every time: these alternate, each a change.
+        json!({"extras_one_off": n % 4 == 1,
                "effective_date": format!("2027-05-{:02}", 1 + n / 2)})
     };
     json!({ "order": change }).to_string()
