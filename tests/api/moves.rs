@@ -1,6 +1,7 @@
 //! Moving a webstore between running shards behind a real HAProxy (`boxsub move-webstore`):
 //! carts write to three webstores through HAProxy while one of them moves; the webstores
-//! that stay see no error, the moving one only 503s for a moment, nothing is lost or doubled,
+//! that stay see no error, the moving one only 503s for a moment, nothing is lost or doubled
+//! (its orders' histories, paused, skipped, rescheduled and cancelled, and its halts included),
 //! and every process restarted with its original command line (HAProxy from a freshly
 //! generated configuration) serves each webstore from its new shard only. Interrupted moves
 //! (the command, the source or the target stopped midway) are run again to completion.
@@ -20,6 +21,9 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
     let Some(mut deployment) = Deployment::start(test).await else {
         return;
     };
+    // Orders of the moving webstore that were paused, skipped, rescheduled and cancelled,
+    // and a halted customer: their histories move with them.
+    let lived = LivedOrders::make(&deployment.base(), &store_b()).await;
     let stop = Arc::new(AtomicBool::new(false));
     // One clock for the carts' writes and the move.
     let started = Instant::now();
@@ -115,6 +119,7 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
         "store b's writes stopped for {stopped:?}"
     );
     let base = deployment.base();
+    lived.assert_kept(&base, &store_b(), "after the move").await;
     assert_each_once(&base, &store_a(), "a", &logs["a"]).await;
     assert_each_once(&base, &store_b(), "b", &logs["b"]).await;
     assert_each_once(&base, &store_c(), "c", &logs["c"]).await;
@@ -135,7 +140,7 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
     let map = std::fs::read_to_string(deployment.path("shards.map")).unwrap();
     assert!(map.contains(&format!("{STORE_B_KEY} shard_two")), "{map}");
     // Every process restarted with its original command line, HAProxy from a fresh config.
-    let b_customers = logs["b"].len();
+    let b_customers = logs["b"].len() + lived.customers();
     deployment.haproxy = None;
     deployment.one.app = None;
     deployment.two.node_mut().app = None;
@@ -160,6 +165,9 @@ async fn a_webstore_moves_between_running_shards_while_carts_write_to_three() {
         b_customers,
         "store b on shard two after the restarts"
     );
+    lived
+        .assert_kept(&base, &store_b(), "after the move and the restarts")
+        .await;
     assert_eq!(create(&base, &store_b(), "after", 0).await.0, 201);
     assert_eq!(create(&base, &store_a(), "after", 0).await.0, 201);
     // Moving it again is a no-op that says so.

@@ -79,7 +79,7 @@ pub use server::{
 };
 pub use shards::{
     admin, admin_at, admin_of, assert_each_once, cart, cart_since, create, moving_webstore,
-    seed_customers, store_c, Deployment, Shard, PRODUCER_C, STORE_C, TOKEN,
+    seed_customers, store_c, Deployment, LivedOrders, Shard, PRODUCER_C, STORE_C, TOKEN,
 };
 pub use skip::{host_program, skip_or_fail, skipped_so_far};
 pub use visitor::{Page, Visitor};

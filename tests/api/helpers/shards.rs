@@ -612,3 +612,165 @@ pub async fn assert_each_once(
         );
     }
 }
+
+/// What a webstore's subscriptions that lived look like through the front end: two
+/// customers of the webstore of `creds` with weekly orders on Mondays, Wednesdays and
+/// Fridays from February 2027, one paused for a week and moved to Mondays alone from a
+/// date, one skipping a Wednesday and cancelled from a date, and the second customer
+/// halted; their answers and the delivery lists of the dates that tell each change apart.
+/// A move, a failover or a restart must keep every byte of it.
+pub struct LivedOrders {
+    customers: Vec<i64>,
+    orders: Vec<i64>,
+    answers: Vec<Value>,
+    lists: Vec<(String, Value)>,
+}
+
+/// Dates whose lists tell the changes apart: the pause's Monday, the skipped Wednesday, the
+/// Friday after the pause, one after the cancellation, a Wednesday after the move to Mondays.
+const LIVED_DATES: [&str; 5] = [
+    "2027-03-01",
+    "2027-03-03",
+    "2027-03-12",
+    "2027-03-19",
+    "2027-03-24",
+];
+
+impl LivedOrders {
+    /// Makes them through `base` and reads them back.
+    pub async fn make(base: &str, creds: &Creds) -> LivedOrders {
+        let client = reqwest::Client::new();
+        let send = |method: reqwest::Method, path: String, body: Value| {
+            client
+                .request(method, format!("{base}{path}"))
+                .header("API-Key", creds.key.as_str())
+                .header("API-Secret", creds.secret.as_str())
+                .json(&body)
+                .timeout(Duration::from_secs(30))
+                .send()
+        };
+        let answer = |sent: reqwest::Result<reqwest::Response>, expected: u16| async move {
+            let response = sent.expect("an answer");
+            assert_eq!(response.status().as_u16(), expected);
+            response.json::<Value>().await.expect("JSON")
+        };
+        let mut customers = Vec::new();
+        let mut orders = Vec::new();
+        for tag in ["lived-one", "lived-two"] {
+            let body = if creds.key == STORE_A_KEY {
+                customer_body(&format!("{tag}@example.com"))
+            } else {
+                customer_body_b(&format!("{tag}@example.com"))
+            };
+            let customer = answer(
+                send(reqwest::Method::POST, "/v1/customers".into(), body).await,
+                201,
+            )
+            .await;
+            let customer = customer["id"].as_i64().expect("an id");
+            let mut order = json!({"customer_id": customer, "frequency": "weekly",
+                                   "start_date": "2027-02-01", "week_days": [1, 3, 5]});
+            order["box_id"] = json!(if creds.key == STORE_A_KEY { 217 } else { 300 });
+            let order = answer(
+                send(reqwest::Method::POST, "/v1/orders".into(), order).await,
+                201,
+            )
+            .await;
+            customers.push(customer);
+            orders.push(order["id"].as_i64().expect("an id"));
+        }
+        for (order, change) in [
+            (
+                orders[0],
+                json!({"pause_date": "2027-03-01", "resume_date": "2027-03-08"}),
+            ),
+            (
+                orders[0],
+                json!({"week_days": [1], "effective_date": "2027-03-22"}),
+            ),
+            (orders[1], json!({"skipped_dates": ["2027-03-03"]})),
+            (
+                orders[1],
+                json!({"active": false, "cancel_date": "2027-03-10"}),
+            ),
+        ] {
+            let path = format!("/v1/orders/{order}");
+            let sent = send(reqwest::Method::PATCH, path, json!({ "order": change })).await;
+            answer(sent, 200).await;
+        }
+        let path = format!("/v1/customers/{}", customers[1]);
+        let halt = json!({"customer": {"halted": true}});
+        answer(send(reqwest::Method::PATCH, path, halt).await, 200).await;
+        let lived = LivedOrders {
+            customers,
+            orders,
+            answers: Vec::new(),
+            lists: Vec::new(),
+        };
+        let (answers, lists) = lived.read(base, creds).await;
+        // The halt withholds the second customer's order from its first open date; the
+        // lists carry the first customer's order where its pause and schedule let it.
+        let on = |date: &str| {
+            let list = &lists.iter().find(|(d, _)| d == date).expect("read").1;
+            list.as_array()
+                .expect("a list")
+                .iter()
+                .map(|delivery| delivery["order_id"].as_i64().expect("an id"))
+                .collect::<Vec<_>>()
+        };
+        let first = lived.orders[0];
+        assert_eq!(on("2027-03-01"), Vec::<i64>::new(), "paused");
+        assert_eq!(on("2027-03-12"), vec![first], "paused for one week only");
+        assert_eq!(on("2027-03-19"), vec![first], "still on Fridays");
+        assert_eq!(on("2027-03-24"), Vec::<i64>::new(), "Mondays alone by then");
+        LivedOrders {
+            answers,
+            lists,
+            ..lived
+        }
+    }
+
+    /// The answers of the customers and orders, and the lists of [`LIVED_DATES`].
+    async fn read(&self, base: &str, creds: &Creds) -> (Vec<Value>, Vec<(String, Value)>) {
+        let client = reqwest::Client::new();
+        let get = |path: String| {
+            let request = client
+                .get(format!("{base}{path}"))
+                .header("API-Key", creds.key.as_str())
+                .header("API-Secret", creds.secret.as_str())
+                .timeout(Duration::from_secs(30));
+            async move {
+                let response = request.send().await.expect("an answer");
+                assert_eq!(response.status().as_u16(), 200, "{path}");
+                response.json::<Value>().await.expect("JSON")
+            }
+        };
+        let mut answers = Vec::new();
+        for customer in &self.customers {
+            answers.push(get(format!("/v1/customers/{customer}")).await);
+        }
+        for order in &self.orders {
+            answers.push(get(format!("/v1/orders/{order}")).await);
+            let deliveries = "/deliveries?from=2027-02-22&to=2027-03-31";
+            answers.push(get(format!("/v1/orders/{order}{deliveries}")).await);
+        }
+        let mut lists = Vec::new();
+        for date in LIVED_DATES {
+            let list = get(format!("/v1/deliveries?date={date}&per_page=1000")).await;
+            lists.push((date.to_owned(), list));
+        }
+        (answers, lists)
+    }
+
+    /// Reads them again through `base` and holds them to what was read when they were made.
+    pub async fn assert_kept(&self, base: &str, creds: &Creds, what: &str) {
+        let (answers, lists) = self.read(base, creds).await;
+        assert_eq!(answers, self.answers, "the changed orders' answers {what}");
+        assert_eq!(lists, self.lists, "the delivery lists {what}");
+    }
+
+    /// The customers it made.
+    pub fn customers(&self) -> usize {
+        self.customers.len()
+    }
+}
