@@ -1,6 +1,7 @@
 //! A replicated group (`serve --changelog`), with real processes on loopback: three
 //! `nats-server` nodes clustered with JetStream, two boxsub nodes, HAProxy in front where a
-//! test needs it. The primary is killed with its data directory deleted, frozen past its
+//! test needs it. The primary is killed with its data directory deleted (its orders'
+//! histories and halts held on the node that takes over), frozen past its
 //! lease, and the changelog stream's leader (a NATS server) is killed under load; every
 //! acknowledged write must be on the node that takes over, and keyed retries must create
 //! nothing twice.
@@ -113,6 +114,9 @@ async fn the_primary_killed_with_its_data_deleted_mid_writes_loses_no_acknowledg
     };
     let primary = group.primary(Duration::from_secs(20)).await;
     let standby = 1 - primary;
+    // Subscriptions that lived (pauses, skips, a new schedule, a cancellation, a halt): the
+    // changelog carries each change to the node that takes over.
+    let lived = LivedOrders::make(&group.app(primary).url(""), &store_b()).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Four carts write to the primary.
     let primary_app = Arc::new(group.members[primary].app.take().expect("the primary runs"));
@@ -172,6 +176,10 @@ async fn the_primary_killed_with_its_data_deleted_mid_writes_loses_no_acknowledg
     for (w, outcome) in outcomes.iter().enumerate() {
         assert_nothing_lost_or_doubled(standby_app, &format!("w{w}-"), outcome).await;
     }
+    let what = "on the node that took over from a primary killed with its data deleted";
+    lived
+        .assert_kept(&standby_app.url(""), &store_b(), what)
+        .await;
     drop(primary_app);
 }
 
