@@ -1,5 +1,6 @@
 //! Crash safety (contract section 6): under concurrent writes (customer and
-//! order creates, and updates that move customers to new emails) the server is
+//! order creates, updates that move customers to new emails, and changes that
+//! pause orders) the server is
 //! killed (SIGKILL, or SIGTERM for the graceful case) at an unpredictable
 //! moment; a new server on the same data directory must hold every write that
 //! was acknowledged, identical, and every write that got no answer either
@@ -61,10 +62,11 @@ impl Rng {
     }
 }
 
-/// One client task: creates customers of `store`, orders for them, and moves
-/// its own customers to new emails, until its requests fail (the server is
-/// gone), `deadline` passes, or its markers run out. Only this task writes to
-/// the customers it creates, so their updates are ordered.
+/// One client task: creates customers of `store`, orders for them, moves its
+/// own customers to new emails and pauses its own orders, until its requests
+/// fail (the server is gone), `deadline` passes, or its markers run out. Only
+/// this task writes to the customers and orders it creates, so their updates
+/// and changes are ordered.
 async fn client_task(
     app: &TestApp,
     store: Store,
@@ -76,6 +78,8 @@ async fn client_task(
     let mut done = Vec::new();
     // The customers this task created in this round, with their emails.
     let mut mine: Vec<(i64, String)> = Vec::new();
+    // The orders this task created in this round.
+    let mut my_orders: Vec<i64> = Vec::new();
     for marker in markers {
         if Instant::now() >= deadline {
             break;
@@ -86,6 +90,9 @@ async fn client_task(
         } else if dice == 3 && !mine.is_empty() {
             let (id, email) = &mine[rng.below(mine.len() as u64) as usize];
             Sent::update(store, *id, email, marker)
+        } else if dice == 4 && !my_orders.is_empty() {
+            let id = my_orders[rng.below(my_orders.len() as u64) as usize];
+            Sent::change(store, id, marker)
         } else {
             let customer = customers[rng.below(customers.len() as u64) as usize];
             Sent::order(store, customer, marker)
@@ -109,7 +116,12 @@ async fn client_task(
                                     }
                                 }
                             }
-                            What::Order { .. } => {}
+                            What::Order { .. } => {
+                                if let Some(id) = body["id"].as_i64() {
+                                    my_orders.push(id);
+                                }
+                            }
+                            What::Change { .. } => {}
                         }
                         done.push((sent, Answer::Done(body)));
                     }
@@ -122,8 +134,10 @@ async fn client_task(
             Ok(response) if response.status == 503 => {
                 // An update left undecided: no further updates of that customer,
                 // so at most one is pending per customer.
-                if let What::Update { id, .. } = &sent.what {
-                    mine.retain(|(mine_id, _)| mine_id != id);
+                match &sent.what {
+                    What::Update { id, .. } => mine.retain(|(mine_id, _)| mine_id != id),
+                    What::Change { id } => my_orders.retain(|mine_id| mine_id != id),
+                    _ => {}
                 }
                 done.push((sent, Answer::Unknown));
             }
@@ -214,6 +228,7 @@ async fn run(scenario: Scenario) {
     let mut rng = Rng::from_clock(scenario.name);
     let mut ledger = Ledger::new();
     let started = Instant::now();
+    let mut changes_acknowledged = 0;
     for round in 0..scenario.rounds {
         let mut app = Launch::new().on(&dir).args(scenario.args).spawn().await;
         let resolved = ledger.verify(&app).await;
@@ -239,8 +254,14 @@ async fn run(scenario: Scenario) {
             .iter()
             .filter(|(s, a)| matches!((&s.what, a), (What::Update { .. }, Answer::Done(_))))
             .count();
+        let changes = results
+            .iter()
+            .filter(|(s, a)| matches!((&s.what, a), (What::Change { .. }, Answer::Done(_))))
+            .count();
+        changes_acknowledged += changes;
         eprintln!(
-            "{} round {round}: {} requests, {acknowledged} acknowledged ({updates} updates), \
+            "{} round {round}: {} requests, {acknowledged} acknowledged ({updates} updates, \
+             {changes} order changes), \
              signal {} after {delay:?}",
             scenario.name,
             results.len(),
@@ -275,6 +296,10 @@ async fn run(scenario: Scenario) {
     assert!(
         ledger.acknowledged > 0,
         "no write was acknowledged in any round; the test proved nothing"
+    );
+    assert!(
+        changes_acknowledged > 0,
+        "no order change was acknowledged in any round: the changes went untested"
     );
 }
 
