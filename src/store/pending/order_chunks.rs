@@ -412,8 +412,11 @@ impl CustomerOrders {
 }
 
 /// The record of one order of `customer`, if stored: its own waiting record, else the chunk
-/// that covers its id (the last whose first id is at most it), else (when a waiting record
-/// of another order sits in between) found by walking the customer's orders.
+/// that begins with it (a point read: the first order of each chunk, which is every order
+/// of a customer with one), else the chunk that covers its id (the last whose first id is
+/// at most it: a backward step of the store's range, which copies a node of the store),
+/// else (when a waiting record of another order sits in between) found by walking the
+/// customer's orders.
 pub fn stored_order(
     storage: &dyn Storage,
     customer: u64,
@@ -422,6 +425,13 @@ pub fn stored_order(
     let own_key = order_key(customer, order);
     if let Some(record) = storage.get(&own_key)? {
         return Ok(Some(record));
+    }
+    let own_chunk = order_chunk(customer, order);
+    if let Some(value) = storage.get(&own_chunk)? {
+        let parts = order_parts(order, &value).map_err(|source| corrupt(&own_chunk, source))?;
+        if let Some((_, record)) = parts.into_iter().find(|(id, _)| *id == order) {
+            return Ok(Some(record.to_vec()));
+        }
     }
     let from = orders_of(customer);
     let beyond = prefix_end(&own_key);
