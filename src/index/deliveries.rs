@@ -1,11 +1,12 @@
 //! The delivery index: per webstore and weekday, the orders that can be delivered on that
 //! weekday, with what it takes to tell whether one is delivered on a given date (its start,
-//! frequency and weekdays: 24 bytes an order and weekday). A day's list then costs in
-//! proportion to that weekday's orders of that webstore, not to every order of every
-//! webstore. Each webstore's lists also carry a generation, bumped after every change that
-//! can move an entry of a day's list (a new order, a customer moving to another delivery
-//! service), so that a list computed at one generation is known to be current while the
-//! generation has not moved.
+//! frequency and weekdays, and the dates its version is in force: 40 bytes an order and
+//! weekday). A day's list then costs in proportion to that weekday's orders of that
+//! webstore, not to every order of every webstore, and a change of an order in proportion
+//! to a bucket of 4,096 order ids. Each webstore's lists also carry a generation, bumped
+//! after every change that can move an entry of a day's list (a new order, a customer
+//! moving to another delivery service), so that a list computed at one generation is known
+//! to be current while the generation has not moved.
 //!
 //! An order with lifecycle versions (a pause, skipped dates, a cancellation) also has them
 //! here, shared (`Arc`), so that a day's list can leave out what they withhold without
@@ -14,6 +15,7 @@
 //!
 //! Must not touch: the store, customers, HTTP.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -85,10 +87,49 @@ impl Scheduled {
     }
 }
 
+/// Order ids per bucket of a weekday's list: a change of an order scans its bucket alone.
+const BUCKET_IDS: u32 = 12;
+
+/// One weekday's entries, in buckets of [`BUCKET_IDS`] bits of consecutive order ids (a
+/// host gives its ids out densely, so buckets are full): replacing an order's entries costs
+/// a pass over 4,096 ids at most, not over the webstore's orders, and the entries cost no
+/// more memory than in one list.
+#[derive(Default)]
+struct DayEntries {
+    buckets: BTreeMap<u64, Vec<Scheduled>>,
+}
+
+impl DayEntries {
+    fn bucket(order: OrderId) -> u64 {
+        order.0 >> BUCKET_IDS
+    }
+
+    fn push(&mut self, entry: Scheduled) {
+        self.buckets
+            .entry(DayEntries::bucket(entry.order))
+            .or_default()
+            .push(entry);
+    }
+
+    fn remove(&mut self, order: OrderId) {
+        if let Some(bucket) = self.buckets.get_mut(&DayEntries::bucket(order)) {
+            bucket.retain(|entry| entry.order != order);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Scheduled> {
+        self.buckets.values().flatten()
+    }
+
+    fn len(&self) -> usize {
+        self.buckets.values().map(Vec::len).sum()
+    }
+}
+
 /// One webstore's orders by weekday, and its generation.
 #[derive(Default)]
 struct Week {
-    days: [RwLock<Vec<Scheduled>>; 7],
+    days: [RwLock<DayEntries>; 7],
     generation: AtomicU64,
 }
 
@@ -136,20 +177,19 @@ impl DeliveryIndex {
     }
 
     /// Puts `entries` (all of one order's, [`Scheduled::of`]) in place of that order's.
-    /// Costs a pass over the webstore's lists of the weekdays involved.
+    /// Costs a pass over the order's bucket of each weekday (see [`DayEntries`]).
     pub fn replace(&self, webstore: WebstoreIdx, order: OrderId, entries: &[Scheduled]) {
         let week = self.webstores.entry(webstore).or_default().clone();
         for (day, list) in week.days.iter().enumerate() {
             let mut list = list
                 .write()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
-            list.retain(|entry| entry.order != order);
-            list.extend(
-                entries
-                    .iter()
-                    .filter(|entry| entry.schedule.week_days.contains(day as u8))
-                    .copied(),
-            );
+            list.remove(order);
+            for entry in entries {
+                if entry.schedule.week_days.contains(day as u8) {
+                    list.push(*entry);
+                }
+            }
         }
         week.generation.fetch_add(1, Ordering::Release);
     }
@@ -170,7 +210,8 @@ impl DeliveryIndex {
             .map_or(0, |week| week.generation.load(Ordering::Acquire))
     }
 
-    /// The orders of `webstore` delivered on `date`, in the order they were added.
+    /// The orders of `webstore` delivered on `date`, by bucket of ids, each in the order
+    /// they were added.
     pub fn on(&self, webstore: WebstoreIdx, date: Day) -> Vec<Scheduled> {
         let Some(week) = self.webstores.get(&webstore).map(|week| week.clone()) else {
             return Vec::new();
@@ -264,6 +305,69 @@ mod tests {
         assert_eq!(orders(monday.plus(7)), [1, 3, 4]);
         assert_eq!(orders(monday.plus(3)), [1], "Thursday");
         assert_eq!(index.len(), 6);
+    }
+
+    #[test]
+    fn an_entry_is_40_bytes() {
+        // What the index costs an order and weekday (the module's paragraph says it).
+        assert_eq!(std::mem::size_of::<Scheduled>(), 40);
+    }
+
+    proptest::proptest! {
+        /// Publishing and replacing orders (ids spread over several buckets) leaves each
+        /// weekday's list holding exactly the latest entries of each order, as a plain list
+        /// of every order's latest entries says.
+        #[test]
+        fn replacing_an_order_keeps_exactly_its_latest_entries(
+            steps in proptest::collection::vec(
+                (0u64..6, 0u64..3, proptest::collection::vec(0u8..7, 1..3), proptest::bool::ANY),
+                1..60,
+            )
+        ) {
+            let index = DeliveryIndex::default();
+            let mut latest: BTreeMap<u64, Vec<Scheduled>> = BTreeMap::new();
+            for (slot, spread, days, versions) in steps {
+                // Ids 1..=6 in buckets 0, 1 and far beyond.
+                let order = 1 + slot + spread * (1 << BUCKET_IDS) * 1000;
+                let mut entries = vec![scheduled(order, Frequency::Weekly, 20_400, &days)];
+                if versions {
+                    entries[0].from = Day(20_400);
+                    entries[0].until = Some(Day(20_500));
+                    let mut next = scheduled(order, Frequency::Weekly, 20_500, &[days[0]]);
+                    next.from = Day(20_500);
+                    entries.push(next);
+                }
+                if latest.contains_key(&order) {
+                    index.replace(WebstoreIdx(0), OrderId(order), &entries);
+                } else {
+                    for entry in &entries {
+                        index.publish(WebstoreIdx(0), *entry);
+                    }
+                }
+                latest.insert(order, entries);
+            }
+            for date in (0..14).map(|i| Day(20_416 + i)) {
+                let mut listed: Vec<(u64, i32)> = index
+                    .on(WebstoreIdx(0), date)
+                    .iter()
+                    .map(|entry| (entry.order.0, entry.from.0))
+                    .collect();
+                listed.sort_unstable();
+                let expected: Vec<(u64, i32)> = latest
+                    .values()
+                    .flatten()
+                    .filter(|entry| entry.occurs_on(date))
+                    .map(|entry| (entry.order.0, entry.from.0))
+                    .collect();
+                proptest::prop_assert_eq!(listed, expected);
+            }
+            let held: usize = latest
+                .values()
+                .flatten()
+                .map(|entry| entry.schedule.week_days.days().count())
+                .sum();
+            proptest::prop_assert_eq!(index.len(), held);
+        }
     }
 
     #[test]

@@ -2,10 +2,11 @@
 //! every customer on it, so a producer paging through a list of n deliveries would pay
 //! n log n for each of its n / per_page pages. A list sorted once is kept with the
 //! generation of the webstore's delivery lists it was computed at, and serves every later
-//! page while that generation stands (no new order, no customer moved to another delivery
-//! service). The lists hold ids only (24 bytes an entry): customers and orders are read for
-//! the page itself. At most [`MAX_LISTS`] lists and [`MAX_ENTRIES`] entries are kept, the
-//! oldest going first. Must not touch: the store, HTTP types.
+//! page while that generation stands (no new or changed order, no customer moved to another
+//! delivery service or halted). The lists hold index entries only (40 bytes each) and the
+//! date's withheld deliveries counted by reason: customers and orders are read for the page
+//! itself. At most [`MAX_LISTS`] lists and [`MAX_ENTRIES`] entries are kept, the oldest
+//! going first. Must not touch: the store, HTTP types.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,7 @@ use crate::index::deliveries::Scheduled;
 
 /// Lists kept at most.
 pub const MAX_LISTS: usize = 16;
-/// Entries kept at most over all lists (about 100 MB); a longer list is not kept.
+/// Entries kept at most over all lists (about 160 MiB); a longer list is not kept.
 pub const MAX_ENTRIES: usize = 1 << 22;
 
 /// Which list: a webstore's deliveries on a date, of one delivery service or all.
