@@ -22,6 +22,12 @@ def sref(name):
     return ref("schemas", name)
 
 
+def order_link(operation_id, description):
+    """An OpenAPI link from an answer holding an order to `operation_id` on that order."""
+    return {"operationId": operation_id, "parameters": {"id": "$response.body#/id"},
+            "description": description}
+
+
 REQ_ID_HEADER = ref("headers", "X-Request-Id")
 AUTH = [{"ApiKey": [], "ApiSecret": []}]
 
@@ -1519,20 +1525,15 @@ order_created = {
             "updated_at": "2026-11-23T14:52:42Z"}),
     }),
     "links": {
-        "GetOrder": {"operationId": "getOrder", "parameters": {"id": "$response.body#/id"},
-                     "description": "Read the new order."},
+        "GetOrder": order_link("getOrder", "Read the new order."),
         "ListOrders": {"operationId": "listOrders",
                        "parameters": {"customer_id": "$response.body#/customer_id"},
                        "description": "The customer's orders, this one included."},
-        "UpdateOrder": {"operationId": "updateOrder",
-                        "parameters": {"id": "$response.body#/id"},
-                        "description": "Change the new order: pause, skip, swap, cancel."},
-        "ReplaceOrder": {"operationId": "replaceOrder",
-                         "parameters": {"id": "$response.body#/id"},
-                         "description": "Change the new order with PUT."},
-        "ListOrderDeliveries": {"operationId": "listOrderDeliveries",
-                                "parameters": {"id": "$response.body#/id"},
-                                "description": "The new order's delivery dates."},
+        "UpdateOrder": order_link("updateOrder",
+                                  "Change the new order: pause, skip, swap, cancel."),
+        "ReplaceOrder": order_link("replaceOrder", "Change the new order with PUT."),
+        "ListOrderDeliveries": order_link("listOrderDeliveries",
+                                          "The new order's delivery dates."),
     },
 }
 
@@ -1598,14 +1599,10 @@ order_updated = {
         ORDER_EX, pause_date="2026-12-22", resume_date="2027-01-05",
         updated_at="2026-12-01T09:30:00Z"))}),
     "links": {
-        "GetOrder": {"operationId": "getOrder", "parameters": {"id": "$response.body#/id"},
-                     "description": "Read the changed order: the same answer."},
-        "ListOrderDeliveries": {"operationId": "listOrderDeliveries",
-                                "parameters": {"id": "$response.body#/id"},
-                                "description": "The changed order's delivery dates."},
-        "UpdateOrder": {"operationId": "updateOrder",
-                        "parameters": {"id": "$response.body#/id"},
-                        "description": "Change it again."},
+        "GetOrder": order_link("getOrder", "Read the changed order: the same answer."),
+        "ListOrderDeliveries": order_link("listOrderDeliveries",
+                                          "The changed order's delivery dates."),
+        "UpdateOrder": order_link("updateOrder", "Change it again."),
     },
 }
 order_update_body = {
