@@ -307,9 +307,12 @@ impl Actor for CustomerActor {
         let held = (exclusive, permits);
         // A failed `send` means the caller stopped waiting after this began; the change
         // stands either way.
+        // The changes that wait for the disk are boxed: ractor moves each message's handling
+        // future whole into its loop, and these would make every message's (an order's
+        // too) as large as theirs.
         match request {
             Request::Update(changes, reply) => {
-                let _ = reply.send(state.update(&changes).await);
+                let _ = reply.send(Box::pin(state.update(&changes)).await);
                 drop(held);
             }
             Request::PlaceOrder(order, reply) => {
@@ -322,7 +325,7 @@ impl Actor for CustomerActor {
                 drop(held);
             }
             Request::PatchOrder(patch, reply) => {
-                let _ = reply.send(state.patch_order(*patch).await);
+                let _ = reply.send(Box::pin(state.patch_order(*patch)).await);
                 drop(held);
             }
         }
