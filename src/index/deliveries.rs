@@ -177,7 +177,7 @@ impl DeliveryIndex {
     }
 
     /// Puts `entries` (all of one order's, [`Scheduled::of`]) in place of that order's.
-    /// Costs a pass over the order's bucket of each weekday (see [`DayEntries`]).
+    /// Costs a pass over the order's bucket of each weekday (of 4,096 order ids).
     pub fn replace(&self, webstore: WebstoreIdx, order: OrderId, entries: &[Scheduled]) {
         let week = self.webstores.entry(webstore).or_default().clone();
         for (day, list) in week.days.iter().enumerate() {

@@ -102,7 +102,7 @@ pub struct DayPageReport {
     /// Changes made to each order before the reads.
     pub changes_per_order: u64,
     /// Server CPU per `POST /v1/orders` while seeding the orders, µs (by thread, to the
-    /// nanosecond; [`SEEDING_CONNECTIONS`] connections at once).
+    /// nanosecond; four connections at once).
     pub order_create_cpu_us: f64,
     /// Server CPU per `PATCH /v1/orders/{id}` while changing them, µs, measured the same
     /// way in the same run (absent without changes).
