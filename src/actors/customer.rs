@@ -356,22 +356,15 @@ impl CustomerState {
         let event = self.events.customer_updated(&self.webstore, &next)?;
         // The event's number stays unsettled until the change is durable (or given up: then
         // for good), even should this future be dropped before then.
-        let in_flight = event.in_flight;
-        let if_refused = in_flight.if_refused();
-        let written = self
-            .store
-            .update_customer(
+        let written = event.written(|event, on_durable| {
+            self.store.update_customer(
                 &next,
                 &self.customer,
                 &self.webstore.settings.id,
-                Some(event.write),
-                Box::new(move || in_flight.durable()),
+                Some(event),
+                on_durable,
             )
-            .inspect_err(|error| {
-                if error.wrote_nothing() {
-                    if_refused.refused();
-                }
-            })?;
+        })?;
         let previous = std::mem::replace(&mut self.customer, next.clone());
         written.durable().await?;
         *self
@@ -420,22 +413,15 @@ impl CustomerState {
             IdempotencyWrite::rendered(&self.webstore.settings.id, pending, &*next, now)
         });
         let event = self.events.order_updated(&self.webstore, &next)?;
-        let in_flight = event.in_flight;
-        let if_refused = in_flight.if_refused();
-        let written = self
-            .store
-            .update_order(
+        let written = event.written(|event, on_durable| {
+            self.store.update_order(
                 &next,
                 &self.webstore.settings.id,
                 idempotency,
-                Some(event.write),
-                Box::new(move || in_flight.durable()),
+                Some(event),
+                on_durable,
             )
-            .inspect_err(|error| {
-                if error.wrote_nothing() {
-                    if_refused.refused();
-                }
-            })?;
+        })?;
         self.orders[at] = next.clone();
         written.durable().await?;
         self.indexes.order_changed(self.webstore.idx, &next);
@@ -510,36 +496,30 @@ impl CustomerState {
             )
         });
         let event = self.events.order_created(&self.webstore, &order)?;
-        let if_refused = event.in_flight.if_refused();
-        let on_durable = self.publish_when_durable(order.clone(), held, event.in_flight);
-        let durable = self
-            .store
-            .create_order(
+        let publish = self.publish_when_durable(order.clone(), held);
+        let durable = event.written_with(publish, |event, on_durable| {
+            self.store.create_order(
                 &order,
                 &self.webstore.settings.id,
                 idempotency,
-                Some(event.write),
+                Some(event),
                 on_durable,
             )
-            .inspect_err(|error| {
-                if error.wrote_nothing() {
-                    if_refused.refused();
-                }
-            })?;
+        })?;
         // The sequence only grows and this actor takes its ids one message at a time, so
         // pushing keeps the list sorted by id.
         self.orders.push(order.clone());
         Ok(Placed { order, durable })
     }
 
-    /// What is to happen once `order` is on disk: readers find it by id and on its delivery
-    /// dates, it is counted, its event's number settles, and `held` is released.
+    /// What is to happen once `order` is on disk, given its event's mark: readers find it by
+    /// id and on its delivery dates, it is counted, its event's number settles, and `held` is
+    /// released.
     fn publish_when_durable(
         &mut self,
         order: Arc<Order>,
         held: Box<dyn Send>,
-        event: InFlight,
-    ) -> OnDurable {
+    ) -> impl FnOnce(InFlight) -> OnDurable {
         let indexes = self.indexes.clone();
         let webstore = &self.webstore;
         let created = self
@@ -552,14 +532,16 @@ impl CustomerState {
             .clone();
         let webstore = webstore.idx;
         let on_disk = OnDisk::count(&self.writing);
-        Box::new(move || {
-            // Published before the idempotency turn in `held` is released: the next request
-            // with the key finds the order its record names, rather than take the record for
-            // a stale one and create the order again.
-            indexes.publish(webstore, &order);
-            created.inc();
-            event.durable();
-            drop((held, on_disk));
-        })
+        move |event: InFlight| -> OnDurable {
+            Box::new(move || {
+                // Published before the idempotency turn in `held` is released: the next
+                // request with the key finds the order its record names, rather than take the
+                // record for a stale one and create the order again.
+                indexes.publish(webstore, &order);
+                created.inc();
+                event.durable();
+                drop((held, on_disk));
+            })
+        }
     }
 }

@@ -34,7 +34,7 @@ use crate::domain::lifecycle::Order;
 use crate::store::kinds::customers::CustomerRecord;
 use crate::store::kinds::events::{EventBody, EventRecord};
 use crate::store::kinds::orders::OrderRecord;
-use crate::store::{event_write, EventWrite, Store, StoreError};
+use crate::store::{event_write, EventWrite, OnDurable, Store, StoreError, Written};
 use ids::EventIds;
 use sequence::{InFlight, Sequencer};
 
@@ -48,6 +48,33 @@ pub struct NewEvent {
     pub write: EventWrite,
     /// Dropped once the change is durable or given up.
     pub in_flight: InFlight,
+}
+
+impl NewEvent {
+    /// Writes the event with its change: `write` is given the event's write and what runs
+    /// once the change is durable (made by `on_durable` from the event's mark, which it must
+    /// settle then). A write the store refused before holding any of it settles the event's
+    /// number at once, so readers do not wait for an event that will never be.
+    pub fn written_with(
+        self,
+        on_durable: impl FnOnce(InFlight) -> OnDurable,
+        write: impl FnOnce(EventWrite, OnDurable) -> Result<Written, StoreError>,
+    ) -> Result<Written, StoreError> {
+        let if_refused = self.in_flight.if_refused();
+        write(self.write, on_durable(self.in_flight)).inspect_err(|error| {
+            if error.wrote_nothing() {
+                if_refused.refused();
+            }
+        })
+    }
+
+    /// [`NewEvent::written_with`] for a change with nothing else to do once durable.
+    pub fn written(
+        self,
+        write: impl FnOnce(EventWrite, OnDurable) -> Result<Written, StoreError>,
+    ) -> Result<Written, StoreError> {
+        self.written_with(|in_flight| Box::new(move || in_flight.durable()), write)
+    }
 }
 
 /// The events of every webstore this node serves.

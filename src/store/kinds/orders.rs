@@ -424,6 +424,17 @@ impl HistoryRecord {
     }
 }
 
+/// How an order's record is written with its change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OrderWrite {
+    /// A new order: its record waits behind the log (when there is one) until a pass packs
+    /// it into its customer's chunk.
+    BehindTheLog,
+    /// A changed order: written through to its chunk, so that a walk over a customer's
+    /// orders never takes the chunk's older copy for a newer waiting one.
+    Through,
+}
+
 impl Store {
     /// Writes a new order of a customer of webstore `webstore_id`: its idempotency record if
     /// it has one, then its record (the commit point: an idempotency record counts only while
@@ -441,25 +452,8 @@ impl Store {
         event: Option<EventWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
-        let record = encode(&OrderRecord::from_order(order));
-        let key = order_key(order.customer_id.0, order.id.0);
-        self.write_change(
-            webstore_id,
-            idempotency,
-            event,
-            on_durable,
-            ChangeWrites {
-                customer: order.customer_id.0,
-                bytes: LogEntry::encoded_len(&key, &record),
-                write: |store: &Store, open: &Admitted<'_>, entry: &mut LogEntry| {
-                    if open.is_logged() {
-                        store.put_behind_log(entry, &key, record)
-                    } else {
-                        store.put(entry, &key, record)
-                    }
-                },
-            },
-        )
+        let how = OrderWrite::BehindTheLog;
+        self.write_order(order, webstore_id, idempotency, event, on_durable, how)
     }
 
     /// Writes a changed order of a customer of webstore `webstore_id` (its record replaces the
@@ -478,6 +472,21 @@ impl Store {
         event: Option<EventWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
+        let how = OrderWrite::Through;
+        self.write_order(order, webstore_id, idempotency, event, on_durable, how)
+    }
+
+    /// An order's record written with its change (see [`Store::write_change`]), `how` the
+    /// two callers above say.
+    fn write_order(
+        &self,
+        order: &Order,
+        webstore_id: &str,
+        idempotency: Option<IdempotencyWrite>,
+        event: Option<EventWrite>,
+        on_durable: OnDurable,
+        how: OrderWrite,
+    ) -> Result<Written, StoreError> {
         let record = encode(&OrderRecord::from_order(order));
         let key = order_key(order.customer_id.0, order.id.0);
         self.write_change(
@@ -488,8 +497,12 @@ impl Store {
             ChangeWrites {
                 customer: order.customer_id.0,
                 bytes: LogEntry::encoded_len(&key, &record),
-                write: |store: &Store, _: &Admitted<'_>, entry: &mut LogEntry| {
-                    store.put(entry, &key, record)
+                write: |store: &Store, open: &Admitted<'_>, entry: &mut LogEntry| {
+                    if how == OrderWrite::BehindTheLog && open.is_logged() {
+                        store.put_behind_log(entry, &key, record)
+                    } else {
+                        store.put(entry, &key, record)
+                    }
                 },
             },
         )
