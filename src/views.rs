@@ -13,6 +13,7 @@ use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::lifecycle::Order;
 use crate::domain::lifecycle::OrderDelivery;
+use crate::domain::order::ExtraLine;
 use crate::domain::schedule::Day;
 
 /// Room reserved for a rendered body: an order or a customer fits, where growing from
@@ -198,6 +199,19 @@ struct ExtraLineView {
     quantity: u32,
 }
 
+impl ExtraLineView {
+    /// The views of `lines`, in their order.
+    fn all(lines: &[ExtraLine]) -> Vec<ExtraLineView> {
+        lines
+            .iter()
+            .map(|line| ExtraLineView {
+                id: line.id,
+                quantity: line.quantity,
+            })
+            .collect()
+    }
+}
+
 impl<'a> OrderView<'a> {
     /// The view of `order`.
     pub fn new(order: &'a Order) -> Self {
@@ -211,14 +225,7 @@ impl<'a> OrderView<'a> {
             start_date: details.schedule.start.date().to_string(),
             week_days: details.schedule.week_days.days().collect(),
             extras_one_off: details.extras_one_off,
-            extras: details
-                .extras
-                .iter()
-                .map(|line| ExtraLineView {
-                    id: line.id,
-                    quantity: line.quantity,
-                })
-                .collect(),
+            extras: ExtraLineView::all(&details.extras),
             exclusions: &details.exclusions,
             substitutions: &details.substitutions,
             created_at: rfc3339(order.created_at),
@@ -249,14 +256,7 @@ impl<'a> OrderDeliveryView<'a> {
         OrderDeliveryView {
             date: DateView(delivery.date),
             box_id: delivery.box_id,
-            extras: delivery
-                .extras
-                .iter()
-                .map(|line| ExtraLineView {
-                    id: line.id,
-                    quantity: line.quantity,
-                })
-                .collect(),
+            extras: ExtraLineView::all(&delivery.extras),
             exclusions: &delivery.exclusions,
             substitutions: &delivery.substitutions,
             locked: delivery.locked,
