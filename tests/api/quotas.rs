@@ -285,23 +285,34 @@ async fn the_concurrency_quota_refuses_while_slow_requests_hold_it_and_frees_wit
     let dir = DataDir::with_catalogue(catalogue_with(json!({"concurrent_requests": 2})));
     let app = Launch::new().on(&dir).spawn().await;
     let creds = store_a();
-    let mut slow = Vec::new();
-    for _ in 0..2 {
+    let head = format!(
+        "POST /v1/customers HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {}\r\nAPI-Secret: {}\r\n\
+         Content-Type: application/json\r\nContent-Length: 500\r\n\r\n{{\"first_name\"",
+        creds.key, creds.secret
+    );
+    let slow_request = || async {
         let mut stream = TcpStream::connect(("127.0.0.1", app.port)).await.unwrap();
-        let head = format!(
-            "POST /v1/customers HTTP/1.1\r\nHost: 127.0.0.1\r\nAPI-Key: {}\r\nAPI-Secret: {}\r\n\
-             Content-Type: application/json\r\nContent-Length: 500\r\n\r\n{{\"first_name\"",
-            creds.key, creds.secret
-        );
         stream.write_all(head.as_bytes()).await.unwrap();
-        slow.push(stream);
-    }
+        stream
+    };
+    let mut slow = vec![slow_request().await, slow_request().await];
 
     // Act: wait until both are held (bounded: 10 s, for a machine busy with other tests),
-    // then ask.
+    // then ask. The server takes the connections' requests in any order, so a probe can
+    // come in between and a slow request be the one refused (its connection then has an
+    // answer, and every later probe is let through): that one is sent again.
     let mut refused = None;
     let mut seen = Vec::new();
+    let mut sent_again = 0;
     for _ in 0..500 {
+        for stream in &mut slow {
+            // An answer or a close (`Ok`): this one holds nothing. Nothing yet: `WouldBlock`.
+            let mut answered = [0u8; 64];
+            if stream.try_read(&mut answered).is_ok() {
+                *stream = slow_request().await;
+                sent_again += 1;
+            }
+        }
         let answer = app.get("/v1/boxes").await;
         if answer.status == 429 {
             refused = Some(answer);
@@ -316,7 +327,8 @@ async fn the_concurrency_quota_refuses_while_slow_requests_hold_it_and_frees_wit
     // Assert
     let refused = refused.unwrap_or_else(|| {
         panic!(
-            "the third request in progress was never refused: {} answers {:?}…; {}",
+            "the third request in progress was never refused: {} answers {:?}…, slow requests \
+             sent again {sent_again} times; {}",
             seen.len(),
             &seen[..seen.len().min(5)],
             app.stderr_tail()
