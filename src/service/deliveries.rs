@@ -172,7 +172,12 @@ impl Service {
     /// holds the lifecycle versions, so nothing is read from the store and the cost is
     /// O(log versions) an order: a date's list stays a function of that day's orders.
     fn withheld(&self, customer: &Customer, entry: &Scheduled, date: Day) -> Option<Withheld> {
-        match self.registry.order_lifecycles(entry.order) {
+        // An order never changed has no lifecycle versions: no need to ask the index.
+        let lifecycles = entry
+            .has_history()
+            .then(|| self.registry.order_lifecycles(entry.order))
+            .flatten();
+        match lifecycles {
             Some(lifecycles) => withheld_on_scheduled(&lifecycles, date, &customer.halts),
             None => customer.halts.on(date).map(|_| Withheld::Halted),
         }
