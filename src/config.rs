@@ -209,11 +209,13 @@ pub struct ServeConfig {
     /// in the background (faster; a crash loses the last moments of writes).
     #[arg(long, env = "BOXSUB_DURABILITY", value_enum, default_value_t = DurabilityFlag::On)]
     pub durability: DurabilityFlag,
-    /// With durability on, how long, in microseconds from the start of a sync that answered
-    /// 24 writers or more, the next sync may wait for three quarters as many (at least 24) to
-    /// gather. A sync costs the same CPU however many writes it covers, so under heavy load
-    /// this saves CPU per write and raises throughput; fewer concurrent writers never wait.
-    /// 0 syncs as soon as the previous sync ends.
+    /// With durability on, how long, in microseconds from the start of a busy sync, the next
+    /// may wait for writers to gather: while the workers have no time to spare, a sync starts
+    /// at most once an interval; otherwise, after a sync that answered 24 writers or more, the
+    /// next waits for three quarters as many (at least 24). A sync costs the same CPU however
+    /// many writes it covers, so under heavy load this saves CPU per write and raises
+    /// throughput; fewer concurrent writers with CPU to spare never wait. 0 syncs as soon as
+    /// the previous sync ends.
     #[arg(long, env = "BOXSUB_COMMIT_INTERVAL_US", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub commit_interval_us: u64,

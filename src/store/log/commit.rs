@@ -7,11 +7,14 @@
 //! a segment at a time (`checkpoint`). Submissions are answered in the order they
 //! arrived, so a writer answered knows every write submitted before its own is durable too.
 //!
-//! Under load the flusher also gathers writers before a sync: after a sync that answered
-//! 24 writers or more it waits, at most `--commit-interval-us` (1 ms by default) from that
-//! sync's start, until three quarters as many (and at least 24) are waiting. A sync costs
-//! about the same CPU however many writes it covers (the kernel writes and flushes, and
-//! every thread involved is woken). Fewer concurrent writers never wait, nor does the first
+//! Under load the flusher also gathers writers before a sync, since a sync costs about the
+//! same CPU however many writes it covers (the kernel writes and flushes, and every thread
+//! involved is woken). While the runtime's workers have no time to spare
+//! ([`super::saturation`]: busy nine tenths of the time), a sync starts at most once every
+//! `--commit-interval-us` (1 ms by default): the CPU a sync would take is the requests'.
+//! Otherwise, after a sync that answered 24 writers or more, it waits, at most that interval
+//! from that sync's start, until three quarters as many (and at least 24) are waiting.
+//! Fewer concurrent writers on workers with time to spare never wait, nor does the first
 //! write after a quiet spell: a sync at once serves them best. Writers leave their
 //! submissions in a `Queue` that wakes the flusher only once as many are in as it waits
 //! for, so that writers arriving while it gathers or syncs wake no one.
@@ -32,6 +35,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
 use super::checkpoint::{self, Segments};
+use super::saturation::Saturation;
 use super::wal::{Frame, LogWriter, Segment, SpareSlot, WalDir};
 use super::{FatalHandler, OnDurable};
 use crate::metrics::METRICS;
@@ -277,11 +281,12 @@ impl Committer {
         interval: Duration,
     ) -> Result<Committer, StoreError> {
         let queue = Arc::new(Queue::default());
+        let saturation = Saturation::of_current_runtime();
         let flusher = {
             let queue = queue.clone();
             std::thread::Builder::new()
                 .name("boxsub-flusher".into())
-                .spawn(move || flush_loop(log, queue, on_fatal, interval))
+                .spawn(move || flush_loop(log, queue, on_fatal, interval, saturation))
                 .map_err(|source| StoreError::Io {
                     context: "starting the flusher thread".into(),
                     source,
@@ -349,6 +354,7 @@ fn flush_loop(
     queue: Arc<Queue>,
     on_fatal: FatalHandler,
     interval: Duration,
+    mut saturation: Saturation,
 ) -> Option<u64> {
     {
         let queue = queue.clone();
@@ -375,7 +381,11 @@ fn flush_loop(
         // sync costs the log's servers about as much however few writes it carries. With no
         // room, finish the oldest.
         if syncing.is_empty() {
-            if !queue.take(&mut batch, gathering(last_sync, interval, remote)) {
+            let saturated = !remote && saturation.saturated(Instant::now());
+            if !queue.take(
+                &mut batch,
+                gathering(last_sync, interval, remote, saturated),
+            ) {
                 break;
             }
         } else if syncing.len() < pipeline && !log.sync_finished() {
@@ -495,6 +505,10 @@ struct Gathering {
 /// with and without gathering at 24).
 const GATHER_FROM_WRITERS: usize = 24;
 
+/// The most writers a paced sync waits for (while the workers are saturated): a flood's
+/// thousands of writers are synced at once rather than wait for the interval to end.
+const PACED_WRITERS: usize = 1024;
+
 /// The fewest writers a batch must have to start its sync while another is under way.
 const PIPELINE_FROM_WRITERS: usize = GATHER_FROM_WRITERS;
 
@@ -517,9 +531,28 @@ const PIPELINE_FROM_WRITERS: usize = GATHER_FROM_WRITERS;
 /// *ended*, for as many writers as it answered beyond those already waiting: the cohorts
 /// merge, and a message (a round of fsyncs on the servers) carries nearly twice the writes
 /// (docs/benchmarks.md has the figures).
-fn gathering(last_sync: Option<LastSync>, interval: Duration, remote: bool) -> Option<Gathering> {
+///
+/// While the runtime's workers are `saturated` (a local log only), the flusher waits until
+/// `interval` after the last sync started, for up to [`PACED_WRITERS`]: a sync at most once
+/// an interval, whatever the last one answered.
+fn gathering(
+    last_sync: Option<LastSync>,
+    interval: Duration,
+    remote: bool,
+    saturated: bool,
+) -> Option<Gathering> {
+    if interval.is_zero() {
+        return None;
+    }
+    if saturated && !remote {
+        return last_sync.map(|last| Gathering {
+            writers: PACED_WRITERS,
+            until: last.started + interval,
+            beyond_waiting: false,
+        });
+    }
     last_sync
-        .filter(|last| last.writers >= GATHER_FROM_WRITERS && !interval.is_zero())
+        .filter(|last| last.writers >= GATHER_FROM_WRITERS)
         .map(|last| match remote {
             false => Gathering {
                 writers: (last.writers * 3 / 4).max(GATHER_FROM_WRITERS),
@@ -621,21 +654,21 @@ mod tests {
             })
         };
         for remote in [false, true] {
-            assert_eq!(gathering(None, interval, remote), None);
+            assert_eq!(gathering(None, interval, remote, false), None);
             assert_eq!(
-                gathering(last(1), interval, remote),
+                gathering(last(1), interval, remote, false),
                 None,
                 "a lone writer waits for no one"
             );
             assert_eq!(
-                gathering(last(GATHER_FROM_WRITERS - 1), interval, remote),
+                gathering(last(GATHER_FROM_WRITERS - 1), interval, remote, false),
                 None
             );
-            assert!(gathering(last(GATHER_FROM_WRITERS), interval, remote).is_some());
-            assert_eq!(gathering(last(46), Duration::ZERO, remote), None);
+            assert!(gathering(last(GATHER_FROM_WRITERS), interval, remote, false).is_some());
+            assert_eq!(gathering(last(46), Duration::ZERO, remote, false), None);
         }
         assert_eq!(
-            gathering(last(46), interval, false),
+            gathering(last(46), interval, false, false),
             Some(Gathering {
                 writers: 34,
                 until: started + interval,
@@ -643,13 +676,48 @@ mod tests {
             })
         );
         assert_eq!(
-            gathering(last(46), interval, true),
+            gathering(last(46), interval, true, false),
             Some(Gathering {
                 writers: 46,
                 until: ended + interval,
                 beyond_waiting: true,
             }),
             "after a round trip, the writers it answered are waited for beyond those waiting"
+        );
+    }
+
+    #[test]
+    fn saturated_workers_pace_a_local_log_s_syncs_to_one_an_interval() {
+        let interval = Duration::from_millis(1);
+        let started = Instant::now();
+        let last = |writers| {
+            Some(LastSync {
+                started,
+                ended: started + Duration::from_micros(300),
+                writers,
+            })
+        };
+        for writers in [1, 5, GATHER_FROM_WRITERS, 200] {
+            assert_eq!(
+                gathering(last(writers), interval, false, true),
+                Some(Gathering {
+                    writers: PACED_WRITERS,
+                    until: started + interval,
+                    beyond_waiting: false,
+                }),
+                "{writers} writers answered last time"
+            );
+        }
+        assert_eq!(
+            gathering(None, interval, false, true),
+            None,
+            "the first sync waits for no one"
+        );
+        assert_eq!(gathering(last(5), Duration::ZERO, false, true), None);
+        assert_eq!(
+            gathering(last(5), interval, true, true),
+            None,
+            "a remote log gathers by its own rule"
         );
     }
 

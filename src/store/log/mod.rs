@@ -16,6 +16,7 @@
 pub mod checkpoint;
 pub mod commit;
 pub mod remote;
+pub mod saturation;
 pub mod wal;
 
 use std::path::Path;
