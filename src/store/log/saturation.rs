@@ -44,8 +44,8 @@ impl Saturation {
     }
 
     /// Whether the workers were busy for at least nine tenths of the last whole stretch
-    /// ([`STRETCH`]) that ended by `now`. After a quiet spell the stretch just ended is the
-    /// whole spell, and it says no.
+    /// (`STRETCH`, 10 ms) that ended by `now`. After a quiet spell the stretch just ended
+    /// is the whole spell, and it says no.
     pub fn saturated(&mut self, now: Instant) -> bool {
         let Some(metrics) = &self.metrics else {
             return false;
