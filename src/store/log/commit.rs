@@ -686,6 +686,58 @@ mod tests {
         );
     }
 
+    /// Keeps the runtime's workers busy until `until` with tasks of 20 µs, each spawning
+    /// the next, so that no worker parks and tokio counts their busy time as it goes.
+    fn keep_busy(until: Instant) {
+        tokio::spawn(async move {
+            let step = Instant::now() + Duration::from_micros(20);
+            while Instant::now() < step {
+                std::hint::spin_loop();
+            }
+            if Instant::now() < until {
+                keep_busy(until);
+            }
+        });
+    }
+
+    #[test]
+    fn a_lone_writer_is_paced_only_while_the_workers_are_saturated() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let log = Arc::new(FaultyLog::default());
+        let interval = Duration::from_millis(25);
+        let committer = runtime.block_on(async { started(&log, interval) });
+        // One writer at a time for `span`: the syncs its writes took.
+        let syncs_over = |span: Duration| {
+            let before = log.syncs.load(Ordering::SeqCst);
+            let until = Instant::now() + span;
+            while Instant::now() < until {
+                let durable = committer.submit(vec![1], None).unwrap();
+                durable.blocking_recv().unwrap();
+            }
+            log.syncs.load(Ordering::SeqCst) - before
+        };
+        // Idle workers: each write is synced at once (a sync takes 5 ms here).
+        let idle = syncs_over(Duration::from_millis(250));
+        let busy_until = Instant::now() + Duration::from_millis(700);
+        runtime.block_on(async { keep_busy(busy_until) });
+        std::thread::sleep(Duration::from_millis(60));
+        let saturated = syncs_over(Duration::from_millis(250));
+        // Unpaced, about 50 syncs; paced, one every 25 ms would be 11 (measured 13 to 16:
+        // tokio counts busy time in steps, and a stretch now and then falls short).
+        assert!(idle >= 30, "idle workers: {idle} syncs in 250 ms");
+        assert!(
+            saturated <= 25,
+            "saturated workers: {saturated} syncs in 250 ms, about one every 25 ms"
+        );
+        while Instant::now() < busy_until + Duration::from_millis(30) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     #[test]
     fn saturated_workers_pace_a_local_log_s_syncs_to_one_an_interval() {
         let interval = Duration::from_millis(1);
