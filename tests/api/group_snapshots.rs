@@ -67,13 +67,25 @@ async fn both_standbys_snapshotting_one_position_leave_a_snapshot_an_empty_node_
         );
     }
     eprintln!("both standbys snapshotted positions {both:?}");
-    let dropped = standbys.iter().any(|&i| {
-        group
-            .app(i)
-            .stderr_tail()
-            .contains("another node completed a snapshot first")
-    });
-    assert!(dropped, "one of the two lost the race:\n{}", group.logs());
+    // Both spooled that position, so both upload it and one loses; the loser says so once
+    // its upload ends, which on a loaded machine can be well after the spooling (bounded).
+    let lost_the_race = || {
+        standbys.iter().any(|&i| {
+            group
+                .app(i)
+                .stderr_tail()
+                .contains("another node completed a snapshot first")
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !lost_the_race() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        lost_the_race(),
+        "one of the two lost the race:\n{}",
+        group.logs()
+    );
     // An empty node joins: the changelog no longer starts at 1, so it must load the
     // snapshot the race left.
     let joined = group.add(DataDir::new()).await;
