@@ -733,9 +733,7 @@ mod tests {
             saturated <= 25,
             "saturated workers: {saturated} syncs in 250 ms, about one every 25 ms"
         );
-        while Instant::now() < busy_until + Duration::from_millis(30) {
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        // Dropping the runtime ends the busy chain between two of its tasks.
     }
 
     #[test]
