@@ -90,10 +90,15 @@ async fn both_standbys_snapshotting_one_position_leave_a_snapshot_an_empty_node_
     // snapshot the race left.
     let joined = group.add(DataDir::new()).await;
     wait_caught_up(group.app(joined)).await;
-    let log = group.app(joined).stderr_tail();
+    let loaded = group
+        .app(joined)
+        .wait_for_stderr_line(Duration::from_secs(10), |line| {
+            line.contains("loaded the group's replica snapshot")
+        });
     assert!(
-        log.contains("loaded the group's replica snapshot"),
-        "the empty node started from the snapshot:\n{log}"
+        loaded.is_some(),
+        "the empty node started from the snapshot:\n{}",
+        group.app(joined).stderr_tail()
     );
     // The others die: the joined node takes over with everything.
     for i in 0..3 {

@@ -548,7 +548,8 @@ async fn unfinished_snapshots_in_the_data_directory_are_removed_and_named_at_sta
         .assert_status(200);
     for name in [empty, cut_short] {
         assert!(
-            app.stderr_tail().contains(name),
+            app.wait_for_stderr_line(Duration::from_secs(10), |line| line.contains(name))
+                .is_some(),
             "the log names {name}:\n{}",
             app.stderr_tail()
         );

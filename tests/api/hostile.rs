@@ -340,8 +340,11 @@ async fn thousands_of_stalled_connections_neither_starve_others_nor_outlive_thei
         .args(&["--header-timeout-secs", "3", "--body-timeout-secs", "3"])
         .spawn()
         .await;
+    // Log lines reach the test through a pipe of their own: wait (bounded) for this one.
     assert!(
-        app.stderr_tail().contains("open-files limit"),
+        app.wait_for_stderr_line(Duration::from_secs(10), |line| line
+            .contains("open-files limit"))
+            .is_some(),
         "the server logs its open-files limits: {}",
         app.stderr_tail()
     );

@@ -294,11 +294,12 @@ async fn nodes_killed_and_restarted_on_their_own_directories_resume_and_lose_not
     }
     group.restart(standby).await;
     wait_caught_up(group.app(standby)).await;
-    let resumed = group.app(standby).stderr_tail();
-    let line = resumed
-        .lines()
-        .find(|line| line.contains("following the changelog from the message after"))
-        .unwrap_or_else(|| panic!("no resume line:\n{resumed}"));
+    let line = group
+        .app(standby)
+        .wait_for_stderr_line(Duration::from_secs(10), |line| {
+            line.contains("following the changelog from the message after")
+        })
+        .unwrap_or_else(|| panic!("no resume line:\n{}", group.app(standby).stderr_tail()));
     let applied: u64 = line
         .split("applied=")
         .nth(1)
@@ -309,6 +310,7 @@ async fn nodes_killed_and_restarted_on_their_own_directories_resume_and_lose_not
         applied >= 60,
         "the restarted standby resumed from {applied}, not where it stopped"
     );
+    let resumed = group.app(standby).stderr_tail();
     assert!(
         !resumed.contains("rebuilding"),
         "a standby's copy is kept:\n{resumed}"
