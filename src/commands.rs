@@ -270,7 +270,7 @@ async fn redeliver_webhook(
 /// that serves no one.
 fn open_for_tool(data_dir: &Path, reserve: Reserve) -> Result<Store, String> {
     let options = StoreOptions {
-        durability: Durability::Async,
+        durability: Durability::Unlogged,
         cache_bytes: 64 << 20,
         reserve,
     };

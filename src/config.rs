@@ -205,17 +205,19 @@ pub struct ServeConfig {
     /// Deadline, in milliseconds, for each call to a customer actor.
     #[arg(long, env = "BOXSUB_CALL_TIMEOUT_MS", default_value_t = 5000)]
     pub call_timeout_ms: u64,
-    /// `on`: a write is answered only once it is on disk. `off`: answered at once and flushed
-    /// in the background (faster; a crash loses the last moments of writes).
+    /// `on`: a write is answered only once it is on disk. `off`: answered at once, the
+    /// write-ahead log synced in the background at most once every --commit-interval-us
+    /// (less CPU a write; a crash loses the writes of the last moment, a graceful stop none).
     #[arg(long, env = "BOXSUB_DURABILITY", value_enum, default_value_t = DurabilityFlag::On)]
     pub durability: DurabilityFlag,
-    /// With durability on, how long, in microseconds from the start of a busy sync, the next
-    /// may wait for writers to gather: while the workers have no time to spare, a sync starts
-    /// at most once an interval; otherwise, after a sync that answered 24 writers or more, the
-    /// next waits for three quarters as many (at least 24). A sync costs the same CPU however
-    /// many writes it covers, so under heavy load this saves CPU per write and raises
-    /// throughput; fewer concurrent writers with CPU to spare never wait. 0 syncs as soon as
-    /// the previous sync ends.
+    /// How long, in microseconds from the start of a busy sync, the next may wait for
+    /// writers to gather. With durability on, while the workers have no time to spare, a
+    /// sync starts at most once an interval; otherwise, after a sync that answered 24 writers
+    /// or more, the next waits for three quarters as many (at least 24). A sync costs the
+    /// same CPU however many writes it covers, so under heavy load this saves CPU per write
+    /// and raises throughput; fewer concurrent writers with CPU to spare never wait. With
+    /// durability off, a sync starts at most once an interval whatever the load. 0 syncs as
+    /// soon as the previous sync ends.
     #[arg(long, env = "BOXSUB_COMMIT_INTERVAL_US", default_value_t = 1000,
           value_parser = clap::value_parser!(u64).range(0..=100_000))]
     pub commit_interval_us: u64,
@@ -410,7 +412,7 @@ fn name_of(
 pub enum DurabilityFlag {
     /// Acknowledge writes once they are on disk.
     On,
-    /// Acknowledge writes at once.
+    /// Acknowledge writes at once, and sync them in the background.
     Off,
 }
 

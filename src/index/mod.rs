@@ -363,7 +363,7 @@ mod tests {
         let store = Store::open(
             dir.path(),
             StoreOptions {
-                durability: crate::store::Durability::Async,
+                durability: crate::store::Durability::Unlogged,
                 cache_bytes: 1 << 20,
                 reserve: Reserve::Bytes(0),
             },

@@ -53,7 +53,9 @@ pub(super) fn store_options(config: &ServeConfig) -> StoreOptions {
         DurabilityFlag::On => Durability::Sync {
             commit_interval: Duration::from_micros(config.commit_interval_us),
         },
-        DurabilityFlag::Off => Durability::Async,
+        DurabilityFlag::Off => Durability::Background {
+            commit_interval: Duration::from_micros(config.commit_interval_us),
+        },
     };
     StoreOptions {
         durability,

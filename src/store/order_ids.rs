@@ -81,7 +81,7 @@ mod tests {
     use crate::store::Durability;
 
     fn open(dir: &std::path::Path) -> Store {
-        Store::open_for_test_with(dir, Durability::Async)
+        Store::open_for_test_with(dir, Durability::Unlogged)
     }
 
     #[test]

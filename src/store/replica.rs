@@ -200,7 +200,7 @@ mod tests {
 
     fn options() -> StoreOptions {
         StoreOptions {
-            durability: Durability::Async,
+            durability: Durability::Unlogged,
             cache_bytes: 1 << 20,
             reserve: Reserve::Bytes(0),
         }

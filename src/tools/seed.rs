@@ -105,7 +105,7 @@ pub fn seed_orders(
     let store = Store::open(
         dir,
         StoreOptions {
-            durability: Durability::Async,
+            durability: Durability::Unlogged,
             cache_bytes: 64 * 1024 * 1024,
             reserve: Reserve::Bytes(0),
         },
@@ -237,7 +237,7 @@ mod tests {
 
     fn open(dir: &Path) -> Store {
         let options = StoreOptions {
-            durability: Durability::Async,
+            durability: Durability::Unlogged,
             cache_bytes: 1 << 20,
             reserve: Reserve::Bytes(0),
         };

@@ -1,7 +1,8 @@
 //! Durability across restarts (contract sections 6 and 7): a new server on the
 //! same data directory serves the same customers, orders, email index and ids;
-//! `--durability off` still flushes on a graceful shutdown; and a data
-//! directory that cannot be used stops start-up with a message naming it.
+//! `--durability off` still flushes on a graceful shutdown and, after a kill -9,
+//! keeps what its log synced in the background; and a data directory that cannot
+//! be used stops start-up with a message naming it.
 //!
 //! Every test owns a [`DataDir`] and starts servers on it one after another;
 //! each server is stopped (SIGTERM or SIGKILL) and reaped before the next one
@@ -537,6 +538,31 @@ async fn with_durability_off_a_graceful_shutdown_still_keeps_every_acknowledged_
     let app = restart(&dir).await;
 
     // Assert
+    assert_same_views(&before, &observe(&app, &written).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_durability_off_a_kill_9_keeps_what_the_log_synced_before_it() {
+    // Arrange: writes answered at once, then time for the log's syncs in the background
+    // (at most one every --commit-interval-us, 1 ms) to cover them
+    let dir = DataDir::new();
+    let mut written = Written::default();
+    let mut app = Launch::new()
+        .on(&dir)
+        .args(&["--durability", "off"])
+        .spawn()
+        .await;
+    write_batch(&app, "crash", &mut written).await;
+    let before = observe(&app, &written).await;
+    assert_all_ok(&before);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    // Act
+    app.crash();
+    drop(app);
+    let app = restart(&dir).await;
+
+    // Assert: the restart replayed the log
     assert_same_views(&before, &observe(&app, &written).await);
 }
 

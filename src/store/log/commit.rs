@@ -19,6 +19,11 @@
 //! submissions in a `Queue` that wakes the flusher only once as many are in as it waits
 //! for, so that writers arriving while it gathers or syncs wake no one.
 //!
+//! With durability off, writers hand their writes over the same way but do not wait
+//! ([`Committer::submit_in_background`]): the flusher paces its syncs to one an interval
+//! whatever the load ([`Pacing::Always`]), and a writer waits for a sync as a durable one
+//! does only while [`BACKGROUND_BACKLOG`] writes are already waiting for the flusher.
+//!
 //! A remote log (a replicated group's changelog: `crate::replication::publisher`) differs in
 //! two ways. Its sync is a round trip that outlasts the writers' return, so after one the
 //! flusher waits for the writers it answered to come back (`gathering`). And it may keep
@@ -100,11 +105,12 @@ impl Log for LogWriter {
 }
 
 /// One writer's part of a group commit: its encoded writes (none for a bare wait) and who to
-/// answer once they are durable.
+/// answer once they are durable (no one for a write answered at once:
+/// [`Committer::submit_in_background`]).
 struct Submission {
     writes: Vec<u8>,
     on_durable: Option<OnDurable>,
-    done: oneshot::Sender<()>,
+    done: Option<oneshot::Sender<()>>,
 }
 
 /// Where writers leave their submissions for the flusher.
@@ -135,11 +141,20 @@ impl Queue {
 
     /// Leaves `submission` for the flusher, waking it if it waits for this many; refused
     /// once closed.
+    #[cfg(test)]
     fn submit(&self, submission: Submission) -> Result<(), StoreError> {
+        self.submit_with(|_| submission)
+    }
+
+    /// Leaves the submission `make` makes for the flusher, told how many are in already,
+    /// waking the flusher if it waits for this many; refused once closed, without calling
+    /// `make`.
+    fn submit_with(&self, make: impl FnOnce(usize) -> Submission) -> Result<(), StoreError> {
         let mut waiting = self.waiting();
         if waiting.closed {
             return Err(StoreError::NotDurable);
         }
+        let submission = make(waiting.submissions.len());
         waiting.submissions.push(submission);
         let enough = waiting.wanted != 0 && waiting.submissions.len() >= waiting.wanted;
         if enough {
@@ -232,6 +247,21 @@ impl Queue {
     }
 }
 
+/// When the flusher paces its syncs to one an interval (see the module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pacing {
+    /// While the runtime's workers are saturated (writers wait for each sync).
+    WhileSaturated,
+    /// Always (no writer waits for a sync: [`Committer::submit_in_background`]).
+    Always,
+}
+
+/// How many writes answered at once may wait for the flusher at most: past that, a write
+/// submitted [in the background](Committer::submit_in_background) waits for its sync as a
+/// durable one does, so that a disk slower than the writers holds them back instead of
+/// the queue growing without bound (4,096 orders are about 1 MiB of log).
+pub const BACKGROUND_BACKLOG: usize = 4096;
+
 /// The handle writers submit to and wait on: the flusher, and the checkpointer behind it.
 pub struct Committer {
     queue: Arc<Queue>,
@@ -242,9 +272,9 @@ pub struct Committer {
 
 impl Committer {
     /// Starts the flusher appending to the log in `wal` from `segment`, and the checkpointer
-    /// that flushes `storage` behind it and reuses `segments`; under heavy load a sync may
-    /// wait up to `interval` from the previous one's start for writers to gather (see the
-    /// module).
+    /// that flushes `storage` behind it and reuses `segments`; under heavy load (or always,
+    /// as `pacing` says) a sync may wait up to `interval` from the previous one's start for
+    /// writers to gather (see the module).
     pub fn start(
         storage: Arc<dyn Storage>,
         wal: WalDir,
@@ -252,6 +282,7 @@ impl Committer {
         segments: Segments,
         on_fatal: FatalHandler,
         interval: Duration,
+        pacing: Pacing,
     ) -> Result<Committer, StoreError> {
         let spare = Arc::new(SpareSlot::default());
         let (finished, to_checkpoint) = mpsc::channel();
@@ -268,7 +299,7 @@ impl Committer {
                     source,
                 })?
         };
-        let mut committer = Committer::with_log(writer, on_fatal, interval)?;
+        let mut committer = Committer::with_pacing(writer, on_fatal, interval, pacing)?;
         committer.checkpointer = Some(checkpointer);
         Ok(committer)
     }
@@ -280,13 +311,22 @@ impl Committer {
         on_fatal: FatalHandler,
         interval: Duration,
     ) -> Result<Committer, StoreError> {
+        Committer::with_pacing(log, on_fatal, interval, Pacing::WhileSaturated)
+    }
+
+    fn with_pacing(
+        log: impl Log,
+        on_fatal: FatalHandler,
+        interval: Duration,
+        pacing: Pacing,
+    ) -> Result<Committer, StoreError> {
         let queue = Arc::new(Queue::default());
         let saturation = Saturation::of_current_runtime();
         let flusher = {
             let queue = queue.clone();
             std::thread::Builder::new()
                 .name("boxsub-flusher".into())
-                .spawn(move || flush_loop(log, queue, on_fatal, interval, saturation))
+                .spawn(move || flush_loop(log, queue, on_fatal, interval, saturation, pacing))
                 .map_err(|source| StoreError::Io {
                     context: "starting the flusher thread".into(),
                     source,
@@ -312,11 +352,48 @@ impl Committer {
         on_durable: Option<OnDurable>,
     ) -> Result<oneshot::Receiver<()>, StoreError> {
         let (done, wait) = oneshot::channel();
-        self.queue.submit(Submission {
+        self.queue.submit_with(|_| Submission {
             writes,
             on_durable,
-            done,
+            done: Some(done),
         })?;
+        Ok(wait)
+    }
+
+    /// Hands `writes` (not a bare wait) to the log without waiting for them: `None` when
+    /// they are queued for a sync in the background, `on_durable` having run at once (the
+    /// writer is answered at once, and what its answer makes visible must be too);
+    /// `Some(wait)`, as [`Committer::submit`] would answer, when [`BACKGROUND_BACKLOG`]
+    /// writes already wait for the flusher. Refused, `on_durable` dropped unrun, once the
+    /// log is closed or has failed.
+    pub fn submit_in_background(
+        &self,
+        writes: Vec<u8>,
+        on_durable: Option<OnDurable>,
+    ) -> Result<Option<oneshot::Receiver<()>>, StoreError> {
+        let mut wait = None;
+        let mut run_now = None;
+        self.queue.submit_with(|queued| {
+            if queued < BACKGROUND_BACKLOG {
+                run_now = on_durable;
+                return Submission {
+                    writes,
+                    on_durable: None,
+                    done: None,
+                };
+            }
+            let (done, answer) = oneshot::channel();
+            wait = Some(answer);
+            Submission {
+                writes,
+                on_durable,
+                done: Some(done),
+            }
+        })?;
+        // Outside the queue's lock: it is the writer's code.
+        if let Some(on_durable) = run_now {
+            on_durable();
+        }
         Ok(wait)
     }
 
@@ -355,6 +432,7 @@ fn flush_loop(
     on_fatal: FatalHandler,
     interval: Duration,
     mut saturation: Saturation,
+    pacing: Pacing,
 ) -> Option<u64> {
     {
         let queue = queue.clone();
@@ -381,11 +459,9 @@ fn flush_loop(
         // sync costs the log's servers about as much however few writes it carries. With no
         // room, finish the oldest.
         if syncing.is_empty() {
-            let saturated = !remote && saturation.saturated(Instant::now());
-            if !queue.take(
-                &mut batch,
-                gathering(last_sync, interval, remote, saturated),
-            ) {
+            let paced =
+                !remote && (pacing == Pacing::Always || saturation.saturated(Instant::now()));
+            if !queue.take(&mut batch, gathering(last_sync, interval, remote, paced)) {
                 break;
             }
         } else if syncing.len() < pipeline && !log.sync_finished() {
@@ -444,7 +520,9 @@ fn flush_loop(
             if let Some(on_durable) = submission.on_durable {
                 on_durable();
             }
-            let _ = submission.done.send(());
+            if let Some(done) = submission.done {
+                let _ = done.send(());
+            }
         }
     }
     Some(log.seq())
@@ -532,19 +610,20 @@ const PIPELINE_FROM_WRITERS: usize = GATHER_FROM_WRITERS;
 /// merge, and a message (a round of fsyncs on the servers) carries nearly twice the writes
 /// (docs/benchmarks.md has the figures).
 ///
-/// While the runtime's workers are `saturated` (a local log only), the flusher waits until
+/// While syncs are `paced` (a local log only: the runtime's workers are saturated, or no
+/// writer waits for a sync, [`Pacing`]), the flusher waits until
 /// `interval` after the last sync started, for up to [`PACED_WRITERS`]: a sync at most once
 /// an interval, whatever the last one answered.
 fn gathering(
     last_sync: Option<LastSync>,
     interval: Duration,
     remote: bool,
-    saturated: bool,
+    paced: bool,
 ) -> Option<Gathering> {
     if interval.is_zero() {
         return None;
     }
-    if saturated && !remote {
+    if paced && !remote {
         return last_sync.map(|last| Gathering {
             writers: PACED_WRITERS,
             until: last.started + interval,
@@ -612,6 +691,163 @@ mod tests {
         });
         let committer = Committer::with_log(log.clone(), on_fatal, Duration::ZERO).unwrap();
         (committer, fatal_calls)
+    }
+
+    /// A log whose syncs wait until the test opens its gate, saying when one has begun.
+    #[derive(Default)]
+    struct GatedLog {
+        state: Mutex<Gate>,
+        changed: Condvar,
+    }
+
+    #[derive(Default)]
+    struct Gate {
+        open: bool,
+        syncing: bool,
+        syncs: usize,
+    }
+
+    impl GatedLog {
+        fn gate(&self) -> MutexGuard<'_, Gate> {
+            self.state.lock().unwrap()
+        }
+
+        /// Waits (at most 10 s) until a sync has begun and waits at the gate.
+        fn wait_for_a_sync(&self) {
+            let (gate, _) = self
+                .changed
+                .wait_timeout_while(self.gate(), Duration::from_secs(10), |gate| !gate.syncing)
+                .unwrap();
+            assert!(gate.syncing, "no sync began");
+        }
+
+        fn open(&self) {
+            self.gate().open = true;
+            self.changed.notify_all();
+        }
+    }
+
+    impl Log for Arc<GatedLog> {
+        fn append(&mut self, _: &mut Frame) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn sync(&mut self) -> std::io::Result<()> {
+            let mut gate = self.gate();
+            gate.syncing = true;
+            self.changed.notify_all();
+            let (mut gate, _) = self
+                .changed
+                .wait_timeout_while(gate, Duration::from_secs(10), |gate| !gate.open)
+                .unwrap();
+            gate.syncing = false;
+            gate.syncs += 1;
+            Ok(())
+        }
+        fn seq(&self) -> u64 {
+            1
+        }
+    }
+
+    fn in_the_background(log: impl Log) -> Committer {
+        Committer::with_pacing(
+            log,
+            Arc::new(|_: &StoreError| {}),
+            Duration::from_millis(1),
+            Pacing::Always,
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_write_in_the_background_is_answered_and_its_work_run_before_its_sync() {
+        let log = Arc::new(GatedLog::default());
+        let committer = in_the_background(log.clone());
+        let tally = Arc::new(Tally::default());
+        let first = committer.submit_in_background(vec![1], None).unwrap();
+        assert!(first.is_none(), "answered at once");
+        log.wait_for_a_sync();
+        let second = committer
+            .submit_in_background(vec![2], tallied(&tally))
+            .unwrap();
+        assert!(second.is_none(), "answered while a sync is under way");
+        assert_eq!(tally.ran.load(Ordering::SeqCst), 1, "its work ran at once");
+        // A bare wait (a barrier) still waits for the disk.
+        let mut barrier = committer.submit(Vec::new(), None).unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(barrier.try_recv().is_err(), "a barrier passed a held sync");
+        log.open();
+        tokio::time::timeout(Duration::from_secs(10), barrier)
+            .await
+            .expect("the barrier completes once the syncs do")
+            .unwrap();
+        assert!(log.gate().syncs >= 2, "the second write was synced too");
+    }
+
+    #[tokio::test]
+    async fn past_the_backlog_a_write_in_the_background_waits_for_its_sync() {
+        let log = Arc::new(GatedLog::default());
+        let committer = in_the_background(log.clone());
+        assert!(committer
+            .submit_in_background(vec![1], None)
+            .unwrap()
+            .is_none());
+        log.wait_for_a_sync();
+        for n in 0..BACKGROUND_BACKLOG {
+            let answer = committer.submit_in_background(vec![1], None).unwrap();
+            assert!(answer.is_none(), "write {n} of the backlog waited");
+        }
+        let tally = Arc::new(Tally::default());
+        let wait = committer
+            .submit_in_background(vec![1], tallied(&tally))
+            .unwrap()
+            .expect("a write past the backlog waits for its sync");
+        assert_eq!(tally.ran.load(Ordering::SeqCst), 0, "ran before its sync");
+        log.open();
+        tokio::time::timeout(Duration::from_secs(10), wait)
+            .await
+            .expect("answered once synced")
+            .unwrap();
+        assert_eq!(tally.ran.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_closed_log_refuses_a_write_in_the_background_and_drops_its_work_unrun() {
+        let log = Arc::new(FaultyLog::default());
+        let mut committer = in_the_background(log.clone());
+        committer.stop();
+        let tally = Arc::new(Tally::default());
+        assert!(committer
+            .submit_in_background(vec![1], tallied(&tally))
+            .is_err());
+        assert_eq!(tally.ran.load(Ordering::SeqCst), 0);
+        assert_eq!(tally.dropped.load(Ordering::SeqCst), 1, "kept what it held");
+    }
+
+    #[test]
+    fn writes_in_the_background_are_synced_at_most_once_an_interval() {
+        let log = Arc::new(FaultyLog::default());
+        let interval = Duration::from_millis(25);
+        let committer = Committer::with_pacing(
+            log.clone(),
+            Arc::new(|_: &StoreError| {}),
+            interval,
+            Pacing::Always,
+        )
+        .unwrap();
+        let until = Instant::now() + Duration::from_millis(250);
+        while Instant::now() < until {
+            assert!(committer
+                .submit_in_background(vec![1], None)
+                .unwrap()
+                .is_none());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let syncs = log.syncs.load(Ordering::SeqCst);
+        // Unpaced, a sync would start as each 5 ms sync ends: about 50.
+        assert!(
+            (1..=13).contains(&syncs),
+            "{syncs} syncs in 250 ms, at most one every 25 ms"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -812,7 +1048,7 @@ mod tests {
             Submission {
                 writes: Vec::new(),
                 on_durable: None,
-                done,
+                done: Some(done),
             },
             wait,
         )

@@ -1,14 +1,16 @@
 //! The log: the top layer of the store, the one that acknowledges. A change is made in the
 //! pending layer (where every read sees it at once) and its single-key writes, encoded as a
 //! [`wal::LogEntry`], are handed to the log; its writer is answered once the log says they
-//! are durable ([`Written::durable`]). Behind the log, checkpoints apply the pending writes
+//! are durable ([`Written::durable`]), or at once with durability off
+//! ([`Durability::Background`]: the log still holds them, synced a moment later). Behind the log, checkpoints apply the pending writes
 //! to the snapshot and flush it, and then the log may forget what it held ([`checkpoint`]);
 //! at open, the log replays into the pending layer what the snapshot does not hold yet
 //! ([`open`]).
 //!
 //! [`ChangeLog`] is all the store asks of a log, so that another log (a replicated one) can
 //! stand in without touching the layers below: today [`FileLog`] (a write-ahead log on the
-//! local disk with group commit: [`wal`], [`commit`]) or [`NoLog`] (durability off).
+//! local disk with group commit: [`wal`], [`commit`]) or [`NoLog`] (no log: tools that load
+//! a store, a standby's replica).
 //!
 //! Must not touch: what the writes mean (keys and records belong to the repository), how the
 //! pending layer packs what it applies.
@@ -27,7 +29,7 @@ use tokio::sync::oneshot;
 
 use super::error::StoreError;
 use super::pending::Storage;
-use commit::Committer;
+use commit::{Committer, Pacing};
 use wal::WalDir;
 
 pub use super::error::FatalHandler;
@@ -49,22 +51,32 @@ pub enum Durability {
         /// How long after a busy sync's start the next may wait for writers; zero for never.
         commit_interval: Duration,
     },
-    /// Answer at once, with no log; the snapshot flushes in the background. Loses recent
+    /// Every write goes to the write-ahead log, as with `Sync`, but is answered at once;
+    /// the log is synced in the background, at most once every `commit_interval` (`serve
+    /// --durability off`). A crash loses the writes of the last sync or so; a graceful stop
+    /// loses none.
+    Background {
+        /// How long from a sync's start the next waits at most; zero for at once.
+        commit_interval: Duration,
+    },
+    /// No log: writes are answered at once and enter the snapshot directly, which flushes
+    /// in the background (tools that load a store, a standby's replica). Loses recent
     /// writes on a crash.
-    Async,
+    Unlogged,
 }
 
 /// A write made in the pending layer, on its way to disk: answer its client only once
 /// [`Written::durable`] completes. Dropping it drops nothing but the wait.
 #[must_use = "a write may be acknowledged only once it is durable"]
 pub struct Written {
-    /// Completes once the log holds the write durably; `None` without durability.
+    /// Completes once the log holds the write durably; `None` when the write is answered
+    /// at once (durability off, or no log).
     on_disk: Option<oneshot::Receiver<()>>,
 }
 
 impl Written {
     /// Completes when the write, and every write submitted before it, is on disk (at once
-    /// without durability).
+    /// for a write answered at once).
     pub async fn durable(self) -> Result<(), StoreError> {
         match self.on_disk {
             None => Ok(()),
@@ -102,7 +114,19 @@ pub trait ChangeLog: Send + Sync {
 }
 
 /// The write-ahead log on the local disk, with group commit and checkpoints.
-pub struct FileLog(Committer);
+pub struct FileLog {
+    committer: Committer,
+    answers: Answers,
+}
+
+/// When a [`FileLog`] answers a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Answers {
+    /// Once it is on disk ([`Durability::Sync`]).
+    OnceDurable,
+    /// At once, the log syncing it in the background ([`Durability::Background`]).
+    AtOnce,
+}
 
 impl Committer {
     /// [`Committer::submit`], as the [`Written`] a [`ChangeLog`] answers with.
@@ -123,7 +147,13 @@ impl ChangeLog for FileLog {
         writes: Vec<u8>,
         on_durable: Option<OnDurable>,
     ) -> Result<Written, StoreError> {
-        self.0.written(writes, on_durable)
+        // A bare wait (a barrier: a move, a backup) waits for the disk either way.
+        if self.answers == Answers::OnceDurable || writes.is_empty() {
+            return self.committer.written(writes, on_durable);
+        }
+        Ok(Written {
+            on_disk: self.committer.submit_in_background(writes, on_durable)?,
+        })
     }
 
     fn is_durable(&self) -> bool {
@@ -131,7 +161,7 @@ impl ChangeLog for FileLog {
     }
 
     fn close(&mut self, storage: &dyn Storage) -> Result<(), StoreError> {
-        match self.0.stop() {
+        match self.committer.stop() {
             // Everything logged is in the snapshot once it is flushed: no segment needs
             // replaying.
             Some(last_segment) => checkpoint::mark_log_start(storage, last_segment + 1),
@@ -140,7 +170,8 @@ impl ChangeLog for FileLog {
     }
 }
 
-/// No log (durability off): writes are answered at once and enter the snapshot directly.
+/// No log ([`Durability::Unlogged`]): writes are answered at once and enter the snapshot
+/// directly.
 pub struct NoLog;
 
 impl ChangeLog for NoLog {
@@ -165,8 +196,8 @@ impl ChangeLog for NoLog {
 }
 
 /// Replays into `storage` what the write-ahead log in `dir` holds beyond the last
-/// checkpoint, makes that durable, and, with durability on, starts group commit on a fresh
-/// segment (see [`wal`]).
+/// checkpoint, makes that durable, and, with a log ([`Durability::Sync`] or
+/// [`Durability::Background`]), starts group commit on a fresh segment (see [`wal`]).
 pub fn open(
     storage: &Arc<dyn Storage>,
     dir: &Path,
@@ -187,8 +218,16 @@ pub fn open(
             "replayed the write-ahead log's writes that the store did not hold yet"
         );
     }
-    let Durability::Sync { commit_interval } = durability else {
-        return Ok(Box::new(NoLog));
+    let (commit_interval, answers, pacing) = match durability {
+        Durability::Unlogged => return Ok(Box::new(NoLog)),
+        Durability::Sync { commit_interval } => (
+            commit_interval,
+            Answers::OnceDurable,
+            Pacing::WhileSaturated,
+        ),
+        Durability::Background { commit_interval } => {
+            (commit_interval, Answers::AtOnce, Pacing::Always)
+        }
     };
     let mut reusable = recovered.reusable;
     let seq = recovered.next_seq;
@@ -208,6 +247,7 @@ pub fn open(
         segments,
         on_fatal.clone(),
         commit_interval,
+        pacing,
     )?;
-    Ok(Box::new(FileLog(committer)))
+    Ok(Box::new(FileLog { committer, answers }))
 }
