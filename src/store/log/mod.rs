@@ -2,10 +2,10 @@
 //! pending layer (where every read sees it at once) and its single-key writes, encoded as a
 //! [`wal::LogEntry`], are handed to the log; its writer is answered once the log says they
 //! are durable ([`Written::durable`]), or at once with durability off
-//! ([`Durability::Background`]: the log still holds them, synced a moment later). Behind the log, checkpoints apply the pending writes
-//! to the snapshot and flush it, and then the log may forget what it held ([`checkpoint`]);
-//! at open, the log replays into the pending layer what the snapshot does not hold yet
-//! ([`open`]).
+//! ([`Durability::Background`]: the log still holds them, synced a moment later). Behind the
+//! log, checkpoints apply the pending writes to the snapshot and flush it, and then the log
+//! may forget what it held ([`checkpoint`]); at open, the log replays into the pending layer
+//! what the snapshot does not hold yet ([`open`]).
 //!
 //! [`ChangeLog`] is all the store asks of a log, so that another log (a replicated one) can
 //! stand in without touching the layers below: today [`FileLog`] (a write-ahead log on the
@@ -56,7 +56,8 @@ pub enum Durability {
     /// --durability off`). A crash loses the writes of the last sync or so; a graceful stop
     /// loses none.
     Background {
-        /// How long from a sync's start the next waits at most; zero for at once.
+        /// The least time from one sync's start to the next's (sooner once 1,024 writes
+        /// wait); zero for a sync as soon as the previous ends.
         commit_interval: Duration,
     },
     /// No log: writes are answered at once and enter the snapshot directly, which flushes
