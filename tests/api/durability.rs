@@ -498,6 +498,19 @@ async fn write_batch(app: &TestApp, tag: &str, written: &mut Written) {
     });
 }
 
+/// Writes a batch tagged `tag` through `app`, and returns what the API then shows of
+/// everything written (every view a success).
+async fn write_and_observe(
+    app: &TestApp,
+    tag: &str,
+    written: &mut Written,
+) -> BTreeMap<String, Value> {
+    write_batch(app, tag, written).await;
+    let before = observe(app, written).await;
+    assert_all_ok(&before);
+    before
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_durability_off_a_graceful_shutdown_still_keeps_every_acknowledged_write() {
     // Arrange: `--durability off` on the command line
@@ -508,9 +521,7 @@ async fn with_durability_off_a_graceful_shutdown_still_keeps_every_acknowledged_
         .args(&["--durability", "off"])
         .spawn()
         .await;
-    write_batch(&app, "flag", &mut written).await;
-    let before = observe(&app, &written).await;
-    assert_all_ok(&before);
+    let before = write_and_observe(&app, "flag", &mut written).await;
 
     // Act
     app.terminate_ok(STOP);
@@ -528,9 +539,7 @@ async fn with_durability_off_a_graceful_shutdown_still_keeps_every_acknowledged_
         .env(&[("BOXSUB_DURABILITY", "off")])
         .spawn()
         .await;
-    write_batch(&app, "env", &mut written).await;
-    let before = observe(&app, &written).await;
-    assert_all_ok(&before);
+    let before = write_and_observe(&app, "env", &mut written).await;
 
     // Act
     app.terminate_ok(STOP);
@@ -552,9 +561,7 @@ async fn with_durability_off_a_kill_9_keeps_what_the_log_synced_before_it() {
         .args(&["--durability", "off"])
         .spawn()
         .await;
-    write_batch(&app, "crash", &mut written).await;
-    let before = observe(&app, &written).await;
-    assert_all_ok(&before);
+    let before = write_and_observe(&app, "crash", &mut written).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     // Act
