@@ -8,7 +8,7 @@
 //! Must not touch: I/O of any kind, global state beyond the demo catalogue read once. It only
 //! calls inward (http parsing, domain rules, record codecs, the export format).
 
-use crate::store::kinds::orders;
+use crate::store::pending::order_chunks;
 use std::sync::LazyLock;
 
 use serde_json::Value;
@@ -16,12 +16,13 @@ use warp::http::Method;
 
 use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::{parse_customer, Customer, Mode};
+use crate::domain::day::{parse_date_param, Day};
 use crate::domain::email::{fold, Email};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::lifecycle::Order;
-use crate::domain::order::{customer_ref, validate_order, CustomerCheck, OrderBody};
+use crate::domain::order::body::{customer_ref, validate_order, CustomerCheck, OrderBody};
+use crate::domain::order::schedule::ScheduleRules;
+use crate::domain::order::Order;
 use crate::domain::paging::Page;
-use crate::domain::schedule::{parse_date_param, Day, ScheduleRules};
 use crate::http::{
     json_fields, json_object, needs_credentials, resolve, route, sign_in_params, CustomerView,
     Embed, OrderView, Params,
@@ -94,7 +95,7 @@ pub fn order_body(data: &[u8]) -> bool {
 fn check_accepted_order(
     webstore: &Webstore,
     rules: ScheduleRules,
-    details: crate::domain::order::NewOrder,
+    details: crate::domain::order::content::OrderContent,
 ) {
     let the_box = webstore
         .visible_box(details.box_id)
@@ -111,13 +112,7 @@ fn check_accepted_order(
     assert!(schedule.week_days.within(rules.delivery_days));
     assert!(schedule.first_delivery(details.frequency).is_some());
 
-    let order = Order {
-        id: OrderId(7),
-        customer_id: CustomerId(3),
-        details,
-        created_at: 1_700_000_000,
-        history: None,
-    };
+    let order = Order::new(OrderId(7), CustomerId(3), details, 1_700_000_000);
     serde_json::to_vec(&OrderView::new(&order)).expect("an order renders");
     let record = OrderRecord::from_order(&order);
     let stored: OrderRecord = codec::decode(&codec::encode(&record)).expect("decodes");
@@ -344,9 +339,12 @@ fn decode_each_kind(bytes: &[u8]) -> bool {
         decoded = true;
     }
     // An order chunk: each of its records decoded, and the chunk encoded back the same.
-    if let Ok(parts) = orders::order_parts(0, bytes) {
+    if let Ok(parts) = order_chunks::order_parts(0, bytes) {
         if bytes.get(3) == Some(&(Kind::OrderChunk as u8)) {
-            assert_eq!(orders::encode_order_chunk(parts.iter().copied()), bytes);
+            assert_eq!(
+                order_chunks::encode_order_chunk(parts.iter().copied()),
+                bytes
+            );
         }
         for (_, record) in &parts {
             decoded |= codec::decode::<OrderRecord>(record).is_ok_and(|r| r.into_order().is_ok());
@@ -373,7 +371,7 @@ fn check_line(line: Line) -> bool {
             .inspect(round_trip)
             .is_ok_and(|record| record.into_order().is_ok()),
         Line::Idempotency(idempotency) => {
-            let _ = idempotency.created();
+            let _ = idempotency.names();
             idempotency.into_record().inspect(round_trip).is_ok()
         }
         Line::Event(event) => {

@@ -1,7 +1,8 @@
 //! The tests that hold the crate's layout to its documents. The arrows, as `src/lib.rs`
 //! states them: each top-level module has a floor ([`FLOORS`]), and code under `src/` may
-//! name (`crate::…`) only modules on lower floors; and no two sibling modules name each
-//! other (a circle), wherever they are. These read the sources, skipping comments and each
+//! name (`crate::…`) only modules on lower floors; the store's three layers name only those
+//! below them ([`STORE_LAYERS`]); and the children of no folder name each other in a circle
+//! of any length, wherever they are (store and transfer included). These read the sources, skipping comments and each
 //! file's unit tests (`#[cfg(test)] mod tests`, and files that are test modules whole), which
 //! may reach anywhere. The map: every file under `src/` is named in docs/design.md's table
 //! of layers, and every file's opening `//!` paragraph says what it must not touch. The
@@ -45,8 +46,9 @@ const FLOORS: &[(&str, u8)] = &[
     ("fuzzing", 15),
 ];
 
-/// Sibling modules that name each other, each pair with why it is let be: none today.
-const KNOWN_CIRCLES: &[(&str, &str, &str)] = &[];
+/// Circles among a folder's children (`a -> b -> …`, sorted), each with why it is let be:
+/// none today.
+const KNOWN_CIRCLES: &[(&str, &str)] = &[];
 
 /// Directories whose files docs/storage.md lists, and whose `//!` lines its room keeps.
 const DOCUMENTED_ELSEWHERE: &[&str] = &["store/", "transfer/"];
@@ -246,28 +248,182 @@ fn every_module_uses_only_modules_below_it() {
     );
 }
 
-#[test]
-fn no_two_sibling_modules_name_each_other() {
-    let uses = read_crate().uses;
-    let mut circles = Vec::new();
-    for (module, (_, named)) in &uses {
-        for target in named {
-            let related = module.starts_with(target) || target.starts_with(module);
-            let back = uses
-                .get(target)
-                .is_some_and(|(_, theirs)| theirs.contains(module));
-            if !related && back && module < target {
-                let (a, b) = (module.join("::"), target.join("::"));
-                if !KNOWN_CIRCLES
+/// The circles among the children of each folder: for every module with children, the
+/// graph whose nodes are its children (files and folders) and whose arrows say that some file
+/// in one child names something in another; every strongly connected component of more than
+/// one child is a circle, however long (Tarjan's algorithm).
+fn circles(uses: &BTreeMap<Vec<String>, (PathBuf, BTreeSet<Vec<String>>)>) -> Vec<Vec<String>> {
+    let mut folders: BTreeMap<Vec<String>, BTreeSet<String>> = BTreeMap::new();
+    for module in uses.keys() {
+        for depth in 0..module.len() {
+            folders
+                .entry(module[..depth].to_vec())
+                .or_default()
+                .insert(module[depth].clone());
+        }
+    }
+    let mut found = Vec::new();
+    for (folder, children) in &folders {
+        let children: Vec<&String> = children.iter().collect();
+        let index = |module: &[String]| -> Option<usize> {
+            (module.len() > folder.len() && module.starts_with(folder))
+                .then(|| children.iter().position(|c| **c == module[folder.len()]))
+                .flatten()
+        };
+        let mut arrows = vec![BTreeSet::new(); children.len()];
+        for (module, (_, named)) in uses {
+            let Some(from) = index(module) else { continue };
+            for target in named {
+                if let Some(to) = index(target) {
+                    if to != from {
+                        arrows[from].insert(to);
+                    }
+                }
+            }
+        }
+        for component in strongly_connected(&arrows) {
+            if component.len() > 1 {
+                let mut names: Vec<String> = component
                     .iter()
-                    .any(|(x, y, _)| (*x, *y) == (a.as_str(), b.as_str()))
-                {
-                    circles.push(format!("{a} <-> {b}"));
+                    .map(|&at| {
+                        let mut path = folder.clone();
+                        path.push(children[at].clone());
+                        path.join("::")
+                    })
+                    .collect();
+                names.sort();
+                found.push(names);
+            }
+        }
+    }
+    found
+}
+
+/// Tarjan's strongly connected components of the graph `arrows[node]`.
+fn strongly_connected(arrows: &[BTreeSet<usize>]) -> Vec<Vec<usize>> {
+    struct Walk<'a> {
+        arrows: &'a [BTreeSet<usize>],
+        next: usize,
+        order: Vec<Option<usize>>,
+        low: Vec<usize>,
+        stack: Vec<usize>,
+        on_stack: Vec<bool>,
+        components: Vec<Vec<usize>>,
+    }
+    fn visit(walk: &mut Walk<'_>, node: usize) {
+        walk.order[node] = Some(walk.next);
+        walk.low[node] = walk.next;
+        walk.next += 1;
+        walk.stack.push(node);
+        walk.on_stack[node] = true;
+        for &next in walk.arrows[node].iter() {
+            match walk.order[next] {
+                None => {
+                    visit(walk, next);
+                    walk.low[node] = walk.low[node].min(walk.low[next]);
+                }
+                Some(seen) if walk.on_stack[next] => walk.low[node] = walk.low[node].min(seen),
+                Some(_) => {}
+            }
+        }
+        if Some(walk.low[node]) == walk.order[node] {
+            let mut component = Vec::new();
+            while let Some(top) = walk.stack.pop() {
+                walk.on_stack[top] = false;
+                component.push(top);
+                if top == node {
+                    break;
+                }
+            }
+            walk.components.push(component);
+        }
+    }
+    let mut walk = Walk {
+        arrows,
+        next: 0,
+        order: vec![None; arrows.len()],
+        low: vec![0; arrows.len()],
+        stack: Vec::new(),
+        on_stack: vec![false; arrows.len()],
+        components: Vec::new(),
+    };
+    for node in 0..arrows.len() {
+        if walk.order[node].is_none() {
+            visit(&mut walk, node);
+        }
+    }
+    walk.components
+}
+
+#[test]
+fn no_folder_s_children_name_each_other_in_a_circle() {
+    let found: Vec<String> = circles(&read_crate().uses)
+        .into_iter()
+        .map(|circle| circle.join(" -> "))
+        .filter(|circle| !KNOWN_CIRCLES.iter().any(|(names, _)| names == circle))
+        .collect();
+    assert!(found.is_empty(), "circles:\n{}", found.join("\n"));
+}
+
+#[test]
+fn circles_of_any_length_are_found() {
+    let module = |path: &str| -> Vec<String> { path.split("::").map(str::to_owned).collect() };
+    let mut uses = BTreeMap::new();
+    for (from, to) in [
+        ("store::log::commit", "store::pending"),
+        ("store::pending::waiting", "store::snapshot::sled"),
+        ("store::snapshot::sled", "store::log"),
+        ("store::kinds::orders", "store::pending"),
+        ("domain::order::body", "domain::fields"),
+    ] {
+        uses.entry(module(from))
+            .or_insert_with(|| (PathBuf::new(), BTreeSet::new()))
+            .1
+            .insert(module(to));
+    }
+    assert_eq!(
+        circles(&uses),
+        vec![vec![
+            "store::log".to_owned(),
+            "store::pending".to_owned(),
+            "store::snapshot".to_owned()
+        ]]
+    );
+}
+
+/// The store's three layers, each using only those below it: the log, the pending layer,
+/// the snapshot (docs/storage.md).
+const STORE_LAYERS: [&str; 3] = ["log", "pending", "snapshot"];
+
+#[test]
+fn the_store_s_layers_use_only_those_below_them() {
+    let mut wrong = Vec::new();
+    for (module, (file, named)) in &read_crate().uses {
+        let layer_of = |module: &[String]| {
+            (module.len() > 1 && module[0] == "store")
+                .then(|| STORE_LAYERS.iter().position(|layer| *layer == module[1]))
+                .flatten()
+        };
+        let Some(from) = layer_of(module) else {
+            continue;
+        };
+        for target in named {
+            if let Some(to) = layer_of(target) {
+                if to < from {
+                    wrong.push(format!(
+                        "src/{} names crate::{}",
+                        file.display(),
+                        target.join("::")
+                    ));
                 }
             }
         }
     }
-    assert!(circles.is_empty(), "circles:\n{}", circles.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "the store's layers name a layer above them (log → pending → snapshot):\n{}",
+        wrong.join("\n")
+    );
 }
 
 #[test]

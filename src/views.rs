@@ -11,10 +11,10 @@ use serde::{Serialize, Serializer};
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{Address, Customer};
-use crate::domain::lifecycle::Order;
-use crate::domain::lifecycle::OrderDelivery;
-use crate::domain::order::ExtraLine;
-use crate::domain::schedule::Day;
+use crate::domain::day::Day;
+use crate::domain::order::content::ExtraLine;
+use crate::domain::order::history::OrderDelivery;
+use crate::domain::order::Order;
 
 /// Room reserved for a rendered body: an order or a customer fits, where growing from
 /// empty took seven reallocations and copies.
@@ -215,7 +215,7 @@ impl ExtraLineView {
 impl<'a> OrderView<'a> {
     /// The view of `order`.
     pub fn new(order: &'a Order) -> Self {
-        let details = &order.details;
+        let details = order.content();
         let lifecycle = order.lifecycle();
         OrderView {
             id: order.id.0,

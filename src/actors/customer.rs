@@ -1,11 +1,14 @@
 //! The customer actor: sole owner of one customer and its orders. Each message runs one domain
-//! rule and writes the changed snapshot to the store. A customer update waits until the write
-//! is durable, publishes the customer, and only then replies. An order is answered as soon as
-//! it is written, with the wait for the disk ([`Placed`]); group commit publishes it and
-//! releases what its request held once it is on disk, so the actor is not woken a second time
-//! per order and goes on with the next message meanwhile (the log keeps its writes in order).
-//! Failures go back inside the reply (`Result` in the `RpcReplyPort`), because an `Err`
-//! returned from `handle` would stop the actor.
+//! rule and writes the change to the store. A customer update waits until the write is
+//! durable, publishes the customer, and only then replies (a write given up puts the customer
+//! back). An order's create and change have one shape ([`OrderWrite`]): validate, write, and
+//! answer at once with the wait for the disk; group commit publishes the order to the
+//! indexes and releases what its request held once it is on disk, so the actor is not woken a
+//! second time per order and goes on with the next message meanwhile (the log keeps its
+//! writes in order). Anything answered from the actor's own list of orders waits for the
+//! writes it holds that are not on disk yet, so nothing a crash or a give-up could take back
+//! is ever shown. Failures go back inside the reply (`Result` in the `RpcReplyPort`), because
+//! an `Err` returned from `handle` would stop the actor.
 //!
 //! A request comes with a [`Handoff`] shared with its caller, so that a request whose caller
 //! has gone is dropped unstarted, and whatever the caller holds for it is released when the
@@ -24,13 +27,15 @@ use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 use crate::clock::unix_now;
 use crate::domain::catalogue::{CurrentCatalogue, DeliveryService, Webstore};
 use crate::domain::customer::{Customer, CustomerChanges};
+use crate::domain::day::Day;
+use crate::domain::day::WeekDays;
 use crate::domain::fields::FieldErrors;
 use crate::domain::idempotency::Pending;
 use crate::domain::ids::OrderId;
-use crate::domain::lifecycle::Order;
-use crate::domain::order::{validate_order, CustomerCheck, OrderBody};
-use crate::domain::order_patch::{patch_order, OrderPatch, PatchContext};
-use crate::domain::schedule::{Day, ScheduleRules, WeekDays};
+use crate::domain::order::body::{validate_order, CustomerCheck, OrderBody};
+use crate::domain::order::change::{ChangeContext, OrderChange};
+use crate::domain::order::schedule::ScheduleRules;
+use crate::domain::order::Order;
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, OnDurable, Store, StoreError, Written};
 
@@ -84,6 +89,15 @@ pub struct CustomerState {
     /// The webstore's count of created orders, once this actor has created one (looking
     /// the label up hashes it and takes the metric family's lock).
     orders_created: Option<IntCounter>,
+}
+
+/// How a durable order is published to the indexes.
+#[derive(Debug, Clone, Copy)]
+enum Publish {
+    /// A new order: found by id and on its dates from now on, and counted.
+    Created,
+    /// A changed order: its entries replaced.
+    Changed,
 }
 
 /// Counts an order among those written and not yet on disk until dropped, which group
@@ -143,31 +157,35 @@ pub struct PlaceOrder {
     pub idempotency: Option<Pending<Order>>,
 }
 
-/// An order written, on its way to disk.
-pub struct Placed {
-    /// The order.
+/// An order's create or change, as the actor answers it: the order as it is now, and the wait
+/// before it may be shown.
+pub struct OrderWrite {
+    /// The order after the write (as it was, for a change that changes nothing).
     pub order: Arc<Order>,
-    /// Completes once the order is on disk, published for readers, and what its request
-    /// held released: answer its client only then.
-    pub durable: Written,
+    /// What the answer waits for: the write's durability, after which the order is published
+    /// for readers and what its request held is released; `Unchanged` when nothing was
+    /// written (then, while earlier writes of the customer are not on disk yet, the wait
+    /// for them, since the order shown may hold one).
+    pub durable: Durable,
+}
+
+/// What an [`OrderWrite`] waits for.
+pub enum Durable {
+    /// The write: answer its client as having made it once this completes.
+    Written(Written),
+    /// Nothing was written; the earlier writes the order shown may hold, if any are not on
+    /// disk yet.
+    Unchanged(Option<Written>),
 }
 
 /// A change of one of the customer's orders, with its idempotency key if it came with one.
-pub struct PatchOrder {
+pub struct ChangeOrder {
     /// The order.
     pub order: OrderId,
-    /// The change, unwrapped from `{"order": …}`.
-    pub patch: OrderPatch,
+    /// The change, parsed from `{"order": …}`.
+    pub change: OrderChange,
     /// The key and the response to record with the change.
     pub idempotency: Option<Pending<Order>>,
-}
-
-/// An order after a change.
-pub struct Patched {
-    /// The order as it is now.
-    pub order: Arc<Order>,
-    /// Whether the change changed anything (else nothing was written, and no event made).
-    pub changed: bool,
 }
 
 /// What a customer actor is asked to do.
@@ -179,12 +197,18 @@ pub enum Request {
     ),
     /// Validate an order against the catalogue and store it; answered once it is written,
     /// with the wait for it to be on disk.
-    PlaceOrder(Box<PlaceOrder>, RpcReplyPort<Result<Placed, ChangeError>>),
+    PlaceOrder(
+        Box<PlaceOrder>,
+        RpcReplyPort<Result<OrderWrite, ChangeError>>,
+    ),
     /// All of this customer's orders by id.
     ListOrders(RpcReplyPort<Result<OrderList, ChangeError>>),
-    /// Change one of its orders (its history gains the change's versions); answered once
-    /// the change is on disk.
-    PatchOrder(Box<PatchOrder>, RpcReplyPort<Result<Patched, ChangeError>>),
+    /// Change one of its orders (its history gains the change's versions); answered as a
+    /// create is, once written, with the wait for it to be on disk.
+    ChangeOrder(
+        Box<ChangeOrder>,
+        RpcReplyPort<Result<OrderWrite, ChangeError>>,
+    ),
 }
 
 /// A request as it travels to the actor: what to do, the handoff it shares with its caller,
@@ -307,25 +331,24 @@ impl Actor for CustomerActor {
         let held = (exclusive, permits);
         // A failed `send` means the caller stopped waiting after this began; the change
         // stands either way.
-        // The changes that wait for the disk are boxed: ractor moves each message's handling
-        // future whole into its loop, and these would make every message's (an order's
-        // too) as large as theirs.
+        // The update that waits for the disk is boxed: ractor moves each message's handling
+        // future whole into its loop, and it would make every message's (an order's too) as
+        // large as its own.
         match request {
             Request::Update(changes, reply) => {
                 let _ = reply.send(Box::pin(state.update(&changes)).await);
                 drop(held);
             }
+            // A written order's request holds its permits and idempotency turn until the
+            // order is on disk; the actor goes on with its next message meanwhile.
             Request::PlaceOrder(order, reply) => {
-                // A written order's request holds its permits and idempotency turn until
-                // the order is on disk; the actor goes on with its next message meanwhile.
                 let _ = reply.send(state.place_order(*order, Box::new(held)));
+            }
+            Request::ChangeOrder(change, reply) => {
+                let _ = reply.send(state.change_order(*change, Box::new(held)));
             }
             Request::ListOrders(reply) => {
                 let _ = reply.send(state.list_orders());
-                drop(held);
-            }
-            Request::PatchOrder(patch, reply) => {
-                let _ = reply.send(Box::pin(state.patch_order(*patch)).await);
                 drop(held);
             }
         }
@@ -336,14 +359,19 @@ impl Actor for CustomerActor {
 impl CustomerState {
     /// The orders, with a wait for those not yet on disk if there are any.
     fn list_orders(&self) -> Result<OrderList, ChangeError> {
-        // Zero means every order written before has had its `OnDurable` run or dropped.
-        let durable = match self.writing.load(Ordering::Acquire) {
-            0 => None,
-            _ => Some(self.store.barrier()?),
-        };
         Ok(OrderList {
             orders: self.orders.clone(),
-            durable,
+            durable: self.in_flight()?,
+        })
+    }
+
+    /// A wait for the order writes of this customer not on disk yet, if there are any:
+    /// whatever is answered from the actor's list waits for it.
+    fn in_flight(&self) -> Result<Option<Written>, ChangeError> {
+        // Zero means every order written before has had its `OnDurable` run or dropped.
+        Ok(match self.writing.load(Ordering::Acquire) {
+            0 => None,
+            _ => Some(self.store.barrier()?),
         })
     }
 
@@ -366,7 +394,11 @@ impl CustomerState {
             )
         })?;
         let previous = std::mem::replace(&mut self.customer, next.clone());
-        written.durable().await?;
+        if let Err(error) = written.durable().await {
+            // Given up: the customer is as it was, for whatever this actor does next.
+            self.customer = previous;
+            return Err(error.into());
+        }
         *self
             .published
             .write()
@@ -383,37 +415,43 @@ impl CustomerState {
         })
     }
 
-    /// Changes one of the customer's orders and waits for the change to be on disk before
-    /// the order is published (in the actor's list and the delivery index) and answered. A
-    /// change that changes nothing writes nothing.
-    async fn patch_order(&mut self, request: PatchOrder) -> Result<Patched, ChangeError> {
+    /// Changes one of the customer's orders, and hands back the wait for the change to be on
+    /// disk, as [`CustomerState::place_order`] does: group commit publishes the changed order
+    /// to the indexes and releases `held` once it is on disk. A change that changes nothing
+    /// writes nothing, and releases `held` at once.
+    fn change_order(
+        &mut self,
+        request: ChangeOrder,
+        held: Box<dyn Send>,
+    ) -> Result<OrderWrite, ChangeError> {
         let at = self
             .orders
             .binary_search_by_key(&request.order, |order| order.id)
             .map_err(|_| ChangeError::NoSuchOrder)?;
         let order = self.orders[at].clone();
         let now = unix_now();
-        let delivery_days = self.schedule_rules().delivery_days;
-        let history = order.history();
-        let context = PatchContext {
+        let context = ChangeContext {
             webstore: &self.webstore,
-            delivery_days,
+            delivery_days: self.schedule_rules().delivery_days,
             now,
         };
-        let changed =
-            patch_order(&history, &request.patch, &context).map_err(ChangeError::Invalid)?;
-        if changed == *history {
-            return Ok(Patched {
+        let history = request
+            .change
+            .apply(&order.history, &context)
+            .map_err(ChangeError::Invalid)?;
+        if history == order.history {
+            return Ok(OrderWrite {
+                durable: Durable::Unchanged(self.in_flight()?),
                 order,
-                changed: false,
             });
         }
-        let next = Arc::new(order.changed(changed));
+        let next = Arc::new(order.changed(history));
         let idempotency = request.idempotency.map(|pending| {
             IdempotencyWrite::rendered(&self.webstore.settings.id, pending, &*next, now)
         });
         let event = self.events.order_updated(&self.webstore, &next)?;
-        let written = event.written(|event, on_durable| {
+        let publish = self.publish_when_durable(next.clone(), Publish::Changed, held);
+        let durable = event.written_with(publish, |event, on_durable| {
             self.store.update_order(
                 &next,
                 &self.webstore.settings.id,
@@ -422,12 +460,11 @@ impl CustomerState {
                 on_durable,
             )
         })?;
+        // The next change builds on this one: the log keeps their writes in order.
         self.orders[at] = next.clone();
-        written.durable().await?;
-        self.indexes.order_changed(self.webstore.idx, &next);
-        Ok(Patched {
+        Ok(OrderWrite {
             order: next,
-            changed: true,
+            durable: Durable::Written(durable),
         })
     }
 
@@ -471,22 +508,21 @@ impl CustomerState {
         &mut self,
         request: PlaceOrder,
         held: Box<dyn Send>,
-    ) -> Result<Placed, ChangeError> {
+    ) -> Result<OrderWrite, ChangeError> {
         let mut rules = self.schedule_rules();
         if !request.body.has_start_date() {
             // A new order without a start date starts at the first delivery date after the
             // cut-off: the first one its producer has not packed for yet.
             rules.today = rules.today.max(self.open_day().plus(-1));
         }
-        let details = validate_order(&request.body, &self.webstore, CustomerCheck::Found(rules))
+        let content = validate_order(&request.body, &self.webstore, CustomerCheck::Found(rules))
             .map_err(ChangeError::Invalid)?;
-        let order = Arc::new(Order {
-            id: OrderId(self.order_ids.take()?),
-            customer_id: self.customer.id,
-            details,
-            created_at: unix_now(),
-            history: None,
-        });
+        let order = Arc::new(Order::new(
+            OrderId(self.order_ids.take()?),
+            self.customer.id,
+            content,
+            unix_now(),
+        ));
         let idempotency = request.idempotency.map(|pending| {
             IdempotencyWrite::rendered(
                 &self.webstore.settings.id,
@@ -496,7 +532,7 @@ impl CustomerState {
             )
         });
         let event = self.events.order_created(&self.webstore, &order)?;
-        let publish = self.publish_when_durable(order.clone(), held);
+        let publish = self.publish_when_durable(order.clone(), Publish::Created, held);
         let durable = event.written_with(publish, |event, on_durable| {
             self.store.create_order(
                 &order,
@@ -509,15 +545,19 @@ impl CustomerState {
         // The sequence only grows and this actor takes its ids one message at a time, so
         // pushing keeps the list sorted by id.
         self.orders.push(order.clone());
-        Ok(Placed { order, durable })
+        Ok(OrderWrite {
+            order,
+            durable: Durable::Written(durable),
+        })
     }
 
     /// What is to happen once `order` is on disk, given its event's mark: readers find it by
-    /// id and on its delivery dates, it is counted, its event's number settles, and `held` is
-    /// released.
+    /// id and on its delivery dates (a new one counted), its event's number settles, and
+    /// `held` is released.
     fn publish_when_durable(
         &mut self,
         order: Arc<Order>,
+        publish: Publish,
         held: Box<dyn Send>,
     ) -> impl FnOnce(InFlight) -> OnDurable {
         let indexes = self.indexes.clone();
@@ -537,8 +577,13 @@ impl CustomerState {
                 // Published before the idempotency turn in `held` is released: the next
                 // request with the key finds the order its record names, rather than take the
                 // record for a stale one and create the order again.
-                indexes.publish(webstore, &order);
-                created.inc();
+                match publish {
+                    Publish::Created => {
+                        indexes.publish(webstore, &order);
+                        created.inc();
+                    }
+                    Publish::Changed => indexes.order_changed(webstore, &order),
+                }
                 event.durable();
                 drop((held, on_disk));
             })

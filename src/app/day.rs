@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use crate::domain::catalogue::Webstore;
-use crate::domain::lifecycle::WithheldCounts;
-use crate::domain::schedule::Day;
+use crate::domain::day::Day;
+use crate::domain::order::history::WithheldCounts;
 use crate::service::{DayList, Delivery};
 
 /// The day's deliveries, summed and grouped.
@@ -111,7 +111,7 @@ impl DayView {
         let mut substitutions = BTreeMap::<u64, u64>::new();
         let mut routes: Vec<RouteView> = Vec::new();
         for delivery in deliveries {
-            let details = &delivery.order.details;
+            let details = &delivery.content;
             *boxes.entry(details.box_id).or_default() += 1;
             for id in &details.exclusions {
                 *exclusions.entry(*id).or_default() += 1;
@@ -166,7 +166,7 @@ impl DayView {
 
 impl DeliveryRow {
     fn of(delivery: &Delivery, webstore: &Webstore) -> DeliveryRow {
-        let details = &delivery.order.details;
+        let details = &delivery.content;
         let customer = &delivery.customer;
         let field = |i: usize| customer.address.0.get(i).cloned().flatten();
         let extras = if delivery.with_extras {
@@ -179,7 +179,7 @@ impl DeliveryRow {
             Vec::new()
         };
         DeliveryRow {
-            order_id: delivery.order.id.0,
+            order_id: delivery.order_id.0,
             customer_number: customer.number_label(),
             customer_name: customer.name(),
             address: ADDRESS_LINES.filter_map(field).collect(),
@@ -258,10 +258,10 @@ pub(crate) mod tests {
     use super::*;
     use crate::domain::catalogue::{Catalogue, WebstoreIdx, DEMO_CATALOGUE_JSON};
     use crate::domain::customer::{Address, Customer};
+    use crate::domain::day::WeekDays;
     use crate::domain::email::Email;
-    use crate::domain::ids::CustomerId;
-    use crate::domain::order::NewOrder;
-    use crate::domain::schedule::WeekDays;
+    use crate::domain::ids::{CustomerId, OrderId};
+    use crate::domain::order::content::OrderContent;
 
     fn delivery(
         order: u64,
@@ -322,11 +322,11 @@ pub(crate) mod tests {
         };
         Delivery {
             date,
-            order: NewOrder::weekly_for_test(box_id)
+            order_id: OrderId(order),
+            content: OrderContent::weekly_for_test(box_id)
                 .with_extras(extras)
                 .with_exclusions(excluded)
-                .with_schedule(date, WeekDays::only(date.weekday()))
-                .placed(order, order, 0),
+                .with_schedule(date, WeekDays::only(date.weekday())),
             customer: Arc::new(customer),
             with_extras,
         }
@@ -431,7 +431,7 @@ pub(crate) mod tests {
                 .iter()
                 .flat_map(|route| route.rows.iter().map(|row| row.order_id))
                 .collect();
-            let listed: Vec<u64> = deliveries.iter().map(|d| d.order.id.0).collect();
+            let listed: Vec<u64> = deliveries.iter().map(|d| d.order_id.0).collect();
             proptest::prop_assert_eq!(rows, listed);
             proptest::prop_assert_eq!(day.total, deliveries.len());
             let boxed: u64 = day.boxes.iter().map(|b| b.count).sum();
@@ -439,7 +439,7 @@ pub(crate) mod tests {
             let delivered_extras: u64 = deliveries
                 .iter()
                 .filter(|d| d.with_extras)
-                .flat_map(|d| d.order.details.extras.iter())
+                .flat_map(|d| d.content.extras.iter())
                 .map(|line| u64::from(line.quantity))
                 .sum();
             proptest::prop_assert_eq!(

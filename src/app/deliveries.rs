@@ -8,7 +8,8 @@
 use askama::Template;
 use warp::http::StatusCode;
 
-use crate::domain::schedule::{delivery_days_around, Day};
+use crate::domain::day::Day;
+use crate::domain::order::schedule::delivery_days_around;
 use crate::quotas::Kind;
 use crate::service::Service;
 

@@ -37,7 +37,8 @@ use warp::http::{HeaderMap, Method};
 use warp::reply::Response;
 
 use crate::domain::catalogue::Webstore;
-use crate::domain::schedule::{delivery_day_from, Day};
+use crate::domain::day::Day;
+use crate::domain::order::schedule::delivery_day_from;
 use crate::service::{Delivery, Service, ServiceError};
 
 use responses::{error_page, secured, see_other, stylesheet};

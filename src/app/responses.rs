@@ -11,7 +11,7 @@ use bytes::Bytes;
 use warp::http::{header, HeaderName, HeaderValue, StatusCode};
 use warp::reply::Response;
 
-use crate::domain::schedule::Day;
+use crate::domain::day::Day;
 use crate::service::ServiceError;
 
 use super::pages::MessagePage;

@@ -3,7 +3,7 @@
 //!
 //! Must not touch: methods, sessions, answers (the entry decides what a route answers).
 
-use crate::domain::schedule::{parse_iso_date, Day};
+use crate::domain::day::{parse_iso_date, Day};
 
 /// The app's routes: what logs and metrics name an `/app` request by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

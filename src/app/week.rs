@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use super::day::{self, Counted, DayView};
 use crate::domain::catalogue::Webstore;
-use crate::domain::lifecycle::WithheldCounts;
-use crate::domain::schedule::Day;
+use crate::domain::day::Day;
+use crate::domain::order::history::WithheldCounts;
 use crate::service::DayList;
 
 /// Days on a week page.

@@ -7,11 +7,11 @@
 use serde_json::{Map, Value};
 
 use super::catalogue::{AddressRequirements, Webstore, WebstoreIdx};
+use super::day::Day;
 use super::email::Email;
 use super::fields::{field, positive_id, text, too_long, Field, FieldErrors, BLANK, INVALID};
 use super::halts::{parse_halted, Halts};
 use super::ids::CustomerId;
-use super::schedule::Day;
 
 /// The address fields, in the contract's order.
 pub const ADDRESS_FIELDS: [&str; 9] = [

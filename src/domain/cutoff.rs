@@ -18,7 +18,7 @@ use jiff::tz::TimeZone;
 use jiff::Timestamp;
 use serde::Deserialize;
 
-use super::schedule::Day;
+use super::day::Day;
 
 /// Most days before a delivery date its cut-off may be: two weeks, as the system the
 /// contract follows allowed.

@@ -8,8 +8,8 @@
 //! open date is given (`cutoff::Cutoff::first_open_day`). Must not touch: orders (their
 //! histories ask [`Halts::on`] for a date), the customer's other fields.
 
+use super::day::Day;
 use super::fields::{boolean, Field};
-use super::schedule::Day;
 
 /// The message for a `halted` that is not a boolean.
 pub const NOT_A_BOOLEAN: &str = "must be true or false";

@@ -59,7 +59,7 @@ pub struct RecordedResponse {
 /// it names: a key first used for an order is judged against orders, whichever endpoint it
 /// comes back on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Creation {
+pub enum Resource {
     /// `POST /v1/customers` made this customer.
     Customer(CustomerId),
     /// `POST /v1/orders` made this order.
@@ -68,7 +68,7 @@ pub enum Creation {
 
 /// The kind of resource an endpoint creates, without its id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CreationKind {
+pub enum ResourceKind {
     /// `POST /v1/customers`.
     Customer,
     /// `POST /v1/orders`.
@@ -78,18 +78,18 @@ pub enum CreationKind {
 const CUSTOMERS_PATH: &str = "/v1/customers/";
 const ORDERS_PATH: &str = "/v1/orders/";
 
-impl Creation {
+impl Resource {
     /// The `Location` of the created resource.
     pub fn location(self) -> String {
         match self {
-            Creation::Customer(id) => format!("{CUSTOMERS_PATH}{id}"),
-            Creation::Order(id) => format!("{ORDERS_PATH}{id}"),
+            Resource::Customer(id) => format!("{CUSTOMERS_PATH}{id}"),
+            Resource::Order(id) => format!("{ORDERS_PATH}{id}"),
         }
     }
 
-    /// What a recorded `Location` names; `None` for anything [`Creation::location`] does not
+    /// What a recorded `Location` names; `None` for anything [`Resource::location`] does not
     /// write.
-    pub fn from_location(location: &str) -> Option<Creation> {
+    pub fn from_location(location: &str) -> Option<Resource> {
         let id = |digits: &str| -> Option<u64> {
             if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
@@ -97,19 +97,19 @@ impl Creation {
             digits.parse().ok()
         };
         if let Some(digits) = location.strip_prefix(CUSTOMERS_PATH) {
-            id(digits).map(|id| Creation::Customer(CustomerId(id)))
+            id(digits).map(|id| Resource::Customer(CustomerId(id)))
         } else if let Some(digits) = location.strip_prefix(ORDERS_PATH) {
-            id(digits).map(|id| Creation::Order(OrderId(id)))
+            id(digits).map(|id| Resource::Order(OrderId(id)))
         } else {
             None
         }
     }
 
     /// The kind of resource this is.
-    pub fn kind(self) -> CreationKind {
+    pub fn kind(self) -> ResourceKind {
         match self {
-            Creation::Customer(_) => CreationKind::Customer,
-            Creation::Order(_) => CreationKind::Order,
+            Resource::Customer(_) => ResourceKind::Customer,
+            Resource::Order(_) => ResourceKind::Order,
         }
     }
 }
@@ -136,11 +136,11 @@ mod tests {
         #[test]
         fn a_location_names_what_it_was_written_from(id in 1u64.., order in any::<bool>()) {
             let created = if order {
-                Creation::Order(OrderId(id))
+                Resource::Order(OrderId(id))
             } else {
-                Creation::Customer(CustomerId(id))
+                Resource::Customer(CustomerId(id))
             };
-            prop_assert_eq!(Creation::from_location(&created.location()), Some(created));
+            prop_assert_eq!(Resource::from_location(&created.location()), Some(created));
         }
     }
 
@@ -157,7 +157,7 @@ mod tests {
             "/v2/orders/1",
             "/v1/customers/99999999999999999999999",
         ] {
-            assert_eq!(Creation::from_location(location), None, "{location:?}");
+            assert_eq!(Resource::from_location(location), None, "{location:?}");
         }
     }
 

@@ -8,6 +8,7 @@
 pub mod catalogue;
 pub mod customer;
 pub mod cutoff;
+pub mod day;
 pub mod email;
 pub mod event_feed;
 pub mod event_types;
@@ -15,19 +16,12 @@ pub mod fields;
 pub mod halts;
 pub mod idempotency;
 pub mod ids;
-pub mod lifecycle;
-#[cfg(test)]
-mod lifecycle_model;
 pub mod order;
-#[cfg(test)]
-mod order_builder;
-pub mod order_patch;
 pub mod ownership;
 pub mod paging;
 pub mod password;
 pub mod quotas;
 pub mod routing;
-pub mod schedule;
 pub mod throttle;
 pub mod time_zones;
 pub mod webhooks;

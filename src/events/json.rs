@@ -80,27 +80,19 @@ pub fn render_event(sequence: u64, record: &EventRecord) -> Result<Vec<u8>, Code
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::day::Day;
+    use crate::domain::day::WeekDays;
+    use crate::domain::order::content::OrderContent;
     use crate::store::kinds::customers::CustomerRecord;
-    use crate::store::kinds::orders::{ExtraRecord, OrderRecord};
+    use crate::store::kinds::orders::OrderRecord;
 
     fn order() -> OrderRecord {
-        OrderRecord {
-            id: 7,
-            customer_id: 3,
-            box_id: 217,
-            frequency: 1,
-            extras_one_off: false,
-            extras: vec![ExtraRecord {
-                id: 28,
-                quantity: 2,
-            }],
-            exclusions: vec![241],
-            substitutions: vec![],
-            created_at: 1_764_000_000,
-            start_day: 20_420,
-            week_days: 0b10,
-            history: None,
-        }
+        let order = OrderContent::weekly_for_test(217)
+            .with_extras(&[(28, 2)])
+            .with_exclusions(&[241])
+            .with_schedule(Day(20_420), WeekDays::from_bits(0b10))
+            .placed(7, 3, 1_764_000_000);
+        OrderRecord::from_order(&order)
     }
 
     #[test]

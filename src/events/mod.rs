@@ -30,7 +30,7 @@ use dashmap::DashMap;
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
-use crate::domain::lifecycle::Order;
+use crate::domain::order::Order;
 use crate::store::kinds::customers::CustomerRecord;
 use crate::store::kinds::events::{EventBody, EventRecord};
 use crate::store::kinds::orders::OrderRecord;

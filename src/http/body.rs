@@ -258,7 +258,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::domain::order::OrderBody;
+    use crate::domain::order::body::OrderBody;
 
     #[tokio::test]
     async fn chunked_bodies_are_limited_while_read() {

@@ -4,6 +4,7 @@
 //! Must not touch: the rules (the domain's), status codes (`super::error`), the store.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 use warp::http::{header, HeaderValue, StatusCode};
@@ -13,17 +14,17 @@ use sha2::{Digest, Sha256};
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
+use crate::domain::day::parse_date_param;
 use crate::domain::event_feed;
 use crate::domain::fields::{parse_digits, text, FieldErrors, BLANK, INVALID};
-use crate::domain::idempotency::{Creation, IdempotencyKey, Pending, RecordedResponse};
+use crate::domain::idempotency::{IdempotencyKey, Pending, RecordedResponse, Resource};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::lifecycle::Order;
-use crate::domain::order::OrderBody;
-use crate::domain::order_patch::OrderPatch;
+use crate::domain::order::body::OrderBody;
+use crate::domain::order::change::OrderChange;
+use crate::domain::order::Order;
 use crate::domain::paging::Page;
-use crate::domain::schedule::parse_date_param;
 use crate::quotas::Checked;
-use crate::service::Created;
+use crate::service::KeyedWrite;
 
 use super::body::{json_fields, json_object, Params};
 use super::error::ApiError;
@@ -125,26 +126,38 @@ pub(super) async fn create_customer(call: &Call<'_>, raw_body: &[u8]) -> Answer 
         body_sha256: Sha256::digest(raw_body).into(),
         render: Box::new(move |customer: &Customer| customer_created(customer, &webstore, embed)),
     });
-    match call
+    let outcome = call
         .service
         .create_customer(call.webstore, &body, pending)
-        .await?
-    {
-        Created::Fresh(customer) => {
+        .await?;
+    Ok(keyed_response(call, outcome, |customer| {
+        customer_created(customer, call.webstore, embed)
+    }))
+}
+
+/// The answer to a keyed write: `render`ed from what it made or left as it was, or the first
+/// answer replayed. Only a write made now is acknowledged ([`Call::acknowledged`]: it goes
+/// out even if the lease lapsed meanwhile); a change that changed nothing and a replay are
+/// answered as reads are.
+fn keyed_response<T>(
+    call: &Call<'_>,
+    outcome: KeyedWrite<Arc<T>>,
+    render: impl FnOnce(&T) -> RecordedResponse,
+) -> Response {
+    match outcome {
+        KeyedWrite::Made(made) => {
             call.acknowledged.mark();
-            Ok(recorded_response(
-                customer_created(&customer, call.webstore, embed),
-                false,
-            ))
+            recorded_response(render(&made), false)
         }
-        Created::Replayed(first) => Ok(recorded_response(first, true)),
+        KeyedWrite::Unchanged(unchanged) => recorded_response(render(&unchanged), false),
+        KeyedWrite::Replayed(first) => recorded_response(first, true),
     }
 }
 
 fn customer_created(customer: &Customer, webstore: &Webstore, embed: Embed) -> RecordedResponse {
     RecordedResponse {
         status: StatusCode::CREATED.as_u16(),
-        location: Some(Creation::Customer(customer.id).location()),
+        location: Some(Resource::Customer(customer.id).location()),
         body: to_json(&CustomerView::new(customer, webstore, embed)),
     }
 }
@@ -347,17 +360,11 @@ pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
         body_sha256: Sha256::digest(raw_body).into(),
         render: Box::new(order_created),
     });
-    match call
+    let outcome = call
         .service
         .create_order(call.webstore, body, pending)
-        .await?
-    {
-        Created::Fresh(order) => {
-            call.acknowledged.mark();
-            Ok(recorded_response(order_created(&order), false))
-        }
-        Created::Replayed(first) => Ok(recorded_response(first, true)),
-    }
+        .await?;
+    Ok(keyed_response(call, outcome, order_created))
 }
 
 /// `PATCH` or `PUT /v1/orders/:id` with `{"order": {...}}`: 200 with the order after the
@@ -365,36 +372,30 @@ pub(super) async fn create_order(call: &Call<'_>, raw_body: &[u8]) -> Answer {
 /// first answer again.
 pub(super) async fn update_order(call: &Call<'_>, id: OrderId, raw_body: &[u8]) -> Answer {
     let idempotency_key = idempotency_key(call)?;
-    let patch = OrderPatch::from_object(json_object(raw_body, "order")?);
+    let change = OrderChange::parse(&json_object(raw_body, "order")?);
     // A change's request is its order and its body: the same key and body sent for another
     // order (or first used on a create) is another request, refused, not replayed.
     let pending = idempotency_key.map(|key| Pending {
         key,
         body_sha256: Sha256::new()
-            .chain_update(Creation::Order(id).location())
+            .chain_update(Resource::Order(id).location())
             .chain_update(b"\n")
             .chain_update(raw_body)
             .finalize()
             .into(),
         render: Box::new(order_changed),
     });
-    match call
+    let outcome = call
         .service
-        .patch_order(call.webstore, id, patch, pending)
-        .await?
-    {
-        Created::Fresh(order) => {
-            call.acknowledged.mark();
-            Ok(recorded_response(order_changed(&order), false))
-        }
-        Created::Replayed(first) => Ok(recorded_response(first, true)),
-    }
+        .change_order(call.webstore, id, change, pending)
+        .await?;
+    Ok(keyed_response(call, outcome, order_changed))
 }
 
 fn order_changed(order: &Order) -> RecordedResponse {
     RecordedResponse {
         status: StatusCode::OK.as_u16(),
-        location: Some(Creation::Order(order.id).location()),
+        location: Some(Resource::Order(order.id).location()),
         body: to_json(&OrderView::new(order)),
     }
 }
@@ -430,7 +431,7 @@ pub(super) async fn order_deliveries(call: &Call<'_>, id: OrderId) -> Answer {
 fn order_created(order: &Order) -> RecordedResponse {
     RecordedResponse {
         status: StatusCode::CREATED.as_u16(),
-        location: Some(Creation::Order(order.id).location()),
+        location: Some(Resource::Order(order.id).location()),
         body: to_json(&OrderView::new(order)),
     }
 }

@@ -85,7 +85,7 @@ impl<'a> DeliveryView<'a> {
     /// The view of `delivery`, naming its box, items and extras from the catalogue (an id the
     /// catalogue no longer has is named by its id).
     pub fn new(delivery: &'a Delivery, webstore: &'a Webstore) -> Self {
-        let details = &delivery.order.details;
+        let details = &delivery.content;
         let items = |ids: &'a [u64]| -> Vec<ItemView<'a>> {
             ids.iter()
                 .map(|id| ItemView {
@@ -116,7 +116,7 @@ impl<'a> DeliveryView<'a> {
         };
         DeliveryView {
             date: delivery.date.date().to_string(),
-            order_id: delivery.order.id.0,
+            order_id: delivery.order_id.0,
             customer_id: delivery.customer.id.0,
             customer_number: delivery.customer.number_label(),
             customer_name: delivery.customer.name(),

@@ -23,9 +23,12 @@ use dashmap::DashMap;
 
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::lifecycle::{LifecycleVersion, Order};
-use crate::domain::order::NewOrder;
-use crate::domain::schedule::{Day, Frequency, Schedule};
+use crate::domain::order::content::OrderContent;
+use crate::domain::order::history::LifecycleVersion;
+use crate::domain::order::Order;
+
+use crate::domain::day::Day;
+use crate::domain::order::schedule::{Frequency, Schedule};
 
 /// An order's schedule as the delivery index keeps it: one entry for an order never
 /// changed, one for each content version of an order that changed (each in force from
@@ -49,7 +52,7 @@ pub struct Scheduled {
 impl Scheduled {
     /// The entries of `order`: its schedule, or each of its versions'.
     pub fn of(order: &Order) -> Vec<Scheduled> {
-        let entry = |content: &NewOrder, from: Day, until: Option<Day>| Scheduled {
+        let entry = |content: &OrderContent, from: Day, until: Option<Day>| Scheduled {
             order: order.id,
             customer: order.customer_id,
             frequency: content.frequency,
@@ -57,20 +60,18 @@ impl Scheduled {
             from,
             until,
         };
-        match &order.history {
-            None => vec![entry(&order.details, Day(i32::MIN), None)],
-            Some(history) => {
-                let versions = history.contents();
-                versions
-                    .iter()
-                    .enumerate()
-                    .map(|(at, version)| {
-                        let until = versions.get(at + 1).map(|next| next.effective);
-                        entry(&version.content, version.effective, until)
-                    })
-                    .collect()
-            }
+        if order.history.is_unchanged() {
+            return vec![entry(order.content(), Day(i32::MIN), None)];
         }
+        let versions = order.history.contents();
+        versions
+            .iter()
+            .enumerate()
+            .map(|(at, version)| {
+                let until = versions.get(at + 1).map(|next| next.effective);
+                entry(&version.content, version.effective, until)
+            })
+            .collect()
     }
 
     /// Whether its order has a history (pauses, skips, cancellation or later versions may
@@ -148,13 +149,11 @@ impl DeliveryIndex {
     /// before the entries that go with it are published or replaced, which moves the
     /// generation after both.
     pub fn keep_lifecycles(&self, order: &Order) {
-        match order.history.as_ref().map(|history| history.lifecycles()) {
-            Some(versions) if !versions.is_empty() => {
-                self.lifecycles.insert(order.id, Arc::from(versions));
-            }
-            _ => {
-                self.lifecycles.remove(&order.id);
-            }
+        let versions = order.history.lifecycles();
+        if versions.is_empty() {
+            self.lifecycles.remove(&order.id);
+        } else {
+            self.lifecycles.insert(order.id, Arc::from(versions));
         }
     }
 
@@ -248,7 +247,7 @@ impl DeliveryIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::schedule::WeekDays;
+    use crate::domain::day::WeekDays;
 
     fn scheduled(order: u64, frequency: Frequency, start: i32, days: &[u8]) -> Scheduled {
         Scheduled {

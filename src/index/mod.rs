@@ -19,9 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::sync::watch;
 
 use crate::domain::catalogue::WebstoreIdx;
+use crate::domain::day::Day;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::lifecycle::Order;
-use crate::domain::schedule::Day;
+use crate::domain::order::Order;
 use crate::store::{Store, StoreError};
 
 use deliveries::{DeliveryIndex, Lifecycles, Scheduled};
@@ -76,8 +76,8 @@ impl Indexes {
             Scheduled {
                 order: order.id,
                 customer: order.customer_id,
-                frequency: order.details.frequency,
-                schedule: order.details.schedule,
+                frequency: order.content().frequency,
+                schedule: order.content().schedule,
                 from: Day(i32::MIN),
                 until: None,
             },
@@ -297,13 +297,13 @@ impl Indexes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::order::NewOrder;
-    use crate::domain::schedule::WeekDays;
+    use crate::domain::day::WeekDays;
+    use crate::domain::order::content::OrderContent;
     use crate::store::disk::Reserve;
     use crate::store::{add_new_customer, add_order, StoreOptions, WriteBatch};
 
     fn order(id: u64, customer: u64, start: i32, day: u8) -> Order {
-        NewOrder::weekly_for_test(217)
+        OrderContent::weekly_for_test(217)
             .with_schedule(Day(start), WeekDays::only(day))
             .placed(id, customer, 0)
     }
@@ -391,7 +391,7 @@ mod tests {
             }
         }
         batch.put(
-            crate::store::kinds::orders::order_key(9, 999),
+            crate::store::pending::order_chunks::order_key(9, 999),
             b"not a record".to_vec(),
         );
         store.apply(batch).unwrap();

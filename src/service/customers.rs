@@ -16,14 +16,14 @@ use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{parse_customer, Customer, CustomerChanges, Mode};
 use crate::domain::email::Email;
 use crate::domain::fields::{FieldErrors, TAKEN};
-use crate::domain::idempotency::{CreationKind, Pending};
+use crate::domain::idempotency::{Pending, ResourceKind};
 use crate::domain::ids::CustomerId;
 use crate::registry::{EmailTaken, NewCustomer};
 use crate::store::IdempotencyWrite;
 
 use super::idempotency::Turn;
 use super::passwords::Lane;
-use super::{email_taken, Created, Service, ServiceError};
+use super::{email_taken, KeyedWrite, Service, ServiceError};
 
 /// How often a create asks for an email that changes in progress keep claiming.
 const CLAIM_ATTEMPTS: usize = 4;
@@ -35,16 +35,20 @@ impl Service {
         webstore: &Arc<Webstore>,
         body: &Map<String, Value>,
         idempotency: Option<Pending<Customer>>,
-    ) -> Result<Created<Arc<Customer>>, ServiceError> {
+    ) -> Result<KeyedWrite<Arc<Customer>>, ServiceError> {
         self.writes_allowed()?;
         self.idempotency
             .once(
                 self.registry.store(),
                 webstore,
-                CreationKind::Customer,
+                ResourceKind::Customer,
                 idempotency,
-                |created, _| self.creation_exists(webstore, created),
-                |keyed| self.insert_customer(webstore, body, keyed),
+                |named, _| self.resource_exists(webstore, named),
+                |keyed| async move {
+                    self.insert_customer(webstore, body, keyed)
+                        .await
+                        .map(KeyedWrite::Made)
+                },
             )
             .await
     }

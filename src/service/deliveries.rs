@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
-use crate::domain::lifecycle::{
-    withheld_on_scheduled, Order, OrderHistory, Withheld, WithheldCounts,
-};
+use crate::domain::day::Day;
+use crate::domain::ids::OrderId;
+use crate::domain::order::content::OrderContent;
+use crate::domain::order::history::{withheld_on_scheduled, Withheld, WithheldCounts};
+use crate::domain::order::Order;
 use crate::domain::paging::Page;
-use crate::domain::schedule::Day;
 
 use crate::index::deliveries::Scheduled;
 
@@ -25,9 +26,11 @@ use super::{Service, ServiceError};
 pub struct Delivery {
     /// The date.
     pub date: Day,
-    /// The order delivered, with the content in force that date as its `details` (its
-    /// history is not carried: a delivery shows what goes out, not the order's answer).
-    pub order: Order,
+    /// The order delivered.
+    pub order_id: OrderId,
+    /// What it delivers that date: the content in force then (the order's history is not
+    /// carried: a delivery shows what goes out, not the order's answer).
+    pub content: OrderContent,
     /// Its customer as they are now (the address and delivery service in force).
     pub customer: Arc<Customer>,
     /// Whether the order's extras go with this delivery: always, unless they are one-off and
@@ -45,32 +48,28 @@ pub struct DayList {
     pub withheld: WithheldCounts,
 }
 
-/// The order as delivered on `date` (its content in force then) and whether its extras go
-/// with it; `None` when it is withheld that date.
+/// The order's content as delivered on `date` (the one in force then) and whether its extras
+/// go with it; `None` when it is withheld that date.
 fn delivered_on(
     order: Order,
     customer: &Customer,
     entry: &Scheduled,
     date: Day,
-) -> Option<(Order, bool)> {
-    if order.history.is_none() && customer.halts.spans().is_empty() {
-        let one_off = order.details.extras_one_off;
+) -> Option<(OrderContent, bool)> {
+    let history = order.history;
+    if history.is_unchanged() && customer.halts.spans().is_empty() {
         let first_delivery = entry.schedule.first_delivery(entry.frequency);
-        return Some((order, !one_off || first_delivery == Some(date)));
+        let content = history.into_content_on(date)?;
+        let with_extras = !content.extras_one_off || first_delivery == Some(date);
+        return Some((content, with_extras));
     }
-    let mut order = order;
-    let history = match order.history.take() {
-        Some(history) => *history,
-        None => OrderHistory::new(&order),
-    };
     let delivery = history.on(date, &customer.halts).ok()?;
     let with_extras = !delivery.extras.is_empty()
         || history
             .content_on(date)
             .is_some_and(|(_, version)| !version.content.extras_one_off);
-    let details = history.into_content_on(date)?;
     // The delivery needs the content of its date alone: the history is not carried on.
-    Some((Order { details, ..order }, with_extras))
+    Some((history.into_content_on(date)?, with_extras))
 }
 
 /// Entries sorted per yield to the runtime, so that a long list does not hold a worker.
@@ -152,14 +151,15 @@ impl Service {
             else {
                 continue;
             };
-            let Some((order, with_extras)) = delivered_on(order, &customer, entry, date) else {
+            let Some((content, with_extras)) = delivered_on(order, &customer, entry, date) else {
                 // Withheld on this date (a change since the sort, on a date not locked).
                 continue;
             };
             deliveries.push(Delivery {
                 date,
+                order_id: entry.order,
+                content,
                 with_extras,
-                order,
                 customer,
             });
         }

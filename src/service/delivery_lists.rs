@@ -12,8 +12,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use crate::domain::catalogue::WebstoreIdx;
-use crate::domain::lifecycle::WithheldCounts;
-use crate::domain::schedule::Day;
+use crate::domain::day::Day;
+use crate::domain::order::history::WithheldCounts;
 use crate::index::deliveries::Scheduled;
 
 /// Lists kept at most.
@@ -108,8 +108,9 @@ impl DeliveryLists {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::day::WeekDays;
     use crate::domain::ids::{CustomerId, OrderId};
-    use crate::domain::schedule::{Frequency, Schedule, WeekDays};
+    use crate::domain::order::schedule::{Frequency, Schedule};
 
     fn key(webstore: u16, date: i32) -> ListKey {
         ListKey {

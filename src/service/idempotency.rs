@@ -16,10 +16,10 @@ use crate::clock::unix_now;
 use crate::domain::catalogue::Webstore;
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::fields::FieldErrors;
-use crate::domain::idempotency::{Creation, CreationKind, Pending, RecordedResponse, KEY_REUSED};
+use crate::domain::idempotency::{Pending, RecordedResponse, Resource, ResourceKind, KEY_REUSED};
 use crate::store::Store;
 
-use super::{Created, ServiceError};
+use super::{KeyedWrite, ServiceError};
 
 type Key = (WebstoreIdx, String);
 
@@ -95,10 +95,10 @@ impl IdempotencyGate {
         }
     }
 
-    /// Runs a create at most once per idempotency key: a request with a key waits for its
-    /// turn, then replays the recorded response of an earlier request with the same key and
-    /// body, refuses another body, or creates, holding its turn (which `create` may pass on
-    /// to whoever writes the record) until the record is written.
+    /// Runs a keyed write (a create, a change) at most once per idempotency key: a request
+    /// with a key waits for its turn, then replays the recorded response of an earlier
+    /// request with the same key and body, refuses another body, or writes, holding its turn
+    /// (which `write` may pass on to whoever writes the record) until the record is written.
     ///
     /// A record is judged by what it names, not by the endpoint the key came back on: the
     /// store writes a record just before what it created, so a crash between the two leaves
@@ -111,19 +111,19 @@ impl IdempotencyGate {
         &self,
         store: &Store,
         webstore: &Webstore,
-        kind: CreationKind,
+        kind: ResourceKind,
         idempotency: Option<Pending<T>>,
         exists: E,
-        create: F,
-    ) -> Result<Created<Arc<T>>, ServiceError>
+        write: F,
+    ) -> Result<KeyedWrite<Arc<T>>, ServiceError>
     where
         F: FnOnce(Option<(Pending<T>, Turn)>) -> Fut,
-        Fut: Future<Output = Result<Arc<T>, ServiceError>>,
-        E: FnOnce(Creation, i64) -> EFut,
+        Fut: Future<Output = Result<KeyedWrite<Arc<T>>, ServiceError>>,
+        E: FnOnce(Resource, i64) -> EFut,
         EFut: Future<Output = Result<bool, ServiceError>>,
     {
         let Some(pending) = idempotency else {
-            return create(None).await.map(Created::Fresh);
+            return write(None).await;
         };
         let turn = self.turn(webstore.idx, pending.key.as_str()).await;
         let mut record = store.live_idempotency(
@@ -135,7 +135,7 @@ impl IdempotencyGate {
         let names = record
             .as_ref()
             .and_then(|r| r.location.as_deref())
-            .and_then(Creation::from_location);
+            .and_then(Resource::from_location);
         if let (Some(created), Some(recorded_at)) = (names, record.as_ref().map(|r| r.created_at)) {
             if !exists(created, recorded_at).await? {
                 record = None;
@@ -147,7 +147,7 @@ impl IdempotencyGate {
                 // The first request may have been cut off after its write and before its
                 // durability; never acknowledge what a crash could still take back.
                 store.durable().await?;
-                Ok(Created::Replayed(RecordedResponse {
+                Ok(KeyedWrite::Replayed(RecordedResponse {
                     status: record.status,
                     location: record.location,
                     body: record.body,
@@ -157,7 +157,7 @@ impl IdempotencyGate {
                 "idempotency_key",
                 KEY_REUSED,
             ))),
-            None => create(Some((pending, turn))).await.map(Created::Fresh),
+            None => write(Some((pending, turn))).await,
         }
     }
 

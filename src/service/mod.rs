@@ -43,7 +43,7 @@ use crate::domain::customer::Customer;
 use crate::domain::email::fold;
 use crate::domain::event_feed::{self, CursorError};
 use crate::domain::fields::{FieldErrors, TAKEN};
-use crate::domain::idempotency::{Creation, RecordedResponse};
+use crate::domain::idempotency::{RecordedResponse, Resource};
 use crate::domain::ids::{CustomerId, IdRange};
 use crate::domain::ownership::Ownership;
 use crate::domain::paging::Page;
@@ -163,11 +163,15 @@ pub enum ReloadError {
     Store(#[from] StoreError),
 }
 
-/// A create's outcome: a new record, or the recorded first response to the same request.
+/// How a write that may carry an `Idempotency-Key` (a create, a change) was answered: made
+/// now (durably), a change that changed nothing (no write: answered as a read is), or the
+/// recorded first response to the same request.
 #[derive(Debug)]
-pub enum Created<T> {
-    /// Created now.
-    Fresh(T),
+pub enum KeyedWrite<T> {
+    /// Written now, and durable.
+    Made(T),
+    /// Nothing to write: the resource as it is (already durable).
+    Unchanged(T),
     /// A repeat of an earlier request with the same idempotency key and body.
     Replayed(RecordedResponse),
 }
@@ -506,14 +510,14 @@ impl Service {
 
     /// Whether what an idempotency record names (a customer or an order of the webstore)
     /// exists: a record written just before a crash took its resource names nothing.
-    async fn creation_exists(
+    async fn resource_exists(
         &self,
         webstore: &Webstore,
-        created: Creation,
+        named: Resource,
     ) -> Result<bool, ServiceError> {
-        Ok(match created {
-            Creation::Customer(id) => self.registry.customer(webstore.idx, id)?.is_some(),
-            Creation::Order(id) => self.registry.order(webstore.idx, id).await?.is_some(),
+        Ok(match named {
+            Resource::Customer(id) => self.registry.customer(webstore.idx, id)?.is_some(),
+            Resource::Order(id) => self.registry.order(webstore.idx, id).await?.is_some(),
         })
     }
 

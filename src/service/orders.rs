@@ -1,22 +1,24 @@
-//! Order use cases: create (validated and written by the customer's actor, answered once on
-//! disk), change (`PATCH`: the same actor, answered once on disk), read one, list a
-//! customer's. An order's idempotency turn travels with it to the
-//! actor and is released once the order is refused or on disk. Must not touch: HTTP types.
+//! Order use cases: create and change (`PATCH`), one shape (validated and written by the
+//! customer's actor, answered once on disk: [`Service::await_order_write`]), read one, list a
+//! customer's, an order's deliveries. An order's idempotency turn travels with it to the
+//! actor and is released once the write is refused or on disk. Must not touch: HTTP types.
 
 use std::sync::Arc;
 
-use crate::actors::customer::{PatchOrder, PlaceOrder, Request};
+use crate::actors::customer::{ChangeOrder, Durable, OrderWrite, PlaceOrder, Request};
 use crate::domain::catalogue::{Webstore, WebstoreIdx};
 use crate::domain::fields::{parse_digits, FieldErrors, BLANK, INVALID};
-use crate::domain::idempotency::{Creation, CreationKind, Pending};
+use crate::domain::idempotency::{Pending, Resource, ResourceKind};
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::lifecycle::Order;
-use crate::domain::order::{customer_ref, validate_order, CustomerCheck, CustomerRef, OrderBody};
-use crate::domain::order_patch::OrderPatch;
+use crate::domain::order::body::{
+    customer_ref, validate_order, CustomerCheck, CustomerRef, OrderBody,
+};
+use crate::domain::order::change::OrderChange;
+use crate::domain::order::Order;
 
 use crate::clock::unix_now;
-use crate::domain::lifecycle::OrderDelivery;
-use crate::domain::schedule::Day;
+use crate::domain::day::Day;
+use crate::domain::order::history::OrderDelivery;
 
 use super::idempotency::Turn;
 
@@ -24,7 +26,7 @@ use super::idempotency::Turn;
 const MAX_DAYS: i64 = 366;
 /// The days it covers by default: 8 weeks.
 const DEFAULT_DAYS: i32 = 56;
-use super::{Created, Service, ServiceError};
+use super::{KeyedWrite, Service, ServiceError};
 
 impl Service {
     /// Creates an order for a customer of the webstore.
@@ -33,15 +35,15 @@ impl Service {
         webstore: &Arc<Webstore>,
         body: OrderBody,
         idempotency: Option<Pending<Order>>,
-    ) -> Result<Created<Arc<Order>>, ServiceError> {
+    ) -> Result<KeyedWrite<Arc<Order>>, ServiceError> {
         self.writes_allowed()?;
         self.idempotency
             .once(
                 self.registry.store(),
                 webstore,
-                CreationKind::Order,
+                ResourceKind::Order,
                 idempotency,
-                |created, _| self.creation_exists(webstore, created),
+                |named, _| self.resource_exists(webstore, named),
                 |keyed| self.place_order(webstore, body, keyed),
             )
             .await
@@ -52,7 +54,7 @@ impl Service {
         webstore: &Arc<Webstore>,
         body: OrderBody,
         keyed: Option<(Pending<Order>, Turn)>,
-    ) -> Result<Arc<Order>, ServiceError> {
+    ) -> Result<KeyedWrite<Arc<Order>>, ServiceError> {
         let check = match customer_ref(&body) {
             CustomerRef::Missing => CustomerCheck::Missing,
             CustomerRef::Malformed => CustomerCheck::Unknown,
@@ -61,7 +63,7 @@ impl Service {
                 Some(slot) => {
                     let (idempotency, turn) = keyed.unzip();
                     let request = Box::new(PlaceOrder { body, idempotency });
-                    let placed = self
+                    let written = self
                         .calls
                         .call_slot(
                             &self.registry,
@@ -72,8 +74,7 @@ impl Service {
                             |reply| Request::PlaceOrder(request, reply),
                         )
                         .await??;
-                    placed.durable.durable().await?;
-                    return Ok(placed.order);
+                    return Service::await_order_write(written).await;
                 }
             },
         };
@@ -90,13 +91,13 @@ impl Service {
     /// order of another webstore is as absent as none. With an idempotency key, the change
     /// is made at most once: its record counts while the order's `updated_at` is at least
     /// the record's time.
-    pub async fn patch_order(
+    pub async fn change_order(
         &self,
         webstore: &Arc<Webstore>,
         id: OrderId,
-        patch: OrderPatch,
+        change: OrderChange,
         idempotency: Option<Pending<Order>>,
-    ) -> Result<Created<Arc<Order>>, ServiceError> {
+    ) -> Result<KeyedWrite<Arc<Order>>, ServiceError> {
         self.writes_allowed()?;
         let owner = self
             .registry
@@ -108,26 +109,46 @@ impl Service {
             .once(
                 self.registry.store(),
                 webstore,
-                CreationKind::Order,
+                ResourceKind::Order,
                 idempotency,
                 |created, recorded_at| self.change_exists(webstore, created, recorded_at),
                 |keyed| async move {
                     let (idempotency, turn) = keyed.unzip();
-                    let request = Box::new(PatchOrder {
+                    let request = Box::new(ChangeOrder {
                         order: id,
-                        patch,
+                        change,
                         idempotency,
                     });
-                    let patched = self
+                    let written = self
                         .calls
                         .call(&self.registry, webstore.idx, owner, turn, |reply| {
-                            Request::PatchOrder(request, reply)
+                            Request::ChangeOrder(request, reply)
                         })
                         .await??;
-                    Ok(patched.order)
+                    Service::await_order_write(written).await
                 },
             )
             .await
+    }
+
+    /// The answer to an order's create or change once its actor has written it: the order,
+    /// once it is on disk (and for a change that changed nothing, once the earlier writes it
+    /// may show are).
+    async fn await_order_write(
+        written: OrderWrite,
+    ) -> Result<KeyedWrite<Arc<Order>>, ServiceError> {
+        match written.durable {
+            Durable::Written(durable) => {
+                durable.durable().await?;
+                Ok(KeyedWrite::Made(written.order))
+            }
+            Durable::Unchanged(earlier) => {
+                if let Some(earlier) = earlier {
+                    earlier.durable().await?;
+                }
+                Ok(KeyedWrite::Unchanged(written.order))
+            }
+        }
     }
 
     /// Whether the change an idempotency record of `recorded_at` names is stored: its order
@@ -135,16 +156,16 @@ impl Service {
     async fn change_exists(
         &self,
         webstore: &Webstore,
-        created: Creation,
+        created: Resource,
         recorded_at: i64,
     ) -> Result<bool, ServiceError> {
         Ok(match created {
-            Creation::Order(id) => self
+            Resource::Order(id) => self
                 .registry
                 .order(webstore.idx, id)
                 .await?
                 .is_some_and(|order| order.updated_at() >= recorded_at),
-            Creation::Customer(_) => false,
+            Resource::Customer(_) => false,
         })
     }
 
@@ -180,7 +201,7 @@ impl Service {
             .map(|customer| customer.halts.clone())
             .unwrap_or_default();
         let cutoff = webstore.cutoff;
-        Ok(order.history().deliveries(from, to, &halts, |d| {
+        Ok(order.history.deliveries(from, to, &halts, |d| {
             cutoff.is_locked(d, &webstore.zone, now)
         }))
     }

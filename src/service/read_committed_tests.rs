@@ -147,7 +147,7 @@ async fn no_reader_sees_a_new_customer_before_its_create_is_durable() {
         "the second create waits for the first"
     );
     gate.set(|state| state.closed = false);
-    let Created::Fresh(created) = first.await.unwrap().unwrap() else {
+    let KeyedWrite::Made(created) = first.await.unwrap().unwrap() else {
         panic!("a create without a key is never a replay");
     };
     let second = second.await.unwrap();
@@ -223,7 +223,7 @@ async fn an_order_the_log_never_makes_durable_shows_no_event_and_holds_the_feed_
     let dir = tempfile::tempdir().unwrap();
     let gate = LogGate::default();
     let (service, webstore) = service_over(dir.path(), &gate);
-    let Created::Fresh(ann) = service
+    let KeyedWrite::Made(ann) = service
         .create_customer(&webstore, &ann(), None)
         .await
         .unwrap()
@@ -234,7 +234,7 @@ async fn an_order_the_log_never_makes_durable_shows_no_event_and_holds_the_feed_
     gate.set(|state| state.closed = true);
     let order = {
         let (service, webstore) = (service.clone(), webstore.clone());
-        let body = crate::domain::order::OrderBody::from_object(
+        let body = crate::domain::order::body::OrderBody::from_object(
             json!({"customer_id": ann.id.0, "box_id": 217})
                 .as_object()
                 .cloned()

@@ -15,8 +15,8 @@ use serde_json::{json, Map, Value};
 
 use super::*;
 use crate::domain::idempotency::{IdempotencyKey, Pending};
-use crate::domain::lifecycle::Order;
-use crate::domain::order::OrderBody;
+use crate::domain::order::body::OrderBody;
+use crate::domain::order::Order;
 use crate::registry::Registry;
 use crate::store::disk::Reserve;
 use crate::store::{
@@ -239,8 +239,8 @@ async fn create(h: &Harness, email: &str) -> Arc<Customer> {
         .await
         .unwrap()
     {
-        Created::Fresh(customer) => customer,
-        Created::Replayed(_) => panic!("a create without a key is never a replay"),
+        KeyedWrite::Made(customer) => customer,
+        other => panic!("a create without a key is made: {other:?}"),
     }
 }
 
@@ -333,7 +333,7 @@ async fn requests_cut_off_at_any_await_point_leave_nothing_held() {
     // A weekly order is due every 7 days from its start, and each delivery list cut below is
     // of a date of its own: it is sorted afresh (which yields), never found kept.
     let weekly = order_body(json!({"customer_id": ann.0, "box_id": 217, "frequency": "weekly"}));
-    let Created::Fresh(weekly) = h
+    let KeyedWrite::Made(weekly) = h
         .service
         .create_order(&h.webstore, weekly, None)
         .await
@@ -341,7 +341,7 @@ async fn requests_cut_off_at_any_await_point_leave_nothing_held() {
     else {
         panic!("an order without a key is never a replay");
     };
-    let first_delivery = weekly.details.schedule.start;
+    let first_delivery = weekly.content().schedule.start;
     let page = Page::parse(None, None).unwrap();
     let mut n = 0;
     let mut cuts = 0;
@@ -580,7 +580,7 @@ async fn an_email_change_past_its_deadline_keeps_its_claim_until_written() {
         matches!(&lost, Err(ServiceError::Invalid(errors)) if errors.has("email")),
         "{lost:?}"
     );
-    let Created::Fresh(bob) = bob.await.unwrap().unwrap() else {
+    let KeyedWrite::Made(bob) = bob.await.unwrap().unwrap() else {
         panic!("a create without a key is never a replay");
     };
     assert_settles(&h.service, "the race").await;
@@ -626,7 +626,7 @@ async fn a_request_dropped_before_its_actor_begins_it_changes_nothing() {
     .await;
     assert!(queued.is_err(), "the second order cannot finish yet");
     h.disk.open_gate();
-    let Created::Fresh(first) = first.await.unwrap().unwrap() else {
+    let KeyedWrite::Made(first) = first.await.unwrap().unwrap() else {
         panic!("an order without a key is never a replay");
     };
     assert_settles(&h.service, "the dropped order").await;

@@ -4,8 +4,9 @@
 use super::codec::{decode, CodecError};
 use super::error::corrupt;
 use super::kinds::customers::{self, CustomerRecord};
-use super::kinds::orders::{self, decode_order};
+use super::kinds::orders::decode_order;
 use super::{Store, StoreError};
+use crate::store::pending::order_chunks;
 
 /// What [`Store::verify`] counted.
 #[derive(Debug, Clone, Copy, Default)]
@@ -50,7 +51,7 @@ impl Store {
             })?;
         }
         if failure.is_none() {
-            self.for_each_order_of(&[orders::ORDER], &mut |stored| {
+            self.for_each_order_of(&[order_chunks::ORDER], &mut |stored| {
                 match stored.record.and_then(decode_order) {
                     Ok(_) => census.orders += 1,
                     Err(source) => failure = Some(corrupt(stored.key, source)),

@@ -33,7 +33,7 @@ pub enum Kind {
     Order = 2,
     /// `kinds::idempotency::IdempotencyRecord`.
     Idempotency = 3,
-    /// Orders of one customer packed under one key (`kinds::orders::encode_order_chunk`).
+    /// Orders of one customer packed under one key (`pending::order_chunks::encode_order_chunk`).
     OrderChunk = 4,
     /// `kinds::events::EventRecord`.
     Event = 5,
@@ -41,7 +41,7 @@ pub enum Kind {
     WebhookPosition = 6,
     /// `kinds::sessions::SessionRecord`.
     Session = 7,
-    /// Events of one webstore packed under one key (`kinds::events::encode_event_chunk`).
+    /// Events of one webstore packed under one key (`pending::event_chunks::encode_event_chunk`).
     EventChunk = 8,
 }
 
@@ -212,17 +212,12 @@ mod tests {
     use super::*;
     use crate::store::kinds::customers::CustomerRecord;
     use crate::store::kinds::idempotency::IdempotencyRecord;
-    use crate::store::kinds::orders::{order_parts, OrderRecord};
+    use crate::store::kinds::orders::OrderRecord;
+    use crate::store::pending::order_chunks::order_parts;
     use proptest::prelude::*;
 
     proptest! {
         #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
-
-
-
-
-
-
 
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {

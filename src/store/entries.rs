@@ -10,7 +10,7 @@
 use super::codec::CodecError;
 use super::error::corrupt;
 use super::log::wal::LogEntry;
-use super::{Admitted, Store, StoreError, WriteBatch};
+use super::{OpenForWrite, Store, StoreError, WriteBatch};
 
 /// An event to write in the same log entry as the change it tells of, already encoded
 /// (`kinds::events::event_write` makes it): a change's writer puts it without knowing what
@@ -46,7 +46,7 @@ impl Store {
     /// and then only read); its sequence number.
     pub(super) fn put_event(
         &self,
-        open: &Admitted<'_>,
+        open: &OpenForWrite<'_>,
         entry: &mut LogEntry,
         event: Option<EventWrite>,
     ) -> Result<Option<u64>, StoreError> {

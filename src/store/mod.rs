@@ -47,13 +47,15 @@ mod tests;
 pub mod tracking;
 mod webstores;
 
+use crate::store::pending::order_chunks;
 use std::path::Path;
 use std::sync::{Arc, RwLock, RwLockReadGuard};
 
 use disk::{DiskState, DiskWatch, Reserve};
-use kinds::{customers, orders};
+use error::FatalHandler;
+use kinds::customers;
 use log::wal::LogEntry;
-use log::{ChangeLog, FatalHandler};
+use log::ChangeLog;
 
 pub use census::Census;
 pub use entries::EventWrite;
@@ -117,9 +119,9 @@ struct StoreInner {
 }
 
 /// A write method's admission ([`Store::open_for_writes`]): while it is held, `close` waits.
-pub(crate) struct Admitted<'a>(RwLockReadGuard<'a, Option<Box<dyn ChangeLog>>>);
+pub(crate) struct OpenForWrite<'a>(RwLockReadGuard<'a, Option<Box<dyn ChangeLog>>>);
 
-impl Admitted<'_> {
+impl OpenForWrite<'_> {
     fn log(&self) -> &dyn ChangeLog {
         &**self.0.as_ref().expect("admitted only while open")
     }
@@ -149,7 +151,7 @@ impl Admitted<'_> {
         self.log().submit(entry.into_bytes(), None)
     }
 
-    /// [`Admitted::commit`], with `on_durable` to run once the writes are durable.
+    /// [`OpenForWrite::commit`], with `on_durable` to run once the writes are durable.
     fn commit_then(&self, entry: LogEntry, on_durable: OnDurable) -> Result<Written, StoreError> {
         self.log().submit(entry.into_bytes(), Some(on_durable))
     }
@@ -297,7 +299,7 @@ impl Store {
     /// across its single-key writes and its submission to group commit, so that `close`
     /// waits for writes under way and no write lands after the clean-shutdown marker: a store
     /// with the marker must hold no half-made customer, as a start after it skips the repair.
-    fn open_for_writes(&self) -> Result<Admitted<'_>, StoreError> {
+    fn open_for_writes(&self) -> Result<OpenForWrite<'_>, StoreError> {
         let open = self.open_even_if_refused()?;
         self.writable()?;
         Ok(open)
@@ -305,12 +307,12 @@ impl Store {
 
     /// [`Store::open_for_writes`] for removals, which give space back and so go on while
     /// the disk refuses writes.
-    fn open_even_if_refused(&self) -> Result<Admitted<'_>, StoreError> {
+    fn open_even_if_refused(&self) -> Result<OpenForWrite<'_>, StoreError> {
         let log = self.log();
         if log.is_none() {
             return Err(StoreError::Closed);
         }
-        Ok(Admitted(log))
+        Ok(OpenForWrite(log))
     }
 
     /// `Err(Refused)` while the disk is nearly full or the directory does not take writes.
@@ -338,7 +340,7 @@ impl Store {
     /// write is admitted: a freeze sets it and then waits for every admitted write
     /// ([`Store::barrier_after_visible_writes`]), so a write either is waited for or sees
     /// the freeze, never slips past it.
-    fn open_for_webstore(&self, id: &str) -> Result<Admitted<'_>, StoreError> {
+    fn open_for_webstore(&self, id: &str) -> Result<OpenForWrite<'_>, StoreError> {
         let open = self.open_for_writes()?;
         self.not_frozen(id)?;
         Ok(open)
@@ -346,7 +348,7 @@ impl Store {
 
     /// [`Store::open_for_webstore`] for writes that go on while the disk refuses writes
     /// ([`Store::open_even_if_refused`]).
-    fn open_for_webstore_even_if_refused(&self, id: &str) -> Result<Admitted<'_>, StoreError> {
+    fn open_for_webstore_even_if_refused(&self, id: &str) -> Result<OpenForWrite<'_>, StoreError> {
         let open = self.open_even_if_refused()?;
         self.not_frozen(id)?;
         Ok(open)
@@ -530,7 +532,7 @@ impl Store {
             customer_id: last_customer_in_range,
             order_id: reserved.max(range.first() - 1),
             any_customer_id: last_id(customers::CUSTOMER)?,
-            has_orders: storage.last(&[orders::ORDER])?.is_some(),
+            has_orders: storage.last(&[order_chunks::ORDER])?.is_some(),
         })
     }
 

@@ -15,7 +15,8 @@
 //! `BOXSUB_MODEL_CASES` sets the number of cases (CI runs more than the default); a failure
 //! prints the step it failed at, and proptest the shortest run it found that fails.
 
-use crate::store::kinds::{customers, orders};
+use crate::store::kinds::customers;
+use crate::store::pending::order_chunks;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,7 +34,7 @@ use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::lifecycle::Order;
+use crate::domain::order::Order;
 
 /// The webstores customers are created in: an email is unique within one.
 const WEBSTORES: [&str; 2] = ["shop", "farm"];
@@ -227,7 +228,7 @@ impl Prepared {
             }
             Prepared::Orders { orders, .. } => {
                 let last = orders.last().expect("at least one order");
-                orders::order_key(last.customer_id.0, last.id.0)
+                order_chunks::order_key(last.customer_id.0, last.id.0)
             }
         }
     }
@@ -439,14 +440,16 @@ fn customer(id: u64, webstore: usize, email: &str, name: usize) -> Customer {
 }
 
 fn order(id: u64, customer: u64, created_at: i64) -> Order {
-    use crate::domain::order::NewOrder;
-    use crate::domain::schedule::{Day, Frequency, WeekDays};
+    use crate::domain::day::Day;
+    use crate::domain::day::WeekDays;
+    use crate::domain::order::content::OrderContent;
+    use crate::domain::order::schedule::Frequency;
     let frequency = if id.is_multiple_of(2) {
         Frequency::Weekly
     } else {
         Frequency::Fortnightly
     };
-    NewOrder::weekly_for_test(200 + id % 7)
+    OrderContent::weekly_for_test(200 + id % 7)
         .with_frequency(frequency)
         .with_schedule(Day(20_000 + id as i32), WeekDays::only(1 + (id % 5) as u8))
         .placed(id, customer, created_at)

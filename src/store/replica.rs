@@ -26,10 +26,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::disk::DiskWatch;
+use super::error::FatalHandler;
 use super::log::commit::Log;
 use super::log::remote::RemoteLog;
 use super::log::wal::{self, LogEntry};
-use super::log::FatalHandler;
 use super::{keys, Storage, Store, StoreError, StoreOptions};
 
 /// A node's copy of the group's store, following the changelog.

@@ -8,6 +8,7 @@ use crate::domain::customer::{Address, Customer};
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::store::kinds::{customers, events, orders};
+use crate::store::pending::order_chunks;
 use events::EventRecord;
 use kinds::sessions::SessionRecord;
 use kinds::webhook_positions::WebhookPosition;
@@ -264,10 +265,11 @@ fn over(snapshot: &Arc<LossySnapshot>, dir: &Path) -> Store {
     .unwrap()
 }
 
-fn order(id: u64, customer: u64) -> crate::domain::lifecycle::Order {
-    use crate::domain::order::NewOrder;
-    use crate::domain::schedule::{Day, WeekDays};
-    NewOrder::weekly_for_test(217)
+fn order(id: u64, customer: u64) -> crate::domain::order::Order {
+    use crate::domain::day::Day;
+    use crate::domain::day::WeekDays;
+    use crate::domain::order::content::OrderContent;
+    OrderContent::weekly_for_test(217)
         .with_schedule(Day(20_000 + id as i32), WeekDays::only(1))
         .placed(id, customer, 0)
 }
@@ -484,7 +486,7 @@ fn orders_packed_into_chunks_read_back_once_each_after_a_reopening_and_a_replay(
     store
         .inner
         .storage
-        .for_each(&[orders::ORDER], &mut |_, _| {
+        .for_each(&[order_chunks::ORDER], &mut |_, _| {
             entries += 1;
             true
         })
@@ -495,7 +497,7 @@ fn orders_packed_into_chunks_read_back_once_each_after_a_reopening_and_a_replay(
         let record = orders::OrderRecord::from_order(&order(id, 1 + (id - 100) % 2));
         store
             .put_raw(
-                &orders::order_key(record.customer_id, id),
+                &order_chunks::order_key(record.customer_id, id),
                 codec::encode(&record),
             )
             .unwrap();
@@ -536,8 +538,8 @@ fn a_replay_after_a_crash_in_mid_checkpoint_packs_no_order_twice() {
     store
         .inner
         .storage
-        .for_each(&[orders::ORDER], &mut |key, _| {
-            entries.push(orders::order_or_chunk_ids(key).unwrap());
+        .for_each(&[order_chunks::ORDER], &mut |key, _| {
+            entries.push(order_chunks::order_or_chunk_ids(key).unwrap());
             true
         })
         .unwrap();

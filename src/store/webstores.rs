@@ -4,10 +4,12 @@
 //! released to another shard. Must not touch: any one record's layout (each kind's).
 
 use super::keys::webstore_prefix;
-use super::kinds::{customers, events, idempotency, orders, sessions, webhook_positions};
+use super::kinds::{customers, events, idempotency, sessions, webhook_positions};
 use super::log::wal::LogEntry;
 use super::snapshot::prefix_end;
 use super::{Store, StoreError, WriteBatch};
+use crate::store::pending::event_chunks;
+use crate::store::pending::order_chunks;
 
 impl Store {
     /// Removes everything of webstore `id` (its customers, their orders, its email, number
@@ -21,7 +23,7 @@ impl Store {
         let storage = &self.inner.storage;
         for customer in self.customer_ids(id)? {
             doomed.push(customers::customer_key(customer.0));
-            storage.for_each(&orders::orders_of(customer.0), &mut |key, _| {
+            storage.for_each(&order_chunks::orders_of(customer.0), &mut |key, _| {
                 doomed.push(key.to_vec());
                 true
             })?;
@@ -30,7 +32,7 @@ impl Store {
             customers::EMAIL,
             customers::NUMBER,
             idempotency::IDEMPOTENCY,
-            events::EVENT,
+            event_chunks::EVENT,
             webhook_positions::WEBHOOK_POSITION,
             webhook_positions::REDELIVERY,
         ] {
@@ -78,7 +80,7 @@ impl Store {
     pub fn webstores_with_events(&self) -> Result<Vec<String>, StoreError> {
         let mut found = std::collections::BTreeSet::new();
         for prefix in [
-            events::EVENT,
+            event_chunks::EVENT,
             webhook_positions::WEBHOOK_POSITION,
             webhook_positions::REDELIVERY,
         ] {

@@ -14,11 +14,13 @@ use clap::Args;
 
 use crate::domain::catalogue::{Catalogue, Webstore};
 use crate::domain::customer::{Address, Customer};
+use crate::domain::day::Day;
+use crate::domain::day::WeekDays;
 use crate::domain::email::Email;
 use crate::domain::ids::{CustomerId, IdRange, OrderId};
-use crate::domain::lifecycle::Order;
-use crate::domain::order::NewOrder;
-use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
+use crate::domain::order::content::OrderContent;
+use crate::domain::order::schedule::{Frequency, Schedule};
+use crate::domain::order::Order;
 use crate::store::disk::Reserve;
 use crate::store::{
     add_new_customer, add_order, Durability, Store, StoreError, StoreOptions, WriteBatch,
@@ -206,27 +208,24 @@ impl Plan {
         // uniqueness needs no check here.
         add_new_customer(batch, &customer, webstore_id);
         for id in (n - 1) * orders + 1..=n * orders {
-            let order = Order {
-                id: OrderId(id),
-                customer_id: CustomerId(n),
-                details: NewOrder {
-                    box_id: self.box_id,
-                    frequency: Frequency::Weekly,
-                    extras_one_off: false,
-                    extras: Vec::new(),
-                    exclusions: Vec::new(),
-                    substitutions: Vec::new(),
-                    schedule: Schedule {
-                        start: self.start,
-                        week_days: WeekDays::only(
-                            self.delivery_days[(id % self.delivery_days.len() as u64) as usize],
-                        ),
-                    },
+            let content = OrderContent {
+                box_id: self.box_id,
+                frequency: Frequency::Weekly,
+                extras_one_off: false,
+                extras: Vec::new(),
+                exclusions: Vec::new(),
+                substitutions: Vec::new(),
+                schedule: Schedule {
+                    start: self.start,
+                    week_days: WeekDays::only(
+                        self.delivery_days[(id % self.delivery_days.len() as u64) as usize],
+                    ),
                 },
-                created_at,
-                history: None,
             };
-            add_order(batch, &order);
+            add_order(
+                batch,
+                &Order::new(OrderId(id), CustomerId(n), content, created_at),
+            );
         }
     }
 }
@@ -265,7 +264,7 @@ mod tests {
             assert_eq!(ids, vec![3 * n - 2, 3 * n - 1, 3 * n]);
             let mut days = Vec::new();
             for order in &loaded.orders {
-                let week_days = order.details.schedule.week_days;
+                let week_days = order.content().schedule.week_days;
                 let day: Vec<u8> = week_days.days().collect();
                 assert_eq!(day.len(), 1, "one delivery day per order");
                 assert!(service_days.contains(day[0]), "a day the service delivers");

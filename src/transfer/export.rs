@@ -22,10 +22,11 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use super::format::{
-    to_text, Created, CustomerLine, EventLine, EventsPrunedLine, IdempotencyLine, Line, OrderLine,
+    to_text, CustomerLine, EventLine, EventsPrunedLine, IdempotencyLine, Line, OrderLine,
     SessionLine, WebhookPositionLine, FORMAT, VERSION,
 };
 use super::{Progress, TransferError};
+use crate::domain::idempotency::Resource;
 use crate::domain::ids::CustomerId;
 use crate::store::kinds::events::EventRecord;
 use crate::store::kinds::webhook_positions::WebhookPosition;
@@ -127,9 +128,9 @@ pub fn export(
         let Some(line) = IdempotencyLine::from_record(webstore_id, key, record) else {
             return true;
         };
-        let whole = match line.created() {
-            Some(Created::Customer(id)) => customers.binary_search(&id).is_ok(),
-            Some(Created::Order(id)) => orders.binary_search(&id).is_ok(),
+        let whole = match line.names() {
+            Some(Resource::Customer(id)) => customers.binary_search(&id.0).is_ok(),
+            Some(Resource::Order(id)) => orders.binary_search(&id.0).is_ok(),
             None => false,
         };
         if !whole {

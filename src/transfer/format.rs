@@ -6,9 +6,9 @@
 //! the same bytes.
 //!
 //! ```text
-//! {"type":"header","format":"boxsub-export","version":3,"webstore":null}
+//! {"type":"header","format":"boxsub-export","version":4,"webstore":null}
 //! {"type":"customer","id":1,"webstore_id":"shop","number":1,"first_name":"Joe",…}
-//! {"type":"order","id":7,"customer_id":1,"box_id":217,"frequency":"weekly",…}
+//! {"type":"order","id":7,"customer_id":1,"created_at":…,"versions":[{"box_id":217,…}]}
 //! {"type":"idempotency","webstore_id":"shop","key":"k-1","body_sha256":"…","status":201,…}
 //! {"type":"event","webstore_id":"shop","sequence":1,"event_type":"customer.created",…}
 //! {"type":"events_pruned","webstore_id":"shop","through":0}
@@ -21,29 +21,33 @@
 //! webhook's delivered position are sequence numbers, and an event's id and body must be the
 //! ones already given out). Sessions are under the SHA-256 of their id, as stored: the ids
 //! themselves are only ever in the producers' cookies. Orders carry their history (every
-//! content and lifecycle version) and customers their halts, from version 3 on. Versions 1
-//! (no event, delivery, events-pruned or session lines) and 2 (orders without history, read
-//! as never changed; customers without halts) are still read. Must not touch: the store, files.
+//! content and lifecycle version) and customers their halts, from version 3 on; from version
+//! 4 an order's content versions are all alike, nested in its line as the store nests them.
+//! Versions 1 (no event, delivery, events-pruned or session lines), 2 (orders without
+//! history, read as never changed; customers without halts) and 3 (an order's latest content
+//! at the top of its line) are still read. Must not touch: the store, files.
 
 use serde::{Deserialize, Serialize};
 
 use crate::domain::customer::ADDRESS_FIELDS;
-use crate::domain::schedule::{parse_iso_date, Day, Frequency, WeekDays};
+use crate::domain::day::WeekDays;
+use crate::domain::day::{parse_iso_date, Day};
+use crate::domain::idempotency::Resource;
+use crate::domain::order::history::NEVER_CHANGED;
+use crate::domain::order::schedule::Frequency;
 use crate::events::json::render_event;
 use crate::store::codec::CodecError;
 use crate::store::kinds::customers::{CustomerRecord, HaltRecord};
 use crate::store::kinds::events::{EventBody, EventRecord};
 use crate::store::kinds::idempotency::IdempotencyRecord;
-use crate::store::kinds::orders::{
-    ContentRecord, ExtraRecord, HistoryRecord, LifecycleRecord, OrderRecord,
-};
+use crate::store::kinds::orders::{ContentRecord, ExtraRecord, LifecycleRecord, OrderRecord};
 use crate::store::kinds::sessions::SessionRecord;
 use crate::store::kinds::webhook_positions::WebhookPosition;
 
 /// The name in every export's header.
 pub const FORMAT: &str = "boxsub-export";
 /// The version this release writes.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// The oldest version this release reads (every version from it to [`VERSION`]).
 pub const OLDEST_READ: u32 = 1;
 
@@ -52,10 +56,13 @@ pub fn reads_version(version: u32) -> bool {
     (OLDEST_READ..=VERSION).contains(&version)
 }
 
-/// One line of an export.
+/// One line of an export; `O` is the order line's shape (versions 1 to 3 wrote
+/// [`OrderLineV3`]s: [`parse_line`] reads either).
+// A line is read, turned into a record and dropped, one at a time: never kept in numbers.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Line {
+pub enum Line<O = OrderLine> {
     /// The first line.
     Header {
         /// Always [`FORMAT`].
@@ -68,7 +75,7 @@ pub enum Line {
     /// A customer.
     Customer(CustomerLine),
     /// An order.
-    Order(OrderLine),
+    Order(O),
     /// An idempotency record.
     Idempotency(IdempotencyLine),
     /// An event (version 2 on).
@@ -84,7 +91,33 @@ pub enum Line {
     Session(SessionLine),
 }
 
-impl Line {
+/// A line of an export of format `version`, as this release writes it.
+pub fn parse_line(text: &str, version: u32) -> Result<Line, String> {
+    if version >= 4 {
+        return serde_json::from_str(text).map_err(|error| error.to_string());
+    }
+    let line: Line<OrderLineV3> = serde_json::from_str(text).map_err(|error| error.to_string())?;
+    Ok(match line {
+        Line::Header {
+            format,
+            version,
+            webstore,
+        } => Line::Header {
+            format,
+            version,
+            webstore,
+        },
+        Line::Customer(line) => Line::Customer(line),
+        Line::Order(line) => Line::Order(line.upgrade().map_err(|bad| bad.0)?),
+        Line::Idempotency(line) => Line::Idempotency(line),
+        Line::Event(line) => Line::Event(line),
+        Line::EventsPruned(line) => Line::EventsPruned(line),
+        Line::WebhookPosition(line) => Line::WebhookPosition(line),
+        Line::Session(line) => Line::Session(line),
+    })
+}
+
+impl<O> Line<O> {
     /// The first version of the format that has lines of this type.
     pub fn since_version(&self) -> u32 {
         match self {
@@ -139,56 +172,33 @@ pub struct AddressLine {
     work_phone: Option<String>,
 }
 
-/// An order as exported. The fields of its history are left out for an order never
-/// changed, whose line is as version 2 wrote it.
+/// An order as exported (version 4 on): who placed it and when, and its history, each content
+/// version a [`ContentLine`], as the store's record nests them. The fields of a change are
+/// left out for an order never changed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OrderLine {
     /// Id.
     pub id: u64,
-    /// Its customer.
+    /// Customer.
     pub customer_id: u64,
-    /// Box.
-    pub box_id: u64,
-    /// `single`, `weekly` or `fortnightly`.
-    pub frequency: String,
-    /// `YYYY-MM-DD`.
-    pub start_date: String,
-    /// Weekdays, Sunday = 0.
-    pub week_days: Vec<u8>,
-    /// Extras once only.
-    pub extras_one_off: bool,
-    /// Extras.
-    pub extras: Vec<ExtraQuantity>,
-    /// Excluded box items.
-    pub exclusions: Vec<u64>,
-    /// Substitute box items.
-    pub substitutions: Vec<u64>,
     /// Unix seconds.
     pub created_at: i64,
-    /// `YYYY-MM-DD`: since when the content above is in force (version 3 on; else
-    /// `start_date`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub effective_date: Option<String>,
-    /// `YYYY-MM-DD`: where its one-off extras count from (version 3 on; else `start_date`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub extras_since: Option<String>,
-    /// The content versions before the one above, oldest first (version 3 on).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub earlier: Vec<ContentLine>,
-    /// The lifecycle versions, oldest first (version 3 on).
+    /// The content versions, oldest first; the last is what the order delivers now.
+    pub versions: Vec<ContentLine>,
+    /// The lifecycle versions, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lifecycles: Vec<LifecycleLine>,
-    /// `YYYY-MM-DD`: no date before it may change any more; `null` for an order never
-    /// changed (version 3 on).
+    /// `YYYY-MM-DD`: no date before it may change any more; absent for an order never
+    /// changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_before: Option<String>,
-    /// Unix seconds of its latest change (version 3 on; else `created_at`).
+    /// Unix seconds of its latest change; absent for an order never changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_at: Option<i64>,
 }
 
-/// An earlier content version of an order, as exported.
+/// A content version of an order, as exported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ContentLine {
@@ -212,6 +222,79 @@ pub struct ContentLine {
     pub exclusions: Vec<u64>,
     /// Substitute box items.
     pub substitutions: Vec<u64>,
+}
+
+/// An order as versions 1 to 3 exported it: its latest content at the top, without its
+/// `effective_date` and `extras_since` (then its start date), and the rest of its history
+/// beside it (version 3). Read only: it becomes an [`OrderLine`].
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OrderLineV3 {
+    id: u64,
+    customer_id: u64,
+    box_id: u64,
+    frequency: String,
+    start_date: String,
+    week_days: Vec<u8>,
+    extras_one_off: bool,
+    extras: Vec<ExtraQuantity>,
+    exclusions: Vec<u64>,
+    substitutions: Vec<u64>,
+    created_at: i64,
+    #[serde(default)]
+    effective_date: Option<String>,
+    #[serde(default)]
+    extras_since: Option<String>,
+    #[serde(default)]
+    earlier: Vec<ContentLine>,
+    #[serde(default)]
+    lifecycles: Vec<LifecycleLine>,
+    #[serde(default)]
+    settled_before: Option<String>,
+    #[serde(default)]
+    updated_at: Option<i64>,
+}
+
+impl OrderLineV3 {
+    /// The same order as version 4 writes it.
+    pub fn upgrade(self) -> Result<OrderLine, BadLine> {
+        let changed = self.settled_before.is_some();
+        let any_history = !self.earlier.is_empty()
+            || !self.lifecycles.is_empty()
+            || self.effective_date.is_some()
+            || self.extras_since.is_some()
+            || self.updated_at.is_some();
+        if !changed && any_history {
+            return Err(BadLine(format!(
+                "order {}: a history without settled_before",
+                self.id
+            )));
+        }
+        let mut versions = self.earlier;
+        versions.push(ContentLine {
+            effective_date: self
+                .effective_date
+                .unwrap_or_else(|| self.start_date.clone()),
+            extras_since: self.extras_since.unwrap_or_else(|| self.start_date.clone()),
+            box_id: self.box_id,
+            frequency: self.frequency,
+            start_date: self.start_date,
+            week_days: self.week_days,
+            extras_one_off: self.extras_one_off,
+            extras: self.extras,
+            exclusions: self.exclusions,
+            substitutions: self.substitutions,
+        });
+        Ok(OrderLine {
+            id: self.id,
+            customer_id: self.customer_id,
+            created_at: self.created_at,
+            versions,
+            lifecycles: self.lifecycles,
+            updated_at: changed.then(|| self.updated_at.unwrap_or(self.created_at)),
+            settled_before: self.settled_before,
+        })
+    }
 }
 
 /// A lifecycle version of an order, as exported: the answer's fields, in force from
@@ -493,50 +576,63 @@ fn frequency_name(code: u8) -> &'static str {
     }
 }
 
+impl ContentLine {
+    fn from_record(version: ContentRecord) -> ContentLine {
+        ContentLine {
+            effective_date: date_text(version.effective_day),
+            extras_since: date_text(version.extras_since_day),
+            box_id: version.box_id,
+            frequency: frequency_name(version.frequency).to_owned(),
+            start_date: date_text(version.start_day),
+            week_days: WeekDays::from_bits(version.week_days).days().collect(),
+            extras_one_off: version.extras_one_off,
+            extras: extra_quantities(version.extras),
+            exclusions: version.exclusions,
+            substitutions: version.substitutions,
+        }
+    }
+
+    /// The record of this version of order `id`.
+    fn into_record(self, id: u64) -> Result<ContentRecord, BadLine> {
+        let bad = |what: &str| BadLine(format!("order {id}: {what}"));
+        Ok(ContentRecord {
+            effective_day: day_number(&self.effective_date, "effective_date", id)?,
+            extras_since_day: day_number(&self.extras_since, "extras_since", id)?,
+            box_id: self.box_id,
+            frequency: frequency_code(&self.frequency).ok_or_else(|| bad("unknown frequency"))?,
+            extras_one_off: self.extras_one_off,
+            extras: extra_records(self.extras),
+            exclusions: self.exclusions,
+            substitutions: self.substitutions,
+            start_day: day_number(&self.start_date, "start_date", id)?,
+            week_days: week_day_bits(&self.week_days)
+                .ok_or_else(|| bad("week_days must be 0 to 6"))?,
+        })
+    }
+}
+
+/// The day number of a date field of order `id`.
+fn day_number(text: &str, field: &str, id: u64) -> Result<i32, BadLine> {
+    parse_iso_date(text)
+        .map(|d| d.0)
+        .ok_or_else(|| BadLine(format!("order {id}: {field} is not a date")))
+}
+
 impl OrderLine {
     /// The line of a stored order.
-    pub fn from_record(mut record: OrderRecord) -> OrderLine {
-        let (earlier, lifecycles) = record
-            .history
-            .as_mut()
-            .map(|h| {
-                (
-                    std::mem::take(&mut h.earlier),
-                    std::mem::take(&mut h.lifecycles),
-                )
-            })
-            .unwrap_or_default();
-        let history = record.history.as_ref();
+    pub fn from_record(record: OrderRecord) -> OrderLine {
+        let changed = record.settled_before != NEVER_CHANGED.0;
         OrderLine {
             id: record.id,
             customer_id: record.customer_id,
-            box_id: record.box_id,
-            frequency: frequency_name(record.frequency).to_owned(),
-            start_date: date_text(record.start_day),
-            week_days: WeekDays::from_bits(record.week_days).days().collect(),
-            extras_one_off: record.extras_one_off,
-            extras: extra_quantities(record.extras),
-            exclusions: record.exclusions,
-            substitutions: record.substitutions,
             created_at: record.created_at,
-            effective_date: history.map(|h| date_text(h.effective_day)),
-            extras_since: history.map(|h| date_text(h.extras_since_day)),
-            earlier: earlier
+            versions: record
+                .versions
                 .into_iter()
-                .map(|version| ContentLine {
-                    effective_date: date_text(version.effective_day),
-                    extras_since: date_text(version.extras_since_day),
-                    box_id: version.box_id,
-                    frequency: frequency_name(version.frequency).to_owned(),
-                    start_date: date_text(version.start_day),
-                    week_days: WeekDays::from_bits(version.week_days).days().collect(),
-                    extras_one_off: version.extras_one_off,
-                    extras: extra_quantities(version.extras),
-                    exclusions: version.exclusions,
-                    substitutions: version.substitutions,
-                })
+                .map(ContentLine::from_record)
                 .collect(),
-            lifecycles: lifecycles
+            lifecycles: record
+                .lifecycles
                 .into_iter()
                 .map(|version| LifecycleLine {
                     effective_date: date_text(version.effective_day),
@@ -546,8 +642,8 @@ impl OrderLine {
                     skipped_dates: version.skipped_days.into_iter().map(date_text).collect(),
                 })
                 .collect(),
-            settled_before: history.map(|h| date_text(h.settled_before)),
-            updated_at: history.map(|h| h.updated_at),
+            settled_before: changed.then(|| date_text(record.settled_before)),
+            updated_at: changed.then_some(record.updated_at),
         }
     }
 
@@ -555,90 +651,49 @@ impl OrderLine {
     pub fn into_record(self) -> Result<OrderRecord, BadLine> {
         let id = self.id;
         let bad = |what: &str| BadLine(format!("order {id}: {what}"));
-        let day = |text: &str, field: &str| {
-            parse_iso_date(text)
-                .map(|d| d.0)
-                .ok_or_else(|| bad(&format!("{field} is not a date")))
-        };
-        let frequency = frequency_code(&self.frequency).ok_or_else(|| bad("unknown frequency"))?;
-        let start = day(&self.start_date, "start_date")?;
-        let week_days =
-            week_day_bits(&self.week_days).ok_or_else(|| bad("week_days must be 0 to 6"))?;
         if self.id == 0 || self.customer_id == 0 {
             return Err(bad("the id and customer_id must be set"));
         }
-        let mut earlier = Vec::with_capacity(self.earlier.len());
-        for version in self.earlier {
-            earlier.push(ContentRecord {
-                effective_day: day(&version.effective_date, "effective_date")?,
-                extras_since_day: day(&version.extras_since, "extras_since")?,
-                box_id: version.box_id,
-                frequency: frequency_code(&version.frequency)
-                    .ok_or_else(|| bad("unknown frequency"))?,
-                extras_one_off: version.extras_one_off,
-                extras: extra_records(version.extras),
-                exclusions: version.exclusions,
-                substitutions: version.substitutions,
-                start_day: day(&version.start_date, "start_date")?,
-                week_days: week_day_bits(&version.week_days)
-                    .ok_or_else(|| bad("week_days must be 0 to 6"))?,
-            });
+        if self.settled_before.is_none()
+            && (self.updated_at.is_some() || !self.lifecycles.is_empty())
+        {
+            return Err(bad("a history without settled_before"));
         }
+        let versions = self
+            .versions
+            .into_iter()
+            .map(|version| version.into_record(id))
+            .collect::<Result<Vec<_>, _>>()?;
         let mut lifecycles = Vec::with_capacity(self.lifecycles.len());
         for version in self.lifecycles {
             let optional = |text: &Option<String>, field: &str| {
-                text.as_deref().map(|text| day(text, field)).transpose()
+                text.as_deref()
+                    .map(|text| day_number(text, field, id))
+                    .transpose()
             };
             lifecycles.push(LifecycleRecord {
-                effective_day: day(&version.effective_date, "effective_date")?,
+                effective_day: day_number(&version.effective_date, "effective_date", id)?,
                 cancel_day: optional(&version.cancel_date, "cancel_date")?,
                 pause_day: optional(&version.pause_date, "pause_date")?,
                 resume_day: optional(&version.resume_date, "resume_date")?,
                 skipped_days: version
                     .skipped_dates
                     .iter()
-                    .map(|text| day(text, "skipped_dates"))
+                    .map(|text| day_number(text, "skipped_dates", id))
                     .collect::<Result<_, _>>()?,
             });
         }
         let record = OrderRecord {
             id: self.id,
             customer_id: self.customer_id,
-            box_id: self.box_id,
-            frequency,
-            extras_one_off: self.extras_one_off,
-            extras: extra_records(self.extras),
-            exclusions: self.exclusions,
-            substitutions: self.substitutions,
             created_at: self.created_at,
-            start_day: start,
-            week_days,
-            history: match self.settled_before {
-                // Every field of a history, or none: an order never changed.
-                Some(settled) => Some(HistoryRecord {
-                    effective_day: day(
-                        self.effective_date.as_deref().unwrap_or(&self.start_date),
-                        "effective_date",
-                    )?,
-                    extras_since_day: day(
-                        self.extras_since.as_deref().unwrap_or(&self.start_date),
-                        "extras_since",
-                    )?,
-                    earlier,
-                    lifecycles,
-                    settled_before: day(&settled, "settled_before")?,
-                    updated_at: self.updated_at.unwrap_or(self.created_at),
-                }),
-                None if earlier.is_empty()
-                    && lifecycles.is_empty()
-                    && self.effective_date.is_none()
-                    && self.extras_since.is_none()
-                    && self.updated_at.is_none() =>
-                {
-                    None
-                }
-                None => return Err(bad("a history without settled_before")),
+            versions,
+            lifecycles,
+            settled_before: match &self.settled_before {
+                Some(settled) => day_number(settled, "settled_before", id)?,
+                None => NEVER_CHANGED.0,
             },
+            updated_at: self.updated_at.unwrap_or(self.created_at),
         };
         record
             .clone()
@@ -710,16 +765,9 @@ impl IdempotencyLine {
         })
     }
 
-    /// The customer or order the recorded response created, from its `Location`.
-    pub fn created(&self) -> Option<Created> {
-        let location = self.location.as_deref()?;
-        if let Some(id) = location.strip_prefix("/v1/customers/") {
-            return id.parse().ok().map(Created::Customer);
-        }
-        location
-            .strip_prefix("/v1/orders/")
-            .and_then(|id| id.parse().ok())
-            .map(Created::Order)
+    /// The customer or order the recorded response names, from its `Location`.
+    pub fn names(&self) -> Option<Resource> {
+        self.location.as_deref().and_then(Resource::from_location)
     }
 }
 
@@ -822,15 +870,6 @@ impl WebhookPositionLine {
     }
 }
 
-/// What an idempotency record's response created.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Created {
-    /// A customer, by id.
-    Customer(u64),
-    /// An order, by id.
-    Order(u64),
-}
-
 /// One line's text (no newline).
 pub fn to_text(line: &Line) -> Vec<u8> {
     // Plain structs of strings and numbers serialise without fail.
@@ -854,7 +893,7 @@ mod tests {
         let line = SessionLine::from_record(&[7; 32], record.clone());
         let text = to_text(&Line::Session(line.clone()));
         assert!(text.starts_with(br#"{"type":"session","webstore_id":"shop","digest":"0707"#));
-        let Line::Session(back) = serde_json::from_slice(&text).unwrap() else {
+        let Ok(Line::Session(back)) = serde_json::from_slice::<Line>(&text) else {
             panic!("a session line reads back as another kind")
         };
         assert_eq!(back.into_record().unwrap(), ([7; 32], record));
@@ -904,10 +943,11 @@ mod tests {
         let back: Line = serde_json::from_slice(&text).unwrap();
         assert_eq!(to_text(&back), text);
 
-        let order = OrderRecord {
-            id: 9,
-            customer_id: 3,
-            box_id: 217,
+        let monday = Day::of("2027-01-04".parse().unwrap()).0;
+        let content = |effective_day: i32, box_id: u64| ContentRecord {
+            effective_day,
+            extras_since_day: monday,
+            box_id,
             frequency: 2,
             extras_one_off: true,
             extras: vec![ExtraRecord {
@@ -916,48 +956,36 @@ mod tests {
             }],
             exclusions: vec![240],
             substitutions: vec![],
-            created_at: 1_795_428_000,
-            start_day: Day::of("2027-01-04".parse().unwrap()).0,
+            start_day: monday,
             week_days: WeekDays::only(1).with(4).bits(),
-            history: None,
+        };
+        let order = OrderRecord {
+            id: 9,
+            customer_id: 3,
+            created_at: 1_795_428_000,
+            versions: vec![content(monday, 217)],
+            lifecycles: vec![],
+            settled_before: NEVER_CHANGED.0,
+            updated_at: 1_795_428_000,
         };
         let line = OrderLine::from_record(order.clone());
-        assert_eq!(line.start_date, "2027-01-04");
-        assert_eq!(line.week_days, [1, 4]);
+        assert_eq!(line.versions[0].start_date, "2027-01-04");
+        assert_eq!(line.versions[0].week_days, [1, 4]);
+        assert_eq!((&line.settled_before, line.updated_at), (&None, None));
         assert_eq!(line.into_record().unwrap(), order);
 
         // A changed order: a box from a later date on, a pause and a cancellation.
-        let monday = order.start_day;
         let changed = OrderRecord {
-            box_id: 218,
-            history: Some(HistoryRecord {
-                effective_day: monday + 14,
-                extras_since_day: monday,
-                earlier: vec![ContentRecord {
-                    effective_day: monday,
-                    extras_since_day: monday,
-                    box_id: 217,
-                    frequency: 2,
-                    extras_one_off: true,
-                    extras: vec![ExtraRecord {
-                        id: 28,
-                        quantity: 2,
-                    }],
-                    exclusions: vec![240],
-                    substitutions: vec![],
-                    start_day: monday,
-                    week_days: WeekDays::only(1).with(4).bits(),
-                }],
-                lifecycles: vec![LifecycleRecord {
-                    effective_day: monday + 7,
-                    cancel_day: Some(monday + 60),
-                    pause_day: Some(monday + 21),
-                    resume_day: Some(monday + 28),
-                    skipped_days: vec![monday + 35],
-                }],
-                settled_before: monday + 7,
-                updated_at: 1_795_500_000,
-            }),
+            versions: vec![content(monday, 217), content(monday + 14, 218)],
+            lifecycles: vec![LifecycleRecord {
+                effective_day: monday + 7,
+                cancel_day: Some(monday + 60),
+                pause_day: Some(monday + 21),
+                resume_day: Some(monday + 28),
+                skipped_days: vec![monday + 35],
+            }],
+            settled_before: monday + 7,
+            updated_at: 1_795_500_000,
             ..order
         };
         let line = OrderLine::from_record(changed.clone());
@@ -966,6 +994,27 @@ mod tests {
             panic!("an order line reads back as another kind")
         };
         assert_eq!(back.into_record().unwrap(), changed);
+
+        // The same order as version 3 exported it: its latest content at the top.
+        let v3 = concat!(
+            r#"{"type":"order","id":9,"customer_id":3,"box_id":218,"frequency":"fortnightly","#,
+            r#""start_date":"2027-01-04","week_days":[1,4],"extras_one_off":true,"#,
+            r#""extras":[{"id":28,"quantity":2}],"exclusions":[240],"substitutions":[],"#,
+            r#""created_at":1795428000,"effective_date":"2027-01-18","#,
+            r#""extras_since":"2027-01-04","earlier":[{"effective_date":"2027-01-04","#,
+            r#""extras_since":"2027-01-04","box_id":217,"frequency":"fortnightly","#,
+            r#""start_date":"2027-01-04","week_days":[1,4],"extras_one_off":true,"#,
+            r#""extras":[{"id":28,"quantity":2}],"exclusions":[240],"substitutions":[]}],"#,
+            r#""lifecycles":[{"effective_date":"2027-01-11","cancel_date":"2027-03-05","#,
+            r#""pause_date":"2027-01-25","resume_date":"2027-02-01","#,
+            r#""skipped_dates":["2027-02-08"]}],"settled_before":"2027-01-11","#,
+            r#""updated_at":1795500000}"#
+        );
+        let Ok(Line::Order(old)) = parse_line(v3, 3) else {
+            panic!("a version 3 order line reads")
+        };
+        assert_eq!(old.into_record().unwrap(), changed);
+        assert!(parse_line(v3, 4).is_err(), "version 4 nests the content");
     }
 
     /// A line's text read back is the same line, and writes the same text again.
@@ -1079,9 +1128,9 @@ mod tests {
         ] {
             assert!(serde_json::from_str::<Line>(bad).is_err(), "{bad}");
         }
-        let order = OrderLine {
-            id: 1,
-            customer_id: 1,
+        let version = ContentLine {
+            effective_date: "2027-01-04".into(),
+            extras_since: "2027-01-04".into(),
             box_id: 1,
             frequency: "daily".into(),
             start_date: "2027-01-04".into(),
@@ -1090,17 +1139,23 @@ mod tests {
             extras: vec![],
             exclusions: vec![],
             substitutions: vec![],
+        };
+        let order = OrderLine {
+            id: 1,
+            customer_id: 1,
             created_at: 0,
-            effective_date: None,
-            extras_since: None,
-            earlier: vec![],
+            versions: vec![version.clone()],
             lifecycles: vec![],
             settled_before: None,
             updated_at: None,
         };
-        assert!(order.clone().into_record().is_err());
-        let broken_history = OrderLine {
+        assert!(order.clone().into_record().is_err(), "an unknown frequency");
+        let weekly = ContentLine {
             frequency: "weekly".into(),
+            ..version
+        };
+        let broken_history = OrderLine {
+            versions: vec![weekly.clone()],
             lifecycles: vec![LifecycleLine {
                 effective_date: "2027-01-04".into(),
                 cancel_date: None,
@@ -1108,11 +1163,26 @@ mod tests {
                 resume_date: Some("2027-01-25".into()),
                 skipped_dates: vec![],
             }],
-            ..order
+            settled_before: Some("2027-01-04".into()),
+            ..order.clone()
         };
         assert!(
             broken_history.into_record().is_err(),
             "a pause ending before it starts"
+        );
+        let no_version = OrderLine {
+            versions: vec![],
+            ..order.clone()
+        };
+        assert!(no_version.into_record().is_err(), "an order has a content");
+        let unsettled = OrderLine {
+            versions: vec![weekly],
+            updated_at: Some(5),
+            ..order
+        };
+        assert!(
+            unsettled.into_record().is_err(),
+            "a history without settled_before"
         );
 
         let event = |sequence: u64, event_type: &str, json: &str| EventLine {

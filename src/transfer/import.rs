@@ -10,12 +10,14 @@
 //! from [`OLDEST_READ`] on are read.
 //! Must not touch: anything but the store's writes of imported records.
 
-use crate::store::kinds::{customers, events, idempotency, orders, sessions, webhook_positions};
+use crate::store::kinds::{customers, events, idempotency, sessions, webhook_positions};
+use crate::store::pending::event_chunks;
+use crate::store::pending::order_chunks;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::BufRead;
 use std::path::Path;
 
-use super::format::{reads_version, Line, FORMAT, OLDEST_READ, VERSION};
+use super::format::{parse_line, reads_version, Line, FORMAT, OLDEST_READ, VERSION};
 use super::{Progress, TransferError};
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::store::kinds::customers::CustomerRecord;
@@ -158,7 +160,8 @@ fn read_records(
     })?;
     let mut lines = std::io::BufReader::new(file).lines();
     let mut number = 0u64;
-    let mut next_line = |number: &mut u64| -> Result<Option<Line>, TransferError> {
+    // The header reads alike in every version; the lines after it as its version wrote them.
+    let mut next_line = |number: &mut u64, version: u32| -> Result<Option<Line>, TransferError> {
         let Some(text) = lines.next() else {
             return Ok(None);
         };
@@ -167,11 +170,11 @@ fn read_records(
             context: format!("reading {}", input.display()),
             source,
         })?;
-        serde_json::from_str(&text)
+        parse_line(&text, version)
             .map(Some)
-            .map_err(|error| TransferError::line(*number, error.to_string()))
+            .map_err(|error| TransferError::line(*number, error))
     };
-    let (version, webstore) = match next_line(&mut number)? {
+    let (version, webstore) = match next_line(&mut number, VERSION)? {
         Some(Line::Header {
             format,
             version,
@@ -198,7 +201,7 @@ fn read_records(
     if !visit(number, Record::Header(webstore))? {
         return Ok(());
     }
-    while let Some(line) = next_line(&mut number)? {
+    while let Some(line) = next_line(&mut number, version)? {
         if line.since_version() > version {
             return Err(TransferError::line(
                 number,
@@ -428,7 +431,7 @@ fn prune_to(
     })?;
     for sequence in stale {
         let mut removal = WriteBatch::default();
-        removal.delete(events::event_key(webstore, sequence));
+        removal.delete(event_chunks::event_key(webstore, sequence));
         batches.add(removal, Store::apply)?;
     }
     if through > store.events_pruned_through(webstore)? {
@@ -559,12 +562,14 @@ fn undo(
                     customer.number,
                 ));
             }
-            Record::Order(order) => batch.delete(orders::order_key(order.customer_id, order.id)),
+            Record::Order(order) => {
+                batch.delete(order_chunks::order_key(order.customer_id, order.id))
+            }
             Record::Idempotency(webstore, key, _) => {
                 batch.delete(idempotency::idempotency_version(&webstore, &key, 1))
             }
             Record::Event(webstore, sequence, _) => {
-                batch.delete(events::event_key(&webstore, sequence))
+                batch.delete(event_chunks::event_key(&webstore, sequence))
             }
             // The store held no mark of the webstore before (the check refuses webstores
             // with events), so the import's is removed whole.

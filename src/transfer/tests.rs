@@ -131,7 +131,7 @@ fn events_marks_and_webhook_positions_travel_byte_for_byte_and_export_again_the_
     let (first, second) = (stores.file("first.jsonl"), stores.file("second.jsonl"));
     exported(&source, None, &first);
     let text = std::fs::read_to_string(&first).unwrap();
-    assert!(text.starts_with(r#"{"type":"header","format":"boxsub-export","version":3,"#));
+    assert!(text.starts_with(r#"{"type":"header","format":"boxsub-export","version":4,"#));
     assert_eq!(text.matches(r#""type":"event""#).count(), 8, "{text}");
     assert_eq!(text.matches(r#""type":"delivery""#).count(), 2, "{text}");
 
@@ -477,14 +477,15 @@ fn shown_key(key: &[u8]) -> String {
 fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
     use crate::domain::catalogue::WebstoreIdx;
     use crate::domain::customer::{Address, Customer};
+    use crate::domain::day::Day;
+    use crate::domain::day::WeekDays;
     use crate::domain::email::Email;
     use crate::domain::ids::CustomerId;
-    use crate::domain::lifecycle::{
+    use crate::domain::order::content::OrderContent;
+    use crate::domain::order::history::{
         ContentVersion, Lifecycle, LifecycleVersion, OrderHistory, Pause,
     };
-    use crate::domain::order::NewOrder;
     use crate::domain::ownership::Ownership;
-    use crate::domain::schedule::{Day, WeekDays};
     use crate::store::kinds::customers::HaltRecord;
     use crate::store::kinds::idempotency::IdempotencyRecord;
     use crate::store::kinds::orders::OrderRecord;
@@ -572,7 +573,7 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
             )
             .unwrap(),
     );
-    let order = NewOrder::weekly_for_test(217)
+    let order = OrderContent::weekly_for_test(217)
         .with_extras(&[(28, 2)])
         .with_exclusions(&[240])
         .with_substitutions(&[241])
@@ -642,7 +643,7 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
     add_new_customer(&mut batch, &bob, "farm");
     add_order(
         &mut batch,
-        &order.details.clone().placed(8, 2, 1_799_056_801),
+        &order.content().clone().placed(8, 2, 1_799_056_801),
     );
     // A halted customer, and an order that changed: a pause, a skip, a later box.
     add_customer_record(
@@ -657,9 +658,9 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
     );
     add_order_record(
         &mut batch,
-        &OrderRecord::from_order(&order.details.clone().placed(9, 3, 1_799_056_802)),
+        &OrderRecord::from_order(&order.content().clone().placed(9, 3, 1_799_056_802)),
     );
-    let first = order.details.clone();
+    let first = order.content().clone();
     let history = OrderHistory::from_parts(
         vec![
             ContentVersion {
@@ -669,7 +670,7 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
             },
             ContentVersion {
                 effective: Day(20_840),
-                content: NewOrder {
+                content: OrderContent {
                     box_id: 218,
                     ..first.clone()
                 },
@@ -763,5 +764,93 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
         expected.lines().count(),
         "{}",
         path.display()
+    );
+}
+
+/// The records of `tests/fixtures/one-of-each-kind-v3.txt`, written by the release before
+/// orders nested their content (order records and events of format version 3, an export of
+/// version 3), still read: each logged and stored order or event value decodes to the record
+/// the current fixture's value at the same key decodes to, and the old export imports to a
+/// store that exports the current fixture's export, byte for byte.
+#[test]
+fn the_previous_format_s_records_and_export_still_read_as_today_s() {
+    use crate::store::codec::{decode, Kind};
+    use crate::store::kinds::orders::OrderRecord;
+    use crate::store::pending::event_chunks::event_parts;
+    use crate::store::pending::order_chunks::order_parts;
+
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let read = |name: &str| std::fs::read_to_string(fixtures.join(name)).unwrap();
+    let (old, new) = (
+        read("one-of-each-kind-v3.txt"),
+        read("one-of-each-kind.txt"),
+    );
+    let section = |text: &str, name: &str| -> Vec<String> {
+        text.lines()
+            .skip_while(|line| *line != format!("# {name}"))
+            .skip(1)
+            .take_while(|line| !line.starts_with("# "))
+            .map(str::to_owned)
+            .collect()
+    };
+    // The records a value holds (a lone one, or a chunk's), decoded, as text to compare.
+    let records = |value: &str| -> Vec<String> {
+        let bytes = hex::decode(value).unwrap();
+        let order = |bytes: &[u8]| format!("{:?}", decode::<OrderRecord>(bytes).unwrap());
+        let event = |bytes: &[u8]| format!("{:?}", decode::<EventRecord>(bytes).unwrap());
+        match bytes.get(3).copied() {
+            Some(kind) if kind == Kind::Order as u8 => vec![order(&bytes)],
+            Some(kind) if kind == Kind::Event as u8 => vec![event(&bytes)],
+            Some(kind) if kind == Kind::OrderChunk as u8 => order_parts(0, &bytes)
+                .unwrap()
+                .into_iter()
+                .map(|(_, part)| order(part))
+                .collect(),
+            Some(kind) if kind == Kind::EventChunk as u8 => event_parts(0, &bytes)
+                .unwrap()
+                .into_iter()
+                .map(|(_, part)| event(part))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    let mut compared = 0;
+    for name in ["logged", "stored"] {
+        let values = |text: &str| -> Vec<(String, String)> {
+            section(text, name)
+                .iter()
+                .filter_map(|line| {
+                    let line = match name {
+                        "logged" => line.strip_prefix("set ")?,
+                        _ => line,
+                    };
+                    let (key, value) = line.rsplit_once(' ')?;
+                    Some((key.to_owned(), value.to_owned()))
+                })
+                .collect()
+        };
+        let (old_values, new_values) = (values(&old), values(&new));
+        assert_eq!(old_values.len(), new_values.len(), "{name}");
+        for ((old_key, old_value), (new_key, new_value)) in old_values.iter().zip(&new_values) {
+            assert_eq!(old_key, new_key, "{name}");
+            let (was, is) = (records(old_value), records(new_value));
+            assert_eq!(was, is, "{name} {old_key}");
+            compared += was.len();
+        }
+    }
+    assert!(compared >= 10, "orders and events compared: {compared}");
+
+    let stores = Stores::new();
+    let old_export = stores.file("v3.jsonl");
+    std::fs::write(&old_export, section(&old, "exported").join("\n") + "\n").unwrap();
+    let store = stores.open("store");
+    imported(&store, &old_export).unwrap();
+    let again = stores.file("again.jsonl");
+    exported(&store, None, &again);
+    let exported_now = std::fs::read_to_string(&again).unwrap();
+    assert_eq!(
+        exported_now.lines().collect::<Vec<_>>(),
+        section(&new, "exported"),
+        "the old export imports to today's records"
     );
 }

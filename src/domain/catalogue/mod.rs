@@ -25,8 +25,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::cutoff::Cutoff;
+use super::day::Day;
+use super::day::WeekDays;
 use super::quotas::QuotaSettings;
-use super::schedule::{Day, WeekDays};
 use super::webhooks::Webhook;
 
 pub use current::CurrentCatalogue;

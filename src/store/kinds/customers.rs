@@ -20,24 +20,25 @@
 //!
 //! Must not touch: orders beyond reading a customer's (`kinds::orders`), the log, HTTP.
 
-use super::orders;
+use crate::store::pending::order_chunks;
 use serde::{Deserialize, Serialize};
 
-use super::idempotency::{ChangeWrites, IdempotencyWrite};
+use super::idempotency::IdempotencyWrite;
 use super::orders::{decode_order, OrderRecord};
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::{Address, Customer};
+use crate::domain::day::Day;
 use crate::domain::email::Email;
 use crate::domain::halts::{HaltSpan, Halts};
 use crate::domain::ids::CustomerId;
-use crate::domain::lifecycle::Order;
-use crate::domain::schedule::Day;
+use crate::domain::order::Order;
 use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
 use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
 use crate::store::keys::{trailing_id, webstore_prefix, with_id};
+use crate::store::kinds::change::ChangeWrites;
 use crate::store::log::wal::LogEntry;
-use crate::store::{Admitted, OnDurable, Store, StoreError, WriteBatch, Written};
+use crate::store::{OnDurable, OpenForWrite, Store, StoreError, WriteBatch, Written};
 
 /// A customer record.
 pub const CUSTOMER: u8 = b'c';
@@ -263,7 +264,7 @@ impl Store {
             ChangeWrites {
                 customer: customer.id.0,
                 bytes,
-                write: |store: &Store, _: &Admitted<'_>, entry: &mut LogEntry| {
+                write: |store: &Store, _: &OpenForWrite<'_>, entry: &mut LogEntry| {
                     entries
                         .into_iter()
                         .try_for_each(|(key, value)| store.put(entry, &key, value))
@@ -400,7 +401,7 @@ impl Store {
         let record: CustomerRecord = decode(&bytes).map_err(|source| corrupt(&key, source))?;
         let mut orders = Vec::new();
         let mut failure = None;
-        self.for_each_order_of(&orders::orders_of(id.0), &mut |stored| {
+        self.for_each_order_of(&order_chunks::orders_of(id.0), &mut |stored| {
             match stored.record.and_then(decode_order) {
                 Ok(order) => orders.push(order),
                 Err(source) => failure = Some(corrupt(stored.key, source)),
@@ -424,7 +425,7 @@ impl Store {
         };
         let mut orders = Vec::new();
         let mut failure = None;
-        self.for_each_order_of(&orders::orders_of(id.0), &mut |stored| {
+        self.for_each_order_of(&order_chunks::orders_of(id.0), &mut |stored| {
             match stored.record.and_then(decode::<OrderRecord>) {
                 Ok(record) => orders.push(record),
                 Err(source) => failure = Some(corrupt(stored.key, source)),

@@ -1,6 +1,6 @@
-//! Events: each webstore's `v` records by sequence number (`EventRecord`, format version 3,
-//! with the reading of versions 1 and 2; their keys and the chunks the pending layer packs
-//! them into are `store::pending::event_chunks`', re-exported here), and the `m
+//! Events: each webstore's `v` records by sequence number (`EventRecord`, format version 4,
+//! with the reading of versions 1 to 3; their keys and the chunks the pending layer packs
+//! them into are `store::pending::event_chunks`', named from there), and the `m
 //! events-pruned/` mark of how far the retention sweep removed them; their part of `impl
 //! Store`: the event a change writes in its own log entry (made here, encoded, by
 //! [`event_write`]; the kinds that write one put it without knowing what it holds), the
@@ -17,16 +17,13 @@
 use serde::{Deserialize, Serialize};
 
 use super::customers::{CustomerRecord, CustomerRecordV1};
-use super::orders::{OrderRecord, OrderRecordV2};
+use super::orders::{OrderRecord, OrderRecordV2, OrderRecordV3};
 use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
 use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
 use crate::store::keys::{trailing_id, webstore_prefix};
 use crate::store::log::wal::LogEntry;
-use crate::store::pending::event_chunks;
-pub use crate::store::pending::event_chunks::{
-    encode_event_chunk, event_chunk, event_key, event_key_parts, event_parts, EVENT,
-};
+use crate::store::pending::event_chunks::{self, event_key};
 use crate::store::{Store, StoreError, WriteBatch};
 
 /// The highest sequence number of a webstore's events the retention sweep removed.
@@ -42,9 +39,8 @@ pub fn events_pruned(webstore: &str) -> Vec<u8> {
 
 /// One event of a webstore (see `crate::events`): its type and time apart, so that a feed
 /// filters and a retention sweep ages events without reading the rest, and what it tells
-/// of, compactly (format version 3; version 2 held the order and customer records of
-/// their formats before histories and halts): rendered as JSON only when it is read
-/// (`crate::events::json`).
+/// of, compactly (format version 4; versions 2 and 3 held the order and customer records of
+/// their formats then): rendered as JSON only when it is read (`crate::events::json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventRecord {
     /// `customer.created`, `customer.updated`, `order.created`.
@@ -99,6 +95,54 @@ impl EventRecordV1 {
     }
 }
 
+/// An event as format version 3 stored it: as version 4, with the order record of its format
+/// then (its latest content at the top).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct EventRecordV3 {
+    event_type: String,
+    created_at_ms: i64,
+    body: EventBodyV3,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum EventBodyV3 {
+    Json(Vec<u8>),
+    Order {
+        id: [u8; 16],
+        order: OrderRecordV3,
+    },
+    Customer {
+        id: [u8; 16],
+        customer: CustomerRecord,
+        webstore_name: String,
+    },
+}
+
+impl EventRecordV3 {
+    fn upgrade(self) -> EventRecord {
+        EventRecord {
+            event_type: self.event_type,
+            created_at_ms: self.created_at_ms,
+            body: match self.body {
+                EventBodyV3::Json(json) => EventBody::Json(json),
+                EventBodyV3::Order { id, order } => EventBody::Order {
+                    id,
+                    order: order.upgrade(),
+                },
+                EventBodyV3::Customer {
+                    id,
+                    customer,
+                    webstore_name,
+                } => EventBody::Customer {
+                    id,
+                    customer,
+                    webstore_name,
+                },
+            },
+        }
+    }
+}
+
 /// An event as format version 2 stored it: as version 3, with the order and customer
 /// records of their formats before orders had histories and customers halts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,11 +193,12 @@ impl EventRecordV2 {
 
 impl Record for EventRecord {
     const KIND: Kind = Kind::Event;
-    const VERSION: u16 = 3;
+    const VERSION: u16 = 4;
     fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
         match version {
             1 => decode_payload::<EventRecordV1>(payload).map(EventRecordV1::upgrade),
             2 => decode_payload::<EventRecordV2>(payload).map(EventRecordV2::upgrade),
+            3 => decode_payload::<EventRecordV3>(payload).map(EventRecordV3::upgrade),
             other => Err(CodecError::UnsupportedVersion(other)),
         }
     }
@@ -222,7 +267,7 @@ impl Store {
     pub fn last_event_sequence(&self, webstore_id: &str) -> Result<u64, StoreError> {
         let stored = event_chunks::last_stored_event(
             &*self.inner.storage,
-            &webstore_prefix(EVENT, webstore_id),
+            &webstore_prefix(event_chunks::EVENT, webstore_id),
         )?;
         Ok(stored.max(self.events_pruned_through(webstore_id)?))
     }
@@ -253,7 +298,7 @@ impl Store {
         through: u64,
         visit: &mut dyn FnMut(u64, EventRecord) -> bool,
     ) -> Result<(), StoreError> {
-        let group = webstore_prefix(EVENT, webstore_id);
+        let group = webstore_prefix(event_chunks::EVENT, webstore_id);
         let mut failure = None;
         event_chunks::for_each_stored_event(
             &*self.inner.storage,

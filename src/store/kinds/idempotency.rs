@@ -1,10 +1,10 @@
 //! Idempotency records: the `i` records (`IdempotencyRecord`: the first response to a
 //! request with an `Idempotency-Key`, replayed for repeats), one key's versions under
 //! `i` + webstore id + 0 + key + 0, the highest version counting; their part of `impl Store`:
-//! where a keyed create's record goes and which version it replaces (written first in the
-//! create's change, before what it creates: `Store::write_change` makes every keyed change
-//! the same way around its own writes), the reads of a key's record and the walk over
-//! them, and the batch builder imports use. Their expiry and sweep are `store::expiry`'s.
+//! where a keyed write's record goes and which version it replaces (written first in the
+//! write's log entry, before what it names: `store::change` makes every keyed write the same
+//! way around its own writes), the reads of a key's record and the walk over them, and the
+//! batch builder imports use. Their expiry and sweep are `store::expiry`'s.
 //!
 //! Stored and exported: the record keeps the body's SHA-256 and the response's body as
 //! bytes, and no key or webstore (they are in its key); its export line
@@ -18,11 +18,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::idempotency::Pending;
 use crate::store::codec::{decode, encode, CodecError, Kind, Record};
-use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
 use crate::store::keys::webstore_prefix;
 use crate::store::log::wal::LogEntry;
-use crate::store::{Admitted, OnDurable, Store, StoreError, WriteBatch, Written};
+use crate::store::{Store, StoreError, WriteBatch};
 
 /// Idempotency records, per webstore.
 pub const IDEMPOTENCY: u8 = b'i';
@@ -114,9 +113,9 @@ impl IdempotencyWrite {
 }
 
 /// Where a keyed create's idempotency record goes (see `Store::plan_idempotency`).
-pub(super) struct IdempotencyPlan {
+pub(in crate::store) struct IdempotencyPlan {
     /// The client's key.
-    pub(super) name: String,
+    pub(in crate::store) name: String,
     key: Vec<u8>,
     record: Vec<u8>,
     /// The version of the key it replaces, removed with it.
@@ -125,7 +124,7 @@ pub(super) struct IdempotencyPlan {
 
 impl IdempotencyPlan {
     /// What its writes add to the change's log entry.
-    pub(super) fn encoded_len(&self) -> usize {
+    pub(in crate::store) fn encoded_len(&self) -> usize {
         LogEntry::encoded_len(&self.key, &self.record)
             + self
                 .replaced
@@ -134,61 +133,14 @@ impl IdempotencyPlan {
     }
 }
 
-/// What a change writes of its own (a customer's or an order's create, an order's update):
-/// the size of its part of the log entry, and how to write it there once the idempotency
-/// record and the event are in.
-pub(super) struct ChangeWrites<W> {
-    /// The customer the change is of (an order's customer), for `tracking`.
-    pub customer: u64,
-    /// Its own writes' size in the log entry.
-    pub bytes: usize,
-    /// Its own writes.
-    pub write: W,
-}
-
 impl Store {
-    /// A keyed change (a customer's or an order's create, an order's update), made the same
-    /// way for each: the webstore open for writes, the idempotency record planned (read before anything is written, so the
-    /// change's size is known) and checked with the event and the create's own writes
-    /// against the log's largest entry, then written in that order (the idempotency record
-    /// before what it names: see [`Store::put_idempotency`]), the change noted for a move
-    /// (`tracking`, after the writes) and committed; `on_durable` runs once it is durable.
-    pub(super) fn write_change(
-        &self,
-        webstore_id: &str,
-        idempotency: Option<IdempotencyWrite>,
-        event: Option<EventWrite>,
-        on_durable: OnDurable,
-        own: ChangeWrites<
-            impl FnOnce(&Store, &Admitted<'_>, &mut LogEntry) -> Result<(), StoreError>,
-        >,
-    ) -> Result<Written, StoreError> {
-        let open = self.open_for_webstore(webstore_id)?;
-        let idempotency = self.plan_idempotency(idempotency)?;
-        open.fits(
-            own.bytes
-                + event.as_ref().map_or(0, EventWrite::encoded_len)
-                + idempotency.as_ref().map_or(0, IdempotencyPlan::encoded_len),
-        )?;
-        let mut entry = open.entry();
-        let key = idempotency.as_ref().map(|plan| plan.name.clone());
-        self.put_idempotency(&mut entry, idempotency)?;
-        let sequence = self.put_event(&open, &mut entry, event)?;
-        (own.write)(self, &open, &mut entry)?;
-        // After the writes: see `tracking`.
-        self.inner
-            .tracking
-            .note(webstore_id, Some(own.customer), key.as_deref(), sequence);
-        open.commit_then(entry, on_durable)
-    }
-
     /// Where the idempotency record of a keyed create goes, and which version of its key it
     /// replaces: read before anything of the change is written, so that its size is known.
     /// A key is written only when its record no longer counts, and then under the next
     /// version, the one it replaces removed: a crash that keeps this write in the snapshot
     /// but loses its log frame cannot have the replay of the earlier version take it back
     /// (the last version counts).
-    pub(super) fn plan_idempotency(
+    pub(in crate::store) fn plan_idempotency(
         &self,
         idempotency: Option<IdempotencyWrite>,
     ) -> Result<Option<IdempotencyPlan>, StoreError> {
@@ -222,7 +174,7 @@ impl Store {
     /// Writes the idempotency record of a keyed create, before what it creates: a record
     /// whose customer or order was never written (a crash in between) is stale, and the
     /// service treats its key as free (`IdempotencyGate::once`).
-    pub(super) fn put_idempotency(
+    pub(in crate::store) fn put_idempotency(
         &self,
         entry: &mut LogEntry,
         plan: Option<IdempotencyPlan>,

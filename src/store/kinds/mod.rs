@@ -4,19 +4,24 @@
 //! and imports share, and why its exported form (its line of `transfer::format`) differs
 //! from the stored one. [`layout`] holds the key table of `docs/storage.md` to the code.
 //!
+//! - `change`: the keyed write every kind's change takes (idempotency record, event, the
+//!   kind's own writes, in one log entry).
 //! - [`customers`]: `c` records, `e` (email) and `n` (number) index entries.
-//! - [`orders`]: `o` records and order chunks.
+//! - [`orders`]: `o` records.
 //! - [`idempotency`]: `i` records, by key and version.
-//! - [`events`]: `v` records and event chunks, the `m events-pruned/` mark.
+//! - [`events`]: `v` records, the `m events-pruned/` mark.
 //! - [`webhook_positions`]: `d` records (where a webhook endpoint stands) and `r` entries
 //!   (redeliveries asked).
 //! - [`sessions`]: `s` records.
 //! - [`ownership`]: `w` entries.
 //!
-//! The pending layer reads the order and event keys and chunk formats of [`orders`] and
-//! [`events`] (it packs those records into chunks); nothing else below the repository knows
-//! of a kind. Must not touch: the layers' own state (the log, the waiting puts, sled).
+//! Where a key layout lives: a kind's own file, but for the two kinds the pending layer packs
+//! into chunks (orders, events), whose keys and chunk formats are the pending layer's
+//! (`pending::order_chunks`, `pending::event_chunks`), since a layer below may not read
+//! them from here; the kinds and everything else name them from there. Must not touch: the
+//! layers' own state (the log, the waiting puts, sled).
 
+pub(crate) mod change;
 pub mod customers;
 pub mod events;
 pub mod idempotency;
@@ -29,10 +34,11 @@ use super::keys::{
     order_ids_reserved, CLEAN_SHUTDOWN_KEY, FORMAT_KEY, ID_RANGE, REPLICA_APPLIED, REPLICA_PRIMARY,
     WAL_FROM,
 };
+use crate::store::pending::event_chunks::{event_chunk, event_key};
+use crate::store::pending::order_chunks::{order_chunk, order_key};
 use customers::{customer_key, email_holder_key, number_key};
-use events::{event_chunk, event_key, events_pruned};
+use events::events_pruned;
 use idempotency::idempotency_version;
-use orders::{order_chunk, order_key};
 use ownership::ownership_key;
 use sessions::session_key;
 use webhook_positions::{redelivery_key, webhook_position_key};

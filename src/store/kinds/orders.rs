@@ -1,15 +1,15 @@
-//! Orders: the `o` records under their customer (`OrderRecord`, format version 3 with the
-//! order's history, with the reading of versions 1 and 2; their keys and the chunks the
-//! pending layer packs them into, a customer's orders under one key, are
-//! `store::pending::order_chunks`', re-exported here); their part of `impl
-//! Store`: an order's create (its record waits behind the log, in the pending layer), the
-//! reads of one order and the walks over every order (each once, `for_each_stored_order`),
-//! and the batch builders seeding and imports share. An order is one record under its
-//! customer and nothing else: the order → customer index is not stored, but rebuilt in
-//! memory from the `o` keys.
+//! Orders: the `o` records under their customer (`OrderRecord`, format version 4: who placed
+//! it, when, and its history, each content version nested once; with the reading of versions
+//! 1 to 3); their part of `impl Store`: an order's create (its record waits behind the log,
+//! in the pending layer) and change, the reads of one order and the walks over every order
+//! (each once, `for_each_stored_order`), and the batch builders seeding and imports share. An
+//! order is one record under its customer and nothing else: the order → customer index is
+//! not stored, but rebuilt in memory from the `o` keys. The `o` keys and the chunks a
+//! customer's orders are packed into are the pending layer's (`pending::order_chunks`, which
+//! packs them), named from there.
 //!
-//! Stored and exported: the record keeps the frequency as a code, the schedule's start as a
-//! day number and its weekdays as bits, compact for the order's every read; its export line
+//! Stored and exported: the record keeps the frequency as a code, dates as day numbers and
+//! weekdays as bits, compact for the order's every read; its export line
 //! (`transfer::format::OrderLine`) names them (`weekly`, `2027-01-04`, `[1, 4]`), so that an
 //! export reads without this code.
 //!
@@ -17,23 +17,26 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::idempotency::{ChangeWrites, IdempotencyWrite};
+use super::idempotency::IdempotencyWrite;
+use crate::domain::day::Day;
+use crate::domain::day::WeekDays;
 use crate::domain::ids::{CustomerId, OrderId};
-use crate::domain::lifecycle::Order;
-use crate::domain::lifecycle::{ContentVersion, Lifecycle, LifecycleVersion, OrderHistory, Pause};
-use crate::domain::order::{ExtraLine, NewOrder};
-use crate::domain::schedule::{Day, Frequency, Schedule, WeekDays};
+use crate::domain::order::content::{ExtraLine, OrderContent};
+use crate::domain::order::history::{
+    ContentVersion, Lifecycle, LifecycleVersion, OrderHistory, Pause, NEVER_CHANGED,
+};
+use crate::domain::order::schedule::{Frequency, Schedule};
+use crate::domain::order::Order;
 use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
 use crate::store::entries::EventWrite;
 use crate::store::error::corrupt;
+use crate::store::kinds::change::ChangeWrites;
 use crate::store::log::wal::LogEntry;
-pub use crate::store::pending::order_chunks::{
-    encode_order_chunk, order_chunk, order_ids, order_key, order_or_chunk_ids, order_parts,
-    orders_of, ORDER,
+use crate::store::pending::order_chunks::{
+    for_each_stored_order, order_key, orders_of, stored_order, StoredOrder, ORDER,
 };
-use crate::store::pending::order_chunks::{for_each_stored_order, stored_order, StoredOrder};
 use crate::store::snapshot::prefix_end;
-use crate::store::{Admitted, OnDurable, Store, StoreError, WriteBatch, Written};
+use crate::store::{OnDurable, OpenForWrite, Store, StoreError, WriteBatch, Written};
 
 /// An extra line as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,57 +47,28 @@ pub struct ExtraRecord {
     pub quantity: u32,
 }
 
-/// An order as stored (format version 3: with its history). Its content fields are its
-/// latest content version; `history` is `None` for an order never changed (one version from
-/// its start, active), so that a new order's record costs one byte and no allocation more
-/// than before.
+/// An order as stored (format version 4): who placed it and when, and its history, each
+/// content version nested once.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OrderRecord {
     /// Order id.
     pub id: u64,
     /// Customer id.
     pub customer_id: u64,
-    /// Box id.
-    pub box_id: u64,
-    /// 0 single, 1 weekly, 2 fortnightly.
-    pub frequency: u8,
-    /// Extras once only.
-    pub extras_one_off: bool,
-    /// Extras.
-    pub extras: Vec<ExtraRecord>,
-    /// Excluded box items.
-    pub exclusions: Vec<u64>,
-    /// Substitute box items.
-    pub substitutions: Vec<u64>,
     /// Unix seconds.
     pub created_at: i64,
-    /// The schedule's start date, as days since 1970-01-01 in the webstore's calendar.
-    pub start_day: i32,
-    /// The schedule's weekdays, bit 0 being Sunday.
-    pub week_days: u8,
-    /// The rest of its history once it has changed.
-    pub history: Option<HistoryRecord>,
-}
-
-/// What an order's record holds of its history once it has changed, beside its latest
-/// content.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HistoryRecord {
-    /// The first date the latest content is in force.
-    pub effective_day: i32,
-    /// Where the latest content's one-off extras count from.
-    pub extras_since_day: i32,
-    /// The content versions before the latest, oldest first.
-    pub earlier: Vec<ContentRecord>,
+    /// The content versions, oldest first; the last is what the order delivers now. Never
+    /// empty.
+    pub versions: Vec<ContentRecord>,
     /// The lifecycle versions, oldest first.
     pub lifecycles: Vec<LifecycleRecord>,
-    /// No date before it may change any more.
+    /// No date before it may change any more (`i32::MIN` for an order never changed).
     pub settled_before: i32,
-    /// Unix seconds of the latest change.
+    /// Unix seconds of the latest change (its creation until it changes).
     pub updated_at: i64,
 }
 
-/// A content version before an order's latest, as stored.
+/// A content version of an order, as stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContentRecord {
     /// The first date it is in force.
@@ -113,7 +87,7 @@ pub struct ContentRecord {
     pub exclusions: Vec<u64>,
     /// Substitute box items.
     pub substitutions: Vec<u64>,
-    /// The schedule's start date.
+    /// The schedule's start date, as days since 1970-01-01 in the webstore's calendar.
     pub start_day: i32,
     /// The schedule's weekdays, bit 0 being Sunday.
     pub week_days: u8,
@@ -132,6 +106,83 @@ pub struct LifecycleRecord {
     pub resume_day: Option<i32>,
     /// `skipped_dates`, sorted.
     pub skipped_days: Vec<i32>,
+}
+
+/// An order as format version 3 stored it: its latest content at the top, the rest of its
+/// history beside it once it had changed (events of format version 3 hold it too).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(in crate::store) struct OrderRecordV3 {
+    id: u64,
+    customer_id: u64,
+    box_id: u64,
+    frequency: u8,
+    extras_one_off: bool,
+    extras: Vec<ExtraRecord>,
+    exclusions: Vec<u64>,
+    substitutions: Vec<u64>,
+    created_at: i64,
+    start_day: i32,
+    week_days: u8,
+    history: Option<HistoryRecordV3>,
+}
+
+/// What a version 3 record held of a changed order's history beside its latest content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct HistoryRecordV3 {
+    effective_day: i32,
+    extras_since_day: i32,
+    earlier: Vec<ContentRecord>,
+    lifecycles: Vec<LifecycleRecord>,
+    settled_before: i32,
+    updated_at: i64,
+}
+
+impl OrderRecordV3 {
+    /// The same order with its latest content as its last version.
+    pub(in crate::store) fn upgrade(self) -> OrderRecord {
+        let (effective_day, extras_since_day) = self
+            .history
+            .as_ref()
+            .map_or((self.start_day, self.start_day), |history| {
+                (history.effective_day, history.extras_since_day)
+            });
+        let latest = ContentRecord {
+            effective_day,
+            extras_since_day,
+            box_id: self.box_id,
+            frequency: self.frequency,
+            extras_one_off: self.extras_one_off,
+            extras: self.extras,
+            exclusions: self.exclusions,
+            substitutions: self.substitutions,
+            start_day: self.start_day,
+            week_days: self.week_days,
+        };
+        match self.history {
+            None => OrderRecord {
+                id: self.id,
+                customer_id: self.customer_id,
+                created_at: self.created_at,
+                versions: vec![latest],
+                lifecycles: Vec::new(),
+                settled_before: NEVER_CHANGED.0,
+                updated_at: self.created_at,
+            },
+            Some(history) => {
+                let mut versions = history.earlier;
+                versions.push(latest);
+                OrderRecord {
+                    id: self.id,
+                    customer_id: self.customer_id,
+                    created_at: self.created_at,
+                    versions,
+                    lifecycles: history.lifecycles,
+                    settled_before: history.settled_before,
+                    updated_at: history.updated_at,
+                }
+            }
+        }
+    }
 }
 
 /// An order as format version 2 stored it, before orders had histories (events of format
@@ -154,7 +205,7 @@ pub(in crate::store) struct OrderRecordV2 {
 impl OrderRecordV2 {
     /// The order as it was: one version from its start, active, never paused or skipped.
     pub(in crate::store) fn upgrade(self) -> OrderRecord {
-        OrderRecord {
+        OrderRecordV3 {
             id: self.id,
             customer_id: self.customer_id,
             box_id: self.box_id,
@@ -168,6 +219,7 @@ impl OrderRecordV2 {
             week_days: self.week_days,
             history: None,
         }
+        .upgrade()
     }
 }
 
@@ -209,11 +261,12 @@ impl OrderRecordV1 {
 
 impl Record for OrderRecord {
     const KIND: Kind = Kind::Order;
-    const VERSION: u16 = 3;
+    const VERSION: u16 = 4;
     fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
         match version {
             1 => decode_payload::<OrderRecordV1>(payload).map(OrderRecordV1::upgrade),
             2 => decode_payload::<OrderRecordV2>(payload).map(OrderRecordV2::upgrade),
+            3 => decode_payload::<OrderRecordV3>(payload).map(OrderRecordV3::upgrade),
             other => Err(CodecError::UnsupportedVersion(other)),
         }
     }
@@ -238,26 +291,6 @@ fn frequency_of(code: u8) -> Result<Frequency, CodecError> {
     }
 }
 
-fn extra_records(extras: &[ExtraLine]) -> Vec<ExtraRecord> {
-    extras
-        .iter()
-        .map(|line| ExtraRecord {
-            id: line.id,
-            quantity: line.quantity,
-        })
-        .collect()
-}
-
-fn extra_lines(extras: Vec<ExtraRecord>) -> Vec<ExtraLine> {
-    extras
-        .into_iter()
-        .map(|line| ExtraLine {
-            id: line.id,
-            quantity: line.quantity,
-        })
-        .collect()
-}
-
 impl ContentRecord {
     fn from_version(version: &ContentVersion) -> ContentRecord {
         let content = &version.content;
@@ -267,7 +300,14 @@ impl ContentRecord {
             box_id: content.box_id,
             frequency: frequency_code(content.frequency),
             extras_one_off: content.extras_one_off,
-            extras: extra_records(&content.extras),
+            extras: content
+                .extras
+                .iter()
+                .map(|line| ExtraRecord {
+                    id: line.id,
+                    quantity: line.quantity,
+                })
+                .collect(),
             exclusions: content.exclusions.clone(),
             substitutions: content.substitutions.clone(),
             start_day: content.schedule.start.0,
@@ -279,11 +319,18 @@ impl ContentRecord {
         Ok(ContentVersion {
             effective: Day(self.effective_day),
             extras_since: Day(self.extras_since_day),
-            content: NewOrder {
+            content: OrderContent {
                 box_id: self.box_id,
                 frequency: frequency_of(self.frequency)?,
                 extras_one_off: self.extras_one_off,
-                extras: extra_lines(self.extras),
+                extras: self
+                    .extras
+                    .into_iter()
+                    .map(|line| ExtraLine {
+                        id: line.id,
+                        quantity: line.quantity,
+                    })
+                    .collect(),
                 exclusions: self.exclusions,
                 substitutions: self.substitutions,
                 schedule: Schedule {
@@ -334,85 +381,16 @@ impl LifecycleRecord {
 impl OrderRecord {
     /// The stored form of an order.
     pub fn from_order(order: &Order) -> Self {
-        let details = &order.details;
+        let history = &order.history;
         OrderRecord {
             id: order.id.0,
             customer_id: order.customer_id.0,
-            box_id: details.box_id,
-            frequency: frequency_code(details.frequency),
-            extras_one_off: details.extras_one_off,
-            extras: extra_records(&details.extras),
-            exclusions: details.exclusions.clone(),
-            substitutions: details.substitutions.clone(),
             created_at: order.created_at,
-            start_day: details.schedule.start.0,
-            week_days: details.schedule.week_days.bits(),
-            history: order.history.as_deref().and_then(HistoryRecord::of),
-        }
-    }
-
-    /// The order; an unknown frequency code or a history that breaks its rules is a
-    /// decoding error.
-    pub fn into_order(self) -> Result<Order, CodecError> {
-        let latest = ContentRecord {
-            effective_day: self.start_day,
-            extras_since_day: self.start_day,
-            box_id: self.box_id,
-            frequency: self.frequency,
-            extras_one_off: self.extras_one_off,
-            extras: self.extras,
-            exclusions: self.exclusions,
-            substitutions: self.substitutions,
-            start_day: self.start_day,
-            week_days: self.week_days,
-        }
-        .into_version()?;
-        let mut order = Order {
-            id: OrderId(self.id),
-            customer_id: CustomerId(self.customer_id),
-            details: latest.content.clone(),
-            created_at: self.created_at,
-            history: None,
-        };
-        let Some(history) = self.history else {
-            return Ok(order);
-        };
-        let latest = ContentVersion {
-            effective: Day(history.effective_day),
-            extras_since: Day(history.extras_since_day),
-            ..latest
-        };
-        let mut contents = history
-            .earlier
-            .into_iter()
-            .map(ContentRecord::into_version)
-            .collect::<Result<Vec<_>, _>>()?;
-        contents.push(latest);
-        let lifecycles = history
-            .lifecycles
-            .into_iter()
-            .map(LifecycleRecord::into_version)
-            .collect::<Result<Vec<_>, _>>()?;
-        let history = OrderHistory::from_parts(
-            contents,
-            lifecycles,
-            Day(history.settled_before),
-            history.updated_at,
-        )
-        .map_err(|broken| CodecError::Payload(broken.to_owned()))?;
-        order.history = Some(Box::new(history));
-        Ok(order)
-    }
-}
-
-impl HistoryRecord {
-    /// The stored form of a changed order's history beside its latest content.
-    fn of(history: &OrderHistory) -> Option<HistoryRecord> {
-        let (latest, earlier) = history.contents().split_last()?;
-        Some(HistoryRecord {
-            effective_day: latest.effective.0,
-            extras_since_day: latest.extras_since.0,
-            earlier: earlier.iter().map(ContentRecord::from_version).collect(),
+            versions: history
+                .contents()
+                .iter()
+                .map(ContentRecord::from_version)
+                .collect(),
             lifecycles: history
                 .lifecycles()
                 .iter()
@@ -420,6 +398,34 @@ impl HistoryRecord {
                 .collect(),
             settled_before: history.settled_before().0,
             updated_at: history.updated_at(),
+        }
+    }
+
+    /// The order; an unknown frequency code or a history that breaks its rules is a
+    /// decoding error.
+    pub fn into_order(self) -> Result<Order, CodecError> {
+        let contents = self
+            .versions
+            .into_iter()
+            .map(ContentRecord::into_version)
+            .collect::<Result<Vec<_>, _>>()?;
+        let lifecycles = self
+            .lifecycles
+            .into_iter()
+            .map(LifecycleRecord::into_version)
+            .collect::<Result<Vec<_>, _>>()?;
+        let history = OrderHistory::from_parts(
+            contents,
+            lifecycles,
+            Day(self.settled_before),
+            self.updated_at,
+        )
+        .map_err(|broken| CodecError::Payload(broken.to_owned()))?;
+        Ok(Order {
+            id: OrderId(self.id),
+            customer_id: CustomerId(self.customer_id),
+            created_at: self.created_at,
+            history,
         })
     }
 }
@@ -497,7 +503,7 @@ impl Store {
             ChangeWrites {
                 customer: order.customer_id.0,
                 bytes: LogEntry::encoded_len(&key, &record),
-                write: |store: &Store, open: &Admitted<'_>, entry: &mut LogEntry| {
+                write: |store: &Store, open: &OpenForWrite<'_>, entry: &mut LogEntry| {
                     if how == OrderWrite::BehindTheLog && open.is_logged() {
                         store.put_behind_log(entry, &key, record)
                     } else {
@@ -614,59 +620,61 @@ pub fn add_order_record(batch: &mut WriteBatch, record: &OrderRecord) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::pending::order_chunks::{encode_order_chunk, order_parts};
     use proptest::prelude::*;
 
+    /// Records of orders never changed: one version from their start.
     fn order_record() -> impl Strategy<Value = OrderRecord> {
         (
-            any::<u64>(),
-            any::<u64>(),
+            (any::<u64>(), any::<u64>(), any::<i64>()),
             any::<u64>(),
             0u8..3,
             any::<bool>(),
             proptest::collection::vec((any::<u64>(), any::<u32>()), 0..8),
             proptest::collection::vec(any::<u64>(), 0..8),
             proptest::collection::vec(any::<u64>(), 0..8),
-            any::<i64>(),
             (any::<i32>(), 0u8..128),
         )
             .prop_map(
                 |(
-                    id,
-                    customer_id,
+                    (id, customer_id, created_at),
                     box_id,
                     frequency,
-                    one_off,
+                    extras_one_off,
                     extras,
                     exclusions,
                     substitutions,
-                    created_at,
                     (start_day, week_days),
-                )| {
-                    OrderRecord {
-                        id,
-                        customer_id,
+                )| OrderRecord {
+                    id,
+                    customer_id,
+                    created_at,
+                    versions: vec![ContentRecord {
+                        effective_day: start_day,
+                        extras_since_day: start_day,
                         box_id,
                         frequency,
-                        extras_one_off: one_off,
+                        extras_one_off,
                         extras: extras
                             .into_iter()
                             .map(|(id, quantity)| ExtraRecord { id, quantity })
                             .collect(),
                         exclusions,
                         substitutions,
-                        created_at,
                         start_day,
                         week_days,
-                        history: None,
-                    }
+                    }],
+                    lifecycles: Vec::new(),
+                    settled_before: NEVER_CHANGED.0,
+                    updated_at: created_at,
                 },
             )
     }
 
     /// An order with two content versions and two lifecycle versions.
     fn changed_order() -> Order {
-        let first = NewOrder::weekly_for_test(217).with_extras(&[(28, 1)]);
-        let second = NewOrder::weekly_for_test(218).with_exclusions(&[240]);
+        let first = OrderContent::weekly_for_test(217).with_extras(&[(28, 1)]);
+        let second = OrderContent::weekly_for_test(218).with_exclusions(&[240]);
         let history = OrderHistory::from_parts(
             vec![
                 ContentVersion {
@@ -711,12 +719,25 @@ mod tests {
         first.placed(7, 3, 1_798_000_000).changed(history)
     }
 
+    /// `payload` behind a header of the order kind and format `version`, as an older
+    /// release wrote it.
+    fn written_as(version: u16, payload: &impl Serialize) -> Vec<u8> {
+        let payload =
+            bincode::serde::encode_to_vec(payload, crate::store::codec::config()).unwrap();
+        let mut bytes = crate::store::codec::MAGIC.to_vec();
+        bytes.push(Kind::Order as u8);
+        bytes.extend_from_slice(&version.to_be_bytes());
+        bytes.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+        bytes.extend_from_slice(&payload);
+        bytes
+    }
+
     #[test]
     fn a_changed_order_keeps_its_whole_history() {
         let order = changed_order();
         let record = OrderRecord::from_order(&order);
-        assert_eq!(record.box_id, 218, "the latest content on top");
-        assert_eq!(record.history.as_ref().unwrap().earlier.len(), 1);
+        assert_eq!(record.versions.len(), 2);
+        assert_eq!(record.versions[1].box_id, 218, "the latest content last");
         let back = decode::<OrderRecord>(&encode(&record))
             .unwrap()
             .into_order()
@@ -727,22 +748,27 @@ mod tests {
     }
 
     #[test]
-    fn a_new_order_reads_back_with_no_history() {
-        let order = NewOrder::weekly_for_test(217).placed(7, 3, 5);
+    fn a_new_order_reads_back_unchanged() {
+        let order = OrderContent::weekly_for_test(217).placed(7, 3, 5);
         let record = OrderRecord::from_order(&order);
-        assert_eq!(record.history, None);
+        assert_eq!(record.versions.len(), 1);
+        assert_eq!(record.settled_before, NEVER_CHANGED.0);
         let back = record.into_order().unwrap();
-        assert_eq!(back.history, None);
+        assert!(back.history.is_unchanged());
         assert_eq!(back.updated_at(), 5);
+        assert_eq!(back, order);
     }
 
     #[test]
     fn a_broken_stored_history_is_an_error_not_a_panic() {
         let mut record = OrderRecord::from_order(&changed_order());
-        record.history.as_mut().unwrap().earlier[0].effective_day = 99;
+        record.versions[0].effective_day = 99;
         assert!(record.into_order().is_err());
         let mut record = OrderRecord::from_order(&changed_order());
-        record.history.as_mut().unwrap().lifecycles[0].pause_day = None;
+        record.lifecycles[0].pause_day = None;
+        assert!(record.into_order().is_err());
+        let mut record = OrderRecord::from_order(&changed_order());
+        record.versions.clear();
         assert!(record.into_order().is_err());
     }
 
@@ -836,58 +862,92 @@ mod tests {
             substitutions: vec![],
             created_at: 1_795_428_000,
         };
-        let payload = bincode::serde::encode_to_vec(&old, crate::store::codec::config()).unwrap();
-        let mut bytes = crate::store::codec::MAGIC.to_vec();
-        bytes.push(Kind::Order as u8);
-        bytes.extend_from_slice(&1u16.to_be_bytes());
-        bytes.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-        bytes.extend_from_slice(&payload);
-
-        let order = decode::<OrderRecord>(&bytes).unwrap().into_order().unwrap();
+        let order = decode::<OrderRecord>(&written_as(1, &old))
+            .unwrap()
+            .into_order()
+            .unwrap();
         assert_eq!(order.id, OrderId(7));
         assert_eq!(
-            order.details.schedule.start.date().to_string(),
+            order.content().schedule.start.date().to_string(),
             "2026-11-23"
         );
-        assert_eq!(order.details.schedule.week_days, WeekDays::only(1));
-        assert_eq!(
-            decode::<OrderRecord>(&encode(&OrderRecord::from_order(&order)))
-                .unwrap()
-                .start_day,
-            order.details.schedule.start.0,
-            "written back in the current format"
-        );
+        assert_eq!(order.content().schedule.week_days, WeekDays::only(1));
+        assert!(order.history.is_unchanged());
     }
 
     #[test]
     fn orders_of_format_2_read_as_never_changed() {
-        let order = NewOrder::weekly_for_test(217)
+        let order = OrderContent::weekly_for_test(217)
             .with_extras(&[(28, 1)])
             .placed(7, 3, 1_795_428_000);
-        let current = OrderRecord::from_order(&order);
+        let content = order.content();
         let old = OrderRecordV2 {
-            id: current.id,
-            customer_id: current.customer_id,
-            box_id: current.box_id,
-            frequency: current.frequency,
-            extras_one_off: current.extras_one_off,
-            extras: current.extras.clone(),
-            exclusions: current.exclusions.clone(),
-            substitutions: current.substitutions.clone(),
-            created_at: current.created_at,
-            start_day: current.start_day,
-            week_days: current.week_days,
+            id: 7,
+            customer_id: 3,
+            box_id: content.box_id,
+            frequency: 1,
+            extras_one_off: false,
+            extras: vec![ExtraRecord {
+                id: 28,
+                quantity: 1,
+            }],
+            exclusions: vec![],
+            substitutions: vec![],
+            created_at: order.created_at,
+            start_day: content.schedule.start.0,
+            week_days: content.schedule.week_days.bits(),
         };
-        let payload = bincode::serde::encode_to_vec(&old, crate::store::codec::config()).unwrap();
-        let mut bytes = crate::store::codec::MAGIC.to_vec();
-        bytes.push(Kind::Order as u8);
-        bytes.extend_from_slice(&2u16.to_be_bytes());
-        bytes.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-        bytes.extend_from_slice(&payload);
-        let read = decode::<OrderRecord>(&bytes).unwrap();
-        assert_eq!(read, current);
-        let read = read.into_order().unwrap();
-        assert_eq!(read, order);
-        assert!(read.lifecycle().active());
+        let read = decode::<OrderRecord>(&written_as(2, &old)).unwrap();
+        assert_eq!(read, OrderRecord::from_order(&order));
+        assert_eq!(read.into_order().unwrap(), order);
+    }
+
+    #[test]
+    fn orders_of_format_3_read_with_their_latest_content_last() {
+        let order = changed_order();
+        let versions = OrderRecord::from_order(&order).versions;
+        let (latest, earlier) = versions.split_last().unwrap();
+        let old = OrderRecordV3 {
+            id: 7,
+            customer_id: 3,
+            box_id: latest.box_id,
+            frequency: latest.frequency,
+            extras_one_off: latest.extras_one_off,
+            extras: latest.extras.clone(),
+            exclusions: latest.exclusions.clone(),
+            substitutions: latest.substitutions.clone(),
+            created_at: order.created_at,
+            start_day: latest.start_day,
+            week_days: latest.week_days,
+            history: Some(HistoryRecordV3 {
+                effective_day: latest.effective_day,
+                extras_since_day: latest.extras_since_day,
+                earlier: earlier.to_vec(),
+                lifecycles: OrderRecord::from_order(&order).lifecycles,
+                settled_before: 10,
+                updated_at: 1_799_000_000,
+            }),
+        };
+        let read = decode::<OrderRecord>(&written_as(3, &old)).unwrap();
+        assert_eq!(read.into_order().unwrap(), order);
+        // Never changed, in format 3: no history beside its content.
+        let new = OrderContent::weekly_for_test(217).placed(8, 3, 5);
+        let latest = &OrderRecord::from_order(&new).versions[0];
+        let old = OrderRecordV3 {
+            id: 8,
+            customer_id: 3,
+            box_id: 217,
+            frequency: latest.frequency,
+            extras_one_off: false,
+            extras: vec![],
+            exclusions: vec![],
+            substitutions: vec![],
+            created_at: 5,
+            start_day: latest.start_day,
+            week_days: latest.week_days,
+            history: None,
+        };
+        let read = decode::<OrderRecord>(&written_as(3, &old)).unwrap();
+        assert_eq!(read.into_order().unwrap(), new);
     }
 }

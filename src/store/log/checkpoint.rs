@@ -20,8 +20,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::wal::{Segment, SpareSlot, WalDir};
-use super::FatalHandler;
 use crate::metrics::METRICS;
+use crate::store::error::FatalHandler;
 use crate::store::error::StoreError;
 use crate::store::keys;
 use crate::store::pending::Storage;

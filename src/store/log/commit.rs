@@ -42,8 +42,9 @@ use tokio::sync::oneshot;
 use super::checkpoint::{self, Segments};
 use super::saturation::Saturation;
 use super::wal::{Frame, LogWriter, Segment, SpareSlot, WalDir};
-use super::{FatalHandler, OnDurable};
+use super::OnDurable;
 use crate::metrics::METRICS;
+use crate::store::error::FatalHandler;
 use crate::store::error::StoreError;
 use crate::store::pending::Storage;
 

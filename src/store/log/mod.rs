@@ -32,7 +32,7 @@ use super::pending::Storage;
 use commit::{Committer, Pacing};
 use wal::WalDir;
 
-pub use super::error::FatalHandler;
+use super::error::FatalHandler;
 
 /// What is to happen once a write is on disk, before its writer is answered (publishing
 /// what it wrote, releasing what the writer held while it was made). Group commit runs it on

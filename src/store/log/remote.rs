@@ -16,7 +16,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::commit::{Committer, Log};
-use super::{ChangeLog, EntryLimit, FatalHandler, OnDurable, Written};
+use super::{ChangeLog, EntryLimit, OnDurable, Written};
+use crate::store::error::FatalHandler;
 use crate::store::error::StoreError;
 use crate::store::pending::Storage;
 

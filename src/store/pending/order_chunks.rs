@@ -479,20 +479,9 @@ mod tests {
     use crate::store::tests::LossySnapshot;
 
     fn record(customer: u64, id: u64, box_id: u64) -> Vec<u8> {
-        encode(&OrderRecord {
-            id,
-            customer_id: customer,
-            box_id,
-            frequency: 1,
-            extras_one_off: false,
-            extras: Vec::new(),
-            exclusions: Vec::new(),
-            substitutions: Vec::new(),
-            created_at: 0,
-            start_day: 20_000,
-            week_days: 2,
-            history: None,
-        })
+        let order = crate::domain::order::content::OrderContent::weekly_for_test(box_id)
+            .placed(id, customer, 0);
+        encode(&OrderRecord::from_order(&order))
     }
 
     /// Every order as the store reads them: (customer, id) in walk order, each record

@@ -97,7 +97,7 @@ pub trait Snapshot: Send + Sync + 'static {
     /// Has `handler` called with any failure to read or write the disk from here on (reads
     /// included: a store that cannot reach its disk is not one to answer from). Nothing by
     /// default.
-    fn on_io_failure(&self, _handler: crate::store::log::FatalHandler) {}
+    fn on_io_failure(&self, _handler: crate::store::error::FatalHandler) {}
     /// Bytes its files take on disk (0 where unknown).
     fn size_on_disk(&self) -> Result<u64, StoreError> {
         Ok(0)

@@ -14,8 +14,8 @@ use std::sync::{Mutex, OnceLock};
 use sled::IVec;
 
 use super::{Entry, Snapshot, WriteBatch};
+use crate::store::error::FatalHandler;
 use crate::store::error::{engine, StoreError};
-use crate::store::log::FatalHandler;
 
 /// sled 0.34.7 as the [`Snapshot`].
 pub struct SledSnapshot {

@@ -5,7 +5,7 @@
 //! locked (`cutoff`) keeps its list whatever is done later: every change takes effect from
 //! the first open date or later (`order_patch` makes the changes).
 //!
-//! - [`ContentVersion`]: what is delivered (an [`NewOrder`]: box, extras, exclusions,
+//! - [`ContentVersion`]: what is delivered (an [`OrderContent`]: box, extras, exclusions,
 //!   substitutions, frequency and schedule), from its `effective` date until the next
 //!   version's.
 //! - [`LifecycleVersion`]: whether it is delivered ([`Lifecycle`]: cancellation, pause,
@@ -16,18 +16,19 @@
 //! extras come once, a walk over the blocked dates between the extras' first date and the
 //! date asked (skips, pauses, halts, version boundaries: O(versions), never O(dates)).
 //!
-//! Pure data and functions. Must not touch: the refusal rules of a change (`order_patch`),
-//! the cut-off's arithmetic (`cutoff`), the customer's halts (`halts`, passed in), storage.
+//! Pure data and functions. Must not touch: the refusal rules of a change (`change`), the
+//! cut-off's arithmetic (`cutoff`), the customer's halts (`halts`, passed in), storage.
 
-use std::borrow::Cow;
-
-use super::halts::Halts;
-use super::ids::{CustomerId, OrderId};
-use super::order::{ExtraLine, NewOrder};
-use super::schedule::{Day, Frequency};
+use super::content::{ExtraLine, OrderContent};
+use super::schedule::Frequency;
+use crate::domain::day::Day;
+use crate::domain::halts::Halts;
 
 /// Most dates an order's `skipped_dates` may hold.
 pub const MAX_SKIPPED_DATES: usize = 100;
+
+/// The `settled_before` of an order never changed: no date is settled by a change.
+pub const NEVER_CHANGED: Day = Day(i32::MIN);
 
 /// What an order delivers from `effective` until the next content version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,7 +36,7 @@ pub struct ContentVersion {
     /// The first date it is in force.
     pub effective: Day,
     /// Box, extras, exclusions, substitutions, frequency and schedule.
-    pub content: NewOrder,
+    pub content: OrderContent,
     /// Where its one-off extras count from: the effective date of the version where
     /// `extras` or `extras_one_off` were last given (an earlier version carried on, or this
     /// one). Extras that come once come with the first delivery from this date, so a change
@@ -255,9 +256,6 @@ impl OrderHistory {
     }
 }
 
-/// An order's deliveries on one date: one, or why none.
-pub type Outcome<'a> = Result<Delivery<'a>, Withheld>;
-
 /// An order's content and lifecycle versions, and when it last changed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrderHistory {
@@ -266,26 +264,34 @@ pub struct OrderHistory {
     /// `effective` strictly increasing.
     lifecycles: Vec<LifecycleVersion>,
     /// No date before it may change: the first open date of the latest change, kept so
-    /// that a clock set back cannot reach a date once locked.
+    /// that a clock set back cannot reach a date once locked; [`NEVER_CHANGED`] until the
+    /// first change.
     settled_before: Day,
     /// Unix seconds of the latest change (its creation until it changes).
     updated_at: i64,
 }
 
 impl OrderHistory {
-    /// The history of a new order: its content from its start date, active.
-    pub fn new(order: &Order) -> OrderHistory {
-        let start = order.details.schedule.start;
+    /// The history of a new order made at `created_at` (Unix seconds): its content from its
+    /// start date, active.
+    pub fn new(content: OrderContent, created_at: i64) -> OrderHistory {
+        let start = content.schedule.start;
         OrderHistory {
             contents: vec![ContentVersion {
                 effective: start,
-                content: order.details.clone(),
+                content,
                 extras_since: start,
             }],
             lifecycles: Vec::new(),
-            settled_before: Day(i32::MIN),
-            updated_at: order.created_at,
+            settled_before: NEVER_CHANGED,
+            updated_at: created_at,
         }
+    }
+
+    /// Whether the order has never changed: one version from its start, active, never
+    /// paused or skipped (a change always settles the dates before its first open one).
+    pub fn is_unchanged(&self) -> bool {
+        self.settled_before == NEVER_CHANGED
     }
 
     /// A history as stored, checked: `Err` names the broken rule.
@@ -331,7 +337,7 @@ impl OrderHistory {
         })
     }
 
-    /// Builds a history whose invariants the caller (`order_patch`) has kept.
+    /// Builds a history whose invariants the caller (`change`) has kept.
     pub(super) fn from_checked(
         contents: Vec<ContentVersion>,
         lifecycles: Vec<LifecycleVersion>,
@@ -397,7 +403,7 @@ impl OrderHistory {
 
     /// The content in force on `d`, taken out of the history rather than copied (what a
     /// delivery list shows of an order on that date).
-    pub fn into_content_on(self, d: Day) -> Option<NewOrder> {
+    pub fn into_content_on(self, d: Day) -> Option<OrderContent> {
         let after = self.contents.partition_point(|v| v.effective <= d);
         let at = after.checked_sub(1)?;
         self.contents
@@ -439,7 +445,7 @@ impl OrderHistory {
 
     /// What goes out for this order on `d`, with the customer's `halts`: the delivery of the
     /// versions in force that date, or why there is none.
-    pub fn on<'a>(&'a self, d: Day, halts: &Halts) -> Outcome<'a> {
+    pub fn on<'a>(&'a self, d: Day, halts: &Halts) -> Result<Delivery<'a>, Withheld> {
         let Some((_, version)) = self.content_on(d) else {
             return Err(Withheld::NotScheduled);
         };
@@ -500,61 +506,8 @@ impl OrderHistory {
     }
 }
 
-/// A stored order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Order {
-    /// Server-assigned id.
-    pub id: OrderId,
-    /// The customer who placed it.
-    pub customer_id: CustomerId,
-    /// What it delivers now: its latest content (the last of `history`'s when it has one).
-    pub details: NewOrder,
-    /// Unix time, seconds.
-    pub created_at: i64,
-    /// Its versions once it has changed; `None` for an order never changed (one version,
-    /// `details` from its start, active), which spares a new order any allocation for them
-    /// (see [`Order::history`]).
-    pub history: Option<Box<OrderHistory>>,
-}
-
-impl Order {
-    /// The order's history: its versions once it has changed, else the one version of its
-    /// creation (made here, so that a new order carries none).
-    pub fn history(&self) -> Cow<'_, OrderHistory> {
-        match &self.history {
-            Some(history) => Cow::Borrowed(history),
-            None => Cow::Owned(OrderHistory::new(self)),
-        }
-    }
-
-    /// The latest lifecycle: what its answer shows.
-    pub fn lifecycle(&self) -> &Lifecycle {
-        self.history
-            .as_ref()
-            .map_or(&ACTIVE, |history| history.lifecycle())
-    }
-
-    /// `updated_at`: Unix seconds of its latest change, its creation until it changes.
-    pub fn updated_at(&self) -> i64 {
-        self.history
-            .as_ref()
-            .map_or(self.created_at, |history| history.updated_at())
-    }
-
-    /// The order with `history` (its change): `details` is its latest content.
-    pub fn changed(&self, history: OrderHistory) -> Order {
-        Order {
-            id: self.id,
-            customer_id: self.customer_id,
-            details: history.latest().content.clone(),
-            created_at: self.created_at,
-            history: Some(Box::new(history)),
-        }
-    }
-}
-
 /// The first date on or after `from` on which `content`'s schedule delivers.
-fn next_occurrence(content: &NewOrder, from: Day) -> Option<Day> {
+fn next_occurrence(content: &OrderContent, from: Day) -> Option<Day> {
     let schedule = &content.schedule;
     let from = from.max(schedule.start);
     match content.frequency {
@@ -569,16 +522,16 @@ fn next_occurrence(content: &NewOrder, from: Day) -> Option<Day> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::schedule::WeekDays;
+    use crate::domain::day::WeekDays;
 
     const THURSDAY: Day = Day(0);
 
     fn history() -> OrderHistory {
-        let order = NewOrder::weekly_for_test(217)
+        let order = OrderContent::weekly_for_test(217)
             .with_extras(&[(28, 2)])
             .with_exclusions(&[240])
             .placed(1, 1, 0);
-        OrderHistory::new(&order)
+        order.history
     }
 
     fn with_lifecycle(
@@ -651,12 +604,12 @@ mod tests {
 
     #[test]
     fn one_off_extras_come_with_the_first_delivery_that_goes_out() {
-        let order = NewOrder::weekly_for_test(217)
+        let order = OrderContent::weekly_for_test(217)
             .with_extras(&[(28, 1)])
             .with_extras_one_off(true)
             .placed(1, 1, 0);
         let h = with_lifecycle(
-            &OrderHistory::new(&order),
+            &order.history,
             Day(-100),
             Lifecycle {
                 cancel_date: None,
@@ -678,8 +631,8 @@ mod tests {
 
     #[test]
     fn the_versions_in_force_decide_a_date() {
-        let first = NewOrder::weekly_for_test(217);
-        let second = NewOrder::weekly_for_test(218)
+        let first = OrderContent::weekly_for_test(217);
+        let second = OrderContent::weekly_for_test(218)
             .with_schedule(Day(30), WeekDays::only(Day(30).weekday()))
             .with_frequency(Frequency::Fortnightly);
         let h = OrderHistory::from_parts(
@@ -722,7 +675,7 @@ mod tests {
     fn stored_histories_are_checked() {
         let version = |effective| ContentVersion {
             effective: Day(effective),
-            content: NewOrder::weekly_for_test(217),
+            content: OrderContent::weekly_for_test(217),
             extras_since: Day(effective),
         };
         let lifecycle = |effective, skipped: Vec<Day>| LifecycleVersion {

@@ -1,59 +1,29 @@
-//! Orders: one box of quantity 1 for one customer, with exclusions, substitutions and extras
-//! that must fit the box's rules (contract section 5). Validation is one pure function of the
-//! body's fields ([`OrderBody`]) and the webstore's catalogue, so it can be property-tested
-//! and fuzzed on its own.
+//! An order's body and its rules (contract section 5): the fields a create sends
+//! ([`OrderBody`]), read for their shape into typed values ([`ContentFields`], shared with a
+//! change), then checked against the webstore's catalogue and the box's rules
+//! ([`check_content`], the one content rule a create and a change both go through), every
+//! failing field named at once. Pure functions of the body, the catalogue and the schedule's
+//! rules, so that they can be property-tested and fuzzed on their own.
 //!
-//! Must not touch: I/O, the clock (the caller passes today), the actors that apply orders.
+//! Must not touch: I/O, the clock (the caller passes today), the actors that apply orders,
+//! an order's history (`history`, `change`).
 
 use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use super::catalogue::{BoxDef, Limit, Webstore};
-use super::fields::{
+use super::content::{ExtraLine, OrderContent, MAX_EXTRA_QUANTITY, MAX_LIST_ITEMS};
+use super::schedule::{self, parse_week_days, Frequency, Schedule, ScheduleRules};
+use crate::domain::catalogue::{BoxDef, Limit, Webstore};
+use crate::domain::day::parse_optional_date;
+use crate::domain::fields::{
     field, integer, positive_id, slot, BodyFields, Field, FieldErrors, BLANK, INVALID,
     NOT_AN_INTEGER, NOT_IN_LIST,
 };
-use super::ids::CustomerId;
-use super::schedule::{
-    self, parse_start_date, parse_week_days, Frequency, Schedule, ScheduleRules,
-};
-
-/// Most elements accepted in any one array of an order (contract section 6).
-pub const MAX_LIST_ITEMS: usize = 100;
-/// Largest quantity of one extra on one order.
-pub const MAX_EXTRA_QUANTITY: i64 = 1000;
+use crate::domain::ids::CustomerId;
 
 const ONE_BOX_ONLY: &str =
     "must be 1: an order is for one box; post one order per box and per unit";
-
-/// A quantity of one extra.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExtraLine {
-    /// The extra's id.
-    pub id: u64,
-    /// At least 1.
-    pub quantity: u32,
-}
-
-/// An order as validated, before it has an id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NewOrder {
-    /// A visible box of the webstore.
-    pub box_id: u64,
-    /// Delivery frequency.
-    pub frequency: Frequency,
-    /// Whether extras come once rather than with every box.
-    pub extras_one_off: bool,
-    /// Extras in the order sent.
-    pub extras: Vec<ExtraLine>,
-    /// Excluded box items in the order sent.
-    pub exclusions: Vec<u64>,
-    /// Substitute box items in the order sent.
-    pub substitutions: Vec<u64>,
-    /// When it is delivered, with `frequency`.
-    pub schedule: Schedule,
-}
 
 /// An order body as the rules read it: each field they know, as sent (absent, `null` or a
 /// value). Any other key is skipped when the body is parsed and never held, which spares
@@ -111,6 +81,458 @@ impl OrderBody {
     }
 }
 
+/// A field of a body as read for its shape: not given (absent, or `null` where `null` means
+/// "not given"), a value, or refused (its errors recorded where it was read).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Sent<T> {
+    /// Not given: a create takes the default, a change keeps what the order has.
+    #[default]
+    Absent,
+    /// A well-formed value.
+    Given(T),
+    /// Malformed; its errors are recorded.
+    Refused,
+}
+
+impl<T> Sent<T> {
+    /// Whether the field was sent at all (well-formed or not).
+    pub fn is_sent(&self) -> bool {
+        !matches!(self, Sent::Absent)
+    }
+
+    /// The value given, if any.
+    pub fn given(&self) -> Option<&T> {
+        match self {
+            Sent::Given(value) => Some(value),
+            _ => None,
+        }
+    }
+}
+
+/// The content fields of a body (a create's or a change's), read for their shape: ids are
+/// positive integers, lists are lists of distinct ids, extras are lines with quantities in
+/// range. Whether the catalogue has them is [`check_content`]'s.
+///
+/// `null` means "not given" for `box_id`, `frequency` and `extras_one_off` (none of them
+/// has a "none") and "none" for the lists: `"exclusions": null` is `[]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContentFields {
+    /// `box_id`.
+    pub box_id: Sent<u64>,
+    /// `frequency`.
+    pub frequency: Sent<Frequency>,
+    /// `extras_one_off`.
+    pub extras_one_off: Sent<bool>,
+    /// `extras`, in the order sent.
+    pub extras: Sent<Vec<ExtraLine>>,
+    /// `exclusions`, in the order sent.
+    pub exclusions: Sent<Vec<u64>>,
+    /// `substitutions`, in the order sent.
+    pub substitutions: Sent<Vec<u64>>,
+}
+
+impl ContentFields {
+    /// Reads the six content fields as sent, recording each malformed one in `errors`.
+    pub fn read(
+        box_id: Field<'_>,
+        frequency: Field<'_>,
+        extras_one_off: Field<'_>,
+        extras: Field<'_>,
+        exclusions: Field<'_>,
+        substitutions: Field<'_>,
+        errors: &mut FieldErrors,
+    ) -> ContentFields {
+        ContentFields {
+            box_id: match box_id {
+                Field::Absent | Field::Null => Sent::Absent,
+                Field::Present(value) => match positive_id(value) {
+                    Some(id) => Sent::Given(id),
+                    None => {
+                        errors.add("box_id", INVALID);
+                        Sent::Refused
+                    }
+                },
+            },
+            frequency: match frequency {
+                Field::Absent | Field::Null => Sent::Absent,
+                Field::Present(value) => match value.as_str().and_then(Frequency::parse) {
+                    Some(frequency) => Sent::Given(frequency),
+                    None => {
+                        errors.add("frequency", NOT_IN_LIST);
+                        Sent::Refused
+                    }
+                },
+            },
+            extras_one_off: match extras_one_off {
+                Field::Absent | Field::Null => Sent::Absent,
+                Field::Present(Value::Bool(flag)) => Sent::Given(*flag),
+                Field::Present(Value::String(s)) if s == "true" => Sent::Given(true),
+                Field::Present(Value::String(s)) if s == "false" => Sent::Given(false),
+                Field::Present(_) => {
+                    errors.add("extras_one_off", INVALID);
+                    Sent::Refused
+                }
+            },
+            exclusions: read_item_list(exclusions, "exclusions", errors),
+            substitutions: read_item_list(substitutions, "substitutions", errors),
+            extras: read_extras(extras, errors),
+        }
+    }
+
+    /// Whether any of them was sent.
+    pub fn any_sent(&self) -> bool {
+        self.box_id.is_sent()
+            || self.frequency.is_sent()
+            || self.extras_one_off.is_sent()
+            || self.extras.is_sent()
+            || self.exclusions.is_sent()
+            || self.substitutions.is_sent()
+    }
+}
+
+/// Reads a list of distinct box-item ids; problems are named by `name`.
+fn read_item_list(list: Field<'_>, name: &str, errors: &mut FieldErrors) -> Sent<Vec<u64>> {
+    let items = match list {
+        Field::Absent => return Sent::Absent,
+        Field::Null => return Sent::Given(Vec::new()),
+        Field::Present(Value::Array(items)) => items,
+        Field::Present(_) => {
+            errors.add(name, INVALID);
+            return Sent::Refused;
+        }
+    };
+    if items.len() > MAX_LIST_ITEMS {
+        errors.add(name, too_many(MAX_LIST_ITEMS as u64));
+        return Sent::Refused;
+    }
+    let mut ids = Vec::with_capacity(items.len());
+    let mut seen = HashSet::with_capacity(items.len());
+    let mut refused = false;
+    for item in items {
+        match positive_id(item) {
+            None => {
+                errors.add(name, "must contain only box item ids");
+                refused = true;
+            }
+            Some(id) if !seen.insert(id) => {
+                errors.add(name, format!("contains box item {id} more than once"));
+                refused = true;
+            }
+            Some(id) => ids.push(id),
+        }
+    }
+    if refused {
+        Sent::Refused
+    } else {
+        Sent::Given(ids)
+    }
+}
+
+/// Reads the `extras` array: each an object with an extra's id, listed once, and a quantity
+/// from 1 to [`MAX_EXTRA_QUANTITY`].
+fn read_extras(list: Field<'_>, errors: &mut FieldErrors) -> Sent<Vec<ExtraLine>> {
+    let items = match list {
+        Field::Absent => return Sent::Absent,
+        Field::Null => return Sent::Given(Vec::new()),
+        Field::Present(Value::Array(items)) => items,
+        Field::Present(_) => {
+            errors.add("extras", INVALID);
+            return Sent::Refused;
+        }
+    };
+    if items.len() > MAX_LIST_ITEMS {
+        errors.add("extras", too_many(MAX_LIST_ITEMS as u64));
+        return Sent::Refused;
+    }
+    let mut lines = Vec::with_capacity(items.len());
+    let mut seen = HashSet::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let Value::Object(item) = item else {
+            errors.add(format!("extras[{i}]"), INVALID);
+            continue;
+        };
+        let id = match field(item, "id") {
+            Field::Absent | Field::Null => {
+                errors.add(format!("extras[{i}].id"), BLANK);
+                None
+            }
+            Field::Present(value) => match positive_id(value) {
+                None => {
+                    errors.add(format!("extras[{i}].id"), NOT_OFFERED);
+                    None
+                }
+                Some(id) if !seen.insert(id) => {
+                    errors.add(format!("extras[{i}].id"), "is listed more than once");
+                    None
+                }
+                Some(id) => Some(id),
+            },
+        };
+        let quantity = match field(item, "quantity") {
+            Field::Absent | Field::Null => {
+                errors.add(format!("extras[{i}].quantity"), BLANK);
+                None
+            }
+            Field::Present(value) => match integer(value) {
+                None => {
+                    errors.add(format!("extras[{i}].quantity"), NOT_AN_INTEGER);
+                    None
+                }
+                Some(q) if q < 1 => {
+                    errors.add(
+                        format!("extras[{i}].quantity"),
+                        "must be greater than or equal to 1",
+                    );
+                    None
+                }
+                Some(q) if q > MAX_EXTRA_QUANTITY => {
+                    errors.add(
+                        format!("extras[{i}].quantity"),
+                        format!("must be less than or equal to {MAX_EXTRA_QUANTITY}"),
+                    );
+                    None
+                }
+                Some(q) => u32::try_from(q).ok(),
+            },
+        };
+        if let (Some(id), Some(quantity)) = (id, quantity) {
+            lines.push(ExtraLine { id, quantity });
+        }
+    }
+    if lines.len() == items.len() {
+        Sent::Given(lines)
+    } else {
+        Sent::Refused
+    }
+}
+
+const NOT_OFFERED: &str = "is not an extra offered by this box";
+
+/// What an order's content is checked from: the fields sent, over what the order has (a
+/// change) or the defaults (a create: `None`).
+pub struct ContentSource<'a> {
+    /// The fields sent.
+    pub sent: &'a ContentFields,
+    /// The content they change, if they change one.
+    pub base: Option<&'a OrderContent>,
+}
+
+/// A content's fields once checked against the catalogue, all but its schedule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedContent {
+    /// A visible box of the webstore.
+    pub box_id: u64,
+    /// Delivery frequency.
+    pub frequency: Frequency,
+    /// Extras once only.
+    pub extras_one_off: bool,
+    /// Extras.
+    pub extras: Vec<ExtraLine>,
+    /// Excluded box items.
+    pub exclusions: Vec<u64>,
+    /// Substitute box items.
+    pub substitutions: Vec<u64>,
+}
+
+impl CheckedContent {
+    /// The content with `schedule`.
+    pub fn scheduled(self, schedule: Schedule) -> OrderContent {
+        OrderContent {
+            box_id: self.box_id,
+            frequency: self.frequency,
+            extras_one_off: self.extras_one_off,
+            extras: self.extras,
+            exclusions: self.exclusions,
+            substitutions: self.substitutions,
+            schedule,
+        }
+    }
+}
+
+/// The one content rule of a create and a change: the content the fields sent make over
+/// `source.base` (a change) or the defaults (a create), checked against the webstore's
+/// catalogue and the box's rules: a visible box; box items the webstore has, allowed and
+/// within the box's limits; no substitute that is excluded; extras the box offers, within
+/// its limit. Every failing field is added to `errors`; `None` when one failed or was
+/// refused when read (a refused field is not checked again).
+pub fn check_content(
+    source: ContentSource<'_>,
+    webstore: &Webstore,
+    errors: &mut FieldErrors,
+) -> Option<CheckedContent> {
+    let sent = source.sent;
+    let base = source.base;
+    let mut failed = false;
+
+    let order_box = match (&sent.box_id, base) {
+        (Sent::Given(id), _) => {
+            let found = webstore.visible_box(*id);
+            if found.is_none() {
+                errors.add("box_id", INVALID);
+            }
+            found
+        }
+        (Sent::Absent, Some(base)) => {
+            let found = webstore.visible_box(base.box_id);
+            if found.is_none() {
+                errors.add("box_id", INVALID);
+            }
+            found
+        }
+        (Sent::Absent, None) => {
+            errors.add("box_id", BLANK);
+            None
+        }
+        (Sent::Refused, _) => None,
+    };
+    failed |= order_box.is_none();
+
+    let frequency = match (&sent.frequency, base) {
+        (Sent::Given(frequency), _) => Some(*frequency),
+        (Sent::Absent, base) => Some(base.map_or(Frequency::Single, |b| b.frequency)),
+        (Sent::Refused, _) => None,
+    };
+    let extras_one_off = match (&sent.extras_one_off, base) {
+        (Sent::Given(flag), _) => Some(*flag),
+        (Sent::Absent, base) => Some(base.is_some_and(|b| b.extras_one_off)),
+        (Sent::Refused, _) => None,
+    };
+
+    let list = |sent: &Sent<Vec<u64>>, kept: fn(&OrderContent) -> &Vec<u64>| match (sent, base) {
+        (Sent::Given(ids), _) => Some(ids.clone()),
+        (Sent::Absent, base) => Some(base.map_or_else(Vec::new, |b| kept(b).clone())),
+        (Sent::Refused, _) => None,
+    };
+    let exclusions = list(&sent.exclusions, |b| &b.exclusions);
+    let substitutions = list(&sent.substitutions, |b| &b.substitutions);
+    let exclusions_ok = exclusions.as_deref().is_some_and(|ids| {
+        let rules = order_box.map(|b| (b.dislikes, b.exclusions_limit));
+        check_item_list(ids, "exclusions", rules, webstore, errors)
+    });
+    let substitutions_ok = substitutions.as_deref().is_some_and(|ids| {
+        let rules = order_box.map(|b| (b.likes, b.substitutions_limit));
+        check_item_list(ids, "substitutions", rules, webstore, errors)
+    });
+    let mut items_ok = exclusions_ok && substitutions_ok;
+    if let (true, Some(exclusions), Some(substitutions)) = (items_ok, &exclusions, &substitutions) {
+        let excluded: HashSet<u64> = exclusions.iter().copied().collect();
+        if substitutions.iter().any(|id| excluded.contains(id)) {
+            errors.add("substitutions", "must not include an excluded item");
+            items_ok = false;
+        }
+    }
+    failed |= !items_ok;
+
+    let extras = match (&sent.extras, base) {
+        (Sent::Given(lines), _) => Some(lines.clone()),
+        (Sent::Absent, base) => Some(base.map_or_else(Vec::new, |b| b.extras.clone())),
+        (Sent::Refused, _) => None,
+    };
+    match &extras {
+        Some(lines) => failed |= !check_extras(lines, webstore, order_box, errors),
+        None => failed = true,
+    }
+
+    match (
+        failed,
+        frequency,
+        extras_one_off,
+        extras,
+        exclusions,
+        substitutions,
+    ) {
+        (
+            false,
+            Some(frequency),
+            Some(extras_one_off),
+            Some(extras),
+            Some(exclusions),
+            Some(substitutions),
+        ) => Some(CheckedContent {
+            box_id: order_box.map_or(0, |b| b.id),
+            frequency,
+            extras_one_off,
+            extras,
+            exclusions,
+            substitutions,
+        }),
+        _ => None,
+    }
+}
+
+/// A list of box items: each one the webstore has, and, under the box's `rules` (whether
+/// the list may be non-empty, its limit; `None` while the box is unknown), its length.
+fn check_item_list(
+    ids: &[u64],
+    name: &str,
+    rules: Option<(bool, Limit)>,
+    webstore: &Webstore,
+    errors: &mut FieldErrors,
+) -> bool {
+    let mut ok = true;
+    for id in ids {
+        if !webstore.box_items.contains_key(id) {
+            errors.add(name, format!("contains an unknown box item ({id})"));
+            ok = false;
+        }
+    }
+    match rules {
+        Some(_) if !ok || ids.is_empty() => ok,
+        Some((false, _)) => {
+            errors.add(name, "are not allowed for this box");
+            false
+        }
+        Some((true, limit)) if !limit.allows(ids.len() as u64) => {
+            errors.add(name, too_many(limit.as_wire() as u64));
+            false
+        }
+        _ => ok,
+    }
+}
+
+fn too_many(max: u64) -> String {
+    format!("has too many items (maximum is {max})")
+}
+
+/// The box's rules on extras: each offered by the box (by the webstore, while the box is
+/// unknown), and their total quantity within its limit.
+fn check_extras(
+    lines: &[ExtraLine],
+    webstore: &Webstore,
+    order_box: Option<&BoxDef>,
+    errors: &mut FieldErrors,
+) -> bool {
+    if order_box.is_some_and(|b| !b.extras_allowed) && !lines.is_empty() {
+        errors.add("extras", "are not allowed for this box");
+        return false;
+    }
+    let mut ok = true;
+    for (i, line) in lines.iter().enumerate() {
+        let offered = match order_box {
+            Some(b) => b.offers_extra(line.id),
+            None => webstore.extras.contains_key(&line.id),
+        };
+        if !offered {
+            errors.add(format!("extras[{i}].id"), NOT_OFFERED);
+            ok = false;
+        }
+    }
+    if let Some(b) = order_box {
+        let total: u64 = lines.iter().map(|line| u64::from(line.quantity)).sum();
+        if !b.extras_limit.allows(total) {
+            errors.add(
+                "extras",
+                format!(
+                    "total quantity is more than this box allows (maximum is {})",
+                    b.extras_limit.as_wire()
+                ),
+            );
+            ok = false;
+        }
+    }
+    ok
+}
+
 /// What an order body says about its customer, before anyone has looked the id up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CustomerRef {
@@ -145,13 +567,14 @@ pub enum CustomerCheck {
     Unknown,
 }
 
-/// Checks an order body (already unwrapped from `{"order": …}`) against every rule of the
-/// contract, reporting all failing fields at once.
+/// Checks a create's body (already unwrapped from `{"order": …}`) against every rule of the
+/// contract, reporting all failing fields at once: the content of the new order's one
+/// version.
 pub fn validate_order(
     body: &OrderBody,
     webstore: &Webstore,
     customer: CustomerCheck,
-) -> Result<NewOrder, FieldErrors> {
+) -> Result<OrderContent, FieldErrors> {
     let mut errors = FieldErrors::new();
     let rules = match customer {
         CustomerCheck::Found(rules) => Some(rules),
@@ -171,75 +594,16 @@ pub fn validate_order(
         }
     }
 
-    let order_box = match slot(&body.box_id) {
-        Field::Absent | Field::Null => {
-            errors.add("box_id", BLANK);
-            None
-        }
-        Field::Present(value) => {
-            let found = positive_id(value).and_then(|id| webstore.visible_box(id));
-            if found.is_none() {
-                errors.add("box_id", INVALID);
-            }
-            found
-        }
-    };
-
-    let frequency = match slot(&body.frequency) {
-        Field::Absent | Field::Null => Frequency::Single,
-        Field::Present(value) => match value.as_str().and_then(Frequency::parse) {
-            Some(frequency) => frequency,
-            None => {
-                errors.add("frequency", NOT_IN_LIST);
-                Frequency::Single
-            }
-        },
-    };
-
-    let extras_one_off = match slot(&body.extras_one_off) {
-        Field::Absent | Field::Null => false,
-        Field::Present(Value::Bool(flag)) => *flag,
-        Field::Present(Value::String(s)) if s == "true" => true,
-        Field::Present(Value::String(s)) if s == "false" => false,
-        Field::Present(_) => {
-            errors.add("extras_one_off", INVALID);
-            false
-        }
-    };
-
-    let exclusions = box_item_list(slot(&body.exclusions), "exclusions", webstore, &mut errors);
-    let substitutions = box_item_list(
+    let sent = ContentFields::read(
+        slot(&body.box_id),
+        slot(&body.frequency),
+        slot(&body.extras_one_off),
+        slot(&body.extras),
+        slot(&body.exclusions),
         slot(&body.substitutions),
-        "substitutions",
-        webstore,
         &mut errors,
     );
-    if let Some(b) = order_box {
-        check_item_list(
-            &exclusions,
-            "exclusions",
-            b.dislikes,
-            b.exclusions_limit,
-            &mut errors,
-        );
-        check_item_list(
-            &substitutions,
-            "substitutions",
-            b.likes,
-            b.substitutions_limit,
-            &mut errors,
-        );
-    }
-    if !errors.has("exclusions") && !errors.has("substitutions") {
-        let excluded: HashSet<u64> = exclusions.iter().copied().collect();
-        if substitutions.iter().any(|id| excluded.contains(id)) {
-            errors.add("substitutions", "must not include an excluded item");
-        }
-    }
-
-    let extras = extra_lines(body, webstore, order_box, &mut errors);
-
-    let start = parse_start_date(slot(&body.start_date)).unwrap_or_else(|message| {
+    let start = parse_optional_date(slot(&body.start_date)).unwrap_or_else(|message| {
         errors.add("start_date", message);
         None
     });
@@ -247,195 +611,48 @@ pub fn validate_order(
         errors.add("week_days", message);
         None
     });
+    let content = check_content(
+        ContentSource {
+            sent: &sent,
+            base: None,
+        },
+        webstore,
+        &mut errors,
+    );
+    let frequency = sent.frequency.given().copied().unwrap_or(Frequency::Single);
     let schedule = match rules {
         // The delivery-day rules need a customer, a known frequency and well-formed fields.
         Some(rules)
-            if !errors.has("frequency")
+            if sent.frequency != Sent::Refused
                 && !errors.has("start_date")
                 && !errors.has("week_days") =>
         {
-            schedule::resolve(frequency, start, week_days, rules, &mut errors)
+            schedule::resolve(
+                frequency,
+                start,
+                week_days,
+                rules,
+                "start_date",
+                &mut errors,
+            )
         }
         _ => None,
     };
 
-    match schedule {
-        Some(schedule) => errors.into_result(NewOrder {
-            box_id: order_box.map_or(0, |b| b.id),
-            frequency,
-            extras_one_off,
-            extras,
-            exclusions,
-            substitutions,
-            schedule,
-        }),
-        // Without a schedule there is an error already (no customer, or a broken rule).
-        None if !errors.is_empty() => Err(errors),
-        None => Err(FieldErrors::single("start_date", INVALID)),
+    match (content, schedule) {
+        (Some(content), Some(schedule)) => errors.into_result(content.scheduled(schedule)),
+        // Without both there is an error already (no customer, or a broken rule).
+        _ if !errors.is_empty() => Err(errors),
+        _ => Err(FieldErrors::single("start_date", INVALID)),
     }
-}
-
-/// Reads an array of distinct box-item ids of the webstore; problems are named by `name`.
-fn box_item_list(
-    list: Field<'_>,
-    name: &str,
-    webstore: &Webstore,
-    errors: &mut FieldErrors,
-) -> Vec<u64> {
-    let items = match list {
-        Field::Absent | Field::Null => return Vec::new(),
-        Field::Present(Value::Array(items)) => items,
-        Field::Present(_) => {
-            errors.add(name, INVALID);
-            return Vec::new();
-        }
-    };
-    if items.len() > MAX_LIST_ITEMS {
-        errors.add(name, too_many(MAX_LIST_ITEMS as u64));
-        return Vec::new();
-    }
-    let mut ids = Vec::with_capacity(items.len());
-    let mut seen = HashSet::with_capacity(items.len());
-    for item in items {
-        match positive_id(item) {
-            None => errors.add(name, "must contain only box item ids"),
-            Some(id) if !webstore.box_items.contains_key(&id) => {
-                errors.add(name, format!("contains an unknown box item ({id})"))
-            }
-            Some(id) if !seen.insert(id) => {
-                errors.add(name, format!("contains box item {id} more than once"))
-            }
-            Some(id) => ids.push(id),
-        }
-    }
-    ids
-}
-
-/// The box's rules for a list of box items: whether it may be non-empty, and its length.
-fn check_item_list(ids: &[u64], name: &str, allowed: bool, limit: Limit, errors: &mut FieldErrors) {
-    if ids.is_empty() || errors.has(name) {
-        return;
-    }
-    if !allowed {
-        errors.add(name, "are not allowed for this box");
-    } else if !limit.allows(ids.len() as u64) {
-        errors.add(name, too_many(limit.as_wire() as u64));
-    }
-}
-
-fn too_many(max: u64) -> String {
-    format!("has too many items (maximum is {max})")
-}
-
-/// Reads the `extras` array: each an extra the box offers, listed once, with a quantity of at
-/// least 1; then the box's rules on extras as a whole.
-fn extra_lines(
-    body: &OrderBody,
-    webstore: &Webstore,
-    order_box: Option<&BoxDef>,
-    errors: &mut FieldErrors,
-) -> Vec<ExtraLine> {
-    let items = match slot(&body.extras) {
-        Field::Absent | Field::Null => return Vec::new(),
-        Field::Present(Value::Array(items)) => items,
-        Field::Present(_) => {
-            errors.add("extras", INVALID);
-            return Vec::new();
-        }
-    };
-    if items.len() > MAX_LIST_ITEMS {
-        errors.add("extras", too_many(MAX_LIST_ITEMS as u64));
-        return Vec::new();
-    }
-    let extras_refused = order_box.is_some_and(|b| !b.extras_allowed) && !items.is_empty();
-    if extras_refused {
-        errors.add("extras", "are not allowed for this box");
-    }
-    let mut lines = Vec::with_capacity(items.len());
-    let mut seen = HashSet::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let Value::Object(item) = item else {
-            errors.add(format!("extras[{i}]"), INVALID);
-            continue;
-        };
-        let id = match field(item, "id") {
-            Field::Absent | Field::Null => {
-                errors.add(format!("extras[{i}].id"), BLANK);
-                None
-            }
-            Field::Present(value) => {
-                let id = positive_id(value);
-                let known = match (id, order_box) {
-                    (Some(_), Some(_)) if extras_refused => true,
-                    (Some(id), Some(b)) => b.offers_extra(id),
-                    (Some(id), None) => webstore.extras.contains_key(&id),
-                    (None, _) => false,
-                };
-                if !known {
-                    errors.add(
-                        format!("extras[{i}].id"),
-                        "is not an extra offered by this box",
-                    );
-                    None
-                } else if id.is_some_and(|id| !seen.insert(id)) {
-                    errors.add(format!("extras[{i}].id"), "is listed more than once");
-                    None
-                } else {
-                    id
-                }
-            }
-        };
-        let quantity = match field(item, "quantity") {
-            Field::Absent | Field::Null => {
-                errors.add(format!("extras[{i}].quantity"), BLANK);
-                None
-            }
-            Field::Present(value) => match integer(value) {
-                None => {
-                    errors.add(format!("extras[{i}].quantity"), NOT_AN_INTEGER);
-                    None
-                }
-                Some(q) if q < 1 => {
-                    errors.add(
-                        format!("extras[{i}].quantity"),
-                        "must be greater than or equal to 1",
-                    );
-                    None
-                }
-                Some(q) if q > MAX_EXTRA_QUANTITY => {
-                    errors.add(
-                        format!("extras[{i}].quantity"),
-                        format!("must be less than or equal to {MAX_EXTRA_QUANTITY}"),
-                    );
-                    None
-                }
-                Some(q) => u32::try_from(q).ok(),
-            },
-        };
-        if let (Some(id), Some(quantity)) = (id, quantity) {
-            lines.push(ExtraLine { id, quantity });
-        }
-    }
-    if let Some(b) = order_box {
-        let total: u64 = lines.iter().map(|line| u64::from(line.quantity)).sum();
-        if !extras_refused && !b.extras_limit.allows(total) {
-            errors.add(
-                "extras",
-                format!(
-                    "total quantity is more than this box allows (maximum is {})",
-                    b.extras_limit.as_wire()
-                ),
-            );
-        }
-    }
-    lines
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::catalogue::Catalogue;
-    use crate::domain::schedule::{Day, WeekDays};
+    use crate::domain::day::Day;
+    use crate::domain::day::WeekDays;
     use proptest::prelude::*;
     use serde_json::json;
     use std::sync::Arc;
@@ -456,12 +673,15 @@ mod tests {
         OrderBody::from_object(value.as_object().cloned().unwrap())
     }
 
+    /// The failing fields, sorted: the rules name them in the order they find them.
     fn failing_fields(body: Value, webstore: &Webstore, customer: CustomerCheck) -> Vec<String> {
-        validate_order(&object(body), webstore, customer)
+        let mut fields: Vec<String> = validate_order(&object(body), webstore, customer)
             .unwrap_err()
             .fields()
             .map(str::to_owned)
-            .collect()
+            .collect();
+        fields.sort();
+        fields
     }
 
     #[test]
@@ -480,12 +700,12 @@ mod tests {
         assert_eq!(
             failing_fields(body, &stores[0], CustomerCheck::Missing),
             [
-                "customer_id",
-                "quantity",
                 "box_id",
-                "frequency",
+                "customer_id",
                 "exclusions",
-                "extras[0].quantity"
+                "extras[0].quantity",
+                "frequency",
+                "quantity"
             ]
         );
     }
@@ -581,7 +801,7 @@ mod tests {
     }
 
     /// A valid order for one of the demo catalogue's visible boxes, and the JSON that asks for it.
-    fn valid_order() -> impl Strategy<Value = (usize, NewOrder, Value)> {
+    fn valid_order() -> impl Strategy<Value = (usize, OrderContent, Value)> {
         let boxes: Vec<(usize, u64)> = demo()
             .iter()
             .enumerate()
@@ -655,14 +875,14 @@ mod tests {
                     "payment_method": "cash_on_delivery",
                 });
                 let schedule = Schedule { start, week_days };
-                let order = NewOrder { box_id, frequency, extras_one_off: one_off, extras, exclusions, substitutions, schedule };
+                let order = OrderContent { box_id, frequency, extras_one_off: one_off, extras, exclusions, substitutions, schedule };
                 (store, order, body)
             })
     }
 
     /// Ways of breaking exactly one rule, each with the one field it must be reported under.
     fn break_one_rule(
-        order: &NewOrder,
+        order: &OrderContent,
         webstore: &Webstore,
         body: &mut Map<String, Value>,
         which: usize,

@@ -7,7 +7,7 @@
 //! what the model says, and every date that was locked when the change was made must
 //! deliver exactly what it delivered before it.
 //!
-//! Test-only. Must not touch: the rules themselves (it calls `order_patch` and `halts` as the
+//! Test-only. Must not touch: the rules themselves (it calls `change` and `halts` as the
 //! service will).
 
 use std::sync::Arc;
@@ -16,13 +16,15 @@ use jiff::tz::TimeZone;
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-use super::catalogue::{Catalogue, Webstore};
-use super::cutoff::Cutoff;
-use super::halts::Halts;
-use super::lifecycle::{OrderHistory, Withheld};
-use super::order::{ExtraLine, NewOrder};
-use super::order_patch::{patch_order, OrderPatch, PatchContext};
-use super::schedule::{Day, Frequency, Schedule, WeekDays};
+use super::change::{ChangeContext, OrderChange};
+use super::content::{ExtraLine, OrderContent};
+use super::history::{OrderHistory, Withheld};
+use super::schedule::{Frequency, Schedule};
+use crate::domain::catalogue::{Catalogue, Webstore};
+use crate::domain::cutoff::Cutoff;
+use crate::domain::day::Day;
+use crate::domain::day::WeekDays;
+use crate::domain::halts::Halts;
 
 /// The window of dates compared: 2026-11-01 (a Sunday) and the 160 days after it.
 const WINDOW: usize = 160;
@@ -65,13 +67,13 @@ enum Op {
 #[derive(Debug, Clone)]
 struct Model {
     /// Per date: the content in force and its one-off extras' group, if the order has begun.
-    content: Vec<Option<(NewOrder, u32)>>,
+    content: Vec<Option<(OrderContent, u32)>>,
     paused: Vec<bool>,
     skipped: Vec<bool>,
     cancelled: Vec<bool>,
     halted: Vec<bool>,
     /// What the order's answer shows.
-    latest: NewOrder,
+    latest: OrderContent,
     latest_group: u32,
     groups: u32,
     cancel_date: Option<Day>,
@@ -90,7 +92,7 @@ fn day(i: usize) -> Day {
 }
 
 impl Model {
-    fn new(order: &NewOrder) -> Model {
+    fn new(order: &OrderContent) -> Model {
         let content = (0..WINDOW)
             .map(|i| (day(i) >= order.schedule.start).then(|| (order.clone(), 0)))
             .collect();
@@ -466,15 +468,15 @@ proptest! {
         let days = WeekDays::from_bits(bits << 1).and(weekdays());
         let days = if days.is_empty() { WeekDays::only(3) } else { days };
         let start = first_day().plus(3 + start_offset);
-        let order = NewOrder::weekly_for_test(217)
+        let order = OrderContent::weekly_for_test(217)
             .with_schedule(start, days)
             .with_frequency(if fortnightly { Frequency::Fortnightly } else { Frequency::Weekly })
             .with_extras(&[(28, 1)])
             .with_extras_one_off(one_off)
             .placed(1, 1, 0);
-        let mut history = OrderHistory::new(&order);
+        let mut history = order.history.clone();
         let mut halts = Halts::none();
-        let mut model = Model::new(&order.details);
+        let mut model = Model::new(order.content());
         let mut now = first_day().plus(5).date().to_zoned_datetime(TimeZone::UTC).unwrap().timestamp().as_second()
             + start_minutes * 60;
 
@@ -492,8 +494,8 @@ proptest! {
                 }
                 _ => {
                     let (body, expect) = body(op, &model, open).unwrap();
-                    let context = PatchContext { webstore: &webstore, delivery_days: weekdays(), now };
-                    let result = patch_order(&history, &OrderPatch::from_object(body.clone()), &context);
+                    let context = ChangeContext { webstore: &webstore, delivery_days: weekdays(), now };
+                    let result = OrderChange::parse(&body).apply(&history, &context);
                     if let Some(expect) = expect {
                         prop_assert_eq!(result.is_ok(), expect, "{:?} at open {:?}: {:?}", body, open.date(), result);
                     }

@@ -7,113 +7,14 @@
 //! - `fortnightly`: as weekly, in the weeks an even number of weeks after the start date's
 //!   week (weeks start on Sunday).
 //!
-//! Dates are civil dates of the webstore ([`Day`]: days since 1970-01-01, converted from and to
-//! `jiff` dates at the edges), so the rules are integer arithmetic. Pure: "today" is passed
-//! in. Must not touch: clocks, I/O.
+//! Dates are civil dates of the webstore (`day::Day`), so the rules are integer arithmetic.
+//! Pure: "today" is passed in. Must not touch: clocks, I/O.
 
-use jiff::civil::Date;
-
-use super::fields::{integer, Field, FieldErrors, BLANK, INVALID};
+use crate::domain::day::{Day, WeekDays};
+use crate::domain::fields::{integer, Field, FieldErrors, BLANK, INVALID};
 
 /// Message when a day is not one the customer's delivery service delivers on.
 pub const NOT_A_DELIVERY_DAY: &str = "is not a delivery day of the delivery service";
-
-/// A civil date as days since 1970-01-01 (a Thursday).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Day(pub i32);
-
-impl Day {
-    /// The day of a civil date.
-    pub fn of(date: Date) -> Day {
-        let epoch = Date::constant(1970, 1, 1);
-        // Dates are within jiff's range (years -9999..=9999), so days fit an i32.
-        let days = epoch
-            .until((jiff::Unit::Day, date))
-            .map(|span| span.get_days())
-            .unwrap_or(0);
-        Day(days)
-    }
-
-    /// The civil date of this day (clamped to jiff's range).
-    pub fn date(self) -> Date {
-        Date::constant(1970, 1, 1)
-            .checked_add(jiff::Span::new().days(i64::from(self.0)))
-            .unwrap_or(Date::MAX)
-    }
-
-    /// Its weekday, Sunday = 0 … Saturday = 6.
-    pub fn weekday(self) -> u8 {
-        (self.0 + 4).rem_euclid(7) as u8
-    }
-
-    /// The Sunday on or before it: the start of its week.
-    pub fn week_start(self) -> Day {
-        Day(self.0 - i32::from(self.weekday()))
-    }
-
-    /// `n` days later.
-    pub fn plus(self, n: i32) -> Day {
-        Day(self.0.saturating_add(n))
-    }
-}
-
-/// A set of weekdays, Sunday = 0 … Saturday = 6.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
-pub struct WeekDays(u8);
-
-impl WeekDays {
-    /// No day.
-    pub const NONE: WeekDays = WeekDays(0);
-
-    /// The days whose bits are set (bit 0 is Sunday); higher bits are ignored.
-    pub fn from_bits(bits: u8) -> WeekDays {
-        WeekDays(bits & 0x7f)
-    }
-
-    /// One day.
-    pub fn only(day: u8) -> WeekDays {
-        WeekDays::NONE.with(day)
-    }
-
-    /// These days and `day` (0–6; anything else is ignored).
-    pub fn with(self, day: u8) -> WeekDays {
-        if day < 7 {
-            WeekDays(self.0 | 1 << day)
-        } else {
-            self
-        }
-    }
-
-    /// The bits, bit 0 being Sunday.
-    pub fn bits(self) -> u8 {
-        self.0
-    }
-
-    /// Whether `day` is one of them.
-    pub fn contains(self, day: u8) -> bool {
-        day < 7 && self.0 & (1 << day) != 0
-    }
-
-    /// Whether there is no day.
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// Whether every day of these is one of `other`.
-    pub fn within(self, other: WeekDays) -> bool {
-        self.0 & !other.0 == 0
-    }
-
-    /// The days in both.
-    pub fn and(self, other: WeekDays) -> WeekDays {
-        WeekDays(self.0 & other.0)
-    }
-
-    /// The days, Sunday first.
-    pub fn days(self) -> impl Iterator<Item = u8> {
-        (0..7).filter(move |day| self.contains(*day))
-    }
-}
 
 /// How often a box is delivered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,45 +98,6 @@ pub struct ScheduleRules {
     pub today: Day,
 }
 
-/// Reads `start_date`: absent, null or blank is `None`; a real `YYYY-MM-DD` date is its day;
-/// anything else is an error (its message).
-pub fn parse_start_date(value: Field<'_>) -> Result<Option<Day>, &'static str> {
-    match value {
-        Field::Absent | Field::Null => Ok(None),
-        Field::Present(serde_json::Value::String(text)) if text.trim().is_empty() => Ok(None),
-        Field::Present(serde_json::Value::String(text)) => {
-            parse_iso_date(text).map(Some).ok_or(INVALID)
-        }
-        Field::Present(_) => Err(INVALID),
-    }
-}
-
-/// A date given as exactly `YYYY-MM-DD` (surrounding spaces aside) that exists.
-pub fn parse_iso_date(text: &str) -> Option<Day> {
-    let text = text.trim();
-    let shaped = text.len() == 10
-        && text.bytes().enumerate().all(|(i, b)| {
-            if i == 4 || i == 7 {
-                b == b'-'
-            } else {
-                b.is_ascii_digit()
-            }
-        });
-    if !shaped {
-        return None;
-    }
-    text.parse::<Date>().ok().map(Day::of)
-}
-
-/// Reads a required date query parameter: `can't be blank` when missing or blank, `is
-/// invalid` when it is not a real `YYYY-MM-DD` date.
-pub fn parse_date_param(raw: Option<&str>) -> Result<Day, &'static str> {
-    match raw.map(str::trim) {
-        None | Some("") => Err(BLANK),
-        Some(text) => parse_iso_date(text).ok_or(INVALID),
-    }
-}
-
 /// Reads `week_days`: absent or null is `None`; an array of distinct days 0–6 (numbers or
 /// strings of digits) is the set; anything else is an error (its message).
 pub fn parse_week_days(value: Field<'_>) -> Result<Option<WeekDays>, &'static str> {
@@ -265,11 +127,15 @@ pub fn parse_week_days(value: Field<'_>) -> Result<Option<WeekDays>, &'static st
 /// - `single`: the start date must be a delivery day, and days given must be just its
 ///   weekday.
 /// - `weekly`, `fortnightly`: days given must not be empty, and must all be delivery days.
+///
+/// A broken rule of the start date is named `start_field` (a create's `start_date`, a
+/// change's `effective_date`, the date its new schedule starts on).
 pub fn resolve(
     frequency: Frequency,
     start: Option<Day>,
     days: Option<WeekDays>,
     rules: ScheduleRules,
+    start_field: &str,
     errors: &mut FieldErrors,
 ) -> Option<Schedule> {
     let allowed = rules.delivery_days;
@@ -285,7 +151,7 @@ pub fn resolve(
                 // No day can be both wanted and delivered on; name what was given.
                 match days {
                     Some(given) if !given.is_empty() => errors.add("week_days", NOT_A_DELIVERY_DAY),
-                    _ => errors.add("start_date", NOT_A_DELIVERY_DAY),
+                    _ => errors.add(start_field, NOT_A_DELIVERY_DAY),
                 }
                 return None;
             }
@@ -295,7 +161,7 @@ pub fn resolve(
     let week_days = match frequency {
         Frequency::Single => {
             if !allowed.contains(start.weekday()) {
-                errors.add("start_date", NOT_A_DELIVERY_DAY);
+                errors.add(start_field, NOT_A_DELIVERY_DAY);
             }
             if days.is_some_and(|given| given != start_day) {
                 errors.add("week_days", INVALID);
@@ -315,7 +181,7 @@ pub fn resolve(
             }
             None => {
                 if !allowed.contains(start.weekday()) {
-                    errors.add("start_date", NOT_A_DELIVERY_DAY);
+                    errors.add(start_field, NOT_A_DELIVERY_DAY);
                 }
                 start_day
             }
@@ -324,7 +190,6 @@ pub fn resolve(
     Some(Schedule { start, week_days })
 }
 
-/// The first date after `today` whose weekday is one of `days`.
 /// The delivery day of `days` on or after `from` (within a week); `from` itself when `days`
 /// is empty. The day a producer's day page opens on.
 pub fn delivery_day_from(from: Day, days: WeekDays) -> Day {
@@ -355,6 +220,7 @@ fn next_day_in(today: Day, days: WeekDays) -> Option<Day> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::day::parse_optional_date;
     use proptest::prelude::*;
 
     fn day(text: &str) -> Day {
@@ -370,21 +236,6 @@ mod tests {
 
     fn days(list: &[u8]) -> WeekDays {
         list.iter().fold(WeekDays::NONE, |set, d| set.with(*d))
-    }
-
-    #[test]
-    fn days_agree_with_the_calendar() {
-        assert_eq!(day("1970-01-01"), Day(0));
-        assert_eq!(day("1970-01-01").weekday(), 4, "a Thursday");
-        assert_eq!(day("2026-11-23").weekday(), 1, "a Monday");
-        assert_eq!(
-            day("2026-11-29").week_start(),
-            day("2026-11-29"),
-            "a Sunday"
-        );
-        assert_eq!(day("2026-11-28").week_start(), day("2026-11-22"));
-        assert_eq!(day("1969-12-31").weekday(), 3);
-        assert_eq!(day("2026-11-23").date().to_string(), "2026-11-23");
     }
 
     #[test]
@@ -407,7 +258,7 @@ mod tests {
     #[test]
     fn parsing_takes_real_iso_dates_and_days_as_numbers_or_digits() {
         use serde_json::json;
-        let present = |v: &serde_json::Value| parse_start_date(Field::Present(v));
+        let present = |v: &serde_json::Value| parse_optional_date(Field::Present(v));
         assert_eq!(present(&json!("2026-11-23")), Ok(Some(day("2026-11-23"))));
         assert_eq!(present(&json!("")), Ok(None));
         for bad in [
@@ -454,6 +305,7 @@ mod tests {
             start.map(day),
             given.map(days),
             rules,
+            "start_date",
             &mut errors,
         );
         match errors.into_result(()) {
@@ -626,13 +478,6 @@ mod tests {
         #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
 
         #[test]
-        fn weekdays_match_jiff(d in any_day()) {
-            let date = d.date();
-            prop_assert_eq!(i8::try_from(d.weekday()).unwrap(), date.weekday().to_sunday_zero_offset());
-            prop_assert_eq!(Day::of(date), d);
-        }
-
-        #[test]
         fn fortnightly_dates_are_weekly_dates(start in any_day(), days in any_days(), from in 0i32..60) {
             let s = Schedule { start, week_days: days };
             let (a, b) = (start.plus(from - 20), start.plus(from + 60));
@@ -676,7 +521,7 @@ mod tests {
         ) {
             let mut errors = FieldErrors::new();
             let rules = ScheduleRules { delivery_days: delivery, today };
-            let schedule = resolve(frequency, None, wanted, rules, &mut errors);
+            let schedule = resolve(frequency, None, wanted, rules, "start_date", &mut errors);
             if errors.is_empty() {
                 let schedule = schedule.unwrap();
                 prop_assert!(schedule.start > today && schedule.start <= today.plus(7));
