@@ -430,7 +430,7 @@ fn the_store_s_layers_use_only_those_below_them() {
 fn the_reader_sees_what_a_module_names_and_not_its_comments() {
     let module = vec!["service".to_owned(), "calls".to_owned()];
     let code = code_of(
-        "//! crate::http here is prose\nuse crate::registry::{Refused, Slot}; // crate::http\n\
+        "//! crate::http here is prose\nuse crate::registry::{LiveActor, Refused}; // crate::http\n\
          let s = \"crate::node\"; super::ServiceError;\n#[cfg(test)]\nmod tests { use crate::http; }",
     );
     let named: Vec<Vec<String>> = code

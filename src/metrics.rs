@@ -49,7 +49,7 @@ pub struct Metrics {
     pub sign_in_failures: IntCounter,
     /// `boxsub_sign_in_throttled_total`.
     pub sign_in_throttled: IntCounter,
-    /// `boxsub_password_jobs_total{lane}`: argon2 hashes and checks run, by whose share of
+    /// `boxsub_password_jobs_total{share}`: argon2 hashes and checks run, by whose share of
     /// the password pool they ran in (`api`: a webstore's, `app`: the app's sign-ins).
     pub password_jobs: IntCounterVec,
     /// `boxsub_app_sign_ins_limited_total`: app sign-ins refused with 429 for too many from
@@ -84,16 +84,17 @@ pub struct Metrics {
     pub changelog_publish_retries: IntCounter,
     /// `boxsub_changelog_snapshots_total`: replica snapshots this node wrote.
     pub changelog_snapshots: IntCounter,
-    /// `boxsub_webhook_deliveries_total{webstore,endpoint,outcome}`: delivery attempts.
-    pub webhook_deliveries: IntCounterVec,
-    /// `boxsub_webhook_oldest_undelivered_seconds{webstore,endpoint}`: the age of the
-    /// oldest event the endpoint wants and has not had (0 when it has had them all).
-    pub webhook_oldest_undelivered: IntGaugeVec,
+    /// `boxsub_webhook_sends_total{webstore,endpoint,outcome}`: attempts to send an event to
+    /// an endpoint.
+    pub webhook_sends: IntCounterVec,
+    /// `boxsub_webhook_oldest_unsent_seconds{webstore,endpoint}`: the age of the oldest
+    /// event the endpoint wants and has not had (0 when it has had them all).
+    pub webhook_oldest_unsent: IntGaugeVec,
     /// `boxsub_webhook_endpoint_disabled{webstore,endpoint}`: 1 while the endpoint is
     /// disabled (a 410, or retries given up).
     pub webhook_disabled: IntGaugeVec,
-    /// `boxsub_webhook_delivery_latency_seconds`: from an event's write to its endpoint's
-    /// 2xx, over first attempts that succeeded.
+    /// `boxsub_webhook_send_latency_seconds`: from an event's write to its endpoint's 2xx,
+    /// over first attempts that succeeded.
     pub webhook_latency: Histogram,
     /// `boxsub_events_pruned_total`: events the retention sweep removed.
     pub events_pruned: IntCounter,
@@ -250,7 +251,7 @@ impl Metrics {
                 "boxsub_password_jobs_total",
                 "Password hashes and checks run, by the share of the password pool they ran \
                  in (api: a webstore's, app: the app's sign-ins).",
-                &["lane"],
+                &["share"],
             ),
             app_sign_ins_limited: counter(
                 &registry,
@@ -322,18 +323,18 @@ impl Metrics {
                 "boxsub_changelog_snapshots_total",
                 "Replica snapshots this node wrote.",
             ),
-            webhook_deliveries: counter_vec(
+            webhook_sends: counter_vec(
                 &registry,
-                "boxsub_webhook_deliveries_total",
-                "Webhook delivery attempts by outcome: delivered (2xx), failed (another \
-                 status), timeout, unreachable (no connection), refused (a destination on a \
-                 private network the catalogue does not allow), throttled (429 or 503), gone \
-                 (410).",
+                "boxsub_webhook_sends_total",
+                "Attempts to send an event to a webhook endpoint, by outcome: accepted (2xx), \
+                 failed (another status), timeout, unreachable (no connection), refused (a \
+                 destination on a private network the catalogue does not allow), \
+                 asked_to_wait (429 or 503), gone (410).",
                 &["webstore", "endpoint", "outcome"],
             ),
-            webhook_oldest_undelivered: gauge_vec(
+            webhook_oldest_unsent: gauge_vec(
                 &registry,
-                "boxsub_webhook_oldest_undelivered_seconds",
+                "boxsub_webhook_oldest_unsent_seconds",
                 "Age of the oldest event a webhook endpoint wants and has not had yet (0 when \
                  it has had them all).",
                 &["webstore", "endpoint"],
@@ -347,8 +348,8 @@ impl Metrics {
             ),
             webhook_latency: histogram(
                 &registry,
-                "boxsub_webhook_delivery_latency_seconds",
-                "From an event's write to its endpoint's 2xx, for events delivered at the \
+                "boxsub_webhook_send_latency_seconds",
+                "From an event's write to its endpoint's 2xx, for events accepted at the \
                  first attempt.",
                 latency,
             ),

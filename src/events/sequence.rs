@@ -46,11 +46,14 @@ impl Numbers {
     }
 }
 
+/// A wait for the watermark to move, owned by its waiter ([`Sequencer::moved`]).
+pub type Moved = tokio::sync::futures::OwnedNotified;
+
 /// A webstore's event numbering.
 pub struct Sequencer {
     numbers: Mutex<Numbers>,
-    /// Woken whenever the watermark moves (the webhooks' deliveries wait on it).
-    moved: tokio::sync::Notify,
+    /// Woken whenever the watermark moves (the webhooks' senders wait on it).
+    moved: Arc<tokio::sync::Notify>,
 }
 
 impl Sequencer {
@@ -62,7 +65,7 @@ impl Sequencer {
                 unsettled: BTreeSet::new(),
                 given_up: BTreeSet::new(),
             }),
-            moved: tokio::sync::Notify::new(),
+            moved: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -98,8 +101,8 @@ impl Sequencer {
 
     /// Completes once the watermark moves after this call (create it before reading the
     /// watermark, so that no move between the two is missed).
-    pub fn moved(&self) -> tokio::sync::futures::Notified<'_> {
-        self.moved.notified()
+    pub fn moved(&self) -> Moved {
+        self.moved.clone().notified_owned()
     }
 
     /// Settles `sequence` (its write is durable, or was refused before anything of it was

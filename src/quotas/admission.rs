@@ -2,8 +2,8 @@
 //! while two or more webstores contend for it, at most `slots` requests are in service (handed
 //! to the actors and the log); past that, requests wait in one queue per webstore, and each
 //! slot that frees goes to the next webstore in turn (round robin over the webstores that have
-//! requests waiting, first come first served within one). A webstore with fewer than its
-//! share of the slots in service (half of them) is admitted at once even then, so that a
+//! requests waiting, first come first served within one: `fair_queue`). A webstore with fewer than its
+//! fair part of the slots in service (half of them) is admitted at once even then, so that a
 //! webstore sending a request now and then never waits for the flood of another to drain.
 //!
 //! Webstores *contend* from the moment requests of two different webstores are admitted one
@@ -22,29 +22,30 @@
 //!
 //! Must not touch: quotas (they refuse before a request queues), the requests themselves.
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 
+use super::fair_queue::FairQueue;
+
 /// How long webstores count as contending after requests of two of them were admitted one
 /// after the other.
 pub const CONTENTION_WINDOW: Duration = Duration::from_secs(1);
 
-/// One webstore's place in admission: which queue its requests wait in, and how many of
+/// One webstore's slot in admission: which queue its requests wait in, and how many of
 /// them are in service.
 #[derive(Debug)]
-pub struct Lane {
+pub struct Share {
     id: u32,
     in_service: AtomicUsize,
 }
 
-impl Lane {
-    /// The lane of the webstore numbered `id` (its index in the catalogue).
-    pub fn new(id: u32) -> Arc<Lane> {
-        Arc::new(Lane {
+impl Share {
+    /// The share of the webstore numbered `id` (its index in the catalogue).
+    pub fn new(id: u32) -> Arc<Share> {
+        Arc::new(Share {
             id,
             in_service: AtomicUsize::new(0),
         })
@@ -65,30 +66,20 @@ pub struct Admission {
     in_service: AtomicUsize,
     /// Senders in the queues (some may belong to waiters that gave up).
     waiting: AtomicUsize,
-    /// The lane of the last request admitted (`u32::MAX` before the first).
-    last_lane: AtomicU32,
+    /// The share of the last request admitted (`u32::MAX` before the first).
+    last_share: AtomicU32,
     /// Until when webstores contend (nanoseconds since `began`; 0: they do not).
     contended_until: AtomicU64,
     queues: Mutex<Queues>,
 }
 
-#[derive(Default)]
-struct Queues {
-    /// Lanes with someone waiting, in the order their turns come.
-    turns: VecDeque<u32>,
-    /// Each lane's waiters, first come first; a lane that waited once keeps its (then empty)
-    /// queue.
-    lanes: HashMap<u32, LaneQueue>,
-}
+/// The waiters, by webstore: each with its share (which a reloaded catalogue may have made
+/// anew) and where its slot goes.
+type Queues = FairQueue<u32, (Arc<Share>, oneshot::Sender<Slot>)>;
 
-struct LaneQueue {
-    lane: Arc<Lane>,
-    waiters: VecDeque<oneshot::Sender<Slot>>,
-}
-
-/// One request's place in service; freed (or passed on) when dropped.
+/// One request's slot in service; freed (or passed on) when dropped.
 pub struct Slot {
-    held: Option<(Arc<Admission>, Arc<Lane>)>,
+    held: Option<(Arc<Admission>, Arc<Share>)>,
 }
 
 /// How a request was admitted.
@@ -110,9 +101,9 @@ impl Admission {
             began: Instant::now(),
             in_service: AtomicUsize::new(0),
             waiting: AtomicUsize::new(0),
-            last_lane: AtomicU32::new(u32::MAX),
+            last_share: AtomicU32::new(u32::MAX),
             contended_until: AtomicU64::new(0),
-            queues: Mutex::new(Queues::default()),
+            queues: Mutex::new(FairQueue::default()),
         })
     }
 
@@ -127,32 +118,21 @@ impl Admission {
         until != 0 && self.now() < until
     }
 
-    /// A slot for a request of `lane`: at once while `lane` is alone on the host, the slots
-    /// are not all taken, or it has fewer than its share in service; else when `lane`'s turn
-    /// comes. Dropping the future gives up the place in the queue.
-    pub async fn admit(self: &Arc<Self>, lane: &Arc<Lane>) -> Admitted {
-        self.note(lane.id);
-        if self.waiting.load(Ordering::SeqCst) == 0 && self.may_enter(lane) {
+    /// A slot for a request of `share`: at once while `share` is alone on the host, the slots
+    /// are not all taken, or it has fewer than its fair part in service; else when `share`'s turn
+    /// comes. Dropping the future gives up the slot in the queue.
+    pub async fn admit(self: &Arc<Self>, share: &Arc<Share>) -> Admitted {
+        self.note(share.id);
+        if self.waiting.load(Ordering::SeqCst) == 0 && self.may_enter(share) {
             return Admitted {
-                slot: self.enter(lane),
+                slot: self.enter(share),
                 waited: false,
             };
         }
         let receiver = {
             let mut queues = self.lock();
             let (sender, receiver) = oneshot::channel();
-            let Queues { turns, lanes } = &mut *queues;
-            let queue = lanes.entry(lane.id).or_insert_with(|| LaneQueue {
-                lane: lane.clone(),
-                waiters: VecDeque::new(),
-            });
-            // A reloaded catalogue may have given the webstore a new lane: count its
-            // requests there from now on.
-            queue.lane = lane.clone();
-            if queue.waiters.is_empty() {
-                turns.push_back(lane.id);
-            }
-            queue.waiters.push_back(sender);
+            queues.push(share.id, (share.clone(), sender));
             self.waiting.fetch_add(1, Ordering::SeqCst);
             // A slot may have freed between the first look and the push: hand out what is
             // free (to whoever's turn it is, which may be this request).
@@ -164,7 +144,7 @@ impl Admission {
             // The sender is dropped unsent only with the queues, that is never while an
             // `Arc` to them is held here; a fresh slot keeps the counts right regardless.
             Err(_) => Admitted {
-                slot: self.enter(lane),
+                slot: self.enter(share),
                 waited: true,
             },
         }
@@ -174,14 +154,14 @@ impl Admission {
         u64::try_from(self.began.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// Notes that a request of `lane` came: another webstore's request just before it
+    /// Notes that a request of `share` came: another webstore's request just before it
     /// starts (or prolongs) a contention. One load while the same webstore keeps coming.
-    fn note(&self, lane: u32) {
-        if self.last_lane.load(Ordering::Relaxed) == lane {
+    fn note(&self, share: u32) {
+        if self.last_share.load(Ordering::Relaxed) == share {
             return;
         }
-        let previous = self.last_lane.swap(lane, Ordering::Relaxed);
-        if previous != lane && previous != u32::MAX {
+        let previous = self.last_share.swap(share, Ordering::Relaxed);
+        if previous != share && previous != u32::MAX {
             let until = self
                 .now()
                 .saturating_add(u64::try_from(self.window.as_nanos()).unwrap_or(u64::MAX));
@@ -189,24 +169,24 @@ impl Admission {
         }
     }
 
-    /// A lane's share of the slots while webstores contend.
-    fn share(&self) -> usize {
+    /// A webstore's fair part of the slots while webstores contend.
+    fn fair_share(&self) -> usize {
         self.slots / 2
     }
 
-    /// Whether a request of `lane` may be in service now.
-    fn may_enter(&self, lane: &Lane) -> bool {
+    /// Whether a request of `share` may be in service now.
+    fn may_enter(&self, share: &Share) -> bool {
         !self.contended()
             || self.in_service.load(Ordering::SeqCst) < self.slots
-            || lane.in_service.load(Ordering::SeqCst) < self.share()
+            || share.in_service.load(Ordering::SeqCst) < self.fair_share()
     }
 
-    /// Counts a request of `lane` in service and hands it its slot.
-    fn enter(self: &Arc<Self>, lane: &Arc<Lane>) -> Slot {
+    /// Counts a request of `share` in service and hands it its slot.
+    fn enter(self: &Arc<Self>, share: &Arc<Share>) -> Slot {
         self.in_service.fetch_add(1, Ordering::SeqCst);
-        lane.in_service.fetch_add(1, Ordering::SeqCst);
+        share.in_service.fetch_add(1, Ordering::SeqCst);
         Slot {
-            held: Some((self.clone(), lane.clone())),
+            held: Some((self.clone(), share.clone())),
         }
     }
 
@@ -220,27 +200,27 @@ impl Admission {
     /// Hands slots to waiters, one webstore's turn after another, while some may enter.
     fn dispatch(self: &Arc<Self>, queues: &mut Queues) {
         while self.waiting.load(Ordering::SeqCst) > 0 {
-            let Some((lane, sender)) = queues.next(|lane| self.may_enter(lane)) else {
+            let Some((_, (share, sender))) = queues.next(|(share, _)| self.may_enter(share)) else {
                 return;
             };
             self.waiting.fetch_sub(1, Ordering::SeqCst);
-            if let Err(mut unwanted) = sender.send(self.enter(&lane)) {
+            if let Err(mut unwanted) = sender.send(self.enter(&share)) {
                 // Its waiter gave up: take the slot back without its `Drop` (which would
                 // lock the queues again) and offer it to the next.
-                if let Some((_, lane)) = unwanted.held.take() {
-                    self.leave(&lane);
+                if let Some((_, share)) = unwanted.held.take() {
+                    self.leave(&share);
                 }
             }
         }
     }
 
-    fn leave(&self, lane: &Lane) {
-        lane.in_service.fetch_sub(1, Ordering::SeqCst);
+    fn leave(&self, share: &Share) {
+        share.in_service.fetch_sub(1, Ordering::SeqCst);
         self.in_service.fetch_sub(1, Ordering::SeqCst);
     }
 
-    fn release(self: &Arc<Self>, lane: &Lane) {
-        self.leave(lane);
+    fn release(self: &Arc<Self>, share: &Share) {
+        self.leave(share);
         // Seen after the decrement: either a waiter counted itself before it (and is served
         // here), or it counts itself after and finds the slot free when it looks under the
         // lock.
@@ -251,34 +231,10 @@ impl Admission {
     }
 }
 
-impl Queues {
-    /// The first waiter of the first lane in turn that `may_enter`, with its lane; that lane
-    /// goes to the back of the turns if more of it wait. Lanes passed over keep their place.
-    fn next(
-        &mut self,
-        may_enter: impl Fn(&Lane) -> bool,
-    ) -> Option<(Arc<Lane>, oneshot::Sender<Slot>)> {
-        let position = self.turns.iter().position(|id| {
-            self.lanes
-                .get(id)
-                .is_some_and(|queue| may_enter(&queue.lane))
-        })?;
-        let id = self.turns.remove(position)?;
-        let queue = self.lanes.get_mut(&id)?;
-        let sender = queue.waiters.pop_front()?;
-        // An empty lane keeps its queue (and its capacity) for the next time it waits: lanes
-        // are webstores of the catalogue, a bounded set.
-        if !queue.waiters.is_empty() {
-            self.turns.push_back(id);
-        }
-        Some((queue.lane.clone(), sender))
-    }
-}
-
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some((admission, lane)) = self.held.take() {
-            admission.release(&lane);
+        if let Some((admission, share)) = self.held.take() {
+            admission.release(&share);
         }
     }
 }
@@ -291,17 +247,17 @@ mod tests {
 
     async fn admitted_within(
         admission: &Arc<Admission>,
-        lane: &Arc<Lane>,
+        share: &Arc<Share>,
         ms: u64,
     ) -> Option<Slot> {
-        tokio::time::timeout(Duration::from_millis(ms), admission.admit(lane))
+        tokio::time::timeout(Duration::from_millis(ms), admission.admit(share))
             .await
             .ok()
             .map(|admitted| admitted.slot)
     }
 
     /// Makes `a` and `b` contend: a request of each admitted one after the other.
-    async fn contend(admission: &Arc<Admission>, a: &Arc<Lane>, b: &Arc<Lane>) {
+    async fn contend(admission: &Arc<Admission>, a: &Arc<Share>, b: &Arc<Share>) {
         drop(admitted_within(admission, a, 100).await.unwrap());
         drop(admitted_within(admission, b, 100).await.unwrap());
         assert!(admission.contended());
@@ -310,27 +266,27 @@ mod tests {
     #[tokio::test]
     async fn a_webstore_alone_is_never_held_back() {
         let admission = Admission::new(2, WINDOW);
-        let lane = Lane::new(1);
+        let share = Share::new(1);
         let mut slots = Vec::new();
         for _ in 0..100 {
             slots.push(
-                admitted_within(&admission, &lane, 100)
+                admitted_within(&admission, &share, 100)
                     .await
                     .expect("held back"),
             );
         }
         assert!(!admission.contended());
-        assert_eq!((admission.in_service(), lane.in_service()), (100, 100));
+        assert_eq!((admission.in_service(), share.in_service()), (100, 100));
         drop(slots);
-        assert_eq!((admission.in_service(), lane.in_service()), (0, 0));
+        assert_eq!((admission.in_service(), share.in_service()), (0, 0));
     }
 
     #[tokio::test]
     async fn contending_webstores_wait_for_a_slot_past_the_slots_and_their_share() {
         let admission = Admission::new(4, WINDOW);
-        let (a, b) = (Lane::new(1), Lane::new(2));
+        let (a, b) = (Share::new(1), Share::new(2));
         contend(&admission, &a, &b).await;
-        // A takes all four slots: the first two within its share, then while slots are free.
+        // A takes all four slots: the first two within its fair part, then while slots are free.
         let mut held: Vec<Slot> = Vec::new();
         for _ in 0..4 {
             held.push(admitted_within(&admission, &a, 100).await.unwrap());
@@ -339,7 +295,7 @@ mod tests {
             admitted_within(&admission, &a, 50).await.is_none(),
             "A past the slots"
         );
-        // B has nothing in service: under its share, it is admitted at once all the same.
+        // B has nothing in service: under its fair part, it is admitted at once all the same.
         let b_first = admitted_within(&admission, &b, 100)
             .await
             .expect("B waited");
@@ -366,7 +322,7 @@ mod tests {
     #[tokio::test]
     async fn the_waiters_go_in_when_the_contention_has_passed() {
         let admission = Admission::new(2, WINDOW);
-        let (a, b) = (Lane::new(1), Lane::new(2));
+        let (a, b) = (Share::new(1), Share::new(2));
         contend(&admission, &a, &b).await;
         let held: Vec<Slot> = vec![
             admitted_within(&admission, &a, 100).await.unwrap(),
@@ -399,9 +355,9 @@ mod tests {
     #[tokio::test]
     async fn turns_go_round_the_webstores_that_wait() {
         let admission = Admission::new(2, Duration::from_secs(30));
-        let (zero, one, two) = (Lane::new(0), Lane::new(1), Lane::new(2));
+        let (zero, one, two) = (Share::new(0), Share::new(1), Share::new(2));
         contend(&admission, &one, &zero).await;
-        // Lane 0 holds both slots (its share and one more).
+        // Share 0 holds both slots (its fair part and one more).
         let held = vec![
             admitted_within(&admission, &zero, 100).await.unwrap(),
             admitted_within(&admission, &zero, 100).await.unwrap(),
@@ -412,11 +368,11 @@ mod tests {
         let mut tasks = Vec::new();
         // Webstore 1 queues five requests before webstore 2 queues one (each already has its
         // share in service, so both wait).
-        for (i, lane) in [&one, &one, &one, &one, &one, &two].into_iter().enumerate() {
-            let (admission, lane, order_tx) = (admission.clone(), lane.clone(), order_tx.clone());
+        for (i, share) in [&one, &one, &one, &one, &one, &two].into_iter().enumerate() {
+            let (admission, share, order_tx) = (admission.clone(), share.clone(), order_tx.clone());
             tasks.push(tokio::spawn(async move {
-                let admitted = admission.admit(&lane).await;
-                order_tx.send((i, lane.id)).unwrap();
+                let admitted = admission.admit(&share).await;
+                order_tx.send((i, share.id)).unwrap();
                 tokio::time::sleep(Duration::from_millis(5)).await;
                 drop(admitted);
             }));
@@ -427,61 +383,61 @@ mod tests {
         for task in tasks {
             task.await.unwrap();
         }
-        let mut lanes = Vec::new();
-        while let Ok((_, lane)) = order_rx.try_recv() {
-            lanes.push(lane);
+        let mut shares = Vec::new();
+        while let Ok((_, share)) = order_rx.try_recv() {
+            shares.push(share);
         }
         // Webstore 2's one request is served second, not after webstore 1's five.
-        assert_eq!(lanes, vec![1, 2, 1, 1, 1, 1]);
+        assert_eq!(shares, vec![1, 2, 1, 1, 1, 1]);
         assert_eq!(admission.in_service(), 0);
     }
 
     #[tokio::test]
     async fn a_waiter_dropped_at_any_point_leaves_no_slot_held() {
         let admission = Admission::new(2, Duration::from_secs(30));
-        let lanes: Vec<Arc<Lane>> = (0..5).map(Lane::new).collect();
-        contend(&admission, &lanes[1], &lanes[0]).await;
+        let shares: Vec<Arc<Share>> = (0..5).map(Share::new).collect();
+        contend(&admission, &shares[1], &shares[0]).await;
         for round in 0..50u64 {
             let held = vec![
-                admitted_within(&admission, &lanes[0], 100).await.unwrap(),
-                admitted_within(&admission, &lanes[0], 100).await.unwrap(),
+                admitted_within(&admission, &shares[0], 100).await.unwrap(),
+                admitted_within(&admission, &shares[0], 100).await.unwrap(),
             ];
-            // Lanes 1..4 get one each (under their share), then their next ones wait.
-            let shares: Vec<Slot> = futures_util::future::join_all(
-                lanes[1..]
+            // Shares 1..4 get one each (under their fair part), then their next ones wait.
+            let theirs: Vec<Slot> = futures_util::future::join_all(
+                shares[1..]
                     .iter()
-                    .map(|lane| admitted_within(&admission, lane, 100)),
+                    .map(|share| admitted_within(&admission, share, 100)),
             )
             .await
             .into_iter()
             .map(Option::unwrap)
             .collect();
-            let waiters: Vec<_> = lanes[1..]
+            let waiters: Vec<_> = shares[1..]
                 .iter()
-                .map(|lane| {
-                    let (admission, lane) = (admission.clone(), lane.clone());
-                    tokio::spawn(async move { admission.admit(&lane).await })
+                .map(|share| {
+                    let (admission, share) = (admission.clone(), share.clone());
+                    tokio::spawn(async move { admission.admit(&share).await })
                 })
                 .collect();
             tokio::time::sleep(Duration::from_millis(1)).await;
             // Release while the waiters are being cancelled, in an order that varies.
             if round % 2 == 0 {
-                drop((held, shares));
+                drop((held, theirs));
                 waiters.iter().for_each(|w| w.abort());
             } else {
                 waiters.iter().for_each(|w| w.abort());
-                drop((held, shares));
+                drop((held, theirs));
             }
             for waiter in waiters {
                 let _ = waiter.await;
             }
             assert_eq!(admission.in_service(), 0, "round {round}");
             assert!(
-                lanes.iter().all(|lane| lane.in_service() == 0),
+                shares.iter().all(|share| share.in_service() == 0),
                 "round {round}"
             );
         }
         // And the slots are all there to take.
-        assert!(admitted_within(&admission, &lanes[4], 100).await.is_some());
+        assert!(admitted_within(&admission, &shares[4], 100).await.is_some());
     }
 }

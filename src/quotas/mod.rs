@@ -20,6 +20,7 @@
 //! [`OverQuota`] and [`Checked`]), the store, the actors.
 
 mod admission;
+pub mod fair_queue;
 mod rates;
 
 use std::collections::HashMap;
@@ -34,7 +35,7 @@ use prometheus::{Histogram, IntCounter};
 use crate::domain::catalogue::{Catalogue, Webstore};
 use crate::domain::quotas::QuotaSettings;
 
-pub use admission::{Admission, Lane, Slot, CONTENTION_WINDOW};
+pub use admission::{Admission, Share, Slot, CONTENTION_WINDOW};
 use rates::Rate;
 pub use rates::Remaining;
 
@@ -100,11 +101,11 @@ pub struct Checked {
 
 impl Checked {
     /// A slot in service, once the request's turn comes (at once while its webstore is
-    /// alone on the host, or has fewer than its share in service). Dropping the future gives
+    /// alone on the host, or has fewer than its fair part in service). Dropping the future gives
     /// up its place in the queue.
     pub async fn admit(&self) -> Slot {
         let began = Instant::now();
-        let admitted = self.admission.admit(&self.quotas.lane).await;
+        let admitted = self.admission.admit(&self.quotas.share).await;
         self.quotas.counted.admitted.inc();
         if admitted.waited {
             self.quotas
@@ -120,7 +121,7 @@ impl Checked {
 struct WebstoreQuotas {
     webstore: String,
     settings: QuotaSettings,
-    lane: Arc<Lane>,
+    share: Arc<Share>,
     writes: Option<Rate>,
     reads: Option<Rate>,
     in_progress: Arc<AtomicU32>,
@@ -273,7 +274,7 @@ impl WebstoreQuotas {
         WebstoreQuotas {
             webstore: webstore.settings.id.clone(),
             settings,
-            lane: Lane::new(webstore.idx.0),
+            share: Share::new(webstore.idx.0),
             writes,
             reads,
             in_progress: Arc::new(AtomicU32::new(0)),
@@ -419,7 +420,7 @@ mod tests {
         let b_slot = b_checked.admit().await;
         assert!(quotas.contended());
         assert_eq!(quotas.in_service(), 2);
-        // A's second request, past its share and the slots, waits, and its future is
+        // A's second request, past its fair part and the slots, waits, and its future is
         // dropped there.
         let a_again = quotas.check(&a, Kind::Write).unwrap();
         let waiting =

@@ -24,7 +24,7 @@ use super::RegistryError;
 use crate::metrics::METRICS;
 
 /// A live customer actor and what the registry knows about its use.
-pub struct Slot {
+pub struct LiveActor {
     /// The customer's webstore.
     pub webstore: WebstoreIdx,
     /// The actor.
@@ -45,7 +45,7 @@ impl Drop for CallPermit {
     }
 }
 
-/// Why a call could not enter a slot.
+/// Why a call could not enter a live actor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
     /// Too many calls are waiting for this customer.
@@ -54,11 +54,11 @@ pub enum Refused {
     Retired,
 }
 
-/// `calls` of a retired slot: far above any limit, and still above it after every call that
+/// `calls` of a retired live actor: far above any limit, and still above it after every call that
 /// tries to enter adds one.
 const RETIRED: u32 = u32::MAX / 2;
 
-impl Slot {
+impl LiveActor {
     /// The customer as its actor last stored it.
     pub fn customer(&self) -> Arc<Customer> {
         self.published
@@ -73,8 +73,8 @@ impl Slot {
     }
 
     /// Counts a call in, for as long as the permit lives. Refused when `limit` calls are
-    /// already counted, or when the slot was retired for passivation (the caller then asks
-    /// the registry for a fresh slot).
+    /// already counted, or when the live actor was retired for passivation (the caller then asks
+    /// the registry for a fresh live actor).
     pub fn enter(&self, limit: u32) -> Result<CallPermit, Refused> {
         let before = self.calls.fetch_add(1, Ordering::AcqRel);
         // From here the permit owns the increment, whatever is returned.
@@ -93,7 +93,7 @@ impl Slot {
         self.calls.load(Ordering::Acquire)
     }
 
-    /// Marks an unused slot as retired, so that no call can enter it any more.
+    /// Marks an unused live actor as retired, so that no call can enter it any more.
     fn retire(&self) -> bool {
         self.calls
             .compare_exchange(0, RETIRED, Ordering::AcqRel, Ordering::Acquire)
@@ -106,9 +106,9 @@ impl Slot {
     }
 }
 
-type Activation = Arc<OnceCell<Arc<Slot>>>;
+type Activation = Arc<OnceCell<Arc<LiveActor>>>;
 
-/// Why an activation produced no slot.
+/// Why an activation produced no live actor.
 pub enum Activated {
     /// No such customer (or one of a webstore the catalogue no longer has).
     Missing,
@@ -125,7 +125,7 @@ pub struct Directory {
     epoch: Instant,
 }
 
-/// Removes an activation entry its callers abandoned before it produced a slot, so that an
+/// Removes an activation entry its callers abandoned before it produced a live actor, so that an
 /// id whose activation was cut off (a dropped request) leaves nothing behind.
 struct PendingActivation<'a> {
     active: &'a DashMap<CustomerId, Activation>,
@@ -152,22 +152,22 @@ impl Directory {
         }
     }
 
-    /// The live slot of `id`, if its actor is running.
-    pub fn live(&self, id: CustomerId) -> Option<Arc<Slot>> {
-        let slot = self.active.get(&id).and_then(|cell| cell.get().cloned())?;
-        slot.touch();
-        Some(slot)
+    /// The live actor of `id`, if its actor is running.
+    pub fn live(&self, id: CustomerId) -> Option<Arc<LiveActor>> {
+        let live = self.active.get(&id).and_then(|cell| cell.get().cloned())?;
+        live.touch();
+        Some(live)
     }
 
-    /// The slot of `id`, starting its actor from `load` when it has none. `Ok(None)` when
+    /// The live actor of `id`, starting its actor from `load` when it has none. `Ok(None)` when
     /// there is no such customer.
     pub async fn activate(
         &self,
         id: CustomerId,
         load: impl FnOnce() -> Loaded,
-    ) -> Result<Option<Arc<Slot>>, RegistryError> {
-        if let Some(slot) = self.live(id) {
-            return Ok(Some(slot));
+    ) -> Result<Option<Arc<LiveActor>>, RegistryError> {
+        if let Some(live) = self.live(id) {
+            return Ok(Some(live));
         }
         let pending = PendingActivation {
             active: &self.active,
@@ -182,16 +182,16 @@ impl Directory {
             .cloned();
         drop(pending);
         match outcome {
-            Ok(slot) => {
-                slot.touch();
-                Ok(Some(slot))
+            Ok(live) => {
+                live.touch();
+                Ok(Some(live))
             }
             Err(Activated::Missing) => Ok(None),
             Err(Activated::Failed(error)) => Err(error),
         }
     }
 
-    async fn start(&self, load: impl FnOnce() -> Loaded) -> Result<Arc<Slot>, Activated> {
+    async fn start(&self, load: impl FnOnce() -> Loaded) -> Result<Arc<LiveActor>, Activated> {
         let args = load()?;
         let webstore = args.webstore.idx;
         let published = args.published.clone();
@@ -202,7 +202,7 @@ impl Directory {
             .await
             .map_err(|error| Activated::Failed(RegistryError::Spawn(id, error.to_string())))?;
         METRICS.actors_activated.inc();
-        let slot = Slot {
+        let live = LiveActor {
             webstore,
             actor,
             published,
@@ -210,14 +210,14 @@ impl Directory {
             calls: Arc::new(AtomicU32::new(0)),
             epoch: self.epoch,
         };
-        slot.touch();
-        Ok(Arc::new(slot))
+        live.touch();
+        Ok(Arc::new(live))
     }
 
-    /// Forgets a slot whose actor has stopped, so the next use activates a new one.
-    pub fn forget(&self, id: CustomerId, slot: &Arc<Slot>) {
+    /// Forgets a live actor whose actor has stopped, so the next use activates a new one.
+    pub fn forget(&self, id: CustomerId, live: &Arc<LiveActor>) {
         self.active.remove_if(&id, |_, held| {
-            held.get().is_some_and(|live| Arc::ptr_eq(live, slot))
+            held.get().is_some_and(|current| Arc::ptr_eq(current, live))
         });
     }
 
@@ -227,8 +227,8 @@ impl Directory {
     pub fn passivate_idle(&self, idle: Duration) -> usize {
         let mut stopped = 0;
         self.active.retain(|_, cell| match cell.get() {
-            Some(slot) if slot.idle_for() >= idle && slot.retire() => {
-                slot.actor.stop(None);
+            Some(live) if live.idle_for() >= idle && live.retire() => {
+                live.actor.stop(None);
                 stopped += 1;
                 false
             }
@@ -259,15 +259,15 @@ impl Directory {
     pub fn calls_in_flight(&self) -> u64 {
         self.active
             .iter()
-            .filter_map(|cell| cell.get().map(|slot| u64::from(slot.calls())))
+            .filter_map(|cell| cell.get().map(|live| u64::from(live.calls())))
             .sum()
     }
 
     /// Stops every live actor (at shutdown, after requests have drained).
     pub fn stop_all(&self) {
         self.active.retain(|_, cell| {
-            if let Some(slot) = cell.get() {
-                slot.actor.stop(None);
+            if let Some(live) = cell.get() {
+                live.actor.stop(None);
             }
             false
         });

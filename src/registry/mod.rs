@@ -41,7 +41,7 @@ use crate::metrics::METRICS;
 use crate::store::order_ids::OrderIds;
 use crate::store::{IdempotencyWrite, Store, StoreError, Written};
 
-pub use directory::{CallPermit, Refused, Slot};
+pub use directory::{CallPermit, LiveActor, Refused};
 pub use emails::{EmailClaim, EmailTaken, Settling};
 
 use directory::{Activated, Directory};
@@ -412,13 +412,13 @@ impl Registry {
     /// The live actor of customer `id`, activating it from its record when needed. `None`
     /// when there is no such customer in `webstore`: another webstore's customer is as
     /// absent as one that never existed.
-    pub async fn slot(
+    pub async fn live_actor(
         &self,
         webstore: WebstoreIdx,
         id: CustomerId,
-    ) -> Result<Option<Arc<Slot>>, RegistryError> {
-        let slot = self.directory.activate(id, || self.actor_args(id)).await?;
-        Ok(slot.filter(|slot| slot.webstore == webstore))
+    ) -> Result<Option<Arc<LiveActor>>, RegistryError> {
+        let live = self.directory.activate(id, || self.actor_args(id)).await?;
+        Ok(live.filter(|live| live.webstore == webstore))
     }
 
     /// What a customer's actor starts from, read from the store.
@@ -463,8 +463,8 @@ impl Registry {
         webstore: WebstoreIdx,
         id: CustomerId,
     ) -> Result<Option<Arc<Customer>>, StoreError> {
-        if let Some(slot) = self.directory.live(id) {
-            return Ok((slot.webstore == webstore).then(|| slot.customer()));
+        if let Some(live) = self.directory.live(id) {
+            return Ok((live.webstore == webstore).then(|| live.customer()));
         }
         if self.uncommitted.hides(id) {
             return Ok(None);
@@ -481,9 +481,9 @@ impl Registry {
             .map(|c| Some(Arc::new(c)))
     }
 
-    /// Forgets a slot whose actor has stopped, so the next use activates a new one.
-    pub fn forget(&self, id: CustomerId, slot: &Arc<Slot>) {
-        self.directory.forget(id, slot);
+    /// Forgets a live actor that has stopped, so the next use activates a new one.
+    pub fn forget(&self, id: CustomerId, live: &Arc<LiveActor>) {
+        self.directory.forget(id, live);
     }
 
     /// Stops the actors of customers unused for `idle` with no call to answer.

@@ -22,7 +22,7 @@ use crate::actors::customer::{CustomerMsg, Handoff, Request};
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::ids::CustomerId;
 use crate::metrics::{refused, Refusal};
-use crate::registry::{Refused, Registry, Slot};
+use crate::registry::{LiveActor, Refused, Registry};
 
 use super::ServiceError;
 
@@ -68,16 +68,16 @@ impl ActorCalls {
         exclusive: Option<E>,
         request: impl FnOnce(RpcReplyPort<T>) -> Request,
     ) -> Result<T, ServiceError> {
-        self.call_slot(registry, None, webstore, id, exclusive, request)
+        self.call_live(registry, None, webstore, id, exclusive, request)
             .await
     }
 
-    /// [`ActorCalls::call`], given the slot of customer `id` if the caller has just looked
-    /// it up (which spares a second lookup; a slot retired since is looked up again).
-    pub async fn call_slot<T: Send + 'static, E: Send + 'static>(
+    /// [`ActorCalls::call`], given the live actor of customer `id` if the caller has just looked
+    /// it up (which spares a second lookup; a live actor retired since is looked up again).
+    pub async fn call_live<T: Send + 'static, E: Send + 'static>(
         &self,
         registry: &Registry,
-        mut found: Option<Arc<Slot>>,
+        mut found: Option<Arc<LiveActor>>,
         webstore: WebstoreIdx,
         id: CustomerId,
         exclusive: Option<E>,
@@ -88,24 +88,24 @@ impl ActorCalls {
             ServiceError::Busy
         })?;
         let mut unsent = Some((request, exclusive, capped));
-        // A slot retired for passivation between lookup and entry is replaced by a fresh
+        // A live actor retired for passivation between lookup and entry is replaced by a fresh
         // activation; two retries are more than any real interleaving needs.
         for _ in 0..3 {
-            let slot = match found.take() {
-                Some(slot) => slot,
+            let live = match found.take() {
+                Some(live) => live,
                 None => registry
-                    .slot(webstore, id)
+                    .live_actor(webstore, id)
                     .await?
                     .ok_or(ServiceError::NotFound)?,
             };
-            let permit = match slot.enter(self.per_customer) {
+            let permit = match live.enter(self.per_customer) {
                 Ok(permit) => permit,
                 Err(Refused::Busy) => {
                     refused(Refusal::CustomerBusy);
                     return Err(ServiceError::Busy);
                 }
                 Err(Refused::Retired) => {
-                    registry.forget(id, &slot);
+                    registry.forget(id, &live);
                     continue;
                 }
             };
@@ -121,11 +121,11 @@ impl ActorCalls {
                 handoff,
                 permits: Box::new((capped, permit)),
             };
-            if slot.actor.send_message(message).is_err() {
-                registry.forget(id, &slot);
+            if live.actor.send_message(message).is_err() {
+                registry.forget(id, &live);
                 return Err(stopped(id));
             }
-            return self.answer(registry, id, &slot, answer, withdraw).await;
+            return self.answer(registry, id, &live, answer, withdraw).await;
         }
         Err(ServiceError::Busy)
     }
@@ -134,7 +134,7 @@ impl ActorCalls {
         &self,
         registry: &Registry,
         id: CustomerId,
-        slot: &Arc<Slot>,
+        live: &Arc<LiveActor>,
         mut answer: OneshotReceiver<T>,
         withdraw: Withdraw,
     ) -> Result<T, ServiceError> {
@@ -150,7 +150,7 @@ impl ActorCalls {
         };
         outcome.map_err(|_| {
             // The reply port was dropped unanswered: the actor stopped.
-            registry.forget(id, slot);
+            registry.forget(id, live);
             stopped(id)
         })
     }

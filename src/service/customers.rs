@@ -22,7 +22,7 @@ use crate::registry::{EmailTaken, NewCustomer};
 use crate::store::IdempotencyWrite;
 
 use super::idempotency::Turn;
-use super::passwords::Lane;
+use super::passwords::Share;
 use super::{email_taken, KeyedWrite, Service, ServiceError};
 
 /// How often a create asks for an email that changes in progress keep claiming.
@@ -132,7 +132,7 @@ impl Service {
         self.writes_allowed()?;
         // Look the customer up first: an unknown id is a 404 whatever the body says.
         self.registry
-            .slot(webstore.idx, id)
+            .live_actor(webstore.idx, id)
             .await?
             .ok_or(ServiceError::NotFound)?;
         let mut changes = parse_customer(body, webstore, Mode::Update)
@@ -163,8 +163,8 @@ impl Service {
         changes: &mut CustomerChanges,
     ) -> Result<(), ServiceError> {
         if let Some(password) = changes.password.take() {
-            let lane = Lane::Webstore(webstore.idx);
-            changes.password_hash = Some(self.passwords.hash(lane, password).await?);
+            let share = Share::Webstore(webstore.idx);
+            changes.password_hash = Some(self.passwords.hash(share, password).await?);
         }
         Ok(())
     }

@@ -60,7 +60,7 @@ use calls::ActorCalls;
 use client_limits::ClientLimits;
 use delivery_lists::DeliveryLists;
 use idempotency::IdempotencyGate;
-use passwords::{Lane, PasswordWork};
+use passwords::{PasswordWork, Share};
 use serving::Serving;
 use sign_in_throttles::SignInThrottles;
 
@@ -452,7 +452,7 @@ impl Service {
         let matches = self
             .passwords
             .check(
-                Lane::Webstore(webstore.idx),
+                Share::Webstore(webstore.idx),
                 password.to_owned(),
                 stored,
                 move |matches| {

@@ -58,16 +58,16 @@ impl Service {
         let check = match customer_ref(&body) {
             CustomerRef::Missing => CustomerCheck::Missing,
             CustomerRef::Malformed => CustomerCheck::Unknown,
-            CustomerRef::Id(id) => match self.registry.slot(webstore.idx, id).await? {
+            CustomerRef::Id(id) => match self.registry.live_actor(webstore.idx, id).await? {
                 None => CustomerCheck::Unknown,
-                Some(slot) => {
+                Some(live) => {
                     let (idempotency, turn) = keyed.unzip();
                     let request = Box::new(PlaceOrder { body, idempotency });
                     let written = self
                         .calls
-                        .call_slot(
+                        .call_live(
                             &self.registry,
-                            Some(slot),
+                            Some(live),
                             webstore.idx,
                             id,
                             turn,

@@ -1,31 +1,35 @@
 //! Password work: argon2id hashing and checking on blocking threads, `hashers` at a time,
-//! shared fairly between those who ask for it. A job holds a *place* while it waits or runs,
-//! and there are `places` in all; a job refused a place is [`ServiceError::Busy`], never a
-//! wait without end. Places belong to *lanes*: each webstore is one (its customers' creates,
+//! shared fairly between those who ask for it. A job holds a *slot* while it waits or runs,
+//! and there are `slots` in all; a job refused a slot is [`ServiceError::Busy`], never a
+//! wait without end. Slots belong to *shares*: each webstore is one (its customers' creates,
 //! changes and sign-ins through the API), and the app's sign-ins, which are no webstore's
-//! until they succeed, are one more ([`Lane::App`]; each client address is bounded within it
+//! until they succeed, are one more ([`Share::App`]; each client address is bounded within it
 //! before it gets here, by `service::client_limits`).
 //!
-//! - While places are free, any lane takes them: a lone webstore has the whole pool.
-//! - When none is free, a lane holding fewer places than the fullest lane by two or more
-//!   takes the place of the fullest lane's newest waiting job, whose caller is answered
+//! - While slots are free, any share takes them: a lone webstore has the whole pool.
+//! - When none is free, a share holding fewer slots than the fullest share by two or more
+//!   takes the slot of the fullest share's newest waiting job, whose caller is answered
 //!   `Busy` (as it would have been had it come last); any other newcomer is refused. So under
-//!   contention the places tend to an equal share per busy lane, a lane below its share is
+//!   contention the slots tend to an equal part per busy share, a share below its part is
 //!   not refused, and what a flood is refused stays with the flood.
-//! - A hasher that frees goes to the lanes with jobs waiting in turn (round robin over the
-//!   lanes, first come first served within one), so a lane's flood queues behind itself and
-//!   another lane's job waits for one job per busy lane at most.
+//! - A hasher that frees goes to the shares with jobs waiting in turn (round robin over the
+//!   shares, first come first served within one: the fair queue fair admission waits in too,
+//!   `quotas::fair_queue`), so a share's flood queues behind itself and another share's job
+//!   waits for one job per busy share at most. What fair admission has and this has not (a
+//!   lock-free path for a webstore alone, contention over a window) and what this has and it
+//!   has not (a bound past which a job is refused, pushing out a fuller share's newest job)
+//!   keep them two pools over one queue.
 //!
 //! A job whose caller is gone before it starts never runs, so a flood of abandoned requests
 //! costs no hashing; a job that started runs to its end, and whatever it settles (a sign-in
-//! attempt) is settled inside it. A place is a guard (`Place`): dropped while it waits,
+//! attempt) is settled inside it. A slot is a guard (`Slot`): dropped while it waits,
 //! while it runs, or once pushed out, it leaves the counts as if it had never been. The
 //! state is one small map behind a mutex, locked for a few operations per job: a job costs
 //! tens of milliseconds of hashing, beside which the lock is nothing.
 //!
 //! Must not touch: customers, throttles, client addresses, HTTP.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -34,23 +38,24 @@ use tokio::sync::oneshot;
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::password::{hash_password, verify_password};
 use crate::metrics::{refused, Refusal, METRICS};
+use crate::quotas::fair_queue::FairQueue;
 
 use super::ServiceError;
 
 /// Whose work a job is: the share of the pool it draws on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Lane {
+pub enum Share {
     /// A webstore's, through the API.
     Webstore(WebstoreIdx),
     /// The app's sign-ins, no webstore's until they succeed.
     App,
 }
 
-impl Lane {
+impl Share {
     fn label(self) -> &'static str {
         match self {
-            Lane::Webstore(_) => "api",
-            Lane::App => "app",
+            Share::Webstore(_) => "api",
+            Share::App => "app",
         }
     }
 }
@@ -73,44 +78,44 @@ impl Drop for Abandon {
 }
 
 impl PasswordWork {
-    /// At most `hashers` jobs at once, and at most `places` waiting or running.
-    pub fn new(hashers: usize, places: usize) -> Result<PasswordWork, ServiceError> {
+    /// At most `hashers` jobs at once, and at most `slots` waiting or running.
+    pub fn new(hashers: usize, slots: usize) -> Result<PasswordWork, ServiceError> {
         let stand_in_hash =
             hash_password("no password is set", &random_salt()?).map_err(ServiceError::Internal)?;
         let hashers = hashers.max(1);
         Ok(PasswordWork {
             pool: Arc::new(Pool {
                 hashers,
-                places: places.max(hashers),
+                slots: slots.max(hashers),
                 state: Mutex::new(State::default()),
             }),
             stand_in_hash,
         })
     }
 
-    /// The argon2id PHC string of a new password, hashed in `lane`'s share.
-    pub async fn hash(&self, lane: Lane, password: String) -> Result<String, ServiceError> {
+    /// The argon2id PHC string of a new password, hashed within `share`.
+    pub async fn hash(&self, share: Share, password: String) -> Result<String, ServiceError> {
         let salt = random_salt()?;
-        self.run(lane, move || hash_password(&password, &salt))
+        self.run(share, move || hash_password(&password, &salt))
             .await?
             .map_err(ServiceError::Internal)
     }
 
-    /// Checks `password` against `stored` (a PHC string) in `lane`'s share, or against a
+    /// Checks `password` against `stored` (a PHC string) within `share`, or against a
     /// stand-in when there is none so that the answer takes as long either way, then hands
     /// the outcome to `settle` on the worker thread: it runs if and only if the check ran,
     /// whether or not the caller still waits (dropped unrun otherwise). True only for a
     /// stored hash that matches.
     pub async fn check(
         &self,
-        lane: Lane,
+        share: Share,
         password: String,
         stored: Option<String>,
         settle: impl FnOnce(bool) + Send + 'static,
     ) -> Result<bool, ServiceError> {
         let has_password = stored.is_some();
         let hash = stored.unwrap_or_else(|| self.stand_in_hash.clone());
-        self.run(lane, move || {
+        self.run(share, move || {
             let matches = verify_password(&password, &hash) && has_password;
             settle(matches);
             matches
@@ -123,36 +128,32 @@ impl PasswordWork {
         self.pool.lock().held
     }
 
-    /// Places held by `lane`'s jobs, waiting or running (for tests and diagnostics).
-    pub fn places_of(&self, lane: Lane) -> usize {
-        self.pool
-            .lock()
-            .lanes
-            .get(&lane)
-            .map_or(0, |held| held.held)
+    /// Slots held by `share`'s jobs, waiting or running (for tests and diagnostics).
+    pub fn slots_of(&self, share: Share) -> usize {
+        self.pool.lock().shares.get(&share).copied().unwrap_or(0)
     }
 
     async fn run<T: Send + 'static>(
         &self,
-        lane: Lane,
+        share: Share,
         job: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, ServiceError> {
-        let mut place = self.pool.enter(lane).inspect_err(|_| {
+        let mut slot = self.pool.enter(share).inspect_err(|_| {
             refused(Refusal::PasswordQueue);
         })?;
-        place.started().await?;
+        slot.started().await?;
         let abandoned = Arc::new(AtomicBool::new(false));
         let _abandon = Abandon(abandoned.clone());
         let ran = tokio::task::spawn_blocking(move || {
-            // The place is given back when the job ends, not when its caller stops waiting,
-            // so the places running bound the threads actually busy.
-            let _place = place;
+            // The slot is given back when the job ends, not when its caller stops waiting,
+            // so the slots running bound the threads actually busy.
+            let _place = slot;
             if abandoned.load(Ordering::Acquire) {
                 return None;
             }
             METRICS
                 .password_jobs
-                .with_label_values(&[lane.label()])
+                .with_label_values(&[share.label()])
                 .inc();
             Some(job())
         })
@@ -162,31 +163,24 @@ impl PasswordWork {
     }
 }
 
-/// The places, the hashers, and who waits for them.
+/// The slots, the hashers, and who waits for them.
 struct Pool {
     hashers: usize,
-    places: usize,
+    slots: usize,
     state: Mutex<State>,
 }
 
 #[derive(Default)]
 struct State {
-    /// Places held, waiting or running.
+    /// Slots held, waiting or running.
     held: usize,
     /// Jobs running (at most `hashers`).
     running: usize,
-    /// The lanes holding places; a lane is removed when it holds none, so this never holds
+    /// The slots each share holds; a share is removed when it holds none, so this never holds
     /// more than the catalogue's webstores and the app.
-    lanes: HashMap<Lane, LaneState>,
-    /// Lanes with jobs waiting, in the order their turns come.
-    turns: VecDeque<Lane>,
-}
-
-#[derive(Default)]
-struct LaneState {
-    held: usize,
-    /// Its jobs waiting for a hasher, first come first.
-    waiting: VecDeque<Waiter>,
+    shares: HashMap<Share, usize>,
+    /// The jobs waiting for a hasher, one share's turn after another.
+    waiting: FairQueue<Share, Waiter>,
 }
 
 /// A job waiting for a hasher.
@@ -195,16 +189,16 @@ struct Waiter {
     go: oneshot::Sender<()>,
 }
 
-/// Where a place is; changed only under the pool's lock.
+/// Where a slot is; changed only under the pool's lock.
 const WAITING: u8 = 0;
 const RUNNING: u8 = 1;
-/// Taken by a lane below its share: it counts for nothing any more.
+/// Taken by a share below its part: it counts for nothing any more.
 const PUSHED_OUT: u8 = 2;
 
-/// A job's place in the pool, given back (or its hasher passed on) when dropped.
-struct Place {
+/// A job's slot in the pool, given back (or its hasher passed on) when dropped.
+struct Slot {
     pool: Arc<Pool>,
-    lane: Lane,
+    share: Share,
     stage: Arc<AtomicU8>,
     go: Option<oneshot::Receiver<()>>,
 }
@@ -218,80 +212,62 @@ impl Pool {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A place for a job of `lane`, waiting for a hasher; `Busy` when there is none to take.
-    fn enter(self: &Arc<Self>, lane: Lane) -> Result<Place, ServiceError> {
+    /// A slot for a job of `share`, waiting for a hasher; `Busy` when there is none to take.
+    fn enter(self: &Arc<Self>, share: Share) -> Result<Slot, ServiceError> {
         let mut state = self.lock();
-        if state.held < self.places {
+        if state.held < self.slots {
             state.held += 1;
         } else {
-            state.push_out_for(lane)?;
+            state.push_out_for(share)?;
         }
         let stage = Arc::new(AtomicU8::new(WAITING));
         let (go, started) = oneshot::channel();
-        let State { lanes, turns, .. } = &mut *state;
-        let entry = lanes.entry(lane).or_default();
-        entry.held += 1;
-        if entry.waiting.is_empty() {
-            turns.push_back(lane);
-        }
-        entry.waiting.push_back(Waiter {
-            stage: stage.clone(),
-            go,
-        });
+        *state.shares.entry(share).or_default() += 1;
+        state.waiting.push(
+            share,
+            Waiter {
+                stage: stage.clone(),
+                go,
+            },
+        );
         self.dispatch(&mut state);
-        Ok(Place {
+        Ok(Slot {
             pool: self.clone(),
-            lane,
+            share,
             stage,
             go: Some(started),
         })
     }
 
-    /// Hands free hashers to the waiting jobs, one lane's turn after another.
+    /// Hands free hashers to the waiting jobs, one share's turn after another.
     fn dispatch(&self, state: &mut State) {
         while state.running < self.hashers {
-            let Some(lane) = state.turns.pop_front() else {
+            let Some((_, waiter)) = state.waiting.next(|_| true) else {
                 return;
             };
-            let Some(entry) = state.lanes.get_mut(&lane) else {
-                continue;
-            };
-            let Some(waiter) = entry.waiting.pop_front() else {
-                continue;
-            };
-            if !entry.waiting.is_empty() {
-                state.turns.push_back(lane);
-            }
             waiter.stage.store(RUNNING, Ordering::Relaxed);
             state.running += 1;
-            // A caller gone already has its place's `Drop` still to come (it needs this
-            // lock): seeing the place running, it frees the hasher.
+            // A caller gone already has its slot's `Drop` still to come (it needs this
+            // lock): seeing the slot running, it frees the hasher.
             let _ = waiter.go.send(());
         }
     }
 
-    /// Gives back a place in `stage`.
-    fn leave(&self, lane: Lane, stage: &Arc<AtomicU8>) {
+    /// Gives back a slot in `stage`.
+    fn leave(&self, share: Share, stage: &Arc<AtomicU8>) {
         let mut state = self.lock();
         match stage.load(Ordering::Relaxed) {
             PUSHED_OUT => return,
             RUNNING => state.running -= 1,
-            _ => {
-                if let Some(entry) = state.lanes.get_mut(&lane) {
-                    entry
-                        .waiting
-                        .retain(|waiter| !Arc::ptr_eq(&waiter.stage, stage));
-                    if entry.waiting.is_empty() {
-                        state.turns.retain(|turn| *turn != lane);
-                    }
-                }
-            }
+            _ => state
+                .waiting
+                .remove(share, |waiter| Arc::ptr_eq(&waiter.stage, stage)),
         }
         state.held -= 1;
-        if let Some(entry) = state.lanes.get_mut(&lane) {
-            entry.held -= 1;
-            if entry.held == 0 {
-                state.lanes.remove(&lane);
+        if let Some(held) = state.shares.get_mut(&share) {
+            *held -= 1;
+            if *held == 0 {
+                state.shares.remove(&share);
             }
         }
         self.dispatch(&mut state);
@@ -299,42 +275,34 @@ impl Pool {
 }
 
 impl State {
-    /// Makes room for a job of `lane` in a full pool: the newest waiting job of the lane
-    /// holding the most places gives up its place, if that lane holds two or more places
-    /// more than `lane` (so the shares converge and never swap back and forth).
-    fn push_out_for(&mut self, lane: Lane) -> Result<(), ServiceError> {
-        let own = self.lanes.get(&lane).map_or(0, |entry| entry.held);
+    /// Makes room for a job of `share` in a full pool: the newest waiting job of the share
+    /// holding the most slots gives up its slot, if that share holds two or more slots
+    /// more than `share` (so the shares converge and never swap back and forth).
+    fn push_out_for(&mut self, share: Share) -> Result<(), ServiceError> {
+        let own = self.shares.get(&share).copied().unwrap_or(0);
         let fullest = self
-            .lanes
+            .shares
             .iter()
-            .filter(|(other, entry)| {
-                **other != lane && !entry.waiting.is_empty() && entry.held >= own + 2
+            .filter(|(other, held)| {
+                **other != share && self.waiting.waiting(**other) > 0 && **held >= own + 2
             })
-            .max_by_key(|(_, entry)| entry.held)
-            .map(|(other, _)| *other);
-        let Some(fullest) = fullest else {
-            return Err(ServiceError::Busy);
-        };
-        let Some(entry) = self.lanes.get_mut(&fullest) else {
-            return Err(ServiceError::Busy);
-        };
-        let Some(newest) = entry.waiting.pop_back() else {
-            return Err(ServiceError::Busy);
-        };
+            .max_by_key(|(_, held)| **held)
+            .map(|(other, _)| *other)
+            .ok_or(ServiceError::Busy)?;
+        let newest = self.waiting.pop_newest(fullest).ok_or(ServiceError::Busy)?;
         newest.stage.store(PUSHED_OUT, Ordering::Relaxed);
         // Dropping its sender tells its caller.
         drop(newest.go);
         refused(Refusal::PasswordShare);
-        entry.held -= 1;
-        if entry.waiting.is_empty() {
-            self.turns.retain(|turn| *turn != fullest);
+        if let Some(held) = self.shares.get_mut(&fullest) {
+            *held -= 1;
         }
         Ok(())
     }
 }
 
-impl Place {
-    /// Waits for a hasher; `Busy` when the place was taken by a lane below its share.
+impl Slot {
+    /// Waits for a hasher; `Busy` when the slot was taken by a share below its part.
     async fn started(&mut self) -> Result<(), ServiceError> {
         match self.go.take() {
             Some(go) => go.await.map_err(|_| ServiceError::Busy),
@@ -343,9 +311,9 @@ impl Place {
     }
 }
 
-impl Drop for Place {
+impl Drop for Slot {
     fn drop(&mut self) {
-        self.pool.leave(self.lane, &self.stage);
+        self.pool.leave(self.share, &self.stage);
     }
 }
 
@@ -360,8 +328,8 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    const A: Lane = Lane::Webstore(WebstoreIdx(0));
-    const B: Lane = Lane::Webstore(WebstoreIdx(1));
+    const A: Share = Share::Webstore(WebstoreIdx(0));
+    const B: Share = Share::Webstore(WebstoreIdx(1));
 
     /// Waits (bounded, off the async workers) for one message.
     async fn wait<T: Send + 'static>(
@@ -375,7 +343,7 @@ mod tests {
         .unwrap()
     }
 
-    /// Waits (bounded) until the pool holds no place.
+    /// Waits (bounded) until the pool holds no slot.
     async fn drained(work: &PasswordWork) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while work.jobs_in_flight() > 0 {
@@ -384,21 +352,21 @@ mod tests {
         }
         let state = work.pool.lock();
         assert_eq!(state.running, 0);
-        assert!(state.lanes.is_empty() && state.turns.is_empty());
+        assert!(state.shares.is_empty() && state.waiting.is_empty());
     }
 
-    /// A job of `lane` that says when it starts and runs until `release` is dropped or
+    /// A job of `share` that says when it starts and runs until `release` is dropped or
     /// sent to; its outcome is its name.
     fn blocker(
         work: &Arc<PasswordWork>,
-        lane: Lane,
+        share: Share,
         name: &'static str,
         started: mpsc::Sender<&'static str>,
         release: Arc<Mutex<mpsc::Receiver<()>>>,
     ) -> tokio::task::JoinHandle<Result<&'static str, ServiceError>> {
         let work = work.clone();
         tokio::spawn(async move {
-            work.run(lane, move || {
+            work.run(share, move || {
                 let _ = started.send(name);
                 let _ = release
                     .lock()
@@ -469,23 +437,23 @@ mod tests {
         let (got, has_started) = wait(has_started).await;
         assert_eq!(got, Ok("a"));
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while work.places_of(A) < 6 {
+        while work.slots_of(A) < 6 {
             assert!(std::time::Instant::now() < deadline);
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         // A seventh of A's is refused: the pool is full and A the fullest.
         let refused = work.run(A, || "a").await;
         assert!(matches!(refused, Err(ServiceError::Busy)));
-        // B takes places from A's newest waiting jobs until the two are within one.
+        // B takes slots from A's newest waiting jobs until the two are within one.
         let b_jobs: Vec<_> = (0..3)
             .map(|_| blocker(&work, B, "b", started.clone(), released.clone()))
             .collect();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while work.places_of(B) < 3 {
+        while work.slots_of(B) < 3 {
             assert!(std::time::Instant::now() < deadline);
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
-        assert_eq!(work.places_of(A), 3);
+        assert_eq!(work.slots_of(A), 3);
         // A fourth of B's would leave B ahead: refused.
         assert!(matches!(work.run(B, || "b").await, Err(ServiceError::Busy)));
         // Three of A's callers were told Busy at once, without waiting for a hasher.
@@ -506,7 +474,7 @@ mod tests {
             }
         }
         assert_eq!(a_running_or_waiting.len(), 3);
-        // The hasher goes round the lanes: A's next (its turn came before B queued), then
+        // The hasher goes round the shares: A's next (its turn came before B queued), then
         // B's, not A's two others first.
         release.send(()).unwrap();
         let (got, has_started) = wait(has_started).await;
@@ -535,17 +503,17 @@ mod tests {
         assert_eq!(got, Ok("held"));
         // A queues four before B and the app queue one each.
         let mut jobs = Vec::new();
-        for (lane, name) in [
+        for (share, name) in [
             (A, "a"),
             (A, "a"),
             (A, "a"),
             (A, "a"),
             (B, "b"),
-            (Lane::App, "app"),
+            (Share::App, "app"),
         ] {
             jobs.push(blocker(
                 &work,
-                lane,
+                share,
                 name,
                 started.clone(),
                 released.clone(),
@@ -582,15 +550,15 @@ mod tests {
             let held = blocker(&work, A, "held", started.clone(), released.clone());
             let (got, _) = wait(has_started).await;
             got.unwrap();
-            // Waiters of both lanes, some pushing others out, cancelled while they wait,
+            // Waiters of both shares, some pushing others out, cancelled while they wait,
             // while they are handed the hasher, or after they started.
-            let lanes = [A, A, B, Lane::App, B, A];
-            let waiters: Vec<_> = lanes
+            let shares = [A, A, B, Share::App, B, A];
+            let waiters: Vec<_> = shares
                 .iter()
-                .map(|lane| {
+                .map(|share| {
                     let work = work.clone();
-                    let lane = *lane;
-                    tokio::spawn(async move { work.run(lane, || ()).await })
+                    let share = *share;
+                    tokio::spawn(async move { work.run(share, || ()).await })
                 })
                 .collect();
             tokio::time::sleep(Duration::from_millis(round % 3)).await;
@@ -607,7 +575,7 @@ mod tests {
             let _ = held.await;
             drained(&work).await;
         }
-        // And every place is there to take.
+        // And every slot is there to take.
         assert!(work.run(B, || ()).await.is_ok());
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 
-use super::passwords::Lane;
+use super::passwords::Share;
 use super::serving::Served;
 use super::{Service, ServiceError};
 use crate::domain::catalogue::{Webstore, WebstoreIdx};
@@ -151,7 +151,7 @@ impl Service {
         let account = stored.as_deref().map(digest_of).unwrap_or_default();
         let matches = self
             .passwords
-            .check(Lane::App, password, stored, move |matches| {
+            .check(Share::App, password, stored, move |matches| {
                 // The client's attempt lasts as long as its check, whether or not it waits.
                 let _client_attempt = client_attempt;
                 attempt.finish(matches)

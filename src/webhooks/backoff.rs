@@ -20,9 +20,9 @@ pub const MIN_RETRY_AFTER: Duration = Duration::from_secs(1);
 
 /// What became of one attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
-    /// A 2xx.
-    Delivered,
+pub enum SendOutcome {
+    /// A 2xx: the receiver accepted the event.
+    Accepted,
     /// `410 Gone`: the receiver wants nothing more.
     Gone,
     /// `429` or `503`: the receiver asked to wait, as long as its `Retry-After` says if it
@@ -38,27 +38,27 @@ pub enum Outcome {
     Refused,
 }
 
-impl Outcome {
+impl SendOutcome {
     /// The outcome of an answer with `status` and `retry_after` (the header's text).
-    pub fn of_status(status: u16, retry_after: Option<&str>) -> Outcome {
+    pub fn of_status(status: u16, retry_after: Option<&str>) -> SendOutcome {
         match status {
-            200..=299 => Outcome::Delivered,
-            410 => Outcome::Gone,
-            429 | 503 => Outcome::AskedToWait(retry_after.and_then(parse_retry_after)),
-            other => Outcome::Failed(other),
+            200..=299 => SendOutcome::Accepted,
+            410 => SendOutcome::Gone,
+            429 | 503 => SendOutcome::AskedToWait(retry_after.and_then(parse_retry_after)),
+            other => SendOutcome::Failed(other),
         }
     }
 
-    /// Its label in `boxsub_webhook_deliveries_total`.
+    /// Its label in `boxsub_webhook_sends_total`.
     pub fn label(self) -> &'static str {
         match self {
-            Outcome::Delivered => "delivered",
-            Outcome::Gone => "gone",
-            Outcome::AskedToWait(_) => "asked_to_wait",
-            Outcome::Failed(_) => "failed",
-            Outcome::Timeout => "timeout",
-            Outcome::Unreachable => "unreachable",
-            Outcome::Refused => "refused",
+            SendOutcome::Accepted => "accepted",
+            SendOutcome::Gone => "gone",
+            SendOutcome::AskedToWait(_) => "asked_to_wait",
+            SendOutcome::Failed(_) => "failed",
+            SendOutcome::Timeout => "timeout",
+            SendOutcome::Unreachable => "unreachable",
+            SendOutcome::Refused => "refused",
         }
     }
 }
@@ -89,9 +89,9 @@ pub fn retry_delay(first: Duration, failures: u32, jitter: f64) -> Duration {
 
 /// The wait after a failed attempt: `Retry-After` when the answer gave one, else the
 /// backoff's.
-pub fn wait_after(outcome: Outcome, first: Duration, failures: u32, jitter: f64) -> Duration {
+pub fn wait_after(outcome: SendOutcome, first: Duration, failures: u32, jitter: f64) -> Duration {
     match outcome {
-        Outcome::AskedToWait(Some(wait)) => wait,
+        SendOutcome::AskedToWait(Some(wait)) => wait,
         _ => retry_delay(first, failures, jitter),
     }
 }
@@ -118,18 +118,21 @@ mod tests {
 
     #[test]
     fn statuses_are_read_as_the_documents_say() {
-        assert_eq!(Outcome::of_status(204, None), Outcome::Delivered);
-        assert_eq!(Outcome::of_status(410, Some("5")), Outcome::Gone);
+        assert_eq!(SendOutcome::of_status(204, None), SendOutcome::Accepted);
+        assert_eq!(SendOutcome::of_status(410, Some("5")), SendOutcome::Gone);
         assert_eq!(
-            Outcome::of_status(429, Some("7")),
-            Outcome::AskedToWait(Some(Duration::from_secs(7)))
+            SendOutcome::of_status(429, Some("7")),
+            SendOutcome::AskedToWait(Some(Duration::from_secs(7)))
         );
         assert_eq!(
-            Outcome::of_status(503, Some("soon")),
-            Outcome::AskedToWait(None)
+            SendOutcome::of_status(503, Some("soon")),
+            SendOutcome::AskedToWait(None)
         );
-        assert_eq!(Outcome::of_status(301, None), Outcome::Failed(301));
-        assert_eq!(Outcome::of_status(500, Some("1")), Outcome::Failed(500));
+        assert_eq!(SendOutcome::of_status(301, None), SendOutcome::Failed(301));
+        assert_eq!(
+            SendOutcome::of_status(500, Some("1")),
+            SendOutcome::Failed(500)
+        );
     }
 
     #[test]

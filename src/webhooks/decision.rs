@@ -1,5 +1,5 @@
 //! What an endpoint's task does after an attempt to deliver an event, given what the attempt
-//! came to ([`Outcome`]), how long the endpoint has been failing this event, the time and the
+//! came to ([`SendOutcome`]), how long the endpoint has been failing this event, the time and the
 //! retry settings: settle (move past the event), send it again at a time, give up (disable
 //! the endpoint: it kept failing past the give-up time), or stop (disable it: it answered
 //! `410 Gone`). A pure function, so that every branch is tested here rather than through a
@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use super::backoff::{wait_after, Outcome};
+use super::backoff::{wait_after, SendOutcome};
 
 /// How an endpoint stands with the event it is sending: its failures so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -59,15 +59,15 @@ pub struct Retries {
 /// before it, at `now_ms`; `jitter` (in 0..=1) spreads the retries of endpoints failing
 /// together.
 pub fn decide(
-    outcome: Outcome,
+    outcome: SendOutcome,
     failing: Failing,
     now_ms: i64,
     retries: Retries,
     jitter: f64,
 ) -> Decision {
     match outcome {
-        Outcome::Delivered => Decision::Settle,
-        Outcome::Gone => Decision::Stop,
+        SendOutcome::Accepted => Decision::Settle,
+        SendOutcome::Gone => Decision::Stop,
         failed => {
             let failing = Failing {
                 attempts: failing.attempts.saturating_add(1),
@@ -114,18 +114,24 @@ mod tests {
             since_ms: NOW - 1_000,
         };
         assert_eq!(
-            decide(Outcome::Delivered, failing, NOW, RETRIES, 0.5),
+            decide(SendOutcome::Accepted, failing, NOW, RETRIES, 0.5),
             Decision::Settle
         );
         assert_eq!(
-            decide(Outcome::Gone, failing, NOW, RETRIES, 0.5),
+            decide(SendOutcome::Gone, failing, NOW, RETRIES, 0.5),
             Decision::Stop
         );
     }
 
     #[test]
     fn a_first_failure_starts_the_count_and_retries_after_the_first_wait() {
-        let decided = decide(Outcome::Failed(500), Failing::default(), NOW, RETRIES, 0.5);
+        let decided = decide(
+            SendOutcome::Failed(500),
+            Failing::default(),
+            NOW,
+            RETRIES,
+            0.5,
+        );
         assert_eq!(
             decided,
             Decision::RetryAt {
@@ -142,7 +148,7 @@ mod tests {
     #[test]
     fn a_receiver_asking_to_wait_is_retried_when_it_says() {
         let decided = decide(
-            Outcome::AskedToWait(Some(Duration::from_secs(120))),
+            SendOutcome::AskedToWait(Some(Duration::from_secs(120))),
             Failing {
                 attempts: 3,
                 since_ms: NOW - 60_000,
@@ -168,7 +174,7 @@ mod tests {
     fn failing_past_the_give_up_time_gives_up() {
         let since_ms = NOW - RETRIES.give_up.as_millis() as i64;
         let decided = decide(
-            Outcome::Timeout,
+            SendOutcome::Timeout,
             Failing {
                 attempts: 20,
                 since_ms,
@@ -189,16 +195,16 @@ mod tests {
         );
     }
 
-    fn any_failure() -> impl Strategy<Value = Outcome> {
+    fn any_failure() -> impl Strategy<Value = SendOutcome> {
         prop_oneof![
             (300u16..600)
                 .prop_filter("not a 410", |status| *status != 410)
-                .prop_map(Outcome::Failed),
-            Just(Outcome::Timeout),
-            Just(Outcome::Unreachable),
-            Just(Outcome::Refused),
+                .prop_map(SendOutcome::Failed),
+            Just(SendOutcome::Timeout),
+            Just(SendOutcome::Unreachable),
+            Just(SendOutcome::Refused),
             proptest::option::of((0u64..100_000).prop_map(Duration::from_secs)).prop_map(|wait| {
-                Outcome::AskedToWait(wait.map(|w| w.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)))
+                SendOutcome::AskedToWait(wait.map(|w| w.clamp(MIN_RETRY_AFTER, MAX_RETRY_AFTER)))
             }),
         ]
     }

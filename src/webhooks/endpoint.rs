@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::backoff::Outcome;
+use super::backoff::SendOutcome;
 use super::decision::{decide, Decision, Failing, Retries};
 use super::destination;
 use super::read_ahead::{ReadAhead, Ready};
@@ -68,7 +68,7 @@ pub async fn run(
     endpoint_id: String,
 ) {
     let labels = [webstore_id.as_str(), endpoint_id.as_str()];
-    match deliver_until_gone(&sources, &lease, settings, &webstore_id, &endpoint_id).await {
+    match send_until_gone(&sources, &lease, settings, &webstore_id, &endpoint_id).await {
         Ok(()) => {}
         // Frozen for a move: its position as the move's last round carried it stands.
         Err(StoreError::Frozen) => {}
@@ -79,9 +79,7 @@ pub async fn run(
             "webhook deliveries stopped by a store failure; they start again within seconds"
         ),
     }
-    let _ = METRICS
-        .webhook_oldest_undelivered
-        .remove_label_values(&labels);
+    let _ = METRICS.webhook_oldest_unsent.remove_label_values(&labels);
     let _ = METRICS.webhook_disabled.remove_label_values(&labels);
 }
 
@@ -130,61 +128,152 @@ impl CurrentEndpoint {
     }
 }
 
-async fn deliver_until_gone(
+/// One endpoint's sending, between its start and its end: where it stands and what it
+/// keeps from one event to the next.
+struct Sender<'a> {
+    sources: &'a Sources,
+    lease: &'a Lease,
+    settings: WebhookSettings,
+    webstore_id: &'a str,
+    endpoint_id: &'a str,
+    sequencer: Arc<Sequencer>,
+    position: Position,
+    client: Option<(bool, reqwest::Client)>,
+    endpoint: CurrentEndpoint,
+    ahead: ReadAhead,
+    disabled_gauge: prometheus::IntGauge,
+    oldest_gauge: prometheus::IntGauge,
+    /// When the operator's redelivery and the retention's mark were last looked at.
+    looked_at: Option<Instant>,
+}
+
+/// What a sender does next.
+enum Next {
+    /// The endpoint left the catalogue or its webstore is not served here.
+    Gone,
+    /// Nothing to send now: look again after this wait.
+    Wait(Wait),
+    /// Send this event to this endpoint with this client.
+    Send(Box<(Ready, Arc<Webhook>, reqwest::Client)>),
+}
+
+/// Why a sender waits, and for how long at most.
+enum Wait {
+    /// The endpoint is disabled, or an event's retry is not due yet.
+    For(Duration),
+    /// Every event up to the watermark is sent: until a new one comes (or a while passes).
+    ForEvents(crate::events::sequence::Moved),
+}
+
+/// Sends endpoint `endpoint_id`'s events until it leaves the catalogue or its webstore is
+/// not served here: a loop over what to do next ([`Sender::next`]) and, after each attempt,
+/// [`super::decision::decide`]'s word carried out ([`Sender::carry_out`]).
+async fn send_until_gone(
     sources: &Sources,
     lease: &Lease,
     settings: WebhookSettings,
     webstore_id: &str,
     endpoint_id: &str,
 ) -> Result<(), StoreError> {
-    let store = &sources.store;
-    let sequencer = sources.events.sequencer(webstore_id)?;
-    let retries = Retries {
-        first: settings.first_retry,
-        give_up: settings.give_up,
-    };
-    let labels = [webstore_id, endpoint_id];
-    let mut position = match store.webhook_position(webstore_id, endpoint_id)? {
-        Some(record) => Position {
-            record,
-            unsaved: false,
-            saved_at: Instant::now(),
-        },
-        None => {
-            // A new endpoint is sent what happens from now on; the operator redelivers older
-            // events if it wants them. Not past the last event stored: the watermark may
-            // stand on a gap (a write refused after its number was taken), which a restart
-            // may give out again.
-            let start = sequencer
-                .watermark()
-                .min(store.last_event_sequence(webstore_id)?);
-            let mut fresh = Position {
-                record: WebhookPosition {
-                    delivered_through: start,
+    let mut sender = Sender::start(sources, lease, settings, webstore_id, endpoint_id)?;
+    loop {
+        match sender.next()? {
+            Next::Gone => return sender.save(),
+            Next::Wait(Wait::For(wait)) => {
+                sender.looked_at = None;
+                tokio::time::sleep(wait).await;
+            }
+            Next::Wait(Wait::ForEvents(moved)) => {
+                sender.looked_at = None;
+                let _ = tokio::time::timeout(LOOK_AGAIN, moved).await;
+            }
+            Next::Send(send) => {
+                let (event, webhook, client) = *send;
+                let outcome = attempt(&client, &webhook, &event).await;
+                sender.carry_out(outcome, &event)?;
+            }
+        }
+    }
+}
+
+impl<'a> Sender<'a> {
+    /// The endpoint's sender, from the position the store holds; a new endpoint starts
+    /// from the events that happen from now on (the operator redelivers older ones if it
+    /// wants them).
+    fn start(
+        sources: &'a Sources,
+        lease: &'a Lease,
+        settings: WebhookSettings,
+        webstore_id: &'a str,
+        endpoint_id: &'a str,
+    ) -> Result<Sender<'a>, StoreError> {
+        let store = &sources.store;
+        let sequencer = sources.events.sequencer(webstore_id)?;
+        let labels = [webstore_id, endpoint_id];
+        let (record, unsaved) = match store.webhook_position(webstore_id, endpoint_id)? {
+            Some(record) => (record, false),
+            // Not past the last event stored: the watermark may stand on a gap (a write
+            // refused after its number was taken), which a restart may give out again.
+            None => (
+                WebhookPosition {
+                    delivered_through: sequencer
+                        .watermark()
+                        .min(store.last_event_sequence(webstore_id)?),
                     ..WebhookPosition::default()
                 },
-                unsaved: true,
+                true,
+            ),
+        };
+        let mut sender = Sender {
+            sources,
+            lease,
+            settings,
+            webstore_id,
+            endpoint_id,
+            sequencer,
+            position: Position {
+                record,
+                unsaved,
                 saved_at: Instant::now(),
-            };
-            save(store, webstore_id, endpoint_id, &mut fresh)?;
-            fresh
-        }
-    };
-    let mut client: Option<(bool, reqwest::Client)> = None;
-    let mut endpoint = CurrentEndpoint::default();
-    let mut ahead = ReadAhead::default();
-    let disabled_gauge = METRICS.webhook_disabled.with_label_values(&labels);
-    let oldest_gauge = METRICS
-        .webhook_oldest_undelivered
-        .with_label_values(&labels);
-    let mut looked_at: Option<Instant> = None;
-    loop {
-        // The operator's redelivery and the retention's mark are looked at every
-        // `LOOK_EVERY`, not before each delivery (two reads of the store).
-        let look = looked_at.is_none_or(|at| at.elapsed() >= LOOK_EVERY);
+            },
+            client: None,
+            endpoint: CurrentEndpoint::default(),
+            ahead: ReadAhead::default(),
+            disabled_gauge: METRICS.webhook_disabled.with_label_values(&labels),
+            oldest_gauge: METRICS.webhook_oldest_unsent.with_label_values(&labels),
+            looked_at: None,
+        };
+        sender.save()?;
+        Ok(sender)
+    }
+
+    /// Records the position if it changed since it was last recorded (see [`save`]).
+    fn save(&mut self) -> Result<(), StoreError> {
+        save(
+            &self.sources.store,
+            self.webstore_id,
+            self.endpoint_id,
+            &mut self.position,
+        )
+    }
+
+    /// Whether to look at the operator's redelivery and the retention's mark now: every
+    /// `LOOK_EVERY` while sending (two reads of the store), and on every wake.
+    fn look(&mut self) -> bool {
+        let look = self.looked_at.is_none_or(|at| at.elapsed() >= LOOK_EVERY);
         if look {
-            looked_at = Some(Instant::now());
+            self.looked_at = Some(Instant::now());
         }
+        look
+    }
+
+    /// What to do next: the operator's redelivery taken up, the endpoint looked up, the
+    /// retention's removals passed over, the next event wanted read, and it sent only once
+    /// due, with a catalogue still current and the read lease held.
+    fn next(&mut self) -> Result<Next, StoreError> {
+        let store = &self.sources.store;
+        let (webstore_id, endpoint_id) = (self.webstore_id, self.endpoint_id);
+        let look = self.look();
         if let Some(after) = look
             .then(|| store.redelivery(webstore_id, endpoint_id))
             .transpose()?
@@ -196,100 +285,117 @@ async fn deliver_until_gone(
                 after,
                 "redelivering the events after the operator's cursor"
             );
-            position.record = WebhookPosition {
+            self.settle(WebhookPosition {
                 delivered_through: after,
                 ..WebhookPosition::default()
-            };
-            position.unsaved = true;
-            save(store, webstore_id, endpoint_id, &mut position)?;
+            })?;
             drop(store.clear_redelivery(webstore_id, endpoint_id)?);
         }
-        let Some(webhook) = endpoint.get(sources, webstore_id, endpoint_id) else {
-            save(store, webstore_id, endpoint_id, &mut position)?;
-            return Ok(());
+        let Some(webhook) = self.endpoint.get(self.sources, webstore_id, endpoint_id) else {
+            return Ok(Next::Gone);
         };
-        disabled_gauge.set(i64::from(position.record.disabled.is_some()));
-        if position.record.disabled.is_some() {
-            oldest_gauge.set(0);
-            looked_at = None;
-            tokio::time::sleep(LOOK_AGAIN).await;
-            continue;
+        self.disabled_gauge
+            .set(i64::from(self.position.record.disabled.is_some()));
+        if self.position.record.disabled.is_some() {
+            self.oldest_gauge.set(0);
+            return Ok(Next::Wait(Wait::For(LOOK_AGAIN)));
         }
         // Made before the watermark is read, so that a move in between still wakes it.
-        let moved = sequencer.moved();
+        let moved = self.sequencer.moved();
         let pruned = if look {
             store.events_pruned_through(webstore_id)?
         } else {
             0
         };
-        if position.record.delivered_through < pruned {
+        let record = &mut self.position.record;
+        if record.delivered_through < pruned {
             tracing::warn!(
                 webstore = %webstore_id,
                 endpoint = %endpoint_id,
-                from = position.record.delivered_through + 1,
+                from = record.delivered_through + 1,
                 through = pruned,
                 "events the endpoint had not had were removed by the retention: they are skipped"
             );
-            position.record.delivered_through = pruned;
-            position.unsaved = true;
+            record.delivered_through = pruned;
+            self.position.unsaved = true;
         }
         let Some(event) = next_wanted(
             store,
-            &sequencer,
+            &self.sequencer,
             webstore_id,
             &webhook,
-            &mut position,
-            &mut ahead,
+            &mut self.position,
+            &mut self.ahead,
         )?
         else {
-            oldest_gauge.set(0);
-            save(store, webstore_id, endpoint_id, &mut position)?;
-            looked_at = None;
-            let _ = tokio::time::timeout(LOOK_AGAIN, moved).await;
-            continue;
+            self.oldest_gauge.set(0);
+            self.save()?;
+            return Ok(Next::Wait(Wait::ForEvents(moved)));
         };
-        let sequence = event.sequence;
         let now_ms = jiff::Timestamp::now().as_millisecond();
-        oldest_gauge.set((now_ms - event.created_at_ms).max(0) / 1000);
-        if position.record.next_attempt_ms > now_ms {
-            save(store, webstore_id, endpoint_id, &mut position)?;
-            let due = Duration::from_millis((position.record.next_attempt_ms - now_ms) as u64);
-            looked_at = None;
-            tokio::time::sleep(due.min(LOOK_AGAIN)).await;
-            continue;
+        self.oldest_gauge
+            .set((now_ms - event.created_at_ms).max(0) / 1000);
+        let due_ms = self.position.record.next_attempt_ms;
+        if due_ms > now_ms {
+            self.save()?;
+            let due = Duration::from_millis((due_ms - now_ms) as u64);
+            return Ok(Next::Wait(Wait::For(due.min(LOOK_AGAIN))));
         }
-        let client = match &client {
-            Some((allowed, client)) if *allowed == webhook.allow_private_network => client.clone(),
-            _ => {
-                let built = build_client(&settings, webhook.allow_private_network);
-                client = Some((webhook.allow_private_network, built.clone()));
-                built
-            }
-        };
+        let client = self.client_for(&webhook);
         // Looked at after the event was read: a reload between the endpoint's look-up and
         // the read put another catalogue in force, perhaps without the secret this would be
-        // signed with, before the event was written. Looked up again.
-        if endpoint.is_stale(sources) {
-            continue;
+        // signed with, before the event was written. Looked up again at once.
+        if self.endpoint.is_stale(self.sources) {
+            return Ok(Next::Wait(Wait::For(Duration::ZERO)));
         }
         // Looked at after the event was read, and just before it leaves: a node that no
         // longer holds its lease (cut off, deposed, or it gave up a write) sends nothing.
-        if !lease.held() {
-            looked_at = None;
-            tokio::time::sleep(LEASE_LOOK_EVERY).await;
-            continue;
+        if !self.lease.held() {
+            return Ok(Next::Wait(Wait::For(LEASE_LOOK_EVERY)));
         }
-        let outcome = attempt(&client, &webhook, &event).await;
+        Ok(Next::Send(Box::new((event, webhook, client))))
+    }
+
+    /// The client for `webhook`: built again only when whether it may reach private
+    /// networks changes.
+    fn client_for(&mut self, webhook: &Webhook) -> reqwest::Client {
+        let allowed = webhook.allow_private_network;
+        match &self.client {
+            Some((built_for, client)) if *built_for == allowed => client.clone(),
+            _ => {
+                let built = build_client(&self.settings, allowed);
+                self.client = Some((allowed, built.clone()));
+                built
+            }
+        }
+    }
+
+    /// The position moved to `record`, recorded at once.
+    fn settle(&mut self, record: WebhookPosition) -> Result<(), StoreError> {
+        self.position.record = record;
+        self.position.unsaved = true;
+        self.save()
+    }
+
+    /// Counts an attempt's `outcome` at `event` and carries out what the decision says of
+    /// it: the position past the event, the endpoint disabled, or a retry at a time.
+    fn carry_out(&mut self, outcome: SendOutcome, event: &Ready) -> Result<(), StoreError> {
+        let (webstore_id, endpoint_id) = (self.webstore_id, self.endpoint_id);
         METRICS
-            .webhook_deliveries
+            .webhook_sends
             .with_label_values(&[webstore_id, endpoint_id, outcome.label()])
             .inc();
         let now_ms = jiff::Timestamp::now().as_millisecond();
-        let record = &mut position.record;
+        let record = &self.position.record;
         let failing = Failing {
             attempts: record.attempts,
             since_ms: record.failing_since_ms,
         };
+        let retries = Retries {
+            first: self.settings.first_retry,
+            give_up: self.settings.give_up,
+        };
+        let sequence = event.sequence;
         match decide(
             outcome,
             failing,
@@ -304,14 +410,15 @@ async fn deliver_until_gone(
                         .webhook_latency
                         .observe(waited.max(0) as f64 / 1000.0);
                 }
-                *record = WebhookPosition {
+                self.position.record = WebhookPosition {
                     delivered_through: sequence,
                     ..WebhookPosition::default()
                 };
-                position.unsaved = true;
-                if position.saved_at.elapsed() >= RECORD_EVERY {
-                    save(store, webstore_id, endpoint_id, &mut position)?;
+                self.position.unsaved = true;
+                if self.position.saved_at.elapsed() >= RECORD_EVERY {
+                    self.save()?;
                 }
+                Ok(())
             }
             Decision::Stop => {
                 tracing::error!(
@@ -320,9 +427,10 @@ async fn deliver_until_gone(
                     sequence,
                     "the webhook endpoint answered 410 Gone: it is disabled until redelivered"
                 );
-                record.disabled = Some("it answered 410 Gone".to_owned());
-                position.unsaved = true;
-                save(store, webstore_id, endpoint_id, &mut position)?;
+                self.settle(WebhookPosition {
+                    disabled: Some("it answered 410 Gone".to_owned()),
+                    ..self.position.record.clone()
+                })
             }
             Decision::GiveUp {
                 failing,
@@ -338,16 +446,17 @@ async fn deliver_until_gone(
                     "a webhook endpoint kept failing past the give-up time: it is disabled \
                      until redelivered"
                 );
-                record.attempts = failing.attempts;
-                record.failing_since_ms = failing.since_ms;
-                record.disabled = Some(format!(
-                    "its retries were given up after {} attempts over {} s (last: {})",
-                    failing.attempts,
-                    failing_for.as_secs(),
-                    outcome.label()
-                ));
-                position.unsaved = true;
-                save(store, webstore_id, endpoint_id, &mut position)?;
+                self.settle(WebhookPosition {
+                    attempts: failing.attempts,
+                    failing_since_ms: failing.since_ms,
+                    disabled: Some(format!(
+                        "its retries were given up after {} attempts over {} s (last: {})",
+                        failing.attempts,
+                        failing_for.as_secs(),
+                        outcome.label()
+                    )),
+                    ..self.position.record.clone()
+                })
             }
             Decision::RetryAt {
                 at_ms,
@@ -361,13 +470,14 @@ async fn deliver_until_gone(
                     attempts = failing.attempts,
                     outcome = outcome.label(),
                     retry_in_ms = wait.as_millis() as u64,
-                    "a webhook delivery failed; it is retried"
+                    "a webhook send failed; it is retried"
                 );
-                record.attempts = failing.attempts;
-                record.failing_since_ms = failing.since_ms;
-                record.next_attempt_ms = at_ms;
-                position.unsaved = true;
-                save(store, webstore_id, endpoint_id, &mut position)?;
+                self.settle(WebhookPosition {
+                    attempts: failing.attempts,
+                    failing_since_ms: failing.since_ms,
+                    next_attempt_ms: at_ms,
+                    ..self.position.record.clone()
+                })
             }
         }
     }
@@ -467,14 +577,14 @@ fn event_id(json: &[u8]) -> Option<&str> {
 }
 
 /// One attempt to deliver `event` to `webhook`.
-async fn attempt(client: &reqwest::Client, webhook: &Webhook, event: &Ready) -> Outcome {
+async fn attempt(client: &reqwest::Client, webhook: &Webhook, event: &Ready) -> SendOutcome {
     if destination::refused_literal(&webhook.url, webhook.allow_private_network) {
-        return Outcome::Refused;
+        return SendOutcome::Refused;
     }
     let Some(id) = event_id(&event.json) else {
         // An event is written by this service and always has its id; a broken one is
         // reported as a failure rather than sent unsigned.
-        return Outcome::Failed(0);
+        return SendOutcome::Failed(0);
     };
     let timestamp = jiff::Timestamp::now().as_second();
     let signature = signature_header(&webhook.secrets, id, timestamp, &event.json);
@@ -494,15 +604,16 @@ async fn attempt(client: &reqwest::Client, webhook: &Webhook, event: &Ready) -> 
                 .get(reqwest::header::RETRY_AFTER)
                 .and_then(|value| value.to_str().ok())
                 .map(str::to_owned);
-            let outcome = Outcome::of_status(response.status().as_u16(), retry_after.as_deref());
+            let outcome =
+                SendOutcome::of_status(response.status().as_u16(), retry_after.as_deref());
             // The body is not wanted; dropping the response lets the connection go back
             // to the pool when it is complete, or closes it.
             drop(response);
             outcome
         }
-        Err(error) if error.is_timeout() => Outcome::Timeout,
-        Err(error) if is_refused_by_resolver(&error) => Outcome::Refused,
-        Err(_) => Outcome::Unreachable,
+        Err(error) if error.is_timeout() => SendOutcome::Timeout,
+        Err(error) if is_refused_by_resolver(&error) => SendOutcome::Refused,
+        Err(_) => SendOutcome::Unreachable,
     }
 }
 

@@ -20,7 +20,7 @@
 //! own, at a lower scheduling priority than the API's threads ([`DELIVERY_NICENESS`] nicer):
 //! a delivery is a request and an answer between two processes, and when the host's CPU is
 //! saturated the kernel favours the API's threads; an endpoint behind a flood catches up
-//! when it eases (`boxsub_webhook_oldest_undelivered_seconds` shows how far behind).
+//! when it eases (`boxsub_webhook_oldest_unsent_seconds` shows how far behind).
 //!
 //! Must not touch: the API's requests (nothing here delays one), the events' numbering.
 
@@ -51,8 +51,8 @@ const SUPERVISE_EVERY: Duration = Duration::from_millis(500);
 /// that a process started under `nice` keeps its deliveries below its API.
 pub const DELIVERY_NICENESS: i32 = 10;
 
-/// The deliveries thread's name (as `/proc/PID/task/TID/comm` shows it).
-pub const DELIVERY_THREAD: &str = "boxsub-webhooks";
+/// The sending thread's name (as `/proc/PID/task/TID/comm` shows it).
+pub const SENDS_THREAD: &str = "boxsub-webhooks";
 
 /// How deliveries are made and retried.
 #[derive(Debug, Clone, Copy)]
@@ -115,8 +115,8 @@ impl Webhooks {
     pub fn start(sources: Sources, lease: Arc<Lease>, settings: WebhookSettings) -> Webhooks {
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let spawned = std::thread::Builder::new()
-            .name(DELIVERY_THREAD.to_owned())
-            .spawn(move || deliveries_thread(sources, lease, settings, stopped));
+            .name(SENDS_THREAD.to_owned())
+            .spawn(move || sends_thread(sources, lease, settings, stopped));
         if let Err(error) = spawned {
             tracing::error!(%error, "no thread for webhook deliveries: none are made until a restart");
         }
@@ -127,7 +127,7 @@ impl Webhooks {
 /// The deliveries thread: lowers its own priority, runs the supervisor on a runtime of its
 /// own until `stopped` (the `Webhooks` dropped), then drops the runtime and every task on
 /// it, without waiting for one.
-fn deliveries_thread(
+fn sends_thread(
     sources: Sources,
     lease: Arc<Lease>,
     settings: WebhookSettings,
@@ -252,7 +252,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_niceness_has_a_value_and_the_deliveries_thread_is_ten_nicer_than_its_parent() {
+    fn every_niceness_has_a_value_and_the_sends_thread_is_ten_nicer_than_its_parent() {
         for niceness in -20..=19 {
             assert!(
                 (0..=99u8).any(|value| crate_niceness(value) == niceness),

@@ -697,7 +697,7 @@ async fn a_producer_of_a_webstore_served_elsewhere_is_sent_on_and_never_shown_an
     );
     let metrics = crate::helpers::scrape(&app).await;
     assert_eq!(
-        crate::helpers::sample(&metrics, "boxsub_password_jobs_total", &[("lane", "app")]),
+        crate::helpers::sample(&metrics, "boxsub_password_jobs_total", &[("share", "app")]),
         0.0,
         "no password of store A's producer checked on a node without store A"
     );

@@ -156,7 +156,7 @@ async fn a_shard_without_the_webstore_sends_sign_ins_on_unchecked_so_answers_and
     let base = deployment.base();
     let checks_on_one = || async {
         let metrics = scrape(deployment.one.app()).await;
-        sample(&metrics, "boxsub_password_jobs_total", &[("lane", "app")])
+        sample(&metrics, "boxsub_password_jobs_total", &[("share", "app")])
     };
 
     // Without the routing cookie, HAProxy sends the browser to shard one, which does not

@@ -327,8 +327,8 @@ async fn print_pool(app: &TestApp) {
     println!(
         "password jobs run: api {}, app {}; waiting jobs pushed out by a smaller share {}, \
          refused at a full pool {}",
-        count("boxsub_password_jobs_total", &[("lane", "api")]),
-        count("boxsub_password_jobs_total", &[("lane", "app")]),
+        count("boxsub_password_jobs_total", &[("share", "api")]),
+        count("boxsub_password_jobs_total", &[("share", "app")]),
         count(
             "boxsub_requests_refused_total",
             &[("reason", "password_share")]
@@ -489,7 +489,7 @@ async fn an_app_sign_in_flood_from_one_address_is_refused_before_the_password_po
     // A burst of 20, then one every 3 seconds: the rest never reached the pool.
     let allowed = 20 + elapsed.as_secs() as usize / 3 + 1;
     let metrics = scrape(&app).await;
-    let jobs = sample(&metrics, "boxsub_password_jobs_total", &[("lane", "app")]) as usize;
+    let jobs = sample(&metrics, "boxsub_password_jobs_total", &[("share", "app")]) as usize;
     assert!(checked <= allowed, "{checked} checked in {elapsed:?}");
     assert_eq!(
         jobs, checked,

@@ -265,11 +265,11 @@ async fn a_receiver_down_for_a_while_gets_everything_in_order_once_back() {
             .await;
     }
     let labels = [("endpoint", "erp"), ("outcome", "unreachable")];
-    wait_for_metric(&app, "boxsub_webhook_deliveries_total", &labels, 2.0).await;
+    wait_for_metric(&app, "boxsub_webhook_sends_total", &labels, 2.0).await;
     assert!(
         metric(
             &app,
-            "boxsub_webhook_oldest_undelivered_seconds",
+            "boxsub_webhook_oldest_unsent_seconds",
             &[("endpoint", "erp")]
         )
         .await
@@ -317,11 +317,11 @@ async fn a_500_is_retried_until_a_2xx() {
     );
     let failed = [("endpoint", "erp"), ("outcome", "failed")];
     assert_eq!(
-        metric(&app, "boxsub_webhook_deliveries_total", &failed).await,
+        metric(&app, "boxsub_webhook_sends_total", &failed).await,
         2.0
     );
-    let delivered = [("endpoint", "erp"), ("outcome", "delivered")];
-    wait_for_metric(&app, "boxsub_webhook_deliveries_total", &delivered, 1.0).await;
+    let delivered = [("endpoint", "erp"), ("outcome", "accepted")];
+    wait_for_metric(&app, "boxsub_webhook_sends_total", &delivered, 1.0).await;
 }
 
 #[tokio::test]
@@ -365,7 +365,7 @@ async fn an_endpoint_that_hangs_is_cut_off_and_delays_no_other_endpoint_nor_the_
     assert_eq!(first_arrivals(&slow_got), first_arrivals(&fast_got));
     let timeouts = [("endpoint", "slow"), ("outcome", "timeout")];
     assert_eq!(
-        metric(&app, "boxsub_webhook_deliveries_total", &timeouts).await,
+        metric(&app, "boxsub_webhook_sends_total", &timeouts).await,
         1.0
     );
 }
@@ -389,7 +389,7 @@ async fn retry_after_of_a_429_or_503_is_honoured() {
     assert!(requests[2].at - requests[1].at >= Duration::from_millis(900));
     let asked_to_wait = [("endpoint", "erp"), ("outcome", "asked_to_wait")];
     assert_eq!(
-        metric(&app, "boxsub_webhook_deliveries_total", &asked_to_wait).await,
+        metric(&app, "boxsub_webhook_sends_total", &asked_to_wait).await,
         2.0
     );
 }
@@ -463,8 +463,8 @@ async fn a_410_disables_the_endpoint_until_the_operator_redelivers() {
     assert_eq!(sequences, [1, 2, 3]);
     wait_for_metric(
         &app,
-        "boxsub_webhook_deliveries_total",
-        &[("outcome", "delivered")],
+        "boxsub_webhook_sends_total",
+        &[("outcome", "accepted")],
         3.0,
     )
     .await;
@@ -571,7 +571,7 @@ async fn destinations_on_private_networks_are_refused_unless_allowed() {
         .await;
     for id in ["literal", "named"] {
         let refused = [("endpoint", id), ("outcome", "refused")];
-        wait_for_metric(&app, "boxsub_webhook_deliveries_total", &refused, 2.0).await;
+        wait_for_metric(&app, "boxsub_webhook_sends_total", &refused, 2.0).await;
     }
 
     // Assert
