@@ -13,7 +13,7 @@ use warp::reply::Response;
 
 use crate::domain::routing::{route_key, ROUTING_COOKIE, ROUTING_COOKIE_MAX_AGE_SECS};
 use crate::service::client_limits::UNKNOWN_CLIENT;
-use crate::service::producers::{ProducerSession, SignInRefused};
+use crate::service::producers::{ProducerSession, SignInRefused, SignedIn};
 use crate::service::Service;
 
 use super::guard::{cookie, cookie_text, tokens_match, FORM_COOKIE, SESSION_COOKIE};
@@ -138,7 +138,8 @@ struct TokenForm {
     form_token: String,
 }
 
-/// `POST /app/sign_in`.
+/// `POST /app/sign_in`: the form checked (genuine, nothing blank), the sign-in asked of the
+/// service, and its answer rendered ([`answer`]).
 pub(super) async fn sign_in(
     service: &Service,
     settings: &AppSettings,
@@ -159,27 +160,40 @@ pub(super) async fn sign_in(
             "",
         ));
     }
-    let mut blank = Vec::new();
-    if form.email.trim().is_empty() {
-        blank.push("Email can't be blank.".to_owned());
-    }
-    if form.password.is_empty() {
-        blank.push("Password can't be blank.".to_owned());
-    }
+    let email = form.email.trim();
+    let blank: Vec<String> = [
+        (email.is_empty(), "Email can't be blank."),
+        (form.password.is_empty(), "Password can't be blank."),
+    ]
+    .into_iter()
+    .filter(|(is_blank, _)| *is_blank)
+    .map(|(_, alert)| alert.to_owned())
+    .collect();
     if !blank.is_empty() {
-        return Ok(sign_in_page(
-            settings,
-            headers,
-            StatusCode::UNPROCESSABLE_ENTITY,
-            &blank,
-            form.email.trim(),
-        ));
+        let status = StatusCode::UNPROCESSABLE_ENTITY;
+        return Ok(sign_in_page(settings, headers, status, &blank, email));
     }
     let client = request.client.unwrap_or(UNKNOWN_CLIENT);
-    match service
+    let outcome = service
         .producer_sign_in(&form.email, form.password, client)
-        .await
-    {
+        .await;
+    let route = service.sign_in_route(&form.email).map(|id| route_key(&id));
+    answer(settings, headers, email, outcome, route)
+}
+
+/// The answer to a sign-in: the app with a session, the form sent on to the shard that checks
+/// it, or the form again saying why not. Every answer of a sign-in that reached its check
+/// (or was sent on to it) sets the routing cookie of the email's webstore (`route`), so that
+/// right and wrong passwords, known and unknown emails, answer alike on every shard but for
+/// the session a right password opens.
+fn answer(
+    settings: &AppSettings,
+    headers: &HeaderMap,
+    email: &str,
+    outcome: Result<SignedIn, SignInRefused>,
+    route: Option<String>,
+) -> Result<Response, AppError> {
+    let mut response = match outcome {
         Ok(signed_in) => {
             let mut response = see_other("/app");
             response.headers_mut().append(
@@ -188,30 +202,17 @@ pub(super) async fn sign_in(
                     .public
                     .set_cookie(SESSION_COOKIE, &signed_in.session_id, "Lax"),
             );
-            // The deployment's front end routes this browser's app to the webstore's shard.
-            let route = route_key(&signed_in.webstore_id);
-            response.headers_mut().append(
-                header::SET_COOKIE,
-                settings.public.set_lasting_cookie(
-                    ROUTING_COOKIE,
-                    &route,
-                    "Lax",
-                    ROUTING_COOKIE_MAX_AGE_SECS,
-                ),
-            );
-            Ok(response)
+            response
         }
-        Err(SignInRefused::ServedElsewhere(webstore_id)) => {
-            // The deployment's front end routes the app by the routing cookie: set it and
-            // send the form back (307 keeps the method and the body) for the shard that
-            // serves the webstore to check, unless it named this webstore already and still
-            // reached a shard that does not serve it. Nothing was checked here: a right and
-            // a wrong password get this same answer.
-            let route = route_key(&webstore_id);
-            if cookie_text(headers, ROUTING_COOKIE) == Some(route.as_str()) {
+        Err(SignInRefused::ServedElsewhere) => {
+            // The front end routes the app by the routing cookie: set it and send the form
+            // back (307 keeps the method and the body) for the shard that serves the webstore
+            // to check, unless it named this webstore already and still reached a shard that
+            // does not serve it. Nothing was checked here.
+            if route.is_some() && cookie_text(headers, ROUTING_COOKIE) == route.as_deref() {
                 return Err(AppError::Misdirected);
             }
-            let mut response = with_headers(
+            with_headers(
                 with_status(
                     Response::new(Bytes::new().into()),
                     StatusCode::TEMPORARY_REDIRECT,
@@ -220,55 +221,46 @@ pub(super) async fn sign_in(
                     (header::CACHE_CONTROL, "no-store"),
                     (header::LOCATION, "/app/sign_in"),
                 ],
-            );
-            response.headers_mut().append(
-                header::SET_COOKIE,
-                settings.public.set_lasting_cookie(
-                    ROUTING_COOKIE,
-                    &route,
-                    "Lax",
-                    ROUTING_COOKIE_MAX_AGE_SECS,
-                ),
-            );
-            Ok(response)
+            )
         }
-        Err(SignInRefused::Wrong) => Ok(sign_in_page(
+        Err(SignInRefused::Wrong) => sign_in_page(
             settings,
             headers,
             StatusCode::UNAUTHORIZED,
             &["Wrong email or password.".to_owned()],
-            form.email.trim(),
-        )),
+            email,
+        ),
         Err(SignInRefused::Throttled(retry_after)) => {
             let minutes = retry_after.as_secs().div_ceil(60).max(1);
             let alert = format!(
                 "Too many failed sign-ins for this email: try again in {minutes} minute{}.",
                 if minutes == 1 { "" } else { "s" }
             );
-            Ok(wait_page(
-                settings,
-                headers,
-                alert,
-                form.email.trim(),
-                retry_after,
-            ))
+            wait_page(settings, headers, alert, email, retry_after)
         }
+        // Refused before anything of the email was looked at: nothing to route by.
         Err(SignInRefused::ClientLimited(retry_after)) => {
             let seconds = retry_after.as_secs().max(1);
             let alert = format!(
                 "Too many sign-ins from your network: try again in {seconds} second{}.",
                 if seconds == 1 { "" } else { "s" }
             );
-            Ok(wait_page(
-                settings,
-                headers,
-                alert,
-                form.email.trim(),
-                retry_after,
-            ))
+            return Ok(wait_page(settings, headers, alert, email, retry_after));
         }
-        Err(SignInRefused::Failed(error)) => Err(AppError::Service(error)),
+        Err(SignInRefused::Failed(error)) => return Err(AppError::Service(error)),
+    };
+    if let Some(route) = route {
+        response.headers_mut().append(
+            header::SET_COOKIE,
+            settings.public.set_lasting_cookie(
+                ROUTING_COOKIE,
+                &route,
+                "Lax",
+                ROUTING_COOKIE_MAX_AGE_SECS,
+            ),
+        );
     }
+    Ok(response)
 }
 
 /// `POST /app/sign_out`: ends the session on the server and forgets its cookie.

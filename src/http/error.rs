@@ -13,7 +13,7 @@ use warp::Rejection;
 
 use crate::domain::fields::FieldErrors;
 use crate::quotas::{OverQuota, Quota};
-use crate::service::serving::Served;
+use crate::service::serving::{NotWritable, Served};
 use crate::service::{Refusal, ServiceError};
 
 use super::router::RouteError;
@@ -262,16 +262,25 @@ fn errors_object(errors: &FieldErrors) -> serde_json::Map<String, serde_json::Va
 
 impl ApiError {
     /// Why a request of a webstore that stands as `served` on this node is not taken here,
-    /// if it is not: 421 only for a webstore this node never moved away (a request for one
-    /// it handed over or released was routed before the front end switched: a 503 sends it
-    /// again, to where it moved).
-    pub fn not_taken(served: Served, write: bool) -> Option<ApiError> {
+    /// if it is not (a write is refused while frozen later, by
+    /// [`crate::service::serving::Serving::begin_write`]): 421 only for a webstore this node
+    /// never moved away (a request for one it handed over or released was routed before the
+    /// front end switched: a 503 sends it again, to where it moved).
+    pub fn not_taken(served: Served) -> Option<ApiError> {
         match served {
-            Served::Here => None,
-            Served::Frozen if !write => None,
-            Served::Frozen => Some(ApiError::Moving),
+            Served::Here | Served::Frozen => None,
             Served::HandedOver | Served::Released => Some(ApiError::MovedAway),
             Served::Elsewhere => Some(ApiError::Misdirected),
+        }
+    }
+}
+
+impl From<NotWritable> for ApiError {
+    fn from(refused: NotWritable) -> Self {
+        match refused {
+            NotWritable::Frozen => ApiError::Moving,
+            NotWritable::MovedAway => ApiError::MovedAway,
+            NotWritable::Elsewhere => ApiError::Misdirected,
         }
     }
 }

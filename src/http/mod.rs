@@ -372,9 +372,7 @@ where
     let webstore = authenticate(service, headers)?;
     record.webstore(&webstore.settings.id);
     // A write of a frozen webstore is refused once its body is read (`answer`).
-    if let Some(refused) =
-        ApiError::not_taken(service.serving().owned(&webstore.settings.id), false)
-    {
+    if let Some(refused) = ApiError::not_taken(service.serving().owned(&webstore.settings.id)) {
         return Err(refused);
     }
     // Every answer to the webstore from here on counts against its quotas and says so.
@@ -434,15 +432,12 @@ where
     // Once everything is in from the client and the write's turn has come, it takes its
     // webstore's ticket, held until it is answered, so that a move's freeze waits for it
     // (see `service::serving`) and for nothing a client or a queue could drag out.
-    let _write =
-        if endpoint.writes() {
-            let id = &call.webstore.settings.id;
-            Some(call.service.serving().begin_write(id).map_err(|refused| {
-                ApiError::not_taken(refused, true).unwrap_or(ApiError::Moving)
-            })?)
-        } else {
-            None
-        };
+    let _write = if endpoint.writes() {
+        let id = &call.webstore.settings.id;
+        Some(call.service.serving().begin_write(id)?)
+    } else {
+        None
+    };
     // Each handler's future is boxed: they differ in size by kilobytes, and inline here the
     // largest would set the size of every request's future, copied whole each time warp and
     // hyper move it (a tenth of a durable order's CPU went to those copies).

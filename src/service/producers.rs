@@ -21,7 +21,7 @@ use std::time::Duration;
 use sha2::{Digest, Sha256};
 
 use super::passwords::Share;
-use super::serving::Served;
+use super::serving::NotWritable;
 use super::{Service, ServiceError};
 use crate::domain::catalogue::{Webstore, WebstoreIdx};
 use crate::domain::email::fold;
@@ -76,10 +76,10 @@ pub enum SignInRefused {
     Throttled(Duration),
     /// Too many sign-ins from this client (its address): try again after this long.
     ClientLimited(Duration),
-    /// The sign-in is checked by the shard of the deployment that serves this webstore (its
-    /// id), not here: ask there. Nothing was checked or counted here, so this says nothing
-    /// of the password.
-    ServedElsewhere(String),
+    /// The sign-in is checked by the shard of the deployment that serves the email's webstore
+    /// ([`Service::sign_in_route`]), not here: ask there. Nothing was checked or counted
+    /// here, so this says nothing of the password.
+    ServedElsewhere,
     /// The service could not check it.
     Failed(ServiceError),
 }
@@ -136,9 +136,7 @@ impl Service {
         let catalogue = self.catalogue();
         if let Some(checked_by) = sign_in_webstore(&catalogue, email) {
             if !self.serving().serves(&checked_by.settings.id) {
-                return Err(SignInRefused::ServedElsewhere(
-                    checked_by.settings.id.clone(),
-                ));
+                return Err(SignInRefused::ServedElsewhere);
             }
         }
         let found = catalogue.producer(email);
@@ -171,13 +169,9 @@ impl Service {
             .begin_write(&webstore.settings.id)
             .map_err(|refused| match refused {
                 // The front end sends the browser on to the shard that has it.
-                Served::Elsewhere | Served::Released => {
-                    SignInRefused::ServedElsewhere(webstore.settings.id.clone())
-                }
+                NotWritable::Elsewhere | NotWritable::MovedAway => SignInRefused::ServedElsewhere,
                 // Its move is under way: the page says to try again in a moment.
-                Served::Frozen | Served::HandedOver | Served::Here => {
-                    SignInRefused::Failed(ServiceError::Moving)
-                }
+                NotWritable::Frozen => SignInRefused::Failed(ServiceError::Moving),
             })?;
         let signed_in = SignedIn {
             session_id: random_token().map_err(SignInRefused::Failed)?,
@@ -205,6 +199,14 @@ impl Service {
             .await
             .map_err(|error| SignInRefused::Failed(error.into()))?;
         Ok(signed_in)
+    }
+
+    /// The webstore whose shard checks a sign-in of `email`: the producer's, or for an email
+    /// of no producer one picked from it, alike on every shard and for every guess
+    /// ([`sign_in_webstore`]), so that where a sign-in is routed says nothing of whether the
+    /// email is a producer's.
+    pub fn sign_in_route(&self, email: &str) -> Option<String> {
+        sign_in_webstore(&self.catalogue(), email).map(|webstore| webstore.settings.id.clone())
     }
 
     /// Ends the least recently used sessions of account `email` beyond

@@ -41,6 +41,18 @@ pub enum Served {
     Elsewhere,
 }
 
+/// Why a write of a webstore is not taken here ([`Serving::begin_write`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotWritable {
+    /// Its writes are frozen: it is moving to another shard.
+    Frozen,
+    /// It moved away from here (handed over or released): the front end sends the request
+    /// again to where it moved.
+    MovedAway,
+    /// Another shard has it, and it never moved away from here.
+    Elsewhere,
+}
+
 impl Served {
     /// Whether it moved away from this node (handed over or released): a request for it
     /// was routed before the switch, and is answered where it moved once sent again.
@@ -123,17 +135,19 @@ impl Serving {
     }
 
     /// Admits a write of webstore `id`, or says why not.
-    pub fn begin_write(&self, id: &str) -> Result<WriteTicket, Served> {
+    pub fn begin_write(&self, id: &str) -> Result<WriteTicket, NotWritable> {
         match self.owned(id) {
             Served::Here => {}
-            refused => return Err(refused),
+            Served::Frozen => return Err(NotWritable::Frozen),
+            Served::HandedOver | Served::Released => return Err(NotWritable::MovedAway),
+            Served::Elsewhere => return Err(NotWritable::Elsewhere),
         }
         let gate = self.gate(id);
         // Counted first, then the flag read: see the module.
         gate.writes.fetch_add(1, Ordering::SeqCst);
         let ticket = WriteTicket(gate);
         if ticket.0.frozen.load(Ordering::SeqCst) {
-            return Err(Served::Frozen);
+            return Err(NotWritable::Frozen);
         }
         Ok(ticket)
     }
@@ -210,8 +224,14 @@ mod tests {
         assert_eq!(serving.served("b"), Served::Released);
         assert_eq!(serving.served("c"), Served::Here);
         assert_eq!(serving.served("d"), Served::Elsewhere);
-        assert!(matches!(serving.begin_write("b"), Err(Served::Released)));
-        assert!(matches!(serving.begin_write("d"), Err(Served::Elsewhere)));
+        assert!(matches!(
+            serving.begin_write("b"),
+            Err(NotWritable::MovedAway)
+        ));
+        assert!(matches!(
+            serving.begin_write("d"),
+            Err(NotWritable::Elsewhere)
+        ));
         let served: Vec<&str> = ["a", "b", "c", "d"]
             .into_iter()
             .filter(|id| serving.serves(id))
@@ -239,7 +259,10 @@ mod tests {
         for stays in [Served::Here, Served::Frozen, Served::Elsewhere] {
             assert!(!stays.moved_away());
         }
-        assert!(matches!(serving.begin_write("a"), Err(Served::Released)));
+        assert!(matches!(
+            serving.begin_write("a"),
+            Err(NotWritable::MovedAway)
+        ));
     }
 
     #[tokio::test]
@@ -255,7 +278,7 @@ mod tests {
             !freezing.is_finished(),
             "the freeze waits for the write under way"
         );
-        assert!(matches!(serving.begin_write("a"), Err(Served::Frozen)));
+        assert!(matches!(serving.begin_write("a"), Err(NotWritable::Frozen)));
         assert_eq!(serving.served("a"), Served::Frozen);
         assert!(serving.begin_write("b").is_ok(), "other webstores write on");
         drop(ticket);

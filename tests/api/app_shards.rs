@@ -285,3 +285,73 @@ async fn a_page_request_reaching_a_shard_without_its_webstore_is_told_served_els
         assert_eq!(page.location(), Some("/app/sign_in"));
     }
 }
+
+/// A sign-in's answer as its shape: the status, the names of the cookies it sets, and its
+/// body with the email it echoes and the visitor's own form token taken out.
+fn shape(page: &Page, email: &str) -> (u16, Vec<String>, String) {
+    let token = page.form_token();
+    let mut cookies: Vec<String> = page
+        .headers
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok()?.split('=').next().map(str::to_owned))
+        .collect();
+    cookies.sort();
+    let body = page.body.replace(email, "EMAIL").replace(&token, "TOKEN");
+    (page.status, cookies, body)
+}
+
+#[tokio::test]
+async fn known_and_unknown_emails_are_refused_alike_through_either_shard() {
+    let test = "known_and_unknown_emails_are_refused_alike_through_either_shard";
+    let Some(deployment) = Deployment::start(test).await else {
+        return;
+    };
+    let base = deployment.base();
+    // Posts the form from a browser without the routing cookie (HAProxy's default shard),
+    // following a 307 as a browser would: the answers, and the routing cookie at the end.
+    let sign_in = |email: String, password: &'static str| {
+        let base = base.clone();
+        async move {
+            let mut visitor = Visitor::at(&base);
+            let token = visitor.get("/app/sign_in").await.form_token();
+            let form = [
+                ("email", email.as_str()),
+                ("password", password),
+                ("form_token", token.as_str()),
+            ];
+            let first = visitor.post("/app/sign_in", &form).await;
+            let last = if first.status == 307 {
+                visitor.post("/app/sign_in", &form).await
+            } else {
+                first
+            };
+            let route = visitor.cookies.get("boxsub_webstore").cloned();
+            (last, route)
+        }
+    };
+    let (known, known_route) = sign_in(PRODUCER_C.0.to_owned(), "not the password").await;
+    assert_eq!(known.status, 401, "{}", known.body);
+    assert_eq!(known_route.as_deref(), Some(STORE_C));
+    let known_shape = shape(&known, PRODUCER_C.0);
+    assert!(
+        known_shape.1.contains(&"boxsub_webstore".to_owned()),
+        "{known_shape:?}"
+    );
+    // Unknown emails, some routed to either shard's webstores: each refused as the
+    // producer's wrong password is, routing cookie and all.
+    let mut routes = std::collections::BTreeSet::new();
+    for n in 0..12 {
+        let email = format!("nobody{n}@example.org");
+        let (unknown, route) = sign_in(email.clone(), "not the password").await;
+        assert_eq!(shape(&unknown, &email), known_shape, "{email}");
+        routes.insert(route.expect("an unknown email is routed too"));
+    }
+    assert!(
+        routes.len() > 1,
+        "unknown emails spread over webstores: {routes:?}"
+    );
+    // The right password still signs in.
+    let (right, _) = sign_in(PRODUCER_C.0.to_owned(), PRODUCER_C.1).await;
+    assert_eq!(right.status, 303, "{}", right.body);
+}
