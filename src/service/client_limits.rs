@@ -7,18 +7,19 @@
 //!
 //! A client is an IPv4 address, or an IPv6 /64 (a network one host usually holds whole, so
 //! that walking through its addresses buys nothing). At most [`MAX_CLIENTS`] are remembered
-//! (about 48 bytes each); an address is forgotten once its rate is whole again and it has no
-//! attempt in progress (pruned when the table is full, and now and then). While the table
-//! is full of addresses seen within the last minute, a new one is refused until one is
-//! forgotten: such a spread of addresses is an attack, and the pool's share for the app stays
-//! its own.
+//! (about 100 bytes each, with their place in the order of due times); an address is
+//! forgotten once its rate is whole again and it has no attempt in progress (pruned when the
+//! table is full, and now and then). While the table is full of addresses seen lately (one
+//! IPv6 /48 holds 65,536 /64s), a newcomer takes the place of the address with the fewest
+//! attempts (the earliest due time) and no attempt in progress: a spread of addresses never
+//! shuts a producer out, and each address is still held to its own rate.
 //!
 //! An attempt in progress is a guard ([`ClientAttempt`]), released when dropped, wherever
 //! that is (its request's future dropped, or its password check ended).
 //!
 //! Must not touch: passwords, the throttles per email, HTTP (the caller says the address).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -33,7 +34,7 @@ pub const IN_PROGRESS: u32 = 2;
 pub const MAX_CLIENTS: usize = 65_536;
 
 /// A client as its attempts are counted: an IPv4 address or an IPv6 /64.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Client(u128);
 
 impl Client {
@@ -56,15 +57,75 @@ struct Entry {
     in_progress: u32,
 }
 
+/// The clients remembered, and their order of due times (the fewest attempts first).
+#[derive(Default)]
+struct Table {
+    entries: HashMap<Client, Entry>,
+    by_due: BTreeSet<(Instant, Client)>,
+}
+
+impl Table {
+    fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Sets `client`'s due time.
+    fn set_due(&mut self, client: Client, due: Instant) {
+        if let Some(entry) = self.entries.get_mut(&client) {
+            self.by_due.remove(&(entry.due, client));
+            entry.due = due;
+            self.by_due.insert((due, client));
+        }
+    }
+
+    fn remove(&mut self, client: Client) {
+        if let Some(entry) = self.entries.remove(&client) {
+            self.by_due.remove(&(entry.due, client));
+        }
+    }
+
+    /// Forgets the clients whose rate is whole again at `now` and that have nothing in
+    /// progress.
+    fn forget_idle(&mut self, now: Instant) {
+        let idle: Vec<Client> = self
+            .by_due
+            .iter()
+            .take_while(|(due, _)| *due <= now)
+            .map(|(_, client)| *client)
+            .filter(|client| self.entries.get(client).is_some_and(|e| e.in_progress == 0))
+            .collect();
+        for client in idle {
+            self.remove(client);
+        }
+    }
+
+    /// Forgets the client with the earliest due time (the fewest attempts) that has nothing
+    /// in progress; whether there was one.
+    fn evict_one(&mut self) -> bool {
+        let evicted = self
+            .by_due
+            .iter()
+            .map(|(_, client)| *client)
+            .find(|client| self.entries.get(client).is_some_and(|e| e.in_progress == 0));
+        match evicted {
+            Some(client) => {
+                self.remove(client);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Every client's attempts.
 #[derive(Default)]
 pub struct ClientLimits {
-    clients: Arc<Mutex<HashMap<Client, Entry>>>,
+    clients: Arc<Mutex<Table>>,
 }
 
 /// An attempt in progress, counted against its client until dropped.
 pub struct ClientAttempt {
-    clients: Arc<Mutex<HashMap<Client, Entry>>>,
+    clients: Arc<Mutex<Table>>,
     client: Client,
 }
 
@@ -73,7 +134,7 @@ fn tolerance() -> Duration {
     EVERY * (BURST - 1)
 }
 
-fn lock(clients: &Mutex<HashMap<Client, Entry>>) -> MutexGuard<'_, HashMap<Client, Entry>> {
+fn lock(clients: &Mutex<Table>) -> MutexGuard<'_, Table> {
     // The map holds no invariant a panic elsewhere could break half-way.
     clients
         .lock()
@@ -88,17 +149,28 @@ impl ClientLimits {
 
     fn begin_at(&self, address: IpAddr, now: Instant) -> Result<ClientAttempt, Duration> {
         let client = Client::of(address);
-        let mut clients = lock(&self.clients);
-        if clients.len() >= MAX_CLIENTS && !clients.contains_key(&client) {
-            forget_idle(&mut clients, now);
-            if clients.len() >= MAX_CLIENTS {
-                return Err(tolerance() + EVERY);
+        let mut table = lock(&self.clients);
+        if !table.entries.contains_key(&client) {
+            if table.len() >= MAX_CLIENTS {
+                table.forget_idle(now);
             }
+            // Every address remembered has an attempt in progress: the password pool bounds
+            // those, so this holds only while as many attempts are in flight.
+            if table.len() >= MAX_CLIENTS && !table.evict_one() {
+                return Err(Duration::from_secs(1));
+            }
+            table.entries.insert(
+                client,
+                Entry {
+                    due: now,
+                    in_progress: 0,
+                },
+            );
+            table.by_due.insert((now, client));
         }
-        let entry = clients.entry(client).or_insert(Entry {
-            due: now,
-            in_progress: 0,
-        });
+        let Some(entry) = table.entries.get_mut(&client) else {
+            return Err(Duration::from_secs(1));
+        };
         if entry.in_progress >= IN_PROGRESS {
             return Err(Duration::from_secs(1));
         }
@@ -107,8 +179,8 @@ impl ClientLimits {
         if due > allowed_until {
             return Err(whole_seconds(due - allowed_until));
         }
-        entry.due = due + EVERY;
         entry.in_progress += 1;
+        table.set_due(client, due + EVERY);
         Ok(ClientAttempt {
             clients: self.clients.clone(),
             client,
@@ -118,7 +190,7 @@ impl ClientLimits {
     /// Forgets the clients whose rate is whole again and that have nothing in progress; run
     /// now and then.
     pub fn prune(&self) {
-        forget_idle(&mut lock(&self.clients), Instant::now());
+        lock(&self.clients).forget_idle(Instant::now());
     }
 
     /// Clients remembered (for tests and diagnostics).
@@ -129,14 +201,11 @@ impl ClientLimits {
     /// Attempts in progress over every client (for tests and diagnostics).
     pub fn attempts_in_progress(&self) -> usize {
         lock(&self.clients)
+            .entries
             .values()
             .map(|entry| entry.in_progress as usize)
             .sum()
     }
-}
-
-fn forget_idle(clients: &mut HashMap<Client, Entry>, now: Instant) {
-    clients.retain(|_, entry| entry.in_progress > 0 || entry.due > now);
 }
 
 /// `wait` rounded up to whole seconds, at least one (what `Retry-After` says).
@@ -146,7 +215,7 @@ fn whole_seconds(wait: Duration) -> Duration {
 
 impl Drop for ClientAttempt {
     fn drop(&mut self) {
-        if let Some(entry) = lock(&self.clients).get_mut(&self.client) {
+        if let Some(entry) = lock(&self.clients).entries.get_mut(&self.client) {
             entry.in_progress = entry.in_progress.saturating_sub(1);
         }
     }
@@ -180,7 +249,7 @@ mod tests {
         assert!(limits.begin_at(v4("192.0.2.1"), later).is_err());
         // Whole again after a quiet spell, and forgotten.
         let quiet = later + EVERY * BURST;
-        forget_idle(&mut lock(&limits.clients), quiet);
+        lock(&limits.clients).forget_idle(quiet);
         assert_eq!(limits.clients(), 0);
     }
 
@@ -201,7 +270,7 @@ mod tests {
         assert!(limits.begin_at(v4("192.0.2.1"), now).is_ok());
         // An entry with an attempt in progress is never forgotten.
         let attempt = limits.begin_at(v4("192.0.2.9"), now).unwrap();
-        forget_idle(&mut lock(&limits.clients), now + Duration::from_secs(3600));
+        lock(&limits.clients).forget_idle(now + Duration::from_secs(3600));
         assert_eq!(limits.clients(), 1);
         drop(attempt);
     }
@@ -221,28 +290,54 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_forgets_idle_clients_first_and_then_refuses_newcomers() {
+    fn a_full_table_forgets_idle_clients_first_then_the_one_with_the_fewest_attempts() {
         let limits = ClientLimits::default();
         let now = Instant::now();
-        {
-            let mut clients = lock(&limits.clients);
+        // A /48's worth of /64s, each seen once (one of them long ago), and one of them with
+        // an attempt in progress.
+        let network = |n: u128| (0x2001_0db8_0001_u128 << 80) | (n << 64);
+        let held = {
             for n in 0..MAX_CLIENTS as u128 {
-                let due = if n == 0 { now } else { now + EVERY };
-                clients.insert(
-                    Client(n << 64),
-                    Entry {
-                        due,
-                        in_progress: 0,
-                    },
+                let at = if n == 0 { now - EVERY * BURST } else { now };
+                drop(
+                    limits
+                        .begin_at(IpAddr::V6(Ipv6Addr::from_bits(network(n))), at)
+                        .unwrap(),
                 );
             }
-        }
-        // One idle client is forgotten to make room.
+            limits
+                .begin_at(IpAddr::V6(Ipv6Addr::from_bits(network(1))), now)
+                .unwrap()
+        };
+        assert_eq!(limits.clients(), MAX_CLIENTS);
+        // The idle one is forgotten first to make room.
         assert!(limits.begin_at(v4("192.0.2.1"), now).is_ok());
         assert_eq!(limits.clients(), MAX_CLIENTS);
-        assert!(limits.begin_at(v4("192.0.2.2"), now).is_err());
-        // A client it remembers still gets its attempts.
-        assert!(limits.begin_at(v4("192.0.2.1"), now).is_ok());
+        assert!(!lock(&limits.clients)
+            .entries
+            .contains_key(&Client::of(IpAddr::V6(Ipv6Addr::from_bits(network(0))))));
+        // Then newcomers take the places of those with the fewest attempts, never of one
+        // with an attempt in progress, nor of one with more attempts.
+        assert!(limits.begin_at(v4("192.0.2.1"), now).is_ok(), "its second");
+        for n in 2..20 {
+            assert!(
+                limits.begin_at(v4(&format!("192.0.2.{n}")), now).is_ok(),
+                "{n}"
+            );
+        }
+        assert_eq!(limits.clients(), MAX_CLIENTS);
+        let table = lock(&limits.clients);
+        assert!(table
+            .entries
+            .contains_key(&Client::of(IpAddr::V6(Ipv6Addr::from_bits(network(1))))));
+        assert!(table.entries.contains_key(&Client::of(v4("192.0.2.1"))));
+        drop(table);
+        drop(held);
+        // A client it remembers still gets its attempts, and no more than its rate.
+        for _ in 2..BURST {
+            assert!(limits.begin_at(v4("192.0.2.1"), now).is_ok());
+        }
+        assert!(limits.begin_at(v4("192.0.2.1"), now).is_err());
     }
 
     proptest! {

@@ -442,7 +442,7 @@ impl Service {
     ) -> Result<Option<Arc<Customer>>, ServiceError> {
         let attempt = self
             .throttles
-            .begin(webstore.idx, fold(email))
+            .begin(webstore.idx, &fold(email))
             .map_err(|retry_after| {
                 METRICS.sign_in_throttled.inc();
                 ServiceError::SignInThrottled { retry_after }

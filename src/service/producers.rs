@@ -143,7 +143,7 @@ impl Service {
         let webstore = found.map_or(NO_WEBSTORE, |(webstore, _)| webstore.idx);
         let attempt = self
             .producer_throttles
-            .begin(webstore, fold(email))
+            .begin(webstore, &fold(email))
             .map_err(SignInRefused::Throttled)?;
         let stored = found.map(|(_, producer)| producer.password_hash.clone());
         let account = stored.as_deref().map(digest_of).unwrap_or_default();

@@ -3,17 +3,21 @@
 //! `Service::sign_in` and `service::producers`). An attempt is an [`Attempt`] guard: it counts against the
 //! limit while its password check is pending, counts as a failure or a success once the check
 //! has finished (whether or not its client waited for the answer), and counts as nothing if
-//! it is dropped before the check ran. Must not touch: passwords, customers, HTTP.
+//! it is dropped before the check ran. An email is kept by its digest: an entry is the same
+//! size whatever a client sends. Must not touch: passwords, customers, HTTP.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
+use sha2::{Digest, Sha256};
 
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::throttle::SignInThrottle;
 
-type Key = (WebstoreIdx, String);
+/// A webstore and the SHA-256 of a folded email: every key the same size, however long the
+/// email a client sends.
+type Key = (WebstoreIdx, [u8; 32]);
 
 /// The sign-in throttles of every webstore, by folded email.
 #[derive(Default)]
@@ -30,8 +34,8 @@ pub struct Attempt {
 
 impl SignInThrottles {
     /// Starts an attempt for a folded email, or says how long until one is allowed.
-    pub fn begin(&self, webstore: WebstoreIdx, email_key: String) -> Result<Attempt, Duration> {
-        let key = (webstore, email_key);
+    pub fn begin(&self, webstore: WebstoreIdx, folded_email: &str) -> Result<Attempt, Duration> {
+        let key = (webstore, Sha256::digest(folded_email.as_bytes()).into());
         self.entries
             .entry(key.clone())
             .or_default()
@@ -87,7 +91,7 @@ mod tests {
     fn attempts_dropped_unchecked_count_as_nothing() {
         let throttles = SignInThrottles::default();
         for _ in 0..10 * MAX_FAILURES {
-            let attempt = throttles.begin(WebstoreIdx(0), "a@b.c".into()).unwrap();
+            let attempt = throttles.begin(WebstoreIdx(0), "a@b.c").unwrap();
             assert_eq!(throttles.attempts_in_flight(), 1);
             drop(attempt);
         }
@@ -102,17 +106,17 @@ mod tests {
     fn finished_failures_count_and_pending_ones_hold_places() {
         let throttles = SignInThrottles::default();
         let pending: Vec<_> = (0..MAX_FAILURES)
-            .map(|_| throttles.begin(WebstoreIdx(0), "a@b.c".into()).unwrap())
+            .map(|_| throttles.begin(WebstoreIdx(0), "a@b.c").unwrap())
             .collect();
         assert!(
-            throttles.begin(WebstoreIdx(0), "a@b.c".into()).is_err(),
+            throttles.begin(WebstoreIdx(0), "a@b.c").is_err(),
             "ten concurrent guesses fill the window"
         );
-        assert!(throttles.begin(WebstoreIdx(1), "a@b.c".into()).is_ok());
+        assert!(throttles.begin(WebstoreIdx(1), "a@b.c").is_ok());
         for attempt in pending {
             attempt.finish(false);
         }
         assert_eq!(throttles.attempts_in_flight(), 0);
-        assert!(throttles.begin(WebstoreIdx(0), "a@b.c".into()).is_err());
+        assert!(throttles.begin(WebstoreIdx(0), "a@b.c").is_err());
     }
 }
