@@ -37,7 +37,7 @@ impl SignInThrottles {
     pub fn begin(&self, webstore: WebstoreIdx, folded_email: &str) -> Result<Attempt, Duration> {
         let key = (webstore, Sha256::digest(folded_email.as_bytes()).into());
         self.entries
-            .entry(key.clone())
+            .entry(key)
             .or_default()
             .begin(Instant::now())?;
         Ok(Attempt {
