@@ -36,10 +36,7 @@ impl SignInThrottles {
     /// Starts an attempt for a folded email, or says how long until one is allowed.
     pub fn begin(&self, webstore: WebstoreIdx, folded_email: &str) -> Result<Attempt, Duration> {
         let key = (webstore, Sha256::digest(folded_email.as_bytes()).into());
-        self.entries
-            .entry(key)
-            .or_default()
-            .begin(Instant::now())?;
+        self.entries.entry(key).or_default().begin(Instant::now())?;
         Ok(Attempt {
             entries: self.entries.clone(),
             key,
@@ -97,7 +94,7 @@ mod tests {
         }
         assert_eq!(throttles.attempts_in_flight(), 0);
         throttles
-            .begin(WebstoreIdx(0), "a@b.c".into())
+            .begin(WebstoreIdx(0), "a@b.c")
             .expect("abandoned attempts never lock the owner out")
             .finish(true);
     }
