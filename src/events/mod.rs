@@ -168,7 +168,8 @@ impl Events {
         if let Some(sequencer) = self.sequences.get(webstore_id) {
             return Ok(sequencer.clone());
         }
-        let last = self.store.last_event_sequence(webstore_id)?;
+        // Past the numbers a crash may have lost, shown before their writes were synced.
+        let last = self.store.last_event_sequence(webstore_id)? + self.store.lost_answers();
         Ok(self
             .sequences
             .entry(webstore_id.to_owned())

@@ -250,7 +250,8 @@ impl Registry {
             })?;
         Ok(Arc::new(WebstoreState {
             emails: WebstoreEmails::default(),
-            numbers: IdSequence::starting_at(last_number + 1),
+            // Past the numbers a crash may have lost, answered before they were synced.
+            numbers: IdSequence::starting_at(last_number + 1 + self.store.lost_answers()),
             allocation: Mutex::new(()),
             customers,
         }))

@@ -30,6 +30,12 @@ pub const REPLICA_PRIMARY: &[u8] = b"mreplica-primary";
 /// Key of the id range this store's node gives out ids in (`--id-range`), recorded at its
 /// first start: a later start with another range is refused.
 pub const ID_RANGE: &[u8] = b"mid-range";
+
+/// `1`, once the store has run with durability off (writes answered before they are synced):
+/// after an unclean stop, its ids and numbers continue past what the crash may have lost
+/// (`Store::lost_answers`). Never removed: a later run's crash may still leave such writes'
+/// ids below the ones it gave.
+pub const ANSWERED_BEFORE_SYNC: &[u8] = b"manswered-before-sync";
 /// The keys that describe this node's copy rather than the data: never in a replica
 /// snapshot, never loaded from one.
 pub const NODE_LOCAL: [&[u8]; 6] = [

@@ -116,6 +116,9 @@ struct StoreInner {
     tracking: tracking::ChangeTracking,
     /// Webstores whose writes are refused (frozen for a move).
     frozen: frozen::FrozenWebstores,
+    /// How many answered writes the last run's crash may have lost (see
+    /// [`Store::lost_answers`]).
+    lost_answers: u64,
 }
 
 /// A write method's admission ([`Store::open_for_writes`]): while it is held, `close` waits.
@@ -235,6 +238,7 @@ impl Store {
                 log: RwLock::new(Some(log)),
                 tracking: tracking::ChangeTracking::default(),
                 frozen: frozen::FrozenWebstores::default(),
+                lost_answers: 0,
             }),
         }
     }
@@ -256,12 +260,32 @@ impl Store {
             Some(marker) => storage.remove_if(keys::CLEAN_SHUTDOWN_KEY, &marker)?,
             None => false,
         };
+        // Answered before synced, once: a crash may have lost answered writes (their ids
+        // must not be given again), now or after a later run.
+        let answered_early = storage.get(keys::ANSWERED_BEFORE_SYNC)?.is_some();
+        let lost_answers = match (closed_cleanly || fresh, answered_early) {
+            (false, true) => log::commit::MOST_ANSWERED_UNSYNCED,
+            _ => 0,
+        };
+        if matches!(durability, Durability::Background { .. }) && !answered_early {
+            storage.put(keys::ANSWERED_BEFORE_SYNC, b"1".to_vec())?;
+        }
         storage.sync()?;
         let log = log::open(&storage, dir, durability, &on_fatal)?;
         // From here on a failure to reach the disk, even a read's, stops the process: opening
         // reports its own failures (a start on a full disk fails cleanly).
         storage.on_io_failure(on_fatal.clone());
-        let store = Store::with_log(storage, log, on_fatal, disk);
+        let mut store = Store::with_log(storage, log, on_fatal, disk);
+        if let Some(inner) = Arc::get_mut(&mut store.inner) {
+            inner.lost_answers = lost_answers;
+        }
+        if lost_answers > 0 {
+            tracing::warn!(
+                skipped = lost_answers,
+                "the store ran with durability off and did not stop cleanly: its ids, customer \
+                 numbers and event numbers continue past the writes the crash may have lost"
+            );
+        }
         if !closed_cleanly && !fresh {
             let started = std::time::Instant::now();
             let repaired = store.repair_customer_indexes()?;
@@ -322,6 +346,15 @@ impl Store {
             Some(disk) => disk.writable().map_err(StoreError::Refused),
             None => Ok(()),
         }
+    }
+
+    /// How far past the stored highest its ids and numbers (customer and order ids, each
+    /// webstore's customer numbers and event numbers) continue: after an unclean stop of a
+    /// store that ran with durability off, as many as the crash may have lost answered
+    /// writes (`log::commit::MOST_ANSWERED_UNSYNCED`), so that an id or number answered to a
+    /// client, or shown to a reader, is never given to another record; else 0.
+    pub fn lost_answers(&self) -> u64 {
+        self.inner.lost_answers
     }
 
     /// What the writes of webstores being copied to another shard change (a move's
@@ -528,9 +561,14 @@ impl Store {
                 ),
             });
         }
+        // Past what a crash may have lost, within the range (the order ids of as many orders
+        // and a block whose reservation went with them).
+        let lost = self.inner.lost_answers;
+        let order_lost = if lost > 0 { lost + order_ids::BLOCK } else { 0 };
+        let within = |id: u64, skip: u64| id.saturating_add(skip).min(range.end() - 1).max(id);
         Ok(HighWater {
-            customer_id: last_customer_in_range,
-            order_id: reserved.max(range.first() - 1),
+            customer_id: within(last_customer_in_range, lost),
+            order_id: within(reserved.max(range.first() - 1), order_lost),
             any_customer_id: last_id(customers::CUSTOMER)?,
             has_orders: storage.last(&[order_chunks::ORDER])?.is_some(),
         })

@@ -263,6 +263,13 @@ pub enum Pacing {
 /// the queue growing without bound (4,096 orders are about 1 MiB of log).
 pub const BACKGROUND_BACKLOG: usize = 4096;
 
+/// The most writes answered at once that a crash can find not yet synced: the backlog
+/// waiting for the flusher, and as many again in the sync under way (the flusher takes a
+/// sync's writes from the queue, then syncs; one sync at a time). A store that ran with
+/// durability off and stopped uncleanly continues its ids and numbers past as many
+/// (`Store::lost_answers`), so that none answered before the crash is given again.
+pub const MOST_ANSWERED_UNSYNCED: u64 = 2 * BACKGROUND_BACKLOG as u64;
+
 /// The handle writers submit to and wait on: the flusher, and the checkpointer behind it.
 pub struct Committer {
     queue: Arc<Queue>,
