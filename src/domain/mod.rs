@@ -16,6 +16,7 @@ pub mod fields;
 pub mod halts;
 pub mod idempotency;
 pub mod ids;
+pub mod money;
 pub mod order;
 pub mod ownership;
 pub mod paging;

@@ -47,6 +47,11 @@ pub struct WebstoreIdx(pub u32);
 pub struct Money(u64);
 
 impl Money {
+    /// The amount in hundredths.
+    pub fn cents(self) -> u64 {
+        self.0
+    }
+
     /// Parses a non-negative decimal with at most two places: `5`, `7.5`, `30.00`.
     pub fn parse(text: &str) -> Option<Money> {
         let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());

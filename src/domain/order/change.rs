@@ -37,7 +37,8 @@ use serde_json::{Map, Value};
 
 use super::body::{check_content, ContentFields, ContentSource, Sent};
 use super::history::{
-    ContentVersion, Lifecycle, LifecycleVersion, OrderHistory, Pause, MAX_SKIPPED_DATES,
+    ContentVersion, Lifecycle, LifecycleVersion, OrderHistory, Pause, EXTRAS_SENT,
+    MAX_PLANNED_VERSIONS, MAX_SKIPPED_DATES,
 };
 use super::schedule::{parse_week_days, resolve, Frequency, ScheduleRules};
 use crate::domain::catalogue::Webstore;
@@ -317,10 +318,13 @@ impl OrderChange {
         // order back with a new box does not send them twice.
         let extras_changed =
             content.extras != current.extras || content.extras_one_off != current.extras_one_off;
-        let extras_since = if extras_changed || latest.extras_since >= effective {
+        let extras_since = if extras_changed {
             effective
+        } else if latest.extras_since == EXTRAS_SENT {
+            // Sent on a date folded away: they do not come again with a new box.
+            EXTRAS_SENT
         } else {
-            latest.extras_since
+            latest.extras_since.min(effective)
         };
         let mut contents: Vec<ContentVersion> = history
             .contents()
@@ -339,6 +343,19 @@ impl OrderChange {
                 content,
                 extras_since,
             });
+        }
+        let planned = contents.iter().filter(|v| v.effective >= open).count();
+        if planned > MAX_PLANNED_VERSIONS {
+            errors.add(
+                "effective_date",
+                format!(
+                    "would plan more than {MAX_PLANNED_VERSIONS} changes of the order from {} \
+                     on: change it from one of the dates already planned, or from the first \
+                     delivery after the cut-off (without effective_date)",
+                    open.date()
+                ),
+            );
+            return None;
         }
         Some(contents)
     }
@@ -435,11 +452,14 @@ impl OrderChange {
             for &(i, date) in dates {
                 let name = || format!("skipped_dates[{i}]");
                 if date < open {
-                    let skipped = history
-                        .lifecycle_on(date)
-                        .skipped_dates
-                        .binary_search(&date)
-                        .is_ok();
+                    // In the list the order shows (a locked date joins it only when it was
+                    // skipped already), or skipped in force on it (a list that left it out
+                    // since). The first holds when the history no longer holds the date's
+                    // versions (folded into its frozen list).
+                    let listed = |lifecycle: &Lifecycle| {
+                        lifecycle.skipped_dates.binary_search(&date).is_ok()
+                    };
+                    let skipped = listed(current) || listed(history.lifecycle_on(date));
                     let day = |held: bool| held.then_some((date, Some(date.plus(1))));
                     if reaches_locked(day(true), day(skipped), open) {
                         errors.add(name(), locked(open));

@@ -27,8 +27,18 @@ use crate::domain::halts::Halts;
 /// Most dates an order's `skipped_dates` may hold.
 pub const MAX_SKIPPED_DATES: usize = 100;
 
+/// Most content versions an order may plan from the first open date on: a change that
+/// would plan more is refused (the versions before are folded away once their dates are
+/// frozen, [`OrderHistory::folded`], so these and the one in force bound the record).
+pub const MAX_PLANNED_VERSIONS: usize = 32;
+
 /// The `settled_before` of an order never changed: no date is settled by a change.
 pub const NEVER_CHANGED: Day = Day(i32::MIN);
+
+/// The `extras_since` of a content version whose one-off extras went out on a date the
+/// history no longer holds (folded into that date's frozen list, [`OrderHistory::folded`]):
+/// they never go again with it.
+pub const EXTRAS_SENT: Day = Day(i32::MAX);
 
 /// What an order delivers from `effective` until the next content version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -307,9 +317,6 @@ impl OrderHistory {
         if !contents.windows(2).all(|w| w[0].effective < w[1].effective) {
             return Err("content versions are not in date order");
         }
-        if contents.iter().any(|v| v.extras_since > v.effective) {
-            return Err("a content version's extras count from after it");
-        }
         if !lifecycles
             .windows(2)
             .all(|w| w[0].effective < w[1].effective)
@@ -359,6 +366,61 @@ impl OrderHistory {
             lifecycles,
             settled_before,
             updated_at,
+        }
+    }
+
+    /// The history without the versions that only dates in `[since, before)` need: dates
+    /// whose lists are frozen (each date's deliveries kept as they were delivered), which
+    /// this history no longer has to answer for. A version in force on `before` or later
+    /// stays, and so does one that dates before `since` need; every date from `before` on
+    /// delivers exactly as before (one-off extras that went out in the folded dates are kept
+    /// as sent, [`EXTRAS_SENT`]). So an order changed every day stays as small as what it
+    /// plans from `before` on, and what it had before `since`.
+    pub fn folded(&self, since: Day, before: Day, halts: &Halts) -> OrderHistory {
+        let inside = |effective: Day, next: Option<Day>| {
+            effective >= since && next.is_some_and(|next| next <= before)
+        };
+        let mut contents: Vec<ContentVersion> = self
+            .contents
+            .iter()
+            .enumerate()
+            .filter(|(at, version)| {
+                !inside(
+                    version.effective,
+                    self.contents.get(at + 1).map(|v| v.effective),
+                )
+            })
+            .map(|(_, version)| version.clone())
+            .collect();
+        // One-off extras counted from a date before `before`: the walk to their first
+        // delivery would cross versions no longer held, so it is taken now.
+        for version in &mut contents {
+            let since_extras = version.extras_since;
+            if since_extras < before && since_extras != EXTRAS_SENT {
+                version.extras_since =
+                    match self.first_delivered(since_extras, before.plus(-1), halts) {
+                        Some(_) => EXTRAS_SENT,
+                        None => before,
+                    };
+            }
+        }
+        let lifecycles: Vec<LifecycleVersion> = self
+            .lifecycles
+            .iter()
+            .enumerate()
+            .filter(|(at, version)| {
+                !inside(
+                    version.effective,
+                    self.lifecycles.get(at + 1).map(|v| v.effective),
+                )
+            })
+            .map(|(_, version)| version.clone())
+            .collect();
+        OrderHistory {
+            contents,
+            lifecycles,
+            settled_before: self.settled_before,
+            updated_at: self.updated_at,
         }
     }
 

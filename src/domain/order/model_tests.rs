@@ -480,11 +480,18 @@ proptest! {
         let mut now = first_day().plus(5).date().to_zoned_datetime(TimeZone::UTC).unwrap().timestamp().as_second()
             + start_minutes * 60;
 
+        // Dates before it are frozen (the history folded up to it) and answered no more.
+        let mut folded_to = first_day();
         for op in &ops {
             let open = webstore.cutoff.first_open_day(&webstore.zone, now);
             let before: Vec<Owned> = (0..WINDOW).map(|i| owned(&history, &halts, i)).collect();
             match op {
-                Op::Advance(minutes) => now += i64::from(*minutes) * 60,
+                Op::Advance(minutes) => {
+                    // As a date is frozen once it locks: the history goes on folded.
+                    history = history.folded(first_day(), open, &halts);
+                    folded_to = open;
+                    now += i64::from(*minutes) * 60
+                }
                 Op::Halt(flag) => {
                     halts = halts.set(*flag, open);
                     for i in Model::from(open) {
@@ -514,12 +521,29 @@ proptest! {
             prop_assert_eq!(&lifecycle.skipped_dates, &model.skipped_list);
             prop_assert_eq!(&history.latest().content, &model.latest);
             for (i, was) in before.iter().enumerate() {
+                if day(i) < folded_to {
+                    continue;
+                }
                 let got = owned(&history, &halts, i);
                 if day(i) < open {
                     prop_assert_eq!(&got, was, "locked {:?} changed after {:?}", day(i).date(), op);
                 }
                 prop_assert_eq!(&got, &model.outcome(i), "{:?} after {:?}", day(i).date(), op);
             }
+            // Folded up to the first open date (every date before it frozen), the history
+            // answers every later date as before and keeps no version only folded dates need
+            // (and the run goes on with it folded at every advance of the clock).
+            let folded = history.folded(first_day(), open, &halts);
+            for i in Model::from(open) {
+                prop_assert_eq!(owned(&folded, &halts, i), owned(&history, &halts, i), "folded, {:?}", day(i).date());
+            }
+            let contents = folded.contents();
+            for (at, version) in contents.iter().enumerate() {
+                let next = contents.get(at + 1).map(|v| v.effective);
+                prop_assert!(version.effective < first_day() || next.is_none_or(|n| n > open));
+            }
+            prop_assert_eq!(folded.lifecycle(), history.lifecycle());
+            prop_assert_eq!(&folded.latest().content, &history.latest().content);
         }
     }
 }
