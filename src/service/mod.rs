@@ -10,7 +10,18 @@
 //! - [`passwords`]: argon2 work on bounded blocking threads, shared fairly between the
 //!   webstores and the app;
 //! - `delivery_lists`: sorted delivery lists kept between pages while they are current;
-//! - `customers`, `orders` and `deliveries`: the use cases, written with the above.
+//! - `customers`, `orders` and `deliveries`: the use cases, written with the above;
+//! - [`producers`]: producers' sign-in to the web app, their sessions (store records) and
+//!   sign-out;
+//! - [`serving`]: which webstores this node serves, and each one's write gate (the freeze of
+//!   a move);
+//! - [`move_steps`]: a node's steps of a move between shards, as the admin listener asks
+//!   them;
+//! - [`cut_over`]: what a node records of a webstore in a move, one state machine per
+//!   webstore;
+//! - [`webhooks`]: the operator's view of webhook deliveries, and redelivery;
+//! - `tests` and `read_committed_tests` (tests only): the service over a store that fails or
+//!   stalls, requests cut off at every await point, and read committed.
 //!
 //! Any request may be dropped at any `.await` (its client resets, a deadline passes,
 //! shutdown's grace period ends). So everything acquired here is a guard released by its

@@ -84,8 +84,10 @@ impl Store {
     }
 
     /// Sets `key` and records it in `entry`, letting the engine apply it later, since the
-    /// log makes it durable (see `Storage::put_pending`): an order record, written once by
-    /// its customer's actor and then only read. Only for writes that go through the log.
+    /// log makes it durable (see `Storage::put_pending`): a new order's record (a change
+    /// replaces it later with `Store::put`, through to its chunk, so that no older copy in a
+    /// chunk is read beside a newer one waiting) and a change's event (written once, then
+    /// only read). Only for writes that go through the log.
     pub(super) fn put_behind_log(
         &self,
         entry: &mut LogEntry,

@@ -2,7 +2,7 @@
 //! request with an `Idempotency-Key`, replayed for repeats), one key's versions under
 //! `i` + webstore id + 0 + key + 0, the highest version counting; their part of `impl Store`:
 //! where a keyed write's record goes and which version it replaces (written first in the
-//! write's log entry, before what it names: `store::change` makes every keyed write the same
+//! write's log entry, before what it names: `kinds::change` makes every keyed write the same
 //! way around its own writes), the reads of a key's record and the walk over them, and the
 //! batch builder imports use. Their expiry and sweep are `store::expiry`'s.
 //!
@@ -12,7 +12,8 @@
 //! the body as JSON text, and always version 1 of the key (an import writes version 1).
 //!
 //! Must not touch: what a record's `Location` names (the service decides whether a record
-//! counts), the log, HTTP.
+//! counts), the log itself (a record's writes are recorded in its change's `LogEntry`, which
+//! `Store::write_change` hands to the log), HTTP.
 
 use serde::{Deserialize, Serialize};
 

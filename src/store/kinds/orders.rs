@@ -13,7 +13,9 @@
 //! (`transfer::format::OrderLine`) names them (`weekly`, `2027-01-04`, `[1, 4]`), so that an
 //! export reads without this code.
 //!
-//! Must not touch: customers' records and index entries, the log, HTTP.
+//! Must not touch: customers' records and index entries, the log itself (an order's writes
+//! are recorded in its change's `LogEntry`, which `Store::write_change` hands to the log),
+//! HTTP.
 
 use serde::{Deserialize, Serialize};
 

@@ -280,8 +280,10 @@ impl Storage for PendingWrites {
         let Some(customer) = order_chunks::customer_group(key) else {
             return self.snapshot.remove_if(key, expected);
         };
-        // An order's record is written once and never replaced, and its customer's actor is
-        // its only writer: reading it and then removing it is no race.
+        // An order's record is replaced by each change of the order, but only ever by its
+        // customer's actor, and a conditional removal of one comes only from a replay (at
+        // open, or a standby's apply), where no actor writes: reading it and then removing it
+        // is no race.
         let (customer_id, id) = order_chunks::order_ids(key).unwrap_or_default();
         let holds = order_chunks::stored_order(self, customer_id, id)?
             .is_some_and(|record| record == expected);
