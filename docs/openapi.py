@@ -535,21 +535,27 @@ schemas["IdInput"] = {
 }
 
 
+# A text field of a request takes a number as its text (`"mobile_phone": 5` stores "5"), as
+# the platform boxsub replaces did (`fields::text`): so its schema is a string or a number,
+# and says so, lest a schema-driven client take the number's acceptance for a bug.
+NUMBER_AS_TEXT = "A number is taken as its JSON text (`5` is stored as `\"5\"`)."
+
+
 def text_input(max_len, nullable=False, description=None):
     types = ["string", "number"] + (["null"] if nullable else [])
-    s = {"type": types, "maxLength": max_len}
-    if description:
-        s["description"] = description
+    s = {"type": types, "maxLength": max_len,
+         "description": " ".join(filter(None, [description, NUMBER_AS_TEXT]))}
     return s
 
 
 ADDRESS_INPUT_PROPERTIES = {
-    name: text_input(1000 if name == "delivery_note" else 255, nullable=True)
+    name: text_input(1000 if name == "delivery_note" else 255, nullable=True,
+                     description="Trimmed; an empty string or `null` clears it.")
     for name in ADDRESS_FIELDS
 }
 ADDRESS_INPUT_COMMON = (
-    "Each field is a string (a number is kept as its JSON text), trimmed, at most 255 "
-    "characters (`delivery_note`: 1000). An empty string or `null` clears the field. "
+    "Each field is a string or a number (a number is taken as its JSON text), trimmed, at "
+    "most 255 characters (`delivery_note`: 1000). An empty string or `null` clears the field. "
     "`null` for the whole address is ignored. Unknown fields are ignored. Which fields a "
     "webstore requires is in its `require_*` settings (`GET /v1/webstore`); "
     "`require_phone` means at least one of `home_phone`, `mobile_phone`, `work_phone` "
@@ -578,14 +584,14 @@ schemas["AddressUpdate"] = {
 
 NAME_TEXT = {
     "type": ["string", "number"], "minLength": 1, "maxLength": 255, "pattern": "\\S",
-    "description": "Trimmed; must not be blank; at most 255 characters. A number is kept "
-                   "as its JSON text.",
+    "description": "Trimmed; must not be blank; at most 255 characters. " + NUMBER_AS_TEXT,
 }
 EMAIL_TEXT = {
     "type": "string", "maxLength": 255, "pattern": "^\\s*[^@\\s]+@[^@\\s]+\\s*$",
     "description": "Trimmed; one `@` with text on both sides, no white space or control "
                    "characters, at most 255 characters. Unique in the webstore ignoring "
-                   "case (`has already been taken`).",
+                   "case (`has already been taken`). A number is read as its JSON text, "
+                   "which is never an email (`is invalid`).",
     "examples": ["joe@example.com"],
 }
 PASSWORD = {
@@ -747,7 +753,11 @@ NULLABLE_DATE = dict(DATE, type=["string", "null"])
 schemas["OrderUpdate"] = {
     "type": "object",
     "description": (
-        "The fields to change (PATCH and PUT alike); absent fields keep their value. Every "
+        "The fields to change (PATCH and PUT alike); absent fields keep their value. `null` "
+        "is \"not given\" for a field that cannot be empty (`box_id`, `frequency`, "
+        "`extras_one_off`, `week_days`, `effective_date`, `cancel_date`) and \"none\" for "
+        "one that can (the lists: emptied; `pause_date`: no pause; `resume_date`: no end to "
+        "the pause); `active: null` is refused. Every "
         "change takes effect from the first delivery date after the cut-off or later, so "
         "the deliveries of a date already locked for packing never change: a change that "
         "would reach one is a 422 naming the field, with the earliest date it could take "
@@ -755,39 +765,44 @@ schemas["OrderUpdate"] = {
         "`customer_id`, `created_at`, `updated_at`) `is read-only`, the rest `is not a "
         "field of an order that can be changed`."),
     "properties": {
-        "box_id": dict(sref("IdInput"), description="As on create."),
-        "extras": {"type": "array", "maxItems": 100, "items": sref("ExtraLineInput"),
-                   "description": "As on create: the whole list."},
-        "exclusions": {"type": "array", "maxItems": 100, "items": sref("IdInput"),
-                       "description": "As on create: the whole list."},
-        "substitutions": {"type": "array", "maxItems": 100, "items": sref("IdInput"),
-                          "description": "As on create: the whole list."},
-        "extras_one_off": {"description": "As on create."},
+        "box_id": {"anyOf": [sref("IdInput"), {"type": "null"}],
+                   "description": "As on create; `null` is not given."},
+        "extras": {"type": ["array", "null"], "maxItems": 100, "items": sref("ExtraLineInput"),
+                   "description": "As on create: the whole list; `null` empties it."},
+        "exclusions": {"type": ["array", "null"], "maxItems": 100, "items": sref("IdInput"),
+                       "description": "As on create: the whole list; `null` empties it."},
+        "substitutions": {"type": ["array", "null"], "maxItems": 100,
+                          "items": sref("IdInput"),
+                          "description": "As on create: the whole list; `null` empties it."},
+        "extras_one_off": {"description": "As on create; `null` is not given."},
         "frequency": {"description": "As on create; a new frequency or `week_days` starts "
-                                     "the schedule on `effective_date`."},
-        "week_days": {"description": "As on create."},
+                                     "the schedule on `effective_date`; `null` is not "
+                                     "given."},
+        "week_days": {"description": "As on create; `null` is not given."},
         "effective_date": dict(NULLABLE_DATE,
                                description="When the content fields above take effect; "
-                                           "default: the first delivery date after the "
-                                           "cut-off. Only with one of them."),
+                                           "default (also for `null`): the first delivery "
+                                           "date after the cut-off. Only with one of them."),
         "pause_date": dict(NULLABLE_DATE,
                            description="Start or move the pause; `null` ends it (from the "
                                        "first open date)."),
         "resume_date": dict(NULLABLE_DATE,
                             description="The first date delivered again; after "
-                                        "`pause_date`."),
+                                        "`pause_date`; `null`: the pause has no end."),
         "skipped_dates": {"type": ["array", "null"], "maxItems": 100, "items": DATE,
                           "description": "The whole list of delivery dates not delivered; "
                                          "each a delivery date of the order's schedule "
-                                         "(else `skipped_dates[i]` is named); at most 100."},
+                                         "(else `skipped_dates[i]` is named); at most 100; "
+                                         "`null` empties it."},
         "active": {"type": ["boolean", "string"],
                    "description": "`false` cancels (from `cancel_date`); `true` takes a "
                                   "cancelled order back from the first date after the "
-                                  "cut-off."},
+                                  "cut-off. Also `\"true\"`/`\"false\"`; anything else "
+                                  "(`null` too) is `must be true or false`."},
         "cancel_date": dict(NULLABLE_DATE,
                             description="With `active: false`: the first date not "
-                                        "delivered; default the first delivery date after "
-                                        "the cut-off."),
+                                        "delivered; default (also for `null`) the first "
+                                        "delivery date after the cut-off."),
     },
     "examples": [{"pause_date": "2026-12-22", "resume_date": "2027-01-05"},
                  {"skipped_dates": ["2026-12-29"]},
