@@ -1,8 +1,10 @@
-//! The suite's last word on what it did not run. A test that cannot run on this host (no
-//! haproxy, nats-server, browser or root) says `SKIPPED` as it ends, amid the other tests'
-//! lines, and cargo's summary counts it as passed. So this test, named to start last, waits
-//! until every other test of the run has finished and then lists every skip in a block that
-//! ends just above cargo's summary line, where a person reads. Under
+//! The suite's last word on what it did not run: a report, not a test of the service. A test
+//! that cannot run on this host (no haproxy, nats-server, browser or root) says `SKIPPED` as
+//! it ends, amid the other tests' lines, and cargo's summary counts it as passed. So this
+//! report, a `#[test]` named to start last (`zz_`) and named a report (it asserts nothing and
+//! cannot fail, so it is counted among the passed without testing anything), waits until
+//! every other test of the run has finished and then lists every skip in a block that ends
+//! just above cargo's summary line, where a person reads. Under
 //! `BOXSUB_REQUIRE_ALL_TESTS=1` a skip is a failure instead, and there is nothing to list.
 //!
 //! It knows the other tests by the names the binary lists (`--list`), which the test harness
@@ -54,7 +56,7 @@ fn thread_names() -> BTreeSet<String> {
 }
 
 #[test]
-fn zz_every_skip_of_the_run_is_listed_at_its_end() {
+fn zz_report_of_the_run_s_skips_asserts_nothing() {
     let tests = test_thread_names();
     let began = Instant::now();
     while began.elapsed() < AT_MOST && thread_names().iter().any(|name| tests.contains(name)) {
