@@ -4,9 +4,11 @@
 //! passwords; a flood of the app's sign-ins from one address is refused before any password
 //! check, and what such a refusal costs the server is measured.
 //!
-//! Timings are printed (the lead reads them), and held only to a generous bound: a loaded
-//! 2-core machine runs these beside other work. Every flood is bounded in requests and
-//! time, and stopped before the test ends.
+//! Timings are printed (the lead reads them), and B's held to what fair shares give and a
+//! first-come queue would not: its median within four times its median alone, and its p99
+//! below the median of the flood's own checked sign-ins beside it (both measured at once,
+//! so a loaded 2-core machine that runs these beside other work slows both alike). Every
+//! flood is bounded in requests and time, and stopped before the test ends.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -16,7 +18,7 @@ use serde_json::{json, Value};
 
 use crate::helpers::{
     customer_body_b, producers_catalogue, sample, scrape, store_a, store_b, Creds, Launch, TestApp,
-    Visitor,
+    Visitor, PRODUCER_A,
 };
 
 const PASSWORD: &str = "a long password for B";
@@ -24,7 +26,7 @@ const PASSWORD: &str = "a long password for B";
 const B_CLIENTS: usize = 2;
 const B_ROUNDS: usize = 25;
 /// Connections of each flood: A's concurrency quota, and as many strangers; together more
-/// than the password pool's places (two hashers here, 64 places).
+/// than the password pool's slots (two hashers here, 64 slots).
 const FLOOD_CONNECTIONS: usize = 64;
 /// Most requests one flood connection sends, and the longest a flood lasts.
 const FLOOD_MAX_REQUESTS: usize = 20_000;
@@ -140,25 +142,44 @@ async fn refused_pause(status: u16) {
     }
 }
 
-/// A running flood: its stop flag, and its connections' counts of answers by status.
+/// A running flood: its stop flag, and its connections' answers (status, and how long each
+/// took).
 struct Flood {
     stop: Arc<AtomicBool>,
     /// Answers after a password check (200 or 401).
     checked: Arc<AtomicU64>,
-    tasks: Vec<tokio::task::JoinHandle<Vec<u16>>>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<(u16, Duration)>>>,
+}
+
+/// What a flood got once stopped.
+struct Flooded {
+    /// How many answers of each status.
+    statuses: Vec<(u16, usize)>,
+    /// The latencies of its answers after a password check: its own pace, under the same
+    /// load of the host as B's beside it.
+    checked: Paced,
 }
 
 impl Flood {
-    /// Stops it and says how many answers of each status it got.
-    async fn stop(self) -> Vec<(u16, usize)> {
+    /// Stops it and says what it got.
+    async fn stop(self) -> Flooded {
         self.stop.store(true, Ordering::Relaxed);
         let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+        let mut checked = Vec::new();
         for task in self.tasks {
-            for status in task.await.expect("a flood connection") {
+            for (status, took) in task.await.expect("a flood connection") {
                 *statuses.entry(status).or_default() += 1;
+                if status == 200 || status == 401 {
+                    checked.push(took);
+                }
             }
         }
-        statuses.into_iter().collect()
+        assert!(!checked.is_empty(), "the flood had no sign-in checked");
+        checked.sort();
+        Flooded {
+            statuses: statuses.into_iter().collect(),
+            checked: Paced { all: checked },
+        }
     }
 }
 
@@ -181,6 +202,7 @@ fn webstore_a_flood(app: &TestApp) -> Flood {
                         break;
                     }
                     let email = format!("guess-{connection}-{n}@example.com");
+                    let sent = Instant::now();
                     let answer = http
                         .post(&url)
                         .header("API-Key", creds.key.as_str())
@@ -189,7 +211,7 @@ fn webstore_a_flood(app: &TestApp) -> Flood {
                         .send()
                         .await;
                     let status = answer.map_or(0, |answer| answer.status().as_u16());
-                    statuses.push(status);
+                    statuses.push((status, sent.elapsed()));
                     if status == 200 || status == 401 {
                         checked.fetch_add(1, Ordering::Relaxed);
                     }
@@ -234,6 +256,7 @@ async fn stranger_flood(app: &TestApp) -> Flood {
                     let forwarded =
                         format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255);
                     let email = format!("nobody{n}@example.com");
+                    let sent = Instant::now();
                     let answer = http
                         .post(&url)
                         .header("Cookie", cookie.as_str())
@@ -247,7 +270,7 @@ async fn stranger_flood(app: &TestApp) -> Flood {
                         .send()
                         .await;
                     let status = answer.map_or(0, |answer| answer.status().as_u16());
-                    statuses.push(status);
+                    statuses.push((status, sent.elapsed()));
                     if status == 200 || status == 401 {
                         checked.fetch_add(1, Ordering::Relaxed);
                     }
@@ -289,29 +312,54 @@ async fn alone(app: &TestApp) -> Paced {
 
 /// Prints B's figures in each phase and holds B to its pace: every request succeeded (as
 /// they went); the median within four times alone's (a FIFO queue behind the flood makes it
-/// about ten times), and the p99 printed and held only to a generous bound, since these
-/// tests run beside others on a loaded 2-core machine.
-fn report_and_hold(alone: &Paced, phases: &[(&str, &Paced)]) {
+/// about ten times); and the p99 below the median of the flood's own checked sign-ins in
+/// the same phase: B's slowest requests wait less than the flood's typical one, which they
+/// would not in a queue shared first come first served. That holds whatever else loads the
+/// host, since both are measured at once under the same load (the p99 against alone's, taken
+/// at another moment, is held only to a generous bound, as a loaded 2-core machine may stall
+/// either phase for hundreds of milliseconds).
+fn report_and_hold(alone: &Paced, phases: &[(&str, &Paced, &[&Flooded])]) {
     println!(
         "B's creates and sign-ins ({} requests a phase, {B_CLIENTS} clients; debug build):",
         alone.all.len()
     );
-    for (phase, paced) in std::iter::once(&("alone", alone)).chain(phases) {
+    let phase_lines = phases
+        .iter()
+        .map(|(phase, paced, floods)| (*phase, *paced, *floods));
+    for (phase, paced, floods) in std::iter::once(("alone", alone, &[][..])).chain(phase_lines) {
+        let flood_p50s: Vec<String> = floods
+            .iter()
+            .map(|flood| format!("{:.1} ms", ms(flood.checked.p50())))
+            .collect();
         println!(
-            "  {phase:<28} p50 {:>7.1} ms  p99 {:>7.1} ms  ({:.2}x alone's p50, {:.2}x its p99)",
+            "  {phase:<28} p50 {:>7.1} ms  p99 {:>7.1} ms  ({:.2}x alone's p50, {:.2}x its p99); \
+             the flood's checked p50: {}",
             ms(paced.p50()),
             ms(paced.p99()),
             paced.p50().as_secs_f64() / alone.p50().as_secs_f64(),
-            paced.p99().as_secs_f64() / alone.p99().as_secs_f64()
+            paced.p99().as_secs_f64() / alone.p99().as_secs_f64(),
+            if flood_p50s.is_empty() {
+                "-".to_owned()
+            } else {
+                flood_p50s.join(", ")
+            }
         );
     }
-    for (phase, paced) in phases {
+    for (phase, paced, floods) in phases {
         assert!(
             paced.p50() <= alone.p50() * 4 + Duration::from_millis(50),
             "B's median {:?} {phase}, against {:?} alone",
             paced.p50(),
             alone.p50()
         );
+        for flood in *floods {
+            assert!(
+                paced.p99() < flood.checked.p50(),
+                "B's p99 {:?} {phase}, against the flood's checked median {:?} beside it",
+                paced.p99(),
+                flood.checked.p50()
+            );
+        }
         assert!(
             paced.p99() <= alone.p99() * 10 + Duration::from_secs(1),
             "B's p99 {:?} {phase}, against {:?} alone",
@@ -348,11 +396,11 @@ async fn webstore_b_keeps_its_pace_while_webstore_a_floods_sign_ins() {
     let a = webstore_a_flood(&app);
     until_busy(&a).await;
     let under_a = webstore_b(&app, "under-a", B_ROUNDS).await;
-    let a_statuses = a.stop().await;
+    let a = a.stop().await;
 
-    println!("A's flood answers: {a_statuses:?}");
+    println!("A's flood answers: {:?}", a.statuses);
     print_pool(&app).await;
-    report_and_hold(&alone, &[("under A's flood", &under_a)]);
+    report_and_hold(&alone, &[("under A's flood", &under_a, &[&a])]);
     app.assert_alive().await;
 }
 
@@ -368,30 +416,38 @@ async fn webstore_b_keeps_its_pace_while_strangers_from_many_addresses_flood_the
     let strangers = stranger_flood(&app).await;
     until_busy(&strangers).await;
     let under_strangers = webstore_b(&app, "under-strangers", B_ROUNDS).await;
-    let stranger_statuses = strangers.stop().await;
+    let strangers_alone = strangers.stop().await;
 
     let a = webstore_a_flood(&app);
     let strangers = stranger_flood(&app).await;
     until_busy(&a).await;
     until_busy(&strangers).await;
     let under_both = webstore_b(&app, "under-both", B_ROUNDS).await;
-    let (a_statuses, both_statuses) = (a.stop().await, strangers.stop().await);
+    let (a, strangers) = (a.stop().await, strangers.stop().await);
+    let (a_statuses, both_statuses) = (&a.statuses, &strangers.statuses);
 
-    println!("the strangers' flood answers: {stranger_statuses:?}");
+    println!(
+        "the strangers' flood answers: {:?}",
+        strangers_alone.statuses
+    );
     println!("both floods' answers: A {a_statuses:?}, strangers {both_statuses:?}");
     print_pool(&app).await;
     report_and_hold(
         &alone,
         &[
-            ("under the strangers' flood", &under_strangers),
-            ("under both floods", &under_both),
+            (
+                "under the strangers' flood",
+                &under_strangers,
+                &[&strangers_alone],
+            ),
+            ("under both floods", &under_both, &[&a, &strangers]),
         ],
     );
-    // Together the floods ask for more than the pool's places: what is past their shares
+    // Together the floods ask for more than the pool's slots: what is past their shares
     // is refused to them (503), while B's every request went through.
     let refused: usize = a_statuses
         .iter()
-        .chain(&both_statuses)
+        .chain(both_statuses)
         .filter(|(status, _)| *status == 503)
         .map(|(_, n)| n)
         .sum();
@@ -420,9 +476,19 @@ fn clock_ticks_per_second() -> f64 {
         .unwrap_or(100.0)
 }
 
+/// The flood's one address, and the producer's other one (the server trusts the test's
+/// `X-Forwarded-For`).
+const FLOODING: &str = "10.9.9.9";
+const ELSEWHERE: &str = "10.9.9.10";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn an_app_sign_in_flood_from_one_address_is_refused_before_the_password_pool() {
-    let app = Launch::new().catalogue(producers_catalogue()).spawn().await;
+async fn an_app_sign_in_flood_from_one_address_is_refused_before_the_password_pool_while_another_address_signs_in(
+) {
+    let app = Launch::new()
+        .catalogue(producers_catalogue())
+        .args(&["--trusted-proxies", "127.0.0.1"])
+        .spawn()
+        .await;
     let mut visitor = Visitor::new(&app);
     let token = visitor.get("/app/sign_in").await.form_token();
     let cookie = visitor.cookie_header();
@@ -444,6 +510,7 @@ async fn an_app_sign_in_flood_from_one_address_is_refused_before_the_password_po
                                 .post(&url)
                                 .header("Cookie", cookie.as_str())
                                 .header("Origin", origin.as_str())
+                                .header("X-Forwarded-For", FLOODING)
                                 .form(&[
                                     ("email", email.as_str()),
                                     ("password", "wrong guess"),
@@ -517,7 +584,49 @@ async fn an_app_sign_in_flood_from_one_address_is_refused_before_the_password_po
         spent.as_secs_f64() * 1e6 / refused.max(1) as f64
     );
     assert!(refused >= 1_900, "{refused} of 2000 refused");
-    // The producer from another address is not held back (here: the same address after
-    // the window; the limits per address are unit-tested with many addresses).
-    app.assert_alive().await;
+
+    // The flooding address is still held back, and a producer from another address is not:
+    // the right password signs in, its one check run in the app's share.
+    // (Its rate gives it one attempt every 3 seconds: of a burst, one may go through.)
+    let still = flood(8, 8).await;
+    let held = still.iter().filter(|(status, _)| *status == 429).count();
+    assert!(held >= 7, "the flooding address, once more: {still:?}");
+    let jobs_before = sample(
+        &scrape(&app).await,
+        "boxsub_password_jobs_total",
+        &[("share", "app")],
+    ) as usize;
+    let (email, password) = PRODUCER_A;
+    let signed_in = client()
+        .post(app.url("/app/sign_in"))
+        .header("Cookie", cookie.as_str())
+        .header("Origin", origin.as_str())
+        .header("X-Forwarded-For", ELSEWHERE)
+        .form(&[
+            ("email", email),
+            ("password", password),
+            ("form_token", token.as_str()),
+        ])
+        .send()
+        .await
+        .expect("the app answers");
+    assert_eq!(
+        signed_in.status().as_u16(),
+        303,
+        "the producer from elsewhere"
+    );
+    assert_eq!(
+        signed_in
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok()),
+        Some("/app"),
+        "signed in"
+    );
+    let jobs_after = sample(
+        &scrape(&app).await,
+        "boxsub_password_jobs_total",
+        &[("share", "app")],
+    ) as usize;
+    assert_eq!(jobs_after, jobs_before + 1, "its one password check");
 }
