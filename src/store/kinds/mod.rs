@@ -136,6 +136,9 @@ macro_rules! writers {
     }};
 }
 
+/// A chunk's encoder, given its records as a list.
+type ChunkEncoder = fn(Vec<(u64, &'static [u8])>) -> Vec<u8>;
+
 /// `Replica::promote` over a write-ahead log.
 type PromoteOverTheLog =
     fn(Replica, LogWriter, FatalHandler, Duration) -> Result<Store, StoreError>;
@@ -160,7 +163,7 @@ pub fn layout() -> Vec<KeyRow> {
         holds,
         writers,
     };
-    let chunk_encoders: [fn(Vec<(u64, &'static [u8])>) -> Vec<u8>; 2] = [
+    let chunk_encoders: [ChunkEncoder; 2] = [
         pending::order_chunks::encode_order_chunk,
         pending::event_chunks::encode_event_chunk,
     ];
