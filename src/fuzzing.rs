@@ -402,6 +402,15 @@ fn check_line(line: Line) -> bool {
             .into_record()
             .inspect(|(_, record)| round_trip(record))
             .is_ok(),
+        Line::FrozenDelivery(delivery) => delivery
+            .into_record()
+            .inspect(|(.., record)| round_trip(record))
+            .is_ok(),
+        Line::FrozenDay(day) => day
+            .into_record()
+            .inspect(|(.., record)| round_trip(record))
+            .is_ok(),
+        Line::FrozenThrough(mark) => mark.into_mark().is_ok(),
     }
 }
 

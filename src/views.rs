@@ -253,12 +253,13 @@ pub struct OrderDeliveryView<'a> {
 impl<'a> OrderDeliveryView<'a> {
     /// The view of one delivery of an order.
     pub fn new(delivery: &'a OrderDelivery) -> Self {
+        let goods = &delivery.goods;
         OrderDeliveryView {
             date: DateView(delivery.date),
-            box_id: delivery.box_id,
-            extras: ExtraLineView::all(&delivery.extras),
-            exclusions: &delivery.exclusions,
-            substitutions: &delivery.substitutions,
+            box_id: goods.box_id,
+            extras: ExtraLineView::all(&goods.extras),
+            exclusions: &goods.exclusions,
+            substitutions: &goods.substitutions,
             locked: delivery.locked,
         }
     }

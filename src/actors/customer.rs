@@ -376,11 +376,17 @@ impl CustomerState {
     }
 
     async fn update(&mut self, changes: &CustomerChanges) -> Result<Updated, ChangeError> {
-        let next = Arc::new(
-            self.customer
-                .updated(changes, &self.webstore.settings.require, self.open_day())
-                .map_err(ChangeError::Invalid)?,
-        );
+        let mut next = self
+            .customer
+            .updated(changes, &self.webstore.settings.require, self.open_day())
+            .map_err(ChangeError::Invalid)?;
+        // The halts only frozen dates needed go: those dates are answered from their lists.
+        if let Some((since, before)) = self.indexes.frozen.foldable(self.webstore.idx) {
+            if next.halts != self.customer.halts {
+                next.halts = next.halts.folded(since, before);
+            }
+        }
+        let next = Arc::new(next);
         let event = self.events.customer_updated(&self.webstore, &next)?;
         // The event's number stays unsettled until the change is durable (or given up: then
         // for good), even should this future be dropped before then.
@@ -445,6 +451,11 @@ impl CustomerState {
                 order,
             });
         }
+        // What only frozen dates needed goes: they are answered from their lists.
+        let history = match self.indexes.frozen.foldable(self.webstore.idx) {
+            Some((since, before)) => history.folded(since, before, &self.customer.halts),
+            None => history,
+        };
         let next = Arc::new(order.changed(history));
         let idempotency = request.idempotency.map(|pending| {
             IdempotencyWrite::rendered(&self.webstore.settings.id, pending, &*next, now)

@@ -111,7 +111,7 @@ impl DayView {
         let mut substitutions = BTreeMap::<u64, u64>::new();
         let mut routes: Vec<RouteView> = Vec::new();
         for delivery in deliveries {
-            let details = &delivery.content;
+            let details = &delivery.goods;
             *boxes.entry(details.box_id).or_default() += 1;
             for id in &details.exclusions {
                 *exclusions.entry(*id).or_default() += 1;
@@ -119,15 +119,13 @@ impl DayView {
             for id in &details.substitutions {
                 *substitutions.entry(*id).or_default() += 1;
             }
-            if delivery.with_extras {
-                for line in &details.extras {
-                    *extras.entry(line.id).or_default() += u64::from(line.quantity);
-                }
+            for line in &details.extras {
+                *extras.entry(line.id).or_default() += u64::from(line.quantity);
             }
             if !with_routes {
                 continue;
             }
-            let service_id = delivery.customer.delivery_service_id;
+            let service_id = delivery.delivery_service_id;
             if routes.last().is_none_or(|route| route.id != service_id) {
                 routes.push(RouteView {
                     id: service_id,
@@ -166,18 +164,14 @@ impl DayView {
 
 impl DeliveryRow {
     fn of(delivery: &Delivery, webstore: &Webstore) -> DeliveryRow {
-        let details = &delivery.content;
+        let details = &delivery.goods;
         let customer = &delivery.customer;
         let field = |i: usize| customer.address.0.get(i).cloned().flatten();
-        let extras = if delivery.with_extras {
-            details
-                .extras
-                .iter()
-                .map(|line| format!("{} × {}", line.quantity, extra_name(webstore, line.id)))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let extras = details
+            .extras
+            .iter()
+            .map(|line| format!("{} × {}", line.quantity, extra_name(webstore, line.id)))
+            .collect();
         DeliveryRow {
             order_id: delivery.order_id.0,
             customer_number: customer.number_label(),
@@ -258,10 +252,10 @@ pub(crate) mod tests {
     use super::*;
     use crate::domain::catalogue::{Catalogue, WebstoreIdx, DEMO_CATALOGUE_JSON};
     use crate::domain::customer::{Address, Customer};
-    use crate::domain::day::WeekDays;
     use crate::domain::email::Email;
     use crate::domain::ids::{CustomerId, OrderId};
-    use crate::domain::order::content::OrderContent;
+    use crate::domain::order::content::ExtraLine;
+    use crate::domain::order::history::Goods;
 
     fn delivery(
         order: u64,
@@ -320,15 +314,25 @@ pub(crate) mod tests {
             password_hash: None,
             halts: crate::domain::halts::Halts::none(),
         };
+        let extras = if with_extras {
+            extras
+                .iter()
+                .map(|&(id, quantity)| ExtraLine { id, quantity })
+                .collect()
+        } else {
+            Vec::new()
+        };
         Delivery {
             date,
             order_id: OrderId(order),
-            content: OrderContent::weekly_for_test(box_id)
-                .with_extras(extras)
-                .with_exclusions(excluded)
-                .with_schedule(date, WeekDays::only(date.weekday())),
+            goods: Goods {
+                box_id,
+                extras,
+                exclusions: excluded.to_vec(),
+                substitutions: Vec::new(),
+            },
+            delivery_service_id: service,
             customer: Arc::new(customer),
-            with_extras,
         }
     }
 
@@ -438,8 +442,7 @@ pub(crate) mod tests {
             proptest::prop_assert_eq!(boxed, deliveries.len() as u64);
             let delivered_extras: u64 = deliveries
                 .iter()
-                .filter(|d| d.with_extras)
-                .flat_map(|d| d.content.extras.iter())
+                .flat_map(|d| d.goods.extras.iter())
                 .map(|line| u64::from(line.quantity))
                 .sum();
             proptest::prop_assert_eq!(

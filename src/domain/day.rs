@@ -26,11 +26,14 @@ impl Day {
         Day(days)
     }
 
-    /// The civil date of this day (clamped to jiff's range).
+    /// The civil date of this day (clamped to jiff's range, the years -9999 to 9999).
     pub fn date(self) -> Date {
-        Date::constant(1970, 1, 1)
-            .checked_add(jiff::Span::new().days(i64::from(self.0)))
-            .unwrap_or(Date::MAX)
+        let clamped = jiff::Span::new().try_days(i64::from(self.0)).ok();
+        match clamped.and_then(|span| Date::constant(1970, 1, 1).checked_add(span).ok()) {
+            Some(date) => date,
+            None if self.0 < 0 => Date::MIN,
+            None => Date::MAX,
+        }
     }
 
     /// Its weekday, Sunday = 0 … Saturday = 6.
@@ -174,6 +177,13 @@ mod tests {
     fn any_day() -> impl Strategy<Value = Day> {
         // 1900 to 2200.
         (-25_567i32..84_000).prop_map(Day)
+    }
+
+    #[test]
+    fn any_day_has_a_date_the_far_ones_clamped() {
+        assert_eq!(Day(i32::MAX).date(), Date::MAX);
+        assert_eq!(Day(i32::MIN).date(), Date::MIN);
+        assert_eq!(Day(2_932_896).date(), Date::constant(9999, 12, 31));
     }
 
     proptest! {

@@ -77,6 +77,20 @@ impl Halts {
             .filter(|span| span.covers(d))
     }
 
+    /// The halts without those that only dates in `[since, before)` need (dates whose lists
+    /// are frozen): a halt that began on or after `since` and ended by `before`. Every date
+    /// from `before` on is halted as before, so a customer halted and let go again and again
+    /// keeps only the halts its open dates and the dates before `since` need.
+    pub fn folded(&self, since: Day, before: Day) -> Halts {
+        Halts(
+            self.0
+                .iter()
+                .filter(|span| !(span.from >= since && span.until.is_some_and(|u| u <= before)))
+                .copied()
+                .collect(),
+        )
+    }
+
     /// The halts after halting (`true`) or lifting the halt (`false`) from `open`, the first
     /// date not locked. A date before `open`, or before the latest start or end already
     /// kept, never changes: the change takes effect from the latest of them. Asking for
@@ -123,6 +137,25 @@ pub fn parse_halted(value: Field<'_>) -> Result<Option<bool>, &'static str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn folding_keeps_every_date_from_the_fold_on() {
+        let mut halts = Halts::none();
+        for n in 0..50 {
+            halts = halts.set(n % 2 == 0, Day(10 * n));
+        }
+        let folded = halts.folded(Day(0), Day(305));
+        assert!(folded.spans().len() < halts.spans().len());
+        for d in 305..600 {
+            assert_eq!(folded.on(Day(d)), halts.on(Day(d)), "{d}");
+        }
+        assert_eq!(folded.is_halted(), halts.is_halted());
+        assert_eq!(
+            halts.folded(Day(1000), Day(2000)),
+            halts,
+            "nothing before since"
+        );
+    }
 
     #[test]
     fn halting_and_lifting_keep_every_locked_date_as_it_was() {

@@ -85,7 +85,7 @@ impl<'a> DeliveryView<'a> {
     /// The view of `delivery`, naming its box, items and extras from the catalogue (an id the
     /// catalogue no longer has is named by its id).
     pub fn new(delivery: &'a Delivery, webstore: &'a Webstore) -> Self {
-        let details = &delivery.content;
+        let details = &delivery.goods;
         let items = |ids: &'a [u64]| -> Vec<ItemView<'a>> {
             ids.iter()
                 .map(|id| ItemView {
@@ -97,30 +97,26 @@ impl<'a> DeliveryView<'a> {
                 })
                 .collect()
         };
-        let extras = if delivery.with_extras {
-            details
-                .extras
-                .iter()
-                .map(|line| {
-                    let extra = webstore.extras.get(&line.id);
-                    DeliveredExtra {
-                        id: line.id,
-                        name: extra.map_or("", |e| e.name.as_str()),
-                        unit: extra.map_or("", |e| e.unit.as_str()),
-                        quantity: line.quantity,
-                    }
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let extras = details
+            .extras
+            .iter()
+            .map(|line| {
+                let extra = webstore.extras.get(&line.id);
+                DeliveredExtra {
+                    id: line.id,
+                    name: extra.map_or("", |e| e.name.as_str()),
+                    unit: extra.map_or("", |e| e.unit.as_str()),
+                    quantity: line.quantity,
+                }
+            })
+            .collect();
         DeliveryView {
             date: delivery.date.date().to_string(),
             order_id: delivery.order_id.0,
             customer_id: delivery.customer.id.0,
             customer_number: delivery.customer.number_label(),
             customer_name: delivery.customer.name(),
-            delivery_service_id: delivery.customer.delivery_service_id,
+            delivery_service_id: delivery.delivery_service_id,
             box_id: details.box_id,
             box_name: webstore
                 .boxes

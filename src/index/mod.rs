@@ -1,6 +1,6 @@
 //! In-memory indexes of the stored orders, which spare every order extra writes to the
-//! store: which customer owns an order ([`order_owners`]), and which orders are delivered
-//! on a date ([`deliveries`]).
+//! store: which customer owns an order ([`order_owners`]), which orders are delivered on a
+//! date ([`deliveries`]), and which dates' lists are frozen ([`frozen`]).
 //!
 //! Each order is published here once it is durable (by group commit, with the work its
 //! customer's actor handed over with the write), so a reader that finds an order through an
@@ -12,6 +12,7 @@
 //! Must not touch: the store's writes, actor state, HTTP.
 
 pub mod deliveries;
+pub mod frozen;
 pub mod order_owners;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,6 +50,8 @@ pub struct Indexes {
     owners: OrderOwners,
     deliveries: DeliveryIndex,
     fill: watch::Sender<Fill>,
+    /// Each webstore's frozen dates.
+    pub frozen: frozen::FrozenDates,
 }
 
 impl Indexes {
@@ -65,6 +68,7 @@ impl Indexes {
             owners: OrderOwners::with_base(base),
             deliveries: DeliveryIndex::default(),
             fill: watch::Sender::new(state),
+            frozen: frozen::FrozenDates::default(),
         }
     }
 

@@ -515,6 +515,11 @@ impl Registry {
         }
     }
 
+    /// The in-memory indexes of the stored orders (and of the frozen dates).
+    pub fn indexes(&self) -> &Indexes {
+        &self.indexes
+    }
+
     /// Completes once the orders stored before the start are indexed.
     pub async fn orders_indexed(&self) {
         self.indexes.filled().await;

@@ -1,5 +1,7 @@
 //! The delivery list: every delivery of a webstore on a date, as a producer packs them,
-//! ordered by delivery service, customer number and order id, a page at a time. Sorting the
+//! ordered by delivery service, customer number and order id, a page at a time. A frozen
+//! date (`service::freezing`) is answered from its list as it was when it locked; any other
+//! from the orders' histories. Sorting the
 //! list costs in proportion to the orders of that webstore that can fall on that weekday (the
 //! delivery index holds them); the sorted list is then kept (see [`super::delivery_lists`])
 //! and later pages cost in proportion to the page, reading only its own customers and
@@ -10,13 +12,13 @@ use std::sync::Arc;
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
 use crate::domain::day::Day;
-use crate::domain::ids::OrderId;
-use crate::domain::order::content::OrderContent;
-use crate::domain::order::history::{withheld_on_scheduled, Withheld, WithheldCounts};
+use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::order::history::{withheld_on_scheduled, Goods, Withheld, WithheldCounts};
 use crate::domain::order::Order;
 use crate::domain::paging::Page;
 
 use crate::index::deliveries::Scheduled;
+use crate::store::kinds::deliveries::FreezeMark;
 
 use super::delivery_lists::{ListKey, SortedList};
 use super::{Service, ServiceError};
@@ -28,14 +30,14 @@ pub struct Delivery {
     pub date: Day,
     /// The order delivered.
     pub order_id: OrderId,
-    /// What it delivers that date: the content in force then (the order's history is not
-    /// carried: a delivery shows what goes out, not the order's answer).
-    pub content: OrderContent,
-    /// Its customer as they are now (the address and delivery service in force).
+    /// What goes out (the order's history is not carried: a delivery shows what goes out,
+    /// not the order's answer).
+    pub goods: Goods,
+    /// Its customer as they are now (the address in force).
     pub customer: Arc<Customer>,
-    /// Whether the order's extras go with this delivery: always, unless they are one-off and
-    /// this is not the order's first delivery.
-    pub with_extras: bool,
+    /// The delivery service it goes with (the customer's, as it was when a frozen date
+    /// locked).
+    pub delivery_service_id: u64,
 }
 
 /// A day's whole list: its deliveries in delivery order, and how many regular deliveries
@@ -48,28 +50,30 @@ pub struct DayList {
     pub withheld: WithheldCounts,
 }
 
-/// The order's content as delivered on `date` (the one in force then) and whether its extras
-/// go with it; `None` when it is withheld that date.
-fn delivered_on(
-    order: Order,
-    customer: &Customer,
-    entry: &Scheduled,
-    date: Day,
-) -> Option<(OrderContent, bool)> {
+/// What goes out for `order` on `date`; `None` when it is withheld that date. An order never
+/// changed, of a customer never halted, delivers its content as it is (its one-off extras
+/// with its first delivery alone), taken out of it rather than copied.
+fn delivered_on(order: Order, customer: &Customer, entry: &Scheduled, date: Day) -> Option<Goods> {
     let history = order.history;
     if history.is_unchanged() && customer.halts.spans().is_empty() {
         let first_delivery = entry.schedule.first_delivery(entry.frequency);
         let content = history.into_content_on(date)?;
         let with_extras = !content.extras_one_off || first_delivery == Some(date);
-        return Some((content, with_extras));
+        return Some(Goods {
+            box_id: content.box_id,
+            extras: if with_extras {
+                content.extras
+            } else {
+                Vec::new()
+            },
+            exclusions: content.exclusions,
+            substitutions: content.substitutions,
+        });
     }
-    let delivery = history.on(date, &customer.halts).ok()?;
-    let with_extras = !delivery.extras.is_empty()
-        || history
-            .content_on(date)
-            .is_some_and(|(_, version)| !version.content.extras_one_off);
-    // The delivery needs the content of its date alone: the history is not carried on.
-    Some((history.into_content_on(date)?, with_extras))
+    history
+        .on(date, &customer.halts)
+        .ok()
+        .map(|delivery| delivery.goods())
 }
 
 /// Entries sorted per yield to the runtime, so that a long list does not hold a worker.
@@ -85,18 +89,97 @@ impl Service {
         delivery_service: Option<u64>,
         page: Page,
     ) -> Result<(Vec<Delivery>, u64), ServiceError> {
-        let list = self.delivery_list(webstore, date, delivery_service).await?;
-        let total = list.entries.len() as u64;
         let first = usize::try_from(page.offset()).unwrap_or(usize::MAX);
         let take = usize::try_from(page.per_page).unwrap_or(usize::MAX);
+        if self.is_frozen(webstore, date)? {
+            let (all, _) = self.frozen_list(webstore, date, delivery_service)?;
+            let total = all.len() as u64;
+            return Ok((all.into_iter().skip(first).take(take).collect(), total));
+        }
+        let list = self.delivery_list(webstore, date, delivery_service).await?;
+        let total = list.entries.len() as u64;
         let deliveries = self.read_deliveries(webstore, date, &list, first, take)?;
         Ok((deliveries, total))
+    }
+
+    /// Whether `date`'s list of `webstore` is frozen (kept as it was when it locked).
+    pub(super) fn is_frozen(&self, webstore: &Webstore, date: Day) -> Result<bool, ServiceError> {
+        Ok(self
+            .freeze_mark(webstore)?
+            .is_some_and(|mark| mark.holds(date)))
+    }
+
+    /// The dates of `webstore` frozen, if any.
+    pub(super) fn freeze_mark(
+        &self,
+        webstore: &Webstore,
+    ) -> Result<Option<FreezeMark>, ServiceError> {
+        let store = self.registry.store();
+        Ok(self
+            .registry
+            .indexes()
+            .frozen
+            .mark(webstore.idx, || store.freeze_mark(&webstore.settings.id))?)
+    }
+
+    /// Frozen date `date`'s deliveries (of one delivery service, if given), in delivery
+    /// order, each as it was when the date locked and with its customer as they are now;
+    /// and the regular deliveries withheld that day. One read of the date's records: a
+    /// frozen list costs in proportion to that date's deliveries alone.
+    fn frozen_list(
+        &self,
+        webstore: &Webstore,
+        date: Day,
+        delivery_service: Option<u64>,
+    ) -> Result<(Vec<Delivery>, WithheldCounts), ServiceError> {
+        let store = self.registry.store();
+        let id = &webstore.settings.id;
+        let mut records = Vec::new();
+        store.for_each_frozen_delivery(id, date, &mut |order, record| {
+            if delivery_service.is_none_or(|service| service == record.delivery_service_id) {
+                records.push((order, record));
+            }
+        })?;
+        let mut deliveries = Vec::with_capacity(records.len());
+        for (order, record) in records {
+            let Some(customer) = self
+                .registry
+                .customer(webstore.idx, CustomerId(record.customer_id))?
+            else {
+                continue;
+            };
+            deliveries.push(Delivery {
+                date,
+                order_id: order,
+                delivery_service_id: record.delivery_service_id,
+                goods: record.into_goods(),
+                customer,
+            });
+        }
+        deliveries.sort_unstable_by_key(|d| (d.delivery_service_id, d.customer.number, d.order_id));
+        let withheld = store
+            .frozen_day(id, date)?
+            .map(|day| WithheldCounts {
+                paused: day.paused,
+                skipped: day.skipped,
+                cancelled: day.cancelled,
+                halted: day.halted,
+            })
+            .unwrap_or_default();
+        Ok((deliveries, withheld))
     }
 
     /// Every delivery of `webstore` on `date`, in delivery order: the API's list with all
     /// its pages in one, read from one sorted list, with the day's withheld deliveries
     /// counted (what a producer's day page and its CSV show).
     pub async fn day_list(&self, webstore: &Webstore, date: Day) -> Result<DayList, ServiceError> {
+        if self.is_frozen(webstore, date)? {
+            let (deliveries, withheld) = self.frozen_list(webstore, date, None)?;
+            return Ok(DayList {
+                deliveries,
+                withheld,
+            });
+        }
         let list = self.delivery_list(webstore, date, None).await?;
         Ok(DayList {
             deliveries: self.read_deliveries(webstore, date, &list, 0, usize::MAX)?,
@@ -151,15 +234,15 @@ impl Service {
             else {
                 continue;
             };
-            let Some((content, with_extras)) = delivered_on(order, &customer, entry, date) else {
+            let Some(goods) = delivered_on(order, &customer, entry, date) else {
                 // Withheld on this date (a change since the sort, on a date not locked).
                 continue;
             };
             deliveries.push(Delivery {
                 date,
                 order_id: entry.order,
-                content,
-                with_extras,
+                goods,
+                delivery_service_id: customer.delivery_service_id,
                 customer,
             });
         }

@@ -36,6 +36,7 @@ mod customers;
 pub mod cut_over;
 mod deliveries;
 mod delivery_lists;
+pub mod freezing;
 pub mod idempotency;
 pub mod move_steps;
 mod orders;

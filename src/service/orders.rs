@@ -201,9 +201,33 @@ impl Service {
             .map(|customer| customer.halts.clone())
             .unwrap_or_default();
         let cutoff = webstore.cutoff;
-        Ok(order.history.deliveries(from, to, &halts, |d| {
-            cutoff.is_locked(d, &webstore.zone, now)
-        }))
+        let mark = self.freeze_mark(webstore)?;
+        let frozen = |d: Day| mark.is_some_and(|mark| mark.holds(d));
+        // Frozen dates from their lists, the others from the order's history.
+        let mut deliveries: Vec<OrderDelivery> = order
+            .history
+            .deliveries(from, to, &halts, |d| {
+                cutoff.is_locked(d, &webstore.zone, now)
+            })
+            .into_iter()
+            .filter(|delivery| !frozen(delivery.date))
+            .collect();
+        if let Some(mark) = mark {
+            let store = self.registry.store();
+            let mut d = from.max(mark.since);
+            while d <= to.min(mark.through) {
+                if let Some(record) = store.frozen_delivery(&webstore.settings.id, d, id)? {
+                    deliveries.push(OrderDelivery {
+                        date: d,
+                        goods: record.into_goods(),
+                        locked: true,
+                    });
+                }
+                d = d.plus(1);
+            }
+            deliveries.sort_unstable_by_key(|delivery| delivery.date);
+        }
+        Ok(deliveries)
     }
 
     /// An order of one of the webstore's customers.

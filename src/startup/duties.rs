@@ -1,6 +1,7 @@
 //! The background work of a served service, its duties: upkeep (passivating idle customers,
-//! pruning sign-in throttles), the idempotency records' expiry, the events' retention,
-//! webhook deliveries and the census of the store after start-up. [`PrimaryDuties`] starts
+//! pruning sign-in throttles), the idempotency records' expiry, the events' retention, the
+//! freezing of each date's delivery list once it locks, webhook sends and the census of the
+//! store after start-up. [`PrimaryDuties`] starts
 //! them together and aborts them together when dropped, so that a node runs them exactly
 //! while it serves as the writer (alone from start to stop, or as a group's primary). Each
 //! sweep works in small batches off the async threads and rests between them so that it
@@ -49,6 +50,7 @@ impl PrimaryDuties {
             spawn_housekeeping(service.clone(), settings.idle),
             spawn_idempotency_expiry(service.clone()),
             spawn_events_retention(service.clone(), settings.events_retention),
+            spawn_freezer(service.clone()),
         ];
         if settings.census {
             tasks.push(spawn_census(service.clone()));
@@ -66,6 +68,35 @@ impl Drop for PrimaryDuties {
             task.abort();
         }
     }
+}
+
+/// Freezes each webstore's dates once they lock (see `service::freezing`): at start, then
+/// every few seconds, a date's list frozen within seconds of its cut-off.
+fn spawn_freezer(service: Arc<Service>) -> tokio::task::JoinHandle<()> {
+    const EVERY: Duration = Duration::from_secs(5);
+    tokio::spawn(async move {
+        let mut ticks = tokio::time::interval(EVERY);
+        loop {
+            ticks.tick().await;
+            let catalogue = service.catalogue();
+            for webstore in catalogue.webstores() {
+                match service.freeze_locked_dates(webstore).await {
+                    Ok(0) => {}
+                    Ok(dates) => tracing::info!(
+                        webstore = %webstore.settings.id,
+                        dates,
+                        "delivery lists frozen"
+                    ),
+                    // A full disk, a move's freeze, a failing store: again next time.
+                    Err(error) => tracing::debug!(
+                        webstore = %webstore.settings.id,
+                        %error,
+                        "freezing delivery lists paused"
+                    ),
+                }
+            }
+        }
+    })
 }
 
 /// Periodic upkeep: expire sign-in throttles, passivate idle customers.

@@ -43,6 +43,10 @@ pub enum Kind {
     Session = 7,
     /// Events of one webstore packed under one key (`pending::event_chunks::encode_event_chunk`).
     EventChunk = 8,
+    /// `kinds::deliveries::DeliveryRecord`.
+    FrozenDelivery = 9,
+    /// `kinds::deliveries::FrozenDayRecord`.
+    FrozenDay = 10,
 }
 
 /// Why a record could not be decoded.

@@ -31,10 +31,11 @@ pub const REPLICA_PRIMARY: &[u8] = b"mreplica-primary";
 /// first start: a later start with another range is refused.
 pub const ID_RANGE: &[u8] = b"mid-range";
 
-/// `1`, once the store has run with durability off (writes answered before they are synced):
-/// after an unclean stop, its ids and numbers continue past what the crash may have lost
-/// (`Store::lost_answers`). Never removed: a later run's crash may still leave such writes'
-/// ids below the ones it gave.
+/// Once the store has run with durability off (writes answered before they are synced): how
+/// many times it was opened after a stop without a close since (`u64`, big-endian), its ids
+/// and numbers continuing past what each such stop may have lost (`Store::lost_answers`).
+/// Never removed: a later run that writes nothing durable leaves the stored ids below the
+/// ones an earlier run gave.
 pub const ANSWERED_BEFORE_SYNC: &[u8] = b"manswered-before-sync";
 /// The keys that describe this node's copy rather than the data: never in a replica
 /// snapshot, never loaded from one.

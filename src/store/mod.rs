@@ -260,16 +260,26 @@ impl Store {
             Some(marker) => storage.remove_if(keys::CLEAN_SHUTDOWN_KEY, &marker)?,
             None => false,
         };
-        // Answered before synced, once: a crash may have lost answered writes (their ids
-        // must not be given again), now or after a later run.
-        let answered_early = storage.get(keys::ANSWERED_BEFORE_SYNC)?.is_some();
-        let lost_answers = match (closed_cleanly || fresh, answered_early) {
-            (false, true) => log::commit::MOST_ANSWERED_UNSYNCED,
-            _ => 0,
+        // Answered before synced: every stop without a close may have lost answered writes
+        // (their ids must never be given again), and a run that then wrote nothing durable
+        // leaves the stored ids where they were; so the ids continue past as many lost writes
+        // as there were such stops, at every open from then on.
+        let crashes = match storage.get(keys::ANSWERED_BEFORE_SYNC)? {
+            Some(bytes) => {
+                let before = <[u8; 8]>::try_from(bytes.as_slice()).map_or(1, u64::from_be_bytes);
+                let crashes = before + u64::from(!closed_cleanly);
+                if crashes != before {
+                    storage.put(keys::ANSWERED_BEFORE_SYNC, crashes.to_be_bytes().to_vec())?;
+                }
+                crashes
+            }
+            None if matches!(durability, Durability::Background { .. }) => {
+                storage.put(keys::ANSWERED_BEFORE_SYNC, 0u64.to_be_bytes().to_vec())?;
+                0
+            }
+            None => 0,
         };
-        if matches!(durability, Durability::Background { .. }) && !answered_early {
-            storage.put(keys::ANSWERED_BEFORE_SYNC, b"1".to_vec())?;
-        }
+        let lost_answers = crashes.saturating_mul(log::commit::MOST_ANSWERED_UNSYNCED);
         storage.sync()?;
         let log = log::open(&storage, dir, durability, &on_fatal)?;
         // From here on a failure to reach the disk, even a read's, stops the process: opening
@@ -282,8 +292,10 @@ impl Store {
         if lost_answers > 0 {
             tracing::warn!(
                 skipped = lost_answers,
-                "the store ran with durability off and did not stop cleanly: its ids, customer \
-                 numbers and event numbers continue past the writes the crash may have lost"
+                crashes,
+                "the store ran with durability off and stopped without a close: its ids, \
+                 customer numbers and event numbers continue past the writes such stops may \
+                 have lost"
             );
         }
         if !closed_cleanly && !fresh {
@@ -349,10 +361,10 @@ impl Store {
     }
 
     /// How far past the stored highest its ids and numbers (customer and order ids, each
-    /// webstore's customer numbers and event numbers) continue: after an unclean stop of a
-    /// store that ran with durability off, as many as the crash may have lost answered
-    /// writes (`log::commit::MOST_ANSWERED_UNSYNCED`), so that an id or number answered to a
-    /// client, or shown to a reader, is never given to another record; else 0.
+    /// webstore's customer numbers and event numbers) continue: for a store that ran with
+    /// durability off, as many answered writes as its stops without a close may each have
+    /// lost (`log::commit::MOST_ANSWERED_UNSYNCED` a stop), so that an id or number answered
+    /// to a client, or shown to a reader, is never given to another record; else 0.
     pub fn lost_answers(&self) -> u64 {
         self.inner.lost_answers
     }

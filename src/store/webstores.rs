@@ -4,7 +4,7 @@
 //! released to another shard. Must not touch: any one record's layout (each kind's).
 
 use super::keys::webstore_prefix;
-use super::kinds::{customers, events, idempotency, sessions, webhook_positions};
+use super::kinds::{customers, deliveries, events, idempotency, sessions, webhook_positions};
 use super::log::wal::LogEntry;
 use super::snapshot::prefix_end;
 use super::{Store, StoreError, WriteBatch};
@@ -35,6 +35,7 @@ impl Store {
             event_chunks::EVENT,
             webhook_positions::WEBHOOK_POSITION,
             webhook_positions::REDELIVERY,
+            deliveries::FROZEN,
         ] {
             storage.for_each(&webstore_prefix(prefix, id), &mut |key, _| {
                 doomed.push(key.to_vec());
@@ -53,6 +54,9 @@ impl Store {
         // own.
         if storage.get(&events::events_pruned(id))?.is_some() {
             doomed.push(events::events_pruned(id));
+        }
+        if storage.get(&deliveries::freeze_mark_key(id))?.is_some() {
+            doomed.push(deliveries::freeze_mark_key(id));
         }
         let removed = doomed.len() as u64;
         let max_bytes = self.max_entry_bytes().unwrap_or(usize::MAX);
@@ -83,6 +87,7 @@ impl Store {
             event_chunks::EVENT,
             webhook_positions::WEBHOOK_POSITION,
             webhook_positions::REDELIVERY,
+            deliveries::FROZEN,
         ] {
             let end = prefix_end(&[prefix]);
             let mut from = vec![prefix];

@@ -22,8 +22,9 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 use super::format::{
-    to_text, CustomerLine, EventLine, EventsPrunedLine, IdempotencyLine, Line, OrderLine,
-    SessionLine, WebhookPositionLine, FORMAT, VERSION,
+    to_text, CustomerLine, EventLine, EventsPrunedLine, FrozenDayLine, FrozenDeliveryLine,
+    FrozenThroughLine, IdempotencyLine, Line, OrderLine, SessionLine, WebhookPositionLine, FORMAT,
+    VERSION,
 };
 use super::{Progress, TransferError};
 use crate::domain::idempotency::Resource;
@@ -48,6 +49,8 @@ pub struct Exported {
     pub webhook_positions: u64,
     /// Producers' sessions in the web app.
     pub sessions: u64,
+    /// Frozen deliveries and frozen dates.
+    pub frozen_deliveries: u64,
     /// Orders and idempotency records written while the export ran, left out because what
     /// they belong to was read before they were.
     pub left_out: u64,
@@ -174,6 +177,7 @@ pub fn export(
         }
         exported.webhook_positions += mark_and_webhook_positions(store, id, &mut write_line)?;
         exported.sessions += sessions(store, id, &mut write_line)?;
+        exported.frozen_deliveries += frozen(store, id, &mut write_line)?;
     }
     out.flush().map_err(TransferError::write)?;
     progress.finish(&format!(
@@ -231,6 +235,43 @@ fn mark_and_webhook_positions(
         let line = WebhookPositionLine::from_record(webstore, &endpoint, record);
         write(&Line::WebhookPosition(line))?;
     }
+    Ok(count)
+}
+
+/// Writes `webstore`'s frozen dates: each date's record then its deliveries, in date and
+/// order order, and the mark of how far they go: how many deliveries and dates.
+fn frozen(
+    store: &Store,
+    webstore: &str,
+    write: &mut dyn FnMut(&Line) -> Result<(), TransferError>,
+) -> Result<u64, TransferError> {
+    let Some(mark) = store.freeze_mark(webstore)? else {
+        return Ok(0);
+    };
+    let mut count = 0;
+    let mut day = mark.since;
+    while day <= mark.through {
+        if let Some(record) = store.frozen_day(webstore, day)? {
+            write(&Line::FrozenDay(FrozenDayLine::from_record(
+                webstore, day, record,
+            )))?;
+            count += 1;
+        }
+        let mut lines = Vec::new();
+        store.for_each_frozen_delivery(webstore, day, &mut |order, record| {
+            lines.push(FrozenDeliveryLine::from_record(
+                webstore, day, order, record,
+            ));
+        })?;
+        for line in lines {
+            write(&Line::FrozenDelivery(line))?;
+            count += 1;
+        }
+        day = day.plus(1);
+    }
+    write(&Line::FrozenThrough(FrozenThroughLine::of_mark(
+        webstore, mark,
+    )))?;
     Ok(count)
 }
 

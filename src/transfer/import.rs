@@ -19,8 +19,13 @@ use std::path::Path;
 
 use super::format::{parse_line, reads_version, Line, FORMAT, OLDEST_READ, VERSION};
 use super::{Progress, TransferError};
+use crate::domain::day::Day;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::store::kinds::customers::CustomerRecord;
+use crate::store::kinds::deliveries::{
+    self, add_freeze_mark, add_frozen_day, add_frozen_delivery, DeliveryRecord, FreezeMark,
+    FrozenDayRecord,
+};
 use crate::store::kinds::events::EventRecord;
 use crate::store::kinds::idempotency::IdempotencyRecord;
 use crate::store::kinds::orders::OrderRecord;
@@ -48,6 +53,8 @@ pub struct Imported {
     pub webhook_positions: u64,
     /// Producers' sessions in the web app.
     pub sessions: u64,
+    /// Frozen deliveries and frozen dates.
+    pub frozen_deliveries: u64,
 }
 
 /// Records written per store batch at most; fewer where the store's log takes smaller
@@ -121,6 +128,12 @@ enum Record {
     WebhookPosition(String, String, WebhookPosition),
     /// The session's digest, record (which names its webstore).
     Session([u8; 32], SessionRecord),
+    /// Webstore, date, order, record.
+    FrozenDelivery(String, Day, OrderId, DeliveryRecord),
+    /// Webstore, date, record.
+    FrozenDay(String, Day, FrozenDayRecord),
+    /// Webstore, its frozen dates.
+    FrozenThrough(String, FreezeMark),
 }
 
 impl Record {
@@ -144,6 +157,16 @@ impl Record {
             )),
             Record::Session(_, record) => {
                 Some((&record.webstore_id, "a producer's session".to_owned()))
+            }
+            Record::FrozenDelivery(webstore, day, order, _) => Some((
+                webstore,
+                format!("the frozen delivery of order {} on {}", order.0, day.date()),
+            )),
+            Record::FrozenDay(webstore, day, _) => {
+                Some((webstore, format!("the frozen day {}", day.date())))
+            }
+            Record::FrozenThrough(webstore, _) => {
+                Some((webstore, "the frozen_through line".to_owned()))
             }
         }
     }
@@ -237,6 +260,17 @@ fn read_records(
             Line::Session(line) => line
                 .into_record()
                 .map(|(digest, record)| Record::Session(digest, record)),
+            Line::FrozenDelivery(line) => {
+                line.into_record().map(|(webstore, day, order, record)| {
+                    Record::FrozenDelivery(webstore, day, order, record)
+                })
+            }
+            Line::FrozenDay(line) => line
+                .into_record()
+                .map(|(webstore, day, record)| Record::FrozenDay(webstore, day, record)),
+            Line::FrozenThrough(line) => line
+                .into_mark()
+                .map(|(webstore, mark)| Record::FrozenThrough(webstore, mark)),
         }
         .map_err(|bad| TransferError::line(number, bad.0))?;
         if !visit(number, record)? {
@@ -358,6 +392,13 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
                 webstores.insert(record.webstore_id);
                 imported.sessions += 1;
             }
+            Record::FrozenDelivery(webstore, ..) | Record::FrozenDay(webstore, ..) => {
+                webstores.insert(webstore);
+                imported.frozen_deliveries += 1;
+            }
+            Record::FrozenThrough(webstore, _) => {
+                webstores.insert(webstore);
+            }
         }
         progress.step("lines checked", number);
         Ok(true)
@@ -369,6 +410,8 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
             Some("events")
         } else if has_webhook_positions(store, webstore)? {
             Some("webhook positions")
+        } else if store.freeze_mark(webstore)?.is_some() {
+            Some("frozen delivery lists")
         } else {
             None
         };
@@ -487,6 +530,13 @@ fn import_then(
                 add_webhook_position(&mut writes, webstore, endpoint, record)
             }
             Record::Session(digest, record) => add_session_record(&mut writes, digest, record),
+            Record::FrozenDelivery(webstore, day, order, record) => {
+                add_frozen_delivery(&mut writes, webstore, *day, *order, record)
+            }
+            Record::FrozenDay(webstore, day, record) => {
+                add_frozen_day(&mut writes, webstore, *day, record)
+            }
+            Record::FrozenThrough(webstore, mark) => add_freeze_mark(&mut writes, webstore, *mark),
             Record::EventsPruned(webstore, through) => {
                 batches.flush(Store::apply)?;
                 written_through = number - 1;
@@ -578,6 +628,17 @@ fn undo(
                 webhook_positions::webhook_position_key(&webstore, &endpoint),
             ),
             Record::Session(digest, _) => batch.delete(sessions::session_key(&digest)),
+            Record::FrozenDelivery(webstore, day, order, _) => {
+                batch.delete(deliveries::frozen_delivery_key(&webstore, day, order))
+            }
+            Record::FrozenDay(webstore, day, _) => {
+                batch.delete(deliveries::frozen_day_key(&webstore, day))
+            }
+            // The store held no frozen dates of the webstore before (the check refuses one
+            // that has some).
+            Record::FrozenThrough(webstore, _) => {
+                batch.delete(deliveries::freeze_mark_key(&webstore))
+            }
         }
         batches.add(batch, Store::remove)?;
         Ok(true)
@@ -649,6 +710,15 @@ pub fn apply_live(
                 shipped_sessions.insert(*digest);
                 add_session_record(&mut writes, digest, record);
             }
+            Record::FrozenDelivery(owner, day, order, record) => {
+                applied.frozen_deliveries += 1;
+                add_frozen_delivery(&mut writes, owner, *day, *order, record);
+            }
+            Record::FrozenDay(owner, day, record) => {
+                applied.frozen_deliveries += 1;
+                add_frozen_day(&mut writes, owner, *day, record);
+            }
+            Record::FrozenThrough(owner, mark) => add_freeze_mark(&mut writes, owner, *mark),
             Record::EventsPruned(owner, through) => {
                 batches.flush(Store::apply)?;
                 prune_to(store, &mut batches, owner, *through)?;

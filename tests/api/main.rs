@@ -19,6 +19,7 @@ mod cut_writes;
 mod durability;
 mod events;
 mod fair_passwords;
+mod frozen_lists;
 mod group_events;
 mod group_harness;
 mod group_messages;

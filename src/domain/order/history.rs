@@ -36,9 +36,10 @@ pub const MAX_PLANNED_VERSIONS: usize = 32;
 pub const NEVER_CHANGED: Day = Day(i32::MIN);
 
 /// The `extras_since` of a content version whose one-off extras went out on a date the
-/// history no longer holds (folded into that date's frozen list, [`OrderHistory::folded`]):
+/// history no longer holds (the calendar's last day, 9999-12-31, which no delivery reaches
+/// and every export writes as a date) (folded into that date's frozen list, [`OrderHistory::folded`]):
 /// they never go again with it.
-pub const EXTRAS_SENT: Day = Day(i32::MAX);
+pub const EXTRAS_SENT: Day = Day(2_932_896);
 
 /// What an order delivers from `effective` until the next content version.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,19 +221,39 @@ pub struct Delivery<'a> {
     pub substitutions: &'a [u64],
 }
 
-/// One delivery of an order, owned (what `GET /v1/orders/{id}/deliveries` lists).
+impl Delivery<'_> {
+    /// What goes out, owned.
+    pub fn goods(&self) -> Goods {
+        Goods {
+            box_id: self.box_id,
+            extras: self.extras.to_vec(),
+            exclusions: self.exclusions.to_vec(),
+            substitutions: self.substitutions.to_vec(),
+        }
+    }
+}
+
+/// What goes out for one order on one date, owned: the box, its exclusions and
+/// substitutions, and of its extras those that go that day.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OrderDelivery {
-    /// The date.
-    pub date: Day,
+pub struct Goods {
     /// The box.
     pub box_id: u64,
-    /// The extras that go that day.
+    /// The extras that go that day (none when they come once and went already).
     pub extras: Vec<ExtraLine>,
     /// Excluded box items.
     pub exclusions: Vec<u64>,
     /// Substitute box items.
     pub substitutions: Vec<u64>,
+}
+
+/// One delivery of an order, owned (what `GET /v1/orders/{id}/deliveries` lists).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OrderDelivery {
+    /// The date.
+    pub date: Day,
+    /// What goes out.
+    pub goods: Goods,
     /// Whether the date's list is locked for packing.
     pub locked: bool,
 }
@@ -253,10 +274,7 @@ impl OrderHistory {
             if let Ok(delivery) = self.on(d, halts) {
                 out.push(OrderDelivery {
                     date: d,
-                    box_id: delivery.box_id,
-                    extras: delivery.extras.to_vec(),
-                    exclusions: delivery.exclusions.to_vec(),
-                    substitutions: delivery.substitutions.to_vec(),
+                    goods: delivery.goods(),
                     locked: locked(d),
                 });
             }

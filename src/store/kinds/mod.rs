@@ -10,6 +10,8 @@
 //! - `change`: the keyed write every kind's change takes (idempotency record, event, the
 //!   kind's own writes, in one log entry).
 //! - [`customers`]: `c` records, `e` (email) and `n` (number) index entries.
+//! - [`deliveries`]: `f` records (each frozen date's deliveries and the date itself) and
+//!   the `m frozen/` mark.
 //! - [`orders`]: `o` records.
 //! - [`idempotency`]: `i` records, by key and version.
 //! - [`events`]: `v` records, the `m events-pruned/` mark.
@@ -26,6 +28,7 @@
 
 pub(crate) mod change;
 pub mod customers;
+pub mod deliveries;
 pub mod events;
 pub mod idempotency;
 pub mod orders;
@@ -47,10 +50,16 @@ use super::pending::order_chunks::{self, order_chunk, order_key};
 use super::pending::{self, PendingWrites, Storage};
 use super::replica::Replica;
 use super::{OnDurable, OpenForWrite, Store, StoreError, Written};
+use crate::domain::day::Day;
+use crate::domain::ids::OrderId;
 use change::ChangeWrites;
 use customers::{
     add_customer_record, add_new_customer, customer_key, email_holder_key, number_key,
     CustomerRecord,
+};
+use deliveries::{
+    add_freeze_mark, add_frozen_day, add_frozen_delivery, freeze_mark_key, frozen_day_key,
+    frozen_delivery_key, DeliveryRecord, FrozenDayRecord,
 };
 use events::{add_event_record, add_events_pruned, events_pruned, EventRecord};
 use idempotency::{
@@ -358,6 +367,36 @@ pub fn layout() -> Vec<KeyRow> {
                 Store::prune_events,
                 add_events_pruned,
                 Store::purge_webstore,
+            ],
+        ),
+        row(
+            "f + webstore id + 0 + day + order id",
+            frozen_delivery_key("shop", Day(20_000), OrderId(9)),
+            record::<DeliveryRecord>(),
+            writers![
+                Store::freeze_deliveries,
+                add_frozen_delivery,
+                Store::purge_webstore,
+            ],
+        ),
+        row(
+            "f + webstore id + 0 + day",
+            frozen_day_key("shop", Day(20_000)),
+            record::<FrozenDayRecord>(),
+            writers![
+                Store::freeze_deliveries,
+                add_frozen_day,
+                Store::purge_webstore
+            ],
+        ),
+        row(
+            "m frozen/ + webstore id",
+            freeze_mark_key("shop"),
+            Holds::Bytes,
+            writers![
+                Store::freeze_deliveries,
+                add_freeze_mark,
+                Store::purge_webstore
             ],
         ),
     ]
