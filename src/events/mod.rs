@@ -148,18 +148,25 @@ impl Events {
     ) -> Result<NewEvent, StoreError> {
         let webstore_id = &webstore.settings.id;
         let in_flight = self.sequencer(webstore_id)?.allocate();
-        Ok(NewEvent {
-            write: event_write(
-                webstore_id,
-                in_flight.sequence(),
-                &EventRecord {
-                    event_type: kind.name().to_owned(),
-                    created_at_ms: jiff::Timestamp::now().as_millisecond(),
-                    body: body(self.ids.next()),
-                },
-            ),
-            in_flight,
-        })
+        let write = event_write(
+            webstore_id,
+            in_flight.sequence(),
+            &EventRecord {
+                event_type: kind.name().to_owned(),
+                created_at_ms: jiff::Timestamp::now().as_millisecond(),
+                body: body(self.ids.next()),
+            },
+        );
+        match write {
+            Ok(write) => Ok(NewEvent { write, in_flight }),
+            // Too large to store: nothing was written, and its number settles at once.
+            Err(error) => {
+                let if_refused = in_flight.if_refused();
+                drop(in_flight);
+                if_refused.refused();
+                Err(error)
+            }
+        }
     }
 
     /// The numbering of `webstore_id`'s events, continuing from the store's last at first

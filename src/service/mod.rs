@@ -137,6 +137,21 @@ impl From<StoreError> for ServiceError {
             StoreError::Closed => ServiceError::Busy,
             StoreError::TooLarge { bytes, max } => ServiceError::ChangeTooLarge { bytes, max },
             StoreError::Frozen => ServiceError::Moving,
+            // A refusal of the change, named by what would not fit: nothing was written.
+            StoreError::RecordTooLarge { kind, bytes } => {
+                tracing::warn!(
+                    kind,
+                    bytes,
+                    "a change whose record would be too large to read back was refused"
+                );
+                ServiceError::Invalid(FieldErrors::single(
+                    kind,
+                    format!(
+                        "would be too large to store ({bytes} bytes): send shorter lists, or \
+                         fewer changes planned ahead"
+                    ),
+                ))
+            }
             other => ServiceError::Storage(other.to_string()),
         }
     }

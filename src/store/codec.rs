@@ -72,6 +72,10 @@ pub enum CodecError {
     /// The payload does not decode.
     #[error("record payload does not decode: {0}")]
     Payload(String),
+    /// A record of this many bytes would be larger than its decoder reads (refused when
+    /// written: see [`encode_readable`]).
+    #[error("a record of {0} bytes is larger than the store reads back")]
+    TooLarge(usize),
 }
 
 /// A record type, its header kind and format version, and how it reads older versions.
@@ -113,6 +117,25 @@ pub fn encode<R: Record>(record: &R) -> Vec<u8> {
 
 /// Room reserved for an encoded record: an order, an event or a customer fits.
 const ENCODE_CAPACITY: usize = 256;
+
+/// Records of at most this many bytes always decode: the decoder's limit counts what a
+/// payload claims in memory as it reads it (each element of a list at its size in memory, at
+/// most 256 bytes for every record of the store, a test says), and each element takes a byte
+/// of the payload at least, so such a payload claims at most `MAX_PAYLOAD`.
+const ALWAYS_READABLE: usize = MAX_PAYLOAD / 256;
+
+/// Encodes a record that its decoder will read back: a larger record than
+/// [`ALWAYS_READABLE`] bytes is decoded once, counted the way every later read counts it,
+/// and refused ([`CodecError::TooLarge`]) if that fails. The writers of records that can grow
+/// (orders, their events and idempotency records, customers) write through this, so that
+/// no write is acknowledged whose record the store could not read back.
+pub fn encode_readable<R: Record>(record: &R) -> Result<Vec<u8>, CodecError> {
+    let bytes = encode(record);
+    if bytes.len() > ALWAYS_READABLE {
+        decode::<R>(&bytes).map_err(|_| CodecError::TooLarge(bytes.len()))?;
+    }
+    Ok(bytes)
+}
 
 /// Decodes a record, checking magic, kind, version, checksum and size.
 pub fn decode<R: Record>(bytes: &[u8]) -> Result<R, CodecError> {

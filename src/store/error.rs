@@ -84,6 +84,15 @@ pub enum StoreError {
         /// The most the log takes.
         max: usize,
     },
+    /// A record of the change would be larger than the store reads back; nothing was
+    /// written.
+    #[error("a {kind} record of {bytes} bytes is larger than the store reads back")]
+    RecordTooLarge {
+        /// What it is a record of (`order`, `customer`, `event`, `idempotency`).
+        kind: &'static str,
+        /// Its encoded size.
+        bytes: usize,
+    },
 }
 
 impl StoreError {
@@ -98,6 +107,7 @@ impl StoreError {
                 | StoreError::Refused(_)
                 | StoreError::Frozen
                 | StoreError::TooLarge { .. }
+                | StoreError::RecordTooLarge { .. }
         )
     }
 }
@@ -108,6 +118,21 @@ pub(super) fn engine(context: &str) -> impl Fn(sled::Error) -> StoreError + '_ {
         context: context.to_owned(),
         detail: error.to_string(),
     }
+}
+
+/// A record of `kind` encoded so that the store reads it back, or the refusal of one too
+/// large.
+pub(super) fn readable<R: super::codec::Record>(
+    kind: &'static str,
+    record: &R,
+) -> Result<Vec<u8>, StoreError> {
+    super::codec::encode_readable(record).map_err(|error| match error {
+        CodecError::TooLarge(bytes) => StoreError::RecordTooLarge { kind, bytes },
+        other => StoreError::Corrupt {
+            key: kind.to_owned(),
+            source: other,
+        },
+    })
 }
 
 /// A record under `key` that does not decode.

@@ -112,6 +112,78 @@ fn records_and_indexes_survive_reopening() {
 }
 
 #[test]
+fn a_record_the_store_could_not_read_back_is_refused_at_the_write_and_all_else_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    drop(
+        store
+            .create_customer(&customer(3, "x@y.z"), "shop", None, None, Box::new(|| {}))
+            .unwrap(),
+    );
+    let fine = order(30, 3);
+    drop(
+        store
+            .create_order(&fine, "shop", None, None, Box::new(|| ()))
+            .unwrap(),
+    );
+    // An order whose lists claim more of the decoder's memory than it reads: 200,000
+    // exclusions (far past what the rules let through) make a record under a megabyte that
+    // the decoder, counting eight bytes an id, would refuse.
+    let mut huge = order(31, 3);
+    let mut versions = huge.history.contents().to_vec();
+    versions[0].content.exclusions = (1..=200_000).collect();
+    huge.history = crate::domain::order::history::OrderHistory::from_parts(
+        versions,
+        Vec::new(),
+        crate::domain::order::history::NEVER_CHANGED,
+        0,
+    )
+    .unwrap();
+    let refused = store
+        .create_order(&huge, "shop", None, None, Box::new(|| ()))
+        .err()
+        .expect("refused");
+    assert!(
+        matches!(refused, StoreError::RecordTooLarge { kind: "order", .. }),
+        "{refused}"
+    );
+    assert!(refused.wrote_nothing());
+    assert_eq!(store.load_order(CustomerId(3), OrderId(31)).unwrap(), None);
+    assert_eq!(
+        store.load_order(CustomerId(3), OrderId(30)).unwrap(),
+        Some(fine)
+    );
+    assert_eq!(store.verify().unwrap().orders, 1);
+}
+
+/// The bound `codec::encode_readable` leaves unchecked holds only while no element of a
+/// record's lists is larger than 256 bytes in memory.
+#[test]
+fn no_element_of_a_record_s_lists_is_larger_than_256_bytes() {
+    use crate::store::kinds::{deliveries, orders};
+    for (name, size) in [
+        (
+            "ContentRecord",
+            std::mem::size_of::<orders::ContentRecord>(),
+        ),
+        (
+            "LifecycleRecord",
+            std::mem::size_of::<orders::LifecycleRecord>(),
+        ),
+        ("ExtraRecord", std::mem::size_of::<orders::ExtraRecord>()),
+        ("HaltRecord", std::mem::size_of::<customers::HaltRecord>()),
+        ("Option<String>", std::mem::size_of::<Option<String>>()),
+        (
+            "DeliveryRecord",
+            std::mem::size_of::<deliveries::DeliveryRecord>(),
+        ),
+        ("u64", 8),
+    ] {
+        assert!(size <= 256, "{name}: {size} bytes");
+    }
+}
+
+#[test]
 fn an_unreadable_record_is_an_error_naming_its_key() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(dir.path());

@@ -546,6 +546,7 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
                 },
             },
         )
+        .unwrap()
     };
     drop(
         store
@@ -585,18 +586,21 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
                 &order,
                 "shop",
                 Some(idempotency("k-order", "/v1/orders/7")),
-                Some(event_write(
-                    "shop",
-                    3,
-                    &EventRecord {
-                        event_type: "order.created".into(),
-                        created_at_ms: 1_799_056_800_003,
-                        body: EventBody::Order {
-                            id: event_id,
-                            order: OrderRecord::from_order(&order),
+                Some(
+                    event_write(
+                        "shop",
+                        3,
+                        &EventRecord {
+                            event_type: "order.created".into(),
+                            created_at_ms: 1_799_056_800_003,
+                            body: EventBody::Order {
+                                id: event_id,
+                                order: OrderRecord::from_order(&order),
+                            },
                         },
-                    },
-                )),
+                    )
+                    .unwrap(),
+                ),
                 nothing(),
             )
             .unwrap(),

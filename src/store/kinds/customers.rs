@@ -34,7 +34,7 @@ use crate::domain::ids::CustomerId;
 use crate::domain::order::Order;
 use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
 use crate::store::entries::EventWrite;
-use crate::store::error::corrupt;
+use crate::store::error::{corrupt, readable};
 use crate::store::keys::{trailing_id, webstore_prefix, with_id};
 use crate::store::kinds::change::ChangeWrites;
 use crate::store::log::wal::LogEntry;
@@ -290,7 +290,10 @@ impl Store {
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_webstore(webstore_id)?;
-        let record = encode(&CustomerRecord::from_customer(customer, webstore_id));
+        let record = readable(
+            "customer",
+            &CustomerRecord::from_customer(customer, webstore_id),
+        )?;
         let (new_key, old_key) = (customer.email.index_key(), previous.email.index_key());
         let record_key = customer_key(customer.id.0);
         let holder_key = email_holder_key(webstore_id, &new_key, customer.id.0);

@@ -20,7 +20,7 @@ use super::customers::{CustomerRecord, CustomerRecordV1};
 use super::orders::{OrderRecord, OrderRecordV2, OrderRecordV3};
 use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
 use crate::store::entries::EventWrite;
-use crate::store::error::corrupt;
+use crate::store::error::{corrupt, readable};
 use crate::store::keys::{trailing_id, webstore_prefix};
 use crate::store::log::wal::LogEntry;
 use crate::store::pending::event_chunks::{self, event_key};
@@ -206,8 +206,16 @@ impl Record for EventRecord {
 
 /// `record`, the event of sequence number `sequence` in `webstore_id`, encoded to be written
 /// with the change it tells of.
-pub fn event_write(webstore_id: &str, sequence: u64, record: &EventRecord) -> EventWrite {
-    EventWrite::new(sequence, event_key(webstore_id, sequence), encode(record))
+pub fn event_write(
+    webstore_id: &str,
+    sequence: u64,
+    record: &EventRecord,
+) -> Result<EventWrite, StoreError> {
+    Ok(EventWrite::new(
+        sequence,
+        event_key(webstore_id, sequence),
+        readable("event", record)?,
+    ))
 }
 
 impl Store {

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::idempotency::Pending;
 use crate::store::codec::{decode, encode, CodecError, Kind, Record};
-use crate::store::error::corrupt;
+use crate::store::error::{corrupt, readable};
 use crate::store::keys::webstore_prefix;
 use crate::store::log::wal::LogEntry;
 use crate::store::{Store, StoreError, WriteBatch};
@@ -167,7 +167,7 @@ impl Store {
         Ok(Some(IdempotencyPlan {
             name: write.key.clone(),
             key: idempotency_version(&write.webstore_id, &write.key, version),
-            record: encode(&write.record),
+            record: readable("idempotency", &write.record)?,
             replaced: replaced.map(|(key, _)| key),
         }))
     }

@@ -31,7 +31,7 @@ use crate::domain::order::schedule::{Frequency, Schedule};
 use crate::domain::order::Order;
 use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
 use crate::store::entries::EventWrite;
-use crate::store::error::corrupt;
+use crate::store::error::{corrupt, readable};
 use crate::store::kinds::change::ChangeWrites;
 use crate::store::log::wal::LogEntry;
 use crate::store::pending::order_chunks::{
@@ -495,7 +495,7 @@ impl Store {
         on_durable: OnDurable,
         how: OrderWrite,
     ) -> Result<Written, StoreError> {
-        let record = encode(&OrderRecord::from_order(order));
+        let record = readable("order", &OrderRecord::from_order(order))?;
         let key = order_key(order.customer_id.0, order.id.0);
         self.write_change(
             webstore_id,
