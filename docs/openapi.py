@@ -1355,6 +1355,11 @@ HEALTH = {
                                    "primary: published)."},
         "lag": {"type": "integer", "minimum": 0,
                 "description": "In a group: changelog messages still to apply."},
+        "unreadable_records": {
+            "type": "array", "items": {"type": "string"}, "maxItems": 64,
+            "description": "Left out when none: the keys of the stored records this node found "
+                           "it cannot read since it started (the first 64), each passed over "
+                           "where it can be; restore them from a backup."},
     },
 }
 

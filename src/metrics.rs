@@ -96,6 +96,9 @@ pub struct Metrics {
     /// `boxsub_webhook_send_latency_seconds`: from an event's write to its endpoint's 2xx,
     /// over first attempts that succeeded.
     pub webhook_latency: Histogram,
+    /// `boxsub_unreadable_records`: stored records found unreadable since the start (each
+    /// once).
+    pub unreadable_records: IntGauge,
     /// `boxsub_events_pruned_total`: events the retention sweep removed.
     pub events_pruned: IntCounter,
     /// `boxsub_webstore_requests_total{webstore,outcome}`: authenticated API requests by
@@ -352,6 +355,13 @@ impl Metrics {
                 "From an event's write to its endpoint's 2xx, for events accepted at the \
                  first attempt.",
                 latency,
+            ),
+            unreadable_records: gauge(
+                &registry,
+                "boxsub_unreadable_records",
+                "Stored records found unreadable since the start, each once (GET /health names \
+                 them): passed over by the feed, webhooks, the retention sweep and the delivery \
+                 lists.",
             ),
             events_pruned: counter(
                 &registry,

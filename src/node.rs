@@ -90,6 +90,10 @@ pub struct Health {
     pub applied: u64,
     /// In a group: how many changelog messages it has yet to apply (at its last look).
     pub lag: u64,
+    /// The keys of the stored records found unreadable since the start (left out when none):
+    /// each passed over where it can be, and to be restored from a backup.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_records: Vec<String>,
 }
 
 impl Health {
@@ -249,6 +253,12 @@ impl Node {
             state,
             applied: self.applied.load(Ordering::Relaxed),
             lag: self.lag.load(Ordering::Relaxed),
+            unreadable_records: self
+                .service
+                .load()
+                .as_ref()
+                .map(|service| service.registry().store().unreadable().keys())
+                .unwrap_or_default(),
         }
     }
 }

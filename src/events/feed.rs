@@ -52,10 +52,9 @@ pub fn page(
     let limit = limit.clamp(1, MAX_LIMIT);
     let mut events = Vec::new();
     let mut next = from;
-    let mut damaged = None;
     let mut looked_at = 0;
     let mut more = false;
-    store.for_each_event(webstore_id, from, watermark, &mut |sequence, record| {
+    store.for_each_event_passing_over(webstore_id, from, watermark, &mut |sequence, record| {
         // One event past a full page or the budget: it says there are more, and is left
         // for the next page.
         if events.len() >= limit || looked_at >= SCAN_BUDGET {
@@ -64,25 +63,23 @@ pub fn page(
         }
         looked_at += 1;
         next = sequence;
+        // An event that cannot be read is passed over (the store named it).
+        let Some(record) = record else {
+            return true;
+        };
         let wanted = types.is_empty()
             || EventType::parse(&record.event_type).is_some_and(|kind| types.contains(&kind));
         if wanted {
             match super::json::render_event(sequence, &record) {
                 Ok(json) => events.push(json),
-                Err(source) => {
-                    damaged = Some(StoreError::Corrupt {
-                        key: format!("event {sequence} of webstore {webstore_id}"),
-                        source,
-                    });
-                    return false;
-                }
+                Err(source) => drop(store.unreadable().note(StoreError::Corrupt {
+                    key: format!("event {sequence} of webstore {webstore_id}"),
+                    source,
+                })),
             }
         }
         true
     })?;
-    if let Some(error) = damaged {
-        return Err(error);
-    }
     Ok(Ok(Page { events, next, more }))
 }
 
@@ -162,5 +159,44 @@ mod tests {
             (2_100, false),
             "events past the watermark are not there yet"
         );
+    }
+
+    #[test]
+    fn an_event_that_cannot_be_read_is_passed_over_named_and_swept_away_with_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_of_orders(dir.path(), 5);
+        let damaged = crate::store::pending::event_chunks::event_key("shop", 3);
+        store
+            .put_raw(&damaged, b"BXS\x01\x00\x01garbage".to_vec())
+            .unwrap();
+        let read = page(&store, "shop", None, 5, &[], MAX_LIMIT)
+            .unwrap()
+            .unwrap();
+        let numbers: Vec<_> = read
+            .events
+            .iter()
+            .map(|json| {
+                serde_json::from_slice::<serde_json::Value>(json).unwrap()["sequence"].clone()
+            })
+            .collect();
+        assert_eq!(numbers, [1, 2, 4, 5].map(serde_json::Value::from));
+        assert_eq!((read.next, read.more), (5, false));
+        let named = store.unreadable().keys();
+        assert_eq!(named.len(), 1, "{named:?}");
+        // Reading it again names it no second time.
+        page(&store, "shop", None, 5, &[], MAX_LIMIT)
+            .unwrap()
+            .unwrap();
+        assert_eq!(store.unreadable().keys(), named);
+        // The retention sweep removes it with the events around it instead of stopping.
+        let mut removed = 0;
+        for _ in 0..10 {
+            match store.prune_events("shop", i64::MAX, 1_024).unwrap() {
+                0 => break,
+                count => removed += count,
+            }
+        }
+        assert_eq!(removed, 5);
+        assert_eq!(store.events_pruned_through("shop").unwrap(), 5);
     }
 }

@@ -255,10 +255,13 @@ fn census(store: &Store) {
             census.customers,
             census.orders
         ),
-        Err(error) => tracing::error!(
-            %error,
-            "the store holds an unreadable record: the customer it belongs to answers 503; \
-             restart with --verify-store to refuse to serve a damaged store"
-        ),
+        Err(error) => {
+            let error = store.unreadable().note(error);
+            tracing::error!(
+                %error,
+                "the store holds an unreadable record: the customer it belongs to answers 503; \
+                 restart with --verify-store to refuse to serve a damaged store"
+            )
+        }
     }
 }

@@ -45,6 +45,7 @@ pub mod snapshot;
 #[cfg(test)]
 mod tests;
 pub mod tracking;
+pub mod unreadable;
 mod webstores;
 
 use crate::store::pending::order_chunks;
@@ -119,6 +120,8 @@ struct StoreInner {
     /// How many answered writes the last run's crash may have lost (see
     /// [`Store::lost_answers`]).
     lost_answers: u64,
+    /// The records found unreadable since the start.
+    unreadable: unreadable::UnreadableRecords,
 }
 
 /// A write method's admission ([`Store::open_for_writes`]): while it is held, `close` waits.
@@ -239,6 +242,7 @@ impl Store {
                 tracking: tracking::ChangeTracking::default(),
                 frozen: frozen::FrozenWebstores::default(),
                 lost_answers: 0,
+                unreadable: unreadable::UnreadableRecords::default(),
             }),
         }
     }
@@ -367,6 +371,11 @@ impl Store {
     /// to a client, or shown to a reader, is never given to another record; else 0.
     pub fn lost_answers(&self) -> u64 {
         self.inner.lost_answers
+    }
+
+    /// The records found unreadable since the start.
+    pub fn unreadable(&self) -> &unreadable::UnreadableRecords {
+        &self.inner.unreadable
     }
 
     /// What the writes of webstores being copied to another shard change (a move's

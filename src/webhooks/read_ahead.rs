@@ -87,38 +87,33 @@ impl ReadAhead {
             return Ok(());
         }
         let mut through = watermark;
-        let mut damaged = None;
         let events = &mut self.events;
-        store.for_each_event(
+        // An event that cannot be read (or rendered) is passed over, named by the store: the
+        // endpoint gets the rest in order.
+        store.for_each_event_passing_over(
             webstore_id,
             self.through,
             watermark,
-            &mut |sequence, record| match Ready::new(sequence, record) {
-                Ok(ready) => {
-                    events.push_back(ready);
-                    if events.len() >= READ_AHEAD {
-                        through = sequence;
-                        return false;
+            &mut |sequence, record| {
+                let Some(record) = record else {
+                    return true;
+                };
+                match Ready::new(sequence, record) {
+                    Ok(ready) => {
+                        events.push_back(ready);
+                        if events.len() >= READ_AHEAD {
+                            through = sequence;
+                            return false;
+                        }
                     }
-                    true
-                }
-                Err(source) => {
-                    damaged = Some(StoreError::Corrupt {
+                    Err(source) => drop(store.unreadable().note(StoreError::Corrupt {
                         key: format!("event {sequence} of webstore {webstore_id}"),
                         source,
-                    });
-                    false
+                    })),
                 }
+                true
             },
         )?;
-        if let Some(error) = damaged {
-            // What was read before the damaged event is kept; the next fill tries again
-            // from there.
-            if let Some(last) = self.events.back() {
-                self.through = last.sequence;
-            }
-            return Err(error);
-        }
         self.through = through;
         Ok(())
     }

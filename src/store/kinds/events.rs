@@ -237,20 +237,27 @@ impl Store {
         let mut bytes = LogEntry::encoded_len(&marker_key, &u64::MAX.to_be_bytes());
         let mut doomed = Vec::new();
         let mut through = pruned;
-        self.for_each_event(webstore_id, pruned, u64::MAX, &mut |sequence, record| {
-            if record.created_at_ms >= before_ms {
-                return false;
-            }
-            let key = event_key(webstore_id, sequence);
-            let size = LogEntry::encoded_len(&key, &[]);
-            if bytes + size > max_bytes {
-                return false;
-            }
-            bytes += size;
-            doomed.push(key);
-            through = sequence;
-            doomed.len() < max
-        })?;
+        // An event that does not decode is removed with the events around it, once those
+        // before it are old enough: nothing could feed it, and the sweep must not stop there.
+        self.for_each_event_passing_over(
+            webstore_id,
+            pruned,
+            u64::MAX,
+            &mut |sequence, record| {
+                if record.is_some_and(|record| record.created_at_ms >= before_ms) {
+                    return false;
+                }
+                let key = event_key(webstore_id, sequence);
+                let size = LogEntry::encoded_len(&key, &[]);
+                if bytes + size > max_bytes {
+                    return false;
+                }
+                bytes += size;
+                doomed.push(key);
+                through = sequence;
+                doomed.len() < max
+            },
+        )?;
         if doomed.is_empty() {
             return Ok(0);
         }
@@ -322,6 +329,33 @@ impl Store {
             },
         )?;
         failure.map_or(Ok(()), Err)
+    }
+
+    /// [`Store::for_each_event`] passing over an event that does not decode: it is noted
+    /// ([`crate::store::unreadable`]) and handed to `visit` as `None`, and the walk goes on,
+    /// so that one damaged event harms only itself (the feed, the webhooks, the retention
+    /// sweep).
+    pub fn for_each_event_passing_over(
+        &self,
+        webstore_id: &str,
+        after: u64,
+        through: u64,
+        visit: &mut dyn FnMut(u64, Option<EventRecord>) -> bool,
+    ) -> Result<(), StoreError> {
+        let group = webstore_prefix(event_chunks::EVENT, webstore_id);
+        event_chunks::for_each_stored_event(
+            &*self.inner.storage,
+            &group,
+            after,
+            through,
+            &mut |sequence, key, record| match decode::<EventRecord>(record) {
+                Ok(record) => visit(sequence, Some(record)),
+                Err(source) => {
+                    drop(self.inner.unreadable.note(corrupt(key, source)));
+                    visit(sequence, None)
+                }
+            },
+        )
     }
 }
 

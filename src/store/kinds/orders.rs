@@ -554,7 +554,7 @@ impl Store {
             let order = stored
                 .record
                 .and_then(decode_order)
-                .map_err(|source| corrupt(stored.key, source));
+                .map_err(|source| self.inner.unreadable.note(corrupt(stored.key, source)));
             visit(OrderId(stored.id), CustomerId(stored.customer), order);
             true
         })
