@@ -7,7 +7,10 @@
 //! second time per order and goes on with the next message meanwhile (the log keeps its
 //! writes in order). Anything answered from the actor's own list of orders waits for the
 //! writes it holds that are not on disk yet, so nothing a crash or a give-up could take back
-//! is ever shown. Failures go back inside the reply (`Result` in the `RpcReplyPort`), because
+//! is ever shown (and the registry's read of one order waits for them too). An order write is
+//! given up only when the log fails, which stops the node, or when a group's primary learns
+//! it was deposed, which stops every actor and rebuilds the store: no actor answers from a
+//! memory the log does not hold. Failures go back inside the reply (`Result` in the `RpcReplyPort`), because
 //! an `Err` returned from `handle` would stop the actor.
 //!
 //! A request comes with a [`Handoff`] shared with its caller, so that a request whose caller
@@ -48,6 +51,11 @@ use crate::metrics::METRICS;
 /// message round trip. Only the actor writes it, after each change is on disk.
 pub type Published = Arc<std::sync::RwLock<Arc<Customer>>>;
 
+/// How many of a customer's order writes are not on disk yet (see [`OnDisk`]): shared with
+/// the registry, which makes a read of one of its orders wait for them, and never passivates
+/// the actor while there are any.
+pub type OrdersWriting = Arc<AtomicUsize>;
+
 /// The actor's behaviour; its state lives in [`CustomerState`].
 pub struct CustomerActor;
 
@@ -67,6 +75,8 @@ pub struct CustomerArgs {
     pub store: Store,
     /// Where the current customer is published for readers.
     pub published: Published,
+    /// Where the actor counts its order writes not on disk yet.
+    pub writing: OrdersWriting,
     /// Where durable orders are published for readers (shared by all customers).
     pub indexes: Arc<Indexes>,
     /// Where each change's event comes from (shared by all customers).
@@ -85,7 +95,7 @@ pub struct CustomerState {
     indexes: Arc<Indexes>,
     events: Arc<Events>,
     /// Orders written and not yet on disk (see [`OnDisk`]).
-    writing: Arc<AtomicUsize>,
+    writing: OrdersWriting,
     /// The webstore's count of created orders, once this actor has created one (looking
     /// the label up hashes it and takes the metric family's lock).
     orders_created: Option<IntCounter>,
@@ -307,7 +317,7 @@ impl Actor for CustomerActor {
             published: args.published,
             indexes: args.indexes,
             events: args.events,
-            writing: Arc::new(AtomicUsize::new(0)),
+            writing: args.writing,
             orders_created: None,
         })
     }

@@ -15,7 +15,7 @@ use dashmap::DashMap;
 use ractor::{Actor, ActorRef};
 use tokio::sync::OnceCell;
 
-use crate::actors::customer::{CustomerActor, CustomerArgs, CustomerMsg, Published};
+use crate::actors::customer::{CustomerActor, CustomerArgs, CustomerMsg, OrdersWriting, Published};
 use crate::domain::catalogue::WebstoreIdx;
 use crate::domain::customer::Customer;
 use crate::domain::ids::CustomerId;
@@ -30,6 +30,8 @@ pub struct LiveActor {
     /// The actor.
     pub actor: ActorRef<CustomerMsg>,
     published: Published,
+    /// The actor's order writes not on disk yet.
+    writing: OrdersWriting,
     last_used: AtomicU64,
     /// Calls counted in and not yet out; [`RETIRED`] and above once passivated.
     calls: Arc<AtomicU32>,
@@ -65,6 +67,11 @@ impl LiveActor {
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
+    }
+
+    /// Whether some of the customer's order writes are not on disk yet.
+    pub fn writing_orders(&self) -> bool {
+        self.writing.load(Ordering::Acquire) > 0
     }
 
     fn touch(&self) {
@@ -195,6 +202,7 @@ impl Directory {
         let args = load()?;
         let webstore = args.webstore.idx;
         let published = args.published.clone();
+        let writing = args.writing.clone();
         let id = args.customer.id;
         // Spawning runs `pre_start` inside this future and starts the actor's loop only at its
         // end, so a caller dropped here leaves no actor running.
@@ -206,6 +214,7 @@ impl Directory {
             webstore,
             actor,
             published,
+            writing,
             last_used: AtomicU64::new(0),
             calls: Arc::new(AtomicU32::new(0)),
             epoch: self.epoch,
@@ -227,7 +236,9 @@ impl Directory {
     pub fn passivate_idle(&self, idle: Duration) -> usize {
         let mut stopped = 0;
         self.active.retain(|_, cell| match cell.get() {
-            Some(live) if live.idle_for() >= idle && live.retire() => {
+            // Not while its writes are on their way to disk: the next actor would read them
+            // from the store as if they were there.
+            Some(live) if live.idle_for() >= idle && !live.writing_orders() && live.retire() => {
                 live.actor.stop(None);
                 stopped += 1;
                 false

@@ -446,6 +446,7 @@ impl Registry {
         Ok(CustomerArgs {
             customer,
             published,
+            writing: Default::default(),
             orders: loaded.orders,
             webstore,
             catalogue: self.catalogue.clone(),
@@ -564,7 +565,20 @@ impl Registry {
         if self.customer(webstore, owner)?.is_none() {
             return Ok(None);
         }
-        self.store.load_order(owner, id)
+        let order = self.store.load_order(owner, id)?;
+        // The store shows a write before it is on disk: while the owner has order writes on
+        // their way there, what was read waits for them, so that no one reads a change a
+        // crash or a lost changelog could still take back. A write the read saw was counted
+        // before it showed, and may not be handed to the log yet: the wait goes behind every
+        // visible write.
+        if self
+            .directory
+            .live(owner)
+            .is_some_and(|live| live.writing_orders())
+        {
+            self.store.barrier_after_visible_writes()?.durable().await?;
+        }
+        Ok(order)
     }
 
     fn webstore(&self, webstore_id: &str) -> Option<Arc<Webstore>> {

@@ -152,7 +152,8 @@ impl Service {
     }
 
     /// Whether the change an idempotency record of `recorded_at` names is stored: its order
-    /// exists and changed then or later.
+    /// exists and changed then or later (or, for a record of a customer's create, the
+    /// customer exists).
     async fn change_exists(
         &self,
         webstore: &Webstore,
@@ -165,7 +166,8 @@ impl Service {
                 .order(webstore.idx, id)
                 .await?
                 .is_some_and(|order| order.updated_at() >= recorded_at),
-            Resource::Customer(_) => false,
+            // A key a customer's create used is that request's: refused, not taken as free.
+            Resource::Customer(id) => self.registry.customer(webstore.idx, id)?.is_some(),
         })
     }
 

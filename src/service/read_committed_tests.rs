@@ -277,3 +277,57 @@ async fn a_create_refused_before_anything_was_stored_leaves_a_gap_the_feed_reads
         "number 1 is a gap: the watermark passes it, and the feed shows number 2"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_reader_sees_an_order_s_change_before_it_is_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = LogGate::default();
+    let (service, webstore) = service_over(dir.path(), &gate);
+    let KeyedWrite::Made(ann) = service
+        .create_customer(&webstore, &ann(), None)
+        .await
+        .unwrap()
+    else {
+        panic!("a create without a key is never a replay");
+    };
+    let body = crate::domain::order::body::OrderBody::from_object(
+        json!({"customer_id": ann.id.0, "box_id": 217})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let KeyedWrite::Made(order) = service.create_order(&webstore, body, None).await.unwrap() else {
+        panic!("a create without a key is never a replay");
+    };
+    let id = order.id;
+    let before = service.order(&webstore, id).await.unwrap();
+    gate.set(|state| state.closed = true);
+    let change = {
+        let (service, webstore) = (service.clone(), webstore.clone());
+        let change = crate::domain::order::change::OrderChange::parse(
+            json!({"frequency": "weekly"}).as_object().unwrap(),
+        );
+        tokio::spawn(async move { service.change_order(&webstore, id, change, None).await })
+    };
+    gate.wait_for_syncs(1);
+    // Written, in the store, not durable: a read waits for it rather than show it.
+    let read = {
+        let (service, webstore) = (service.clone(), webstore.clone());
+        tokio::spawn(async move { service.order(&webstore, id).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let read_waited = !read.is_finished();
+    // The log fails: the change is given up, and the read never shows it.
+    gate.set(|state| state.failing = true);
+    assert!(read_waited, "a read showed a change not durable");
+    assert!(
+        change.await.unwrap().is_err(),
+        "not durable, not acknowledged"
+    );
+    let read = read.await.unwrap();
+    assert!(
+        read.as_ref()
+            .map_or(true, |read| read.history == before.history),
+        "a read showed a change given up: {read:?}"
+    );
+}

@@ -634,8 +634,8 @@ fn demo_webstores() -> [DemoWebstore; 2] {
 
 /// A key's record is judged by the resource it names, whichever endpoint the key comes
 /// back on: a key first used for an order is another request's on `POST /v1/customers`
-/// (and the other way round), refused with a 422 that creates nothing and leaves the record
-/// as it was, so that the first request's retry still replays it, across a restart too.
+/// (and the other way round), and a customer's key on `PATCH /v1/orders/{id}`, refused with
+/// a 422 that creates and changes nothing and leaves the record as it was, so that the first request's retry still replays it, across a restart too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_used_on_one_create_endpoint_is_refused_on_the_other_and_kept() {
     // Arrange: in each webstore, a customer, an order keyed "o-then-c" and a customer keyed
@@ -690,6 +690,26 @@ async fn a_key_used_on_one_create_endpoint_is_refused_on_the_other_and_kept() {
             on_customers.assert_has_error("idempotency_key");
             on_orders.assert_status(422);
             on_orders.assert_has_error("idempotency_key");
+            let order_path = format!("/v1/orders/{}", id_of(&first_order.json()));
+            let on_change = app
+                .send(
+                    Method::PATCH,
+                    &order_path,
+                    Some(creds),
+                    Some(bytes(&json!({"frequency": "weekly"}))),
+                    &[("Idempotency-Key", "c-then-o")],
+                )
+                .await;
+            on_change.assert_status(422);
+            on_change.assert_has_error("idempotency_key");
+            let unchanged = app
+                .send(Method::GET, &order_path, Some(creds), None, &[])
+                .await;
+            assert_eq!(
+                unchanged.json()["frequency"],
+                "single",
+                "webstore {n} {when}: a key of a customer changed an order"
+            );
             assert_eq!(
                 customer_count(&app, creds).await,
                 2,
