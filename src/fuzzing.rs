@@ -16,10 +16,14 @@ use warp::http::Method;
 
 use crate::domain::catalogue::{Catalogue, Webstore, WebstoreIdx};
 use crate::domain::customer::{parse_customer, Customer, Mode};
+use crate::domain::day::WeekDays;
 use crate::domain::day::{parse_date_param, Day};
 use crate::domain::email::{fold, Email};
+use crate::domain::halts::Halts;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::order::body::{customer_ref, validate_order, CustomerCheck, OrderBody};
+use crate::domain::order::change::{ChangeContext, OrderChange};
+use crate::domain::order::history::{OrderHistory, MAX_PLANNED_VERSIONS};
 use crate::domain::order::schedule::ScheduleRules;
 use crate::domain::order::Order;
 use crate::domain::paging::Page;
@@ -42,6 +46,7 @@ pub type Target = fn(&[u8]) -> bool;
 /// its valid seeds are valid and its near-valid ones are refused.
 pub const TARGETS: &[(&str, Target)] = &[
     ("order_body", order_body),
+    ("order_change", order_change),
     ("customer_body", customer_body),
     ("sign_in", sign_in),
     ("catalogue", catalogue),
@@ -127,6 +132,97 @@ fn check_accepted_order(
         panic!("an order line reads back as another kind")
     };
     assert_eq!(back.into_record().expect("imports"), record);
+}
+
+/// The order every change is tried on: weekly on Thursdays from Thursday 2026-11-05, box 217
+/// with two apple juices, one exclusion and one substitution, as `POST /v1/orders` makes it.
+static CHANGED: LazyLock<(OrderHistory, WeekDays)> = LazyLock::new(|| {
+    let webstore = &DEMO.webstores()[0];
+    let service = webstore
+        .delivery_services
+        .values()
+        .find(|service| service.week_days().contains(4))
+        .expect("a demo delivery service delivers on Thursdays");
+    let body = json_fields::<OrderBody>(
+        br#"{"box_id": 217, "frequency": "weekly", "start_date": "2026-11-05",
+             "extras": [{"id": 28, "quantity": 2}], "exclusions": [240], "substitutions": [243]}"#,
+        "order",
+    )
+    .expect("the base order reads");
+    let rules = ScheduleRules {
+        delivery_days: service.week_days(),
+        today: Day::of(jiff::civil::date(2026, 11, 2)),
+    };
+    let content =
+        validate_order(&body, webstore, CustomerCheck::Found(rules)).expect("the base order");
+    (
+        OrderHistory::new(content, 1_700_000_000),
+        service.week_days(),
+    )
+});
+
+/// A change's body, as `PATCH /v1/orders/{id}` reads it (bare or under `order`), applied to
+/// a weekly order of the first demo webstore at moments through a week (so the cut-off falls
+/// on every side of its dates). An accepted change never alters what a locked date delivers,
+/// plans no more than [`MAX_PLANNED_VERSIONS`] versions, and makes an order that survives the
+/// store's encoding and the export format.
+pub fn order_change(data: &[u8]) -> bool {
+    let Ok(object) = json_object(data, "order") else {
+        return false;
+    };
+    let change = OrderChange::parse(&object);
+    let (history, delivery_days) = &*CHANGED;
+    let webstore = &DEMO.webstores()[0];
+    let monday_noon = 1_795_435_200; // 2026-11-23T12:00:00Z
+    let mut accepted = false;
+    for hours in [0, 30, 53, 77, 101, 150] {
+        let context = ChangeContext {
+            webstore,
+            delivery_days: *delivery_days,
+            now: monday_noon + hours * 3_600,
+        };
+        let Ok(changed) = change.apply(history, &context) else {
+            continue;
+        };
+        accepted = true;
+        let open = webstore.cutoff.first_open_day(&webstore.zone, context.now);
+        let halts = Halts::none();
+        for locked in (1..=28).map(|back| open.plus(-back)) {
+            assert_eq!(
+                changed.on(locked, &halts).map(|delivery| delivery.goods()),
+                history.on(locked, &halts).map(|delivery| delivery.goods()),
+                "an accepted change altered the locked date {}",
+                locked.date()
+            );
+        }
+        let planned = changed
+            .contents()
+            .iter()
+            .filter(|version| version.effective >= open)
+            .count();
+        assert!(
+            planned <= MAX_PLANNED_VERSIONS,
+            "{planned} versions planned"
+        );
+        if changed == *history {
+            continue;
+        }
+        let order = Order::new(
+            OrderId(7),
+            CustomerId(3),
+            history.latest().content.clone(),
+            0,
+        )
+        .changed(changed);
+        serde_json::to_vec(&OrderView::new(&order)).expect("a changed order renders");
+        let record = OrderRecord::from_order(&order);
+        let stored: OrderRecord = codec::decode(&codec::encode(&record)).expect("decodes");
+        assert_eq!(stored.into_order().expect("converts back"), order);
+        let line = Line::Order(crate::transfer::format::OrderLine::from_record(record));
+        serde_json::from_slice::<Line>(&crate::transfer::format::to_text(&line))
+            .expect("an exported line reads back");
+    }
+    accepted
 }
 
 /// A customer body, as `POST /v1/customers` and `PATCH /v1/customers/:id` read it, for every

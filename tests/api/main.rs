@@ -32,6 +32,7 @@ mod hostile;
 mod idempotency;
 mod isolation;
 mod lifecycle;
+mod long_histories;
 mod move_edges;
 mod move_events;
 mod move_groups;

@@ -986,4 +986,112 @@ mod tests {
         let boxed = patch_at(&h, json!({"box_id": 218}), a_week_earlier).unwrap();
         assert_eq!(on(&boxed, "2026-11-19"), Ok(217));
     }
+
+    /// Fields whose `null` is "not given", and those whose `null` is their "none" (and how
+    /// else "none" is spelt, where it is).
+    const NULL_IS_ABSENT: [&str; 6] = [
+        "box_id",
+        "frequency",
+        "extras_one_off",
+        "week_days",
+        "effective_date",
+        "cancel_date",
+    ];
+    const NULL_IS_EMPTY: [&str; 4] = ["extras", "exclusions", "substitutions", "skipped_dates"];
+
+    /// A change of any mix of fields, each with a value from a small pool of valid and
+    /// invalid ones (so that changes that are refused are covered too).
+    fn any_change() -> impl proptest::strategy::Strategy<Value = Map<String, Value>> {
+        use proptest::prelude::*;
+        let pool: Vec<(&'static str, Vec<Value>)> = vec![
+            ("box_id", vec![json!(217), json!(218), json!(219), json!(9)]),
+            (
+                "extras",
+                vec![
+                    json!([]),
+                    json!([{"id": 28, "quantity": 1}]),
+                    json!([{"id": 29, "quantity": 3}, {"id": 30, "quantity": 1}]),
+                ],
+            ),
+            (
+                "exclusions",
+                vec![json!([]), json!([240]), json!([241, 242])],
+            ),
+            ("substitutions", vec![json!([]), json!([243])]),
+            ("extras_one_off", vec![json!(true), json!(false)]),
+            (
+                "frequency",
+                vec![json!("single"), json!("weekly"), json!("fortnightly")],
+            ),
+            ("week_days", vec![json!([4]), json!([2, 4]), json!([1])]),
+            (
+                "effective_date",
+                vec![json!("2026-12-03"), json!("2026-11-24")],
+            ),
+            ("pause_date", vec![json!("2026-12-10"), json!(null)]),
+            ("resume_date", vec![json!("2026-12-24"), json!(null)]),
+            ("skipped_dates", vec![json!([]), json!(["2026-12-17"])]),
+            ("active", vec![json!(true), json!(false)]),
+            ("cancel_date", vec![json!("2027-01-07")]),
+        ];
+        let fields: Vec<_> = pool
+            .into_iter()
+            .map(|(name, values)| {
+                proptest::option::of(proptest::sample::select(values))
+                    .prop_map(move |value| value.map(|value| (name, value)))
+            })
+            .collect();
+        fields.prop_map(|chosen| {
+            chosen
+                .into_iter()
+                .flatten()
+                .map(|(name, value)| (name.to_owned(), value))
+                .collect()
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+
+        /// A cart that sends `null` for every field it does not mean to change changes
+        /// nothing else: whatever the change (refused ones too), adding `null` for a field
+        /// whose null is "not given" makes the same outcome as leaving it out, and `null` for
+        /// a list is the empty list, on a plain order and on a paused one.
+        #[test]
+        fn nulls_for_fields_not_meant_to_change_change_nothing_else(
+            change in any_change(),
+            paused in proptest::bool::ANY,
+        ) {
+            let plain = history();
+            let base = if paused {
+                patch(&plain, json!({"pause_date": "2026-12-03"})).unwrap()
+            } else {
+                plain
+            };
+            let outcome = patch(&base, Value::Object(change.clone()));
+            let mut with_nulls = change.clone();
+            for name in NULL_IS_ABSENT {
+                with_nulls.entry(name).or_insert(Value::Null);
+            }
+            proptest::prop_assert_eq!(
+                patch(&base, Value::Object(with_nulls)),
+                outcome.clone(),
+                "nulls for the fields not given: {:?}", change
+            );
+            for name in NULL_IS_EMPTY {
+                if change.contains_key(name) {
+                    continue;
+                }
+                let mut null = change.clone();
+                null.insert(name.to_owned(), Value::Null);
+                let mut empty = change.clone();
+                empty.insert(name.to_owned(), json!([]));
+                proptest::prop_assert_eq!(
+                    patch(&base, Value::Object(null)),
+                    patch(&base, Value::Object(empty)),
+                    "{} null and empty: {:?}", name, change
+                );
+            }
+        }
+    }
 }
