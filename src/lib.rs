@@ -28,8 +28,8 @@
 //! - `config`, `startup`, `commands`, `tools` and `fuzzing` sit on top and wire the rest.
 //!
 //! `src/layout_tests.rs` holds these arrows: a test gives each module a floor and fails on any
-//! `crate::` path that names a module on its own floor or above, and on two sibling modules
-//! that name each other. This is the one statement of the chain; README.md and
+//! `crate::` path that names a module on its own floor or above, and on any circle of modules
+//! naming each other, of any length, within a folder. This is the one statement of the chain; README.md and
 //! docs/design.md point here.
 //!
 //! # Modules

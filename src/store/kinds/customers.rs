@@ -18,7 +18,8 @@
 //! names each address field, so that an export reads without this code and a field added to
 //! the contract later does not shift the others. Both carry the password hash.
 //!
-//! Must not touch: orders beyond reading a customer's (`kinds::orders`), the log, HTTP.
+//! Must not touch: orders beyond reading a customer's (`kinds::orders`), the log itself (its writes
+//! go into the change's `LogEntry`, which the store's entries hand to the log), HTTP.
 
 use crate::store::pending::order_chunks;
 use serde::{Deserialize, Serialize};

@@ -12,7 +12,8 @@
 //! carries that JSON as text, byte for byte, which an import keeps as it is
 //! (`EventBody::Json`): an event's id and body must stay the ones already given out.
 //!
-//! Must not touch: rendering an event (the events layer's), the log, HTTP.
+//! Must not touch: rendering an event (the events layer's), the log itself (its writes
+//! go into the change's `LogEntry`, which the store's entries hand to the log), HTTP.
 
 use serde::{Deserialize, Serialize};
 

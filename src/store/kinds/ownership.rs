@@ -2,7 +2,8 @@
 //! for a move or handed over (one byte, `Ownership::to_byte`); its part of `impl Store`. Never
 //! exported: a shard's ownership is its own, and a move sets it on each side.
 //!
-//! Must not touch: the webstore's records, the log, HTTP.
+//! Must not touch: the webstore's records, the log itself (its writes
+//! go into the change's `LogEntry`, which the store's entries hand to the log), HTTP.
 
 use crate::domain::ownership::Ownership;
 use crate::store::{Store, StoreError, Written};

@@ -7,7 +7,8 @@
 //! alone) and the account's fingerprint as bytes; its export line
 //! (`transfer::format::SessionLine`) carries the digest and the fingerprint as hex.
 //!
-//! Must not touch: cookies, passwords, the log, HTTP.
+//! Must not touch: cookies, passwords, the log itself (its writes
+//! go into the change's `LogEntry`, which the store's entries hand to the log), HTTP.
 
 use serde::{Deserialize, Serialize};
 

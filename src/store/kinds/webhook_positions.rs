@@ -9,7 +9,8 @@
 //! export line (`transfer::format::WebhookPositionLine`, of type `delivery`) carries both. A
 //! redelivery request is exported as the position it will make, not as a line of its own.
 //!
-//! Must not touch: the events, the deliveries themselves (`crate::webhooks`), the log, HTTP.
+//! Must not touch: the events, the deliveries themselves (`crate::webhooks`), the log itself (its writes
+//! go into the change's `LogEntry`, which the store's entries hand to the log), HTTP.
 
 use serde::{Deserialize, Serialize};
 

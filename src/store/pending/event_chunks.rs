@@ -17,9 +17,9 @@
 //! gives the same record: a read takes each sequence number once (a pass writes a chunk
 //! before it drops the waiting puts it packed), and a removal removes every copy.
 //!
-//! It owns the `v` keys' layout (an event's key, a chunk's key) and the chunks' format, which
-//! `store::kinds::events` re-exports: the packing needs them, and the kind above it uses
-//! them.
+//! It owns the `v` keys' layout (an event's key, a chunk's key) and the chunks' format: the
+//! packing needs them, and `store::kinds::events` above it names them here (nothing is
+//! re-exported).
 //!
 //! Must not touch: when passes run, how puts wait, the event records' own encoding.
 

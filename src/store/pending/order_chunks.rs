@@ -23,9 +23,9 @@
 //! before it drops the records it packed) an order can be met twice: every walk goes
 //! through [`for_each_stored_order`], which hands on each customer's orders once, by id.
 //!
-//! It owns the `o` keys' layout (an order's key, a chunk's key) and the chunks' format, which
-//! `store::kinds::orders` re-exports: the packing needs them, and the kind above it uses
-//! them.
+//! It owns the `o` keys' layout (an order's key, a chunk's key) and the chunks' format: the
+//! packing needs them, and `store::kinds::orders` above it names them here (nothing is
+//! re-exported).
 //!
 //! Must not touch: when passes run, how puts wait, the order records' own encoding.
 
