@@ -11,8 +11,8 @@
 //!
 //! This file owns the rule and the catalogue's `cutoff` field (its shape and checks, which
 //! `catalogue::file` calls). Pure: "now" is passed in as Unix seconds. Must not touch: the
-//! clock, orders' histories (`order::change`, `halts`, the actor and the service ask which dates are
-//! open).
+//! clock, orders' histories (`order::change`, `halts`, the actor and the service ask which
+//! dates are open).
 
 use jiff::civil::Time;
 use jiff::tz::TimeZone;
