@@ -197,6 +197,19 @@ schemas["Message"] = closed(
     description="The body of every error except validation failures (`{\"message\": ...}`).",
     examples=[{"message": "Resource not found"}],
 )
+schemas["OutcomeMessage"] = closed(
+    {"message": {"type": "string", "description": "A human-readable sentence."},
+     "outcome": {"type": "string", "enum": ["nothing_changed", "unknown"],
+                 "description": (
+                     "What became of the request's write: `nothing_changed` (every 503: "
+                     "nothing of it was stored; send it again) or `unknown` (504: it was "
+                     "begun and may or may not be stored; send it again with the same "
+                     "`Idempotency-Key`, or read the record)."),
+                 }},
+    description="The body of a 503 or a 504: a message, and what became of the write.",
+    examples=[{"message": "Service temporarily unavailable. Try again shortly.",
+               "outcome": "nothing_changed"}],
+)
 schemas["ValidationErrors"] = closed(
     {"errors": {
         "type": "object",
@@ -952,6 +965,10 @@ def msg_ex(*pairs):
     return {k: ex(k.replace("_", " "), {"message": m}) for k, m in pairs}
 
 
+def outcome_ex(outcome, *pairs):
+    return {k: ex(k.replace("_", " "), {"message": m, "outcome": outcome}) for k, m in pairs}
+
+
 responses = {
     "BadRequest": {
         "description": (
@@ -1109,7 +1126,8 @@ responses = {
     },
     "Unavailable": {
         "description": (
-            "Nothing was changed; try again after `Retry-After` seconds. Overloaded "
+            "Nothing was changed (`\"outcome\": \"nothing_changed\"`); try again after "
+            "`Retry-After` seconds. Overloaded "
             "(too many requests in flight or queued for one customer, too many connections, "
             "too many password checks queued; `Retry-After: 1`), the request ran past its "
             "deadline (30 s by default; `Retry-After: 1`), the store failed "
@@ -1121,10 +1139,11 @@ responses = {
             "and the request reached the one it left (`Retry-After: 1`: sent again, it "
             "reaches the other)."),
         "headers": hdrs("Retry-After"),
-        "content": json_content(sref("Message"), msg_ex(
+        "content": json_content(sref("OutcomeMessage"), outcome_ex(
+            "nothing_changed",
             ("overloaded", "Service temporarily unavailable. Try again shortly."),
-            ("deadline", "The request took too long and was cut off. A create may have been "
-                         "stored: repeat it with the same Idempotency-Key to find out."),
+            ("deadline", "The request took too long and was cut off. Nothing was changed; "
+                         "try again shortly."),
             ("disk_full", "The disk of the service is nearly full, so writes are refused "
                           "until space is freed. Nothing was changed; reads still work."),
             ("read_only", "The storage of the service is read-only, so writes are refused. "
@@ -1139,6 +1158,23 @@ responses = {
             ("moved_away", "This webstore has just moved to another host. Nothing was "
                            "changed; try again shortly (through the deployment's front end, "
                            "which sends it there)."))),
+    },
+    "OutcomeUnknown": {
+        "description": (
+            "A write this node began (handed to its log or its group's changelog) and cannot "
+            "say was stored: it failed after that, ran past the request's deadline, or this "
+            "node lost its read lease before the write was acknowledged. It may or may not "
+            "be stored (`\"outcome\": \"unknown\"`): send it again with the same "
+            "`Idempotency-Key` (the write is made once, or its first answer replayed, on "
+            "any node of the group) or read the record. `Retry-After: 1`. Never a 503, so "
+            "that a front end retrying 503s never resends it."),
+        "headers": hdrs("Retry-After"),
+        "content": json_content(sref("OutcomeMessage"), outcome_ex(
+            "unknown",
+            ("unknown", "The change was begun and this node cannot tell whether it was "
+                        "stored. Send it again with the same Idempotency-Key (it is made "
+                        "once, or its first answer is replayed, on any node), or read the "
+                        "record to find out."))),
     },
 }
 
@@ -1241,6 +1277,8 @@ def common(body=False, auth=True, unprocessable=None, not_found=False, throttled
     out["431"] = r("HeadTooLarge")
     out["500"] = r("InternalError")
     out["503"] = r("Unavailable")
+    if body:
+        out["504"] = r("OutcomeUnknown")
     return out
 
 

@@ -21,7 +21,7 @@
 //! passivates actors; the actor writes its own records and their index entries), or blocking
 //! work such as password hashing.
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use prometheus::IntCounter;
@@ -179,6 +179,13 @@ pub struct OrderWrite {
     pub durable: Durable,
 }
 
+impl OrderWrite {
+    /// Whether the order was written (not a change that changed nothing).
+    pub fn wrote(&self) -> bool {
+        matches!(self.durable, Durable::Written(_))
+    }
+}
+
 /// What an [`OrderWrite`] waits for.
 pub enum Durable {
     /// The write: answer its client as having made it once this completes.
@@ -242,9 +249,14 @@ pub struct CustomerMsg {
 /// It also keeps what the request's change needs to itself (an email claim, an idempotency
 /// key's turn): released at once when the request is withdrawn, since the change will not
 /// happen, or else once the actor has finished it, since until then it may.
+///
+/// And it says whether the actor has begun writing the request's change (handed it to the
+/// store, before any wait for the disk), so that a caller that stops waiting, or hears of a
+/// failure, knows whether the change may be stored.
 pub struct Handoff {
     state: AtomicU8,
     exclusive: Mutex<Option<Box<dyn Send>>>,
+    wrote: AtomicBool,
 }
 
 /// What a started request's change needs to itself; released when dropped.
@@ -260,7 +272,19 @@ impl Handoff {
         Handoff {
             state: AtomicU8::new(QUEUED),
             exclusive: Mutex::new(exclusive),
+            wrote: AtomicBool::new(false),
         }
+    }
+
+    /// The actor has handed the request's change to the store.
+    fn began_writing(&self) {
+        self.wrote.store(true, Ordering::Release);
+    }
+
+    /// Whether the actor has handed the request's change to the store (it may or may not be
+    /// durable yet).
+    pub fn has_written(&self) -> bool {
+        self.wrote.load(Ordering::Acquire)
     }
 
     /// The actor takes the request: `None` if the caller withdrew it first, else what its
@@ -346,16 +370,24 @@ impl Actor for CustomerActor {
         // large as its own.
         match request {
             Request::Update(changes, reply) => {
-                let _ = reply.send(Box::pin(state.update(&changes)).await);
+                let _ = reply.send(Box::pin(state.update(&changes, &handoff)).await);
                 drop(held);
             }
             // A written order's request holds its permits and idempotency turn until the
             // order is on disk; the actor goes on with its next message meanwhile.
             Request::PlaceOrder(order, reply) => {
-                let _ = reply.send(state.place_order(*order, Box::new(held)));
+                let written = state.place_order(*order, Box::new(held));
+                if written.as_ref().is_ok_and(OrderWrite::wrote) {
+                    handoff.began_writing();
+                }
+                let _ = reply.send(written);
             }
             Request::ChangeOrder(change, reply) => {
-                let _ = reply.send(state.change_order(*change, Box::new(held)));
+                let written = state.change_order(*change, Box::new(held));
+                if written.as_ref().is_ok_and(OrderWrite::wrote) {
+                    handoff.began_writing();
+                }
+                let _ = reply.send(written);
             }
             Request::ListOrders(reply) => {
                 let _ = reply.send(state.list_orders());
@@ -385,7 +417,11 @@ impl CustomerState {
         })
     }
 
-    async fn update(&mut self, changes: &CustomerChanges) -> Result<Updated, ChangeError> {
+    async fn update(
+        &mut self,
+        changes: &CustomerChanges,
+        handoff: &Handoff,
+    ) -> Result<Updated, ChangeError> {
         let mut next = self
             .customer
             .updated(changes, &self.webstore.settings.require, self.open_day())
@@ -409,6 +445,7 @@ impl CustomerState {
                 on_durable,
             )
         })?;
+        handoff.began_writing();
         let previous = std::mem::replace(&mut self.customer, next.clone());
         if let Err(error) = written.durable().await {
             // Given up: the customer is as it was, for whatever this actor does next.

@@ -80,9 +80,15 @@ pub enum ApiError {
     /// catching up or stepping down); nothing was changed.
     #[error("not the primary")]
     NotPrimary,
-    /// The request ran past its deadline and was cut off where it was.
+    /// The request ran past its deadline and was cut off before it began a write; nothing
+    /// was changed.
     #[error("deadline exceeded")]
     DeadlineExceeded,
+    /// The request handed a write to the store and cannot say whether it is stored: it
+    /// failed, was cut off at its deadline, or its answer could not go out (the lease
+    /// lapsed) before the write was acknowledged.
+    #[error("outcome unknown")]
+    OutcomeUnknown,
     /// The events feed's cursor is past the retention (`true`) or another webstore's.
     #[error("events cursor gone")]
     CursorGone(bool),
@@ -120,6 +126,39 @@ impl ApiError {
             | ApiError::WritesRefused(_)
             | ApiError::Storage(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            // Not a 503, which always means nothing was changed (and which the front end's
+            // `retry-on` resends): the origin's own gateway timeout, its log not answering.
+            ApiError::OutcomeUnknown => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// This failure as its client must hear it given whether the request had handed a write
+    /// to the store (`begun`): a server-side failure (5xx) after that is
+    /// [`ApiError::OutcomeUnknown`], since the write may be stored; anything else, and
+    /// anything before, stands.
+    pub fn after_write(self, begun: bool) -> ApiError {
+        if !begun || !self.status_code().is_server_error() {
+            return self;
+        }
+        match &self {
+            ApiError::Storage(detail) | ApiError::Internal(detail) => {
+                tracing::error!(%detail, "a write's outcome is unknown")
+            }
+            ApiError::OutcomeUnknown => {}
+            other => tracing::warn!(failure = %other, "a write's outcome is unknown"),
+        }
+        ApiError::OutcomeUnknown
+    }
+
+    /// What a failure says of the request's write, for a client to tell them apart without
+    /// reading the message: `nothing_changed` for a 503, `unknown` when it may be stored.
+    fn outcome(&self) -> Option<&'static str> {
+        match self {
+            ApiError::OutcomeUnknown => Some("unknown"),
+            other if other.status_code() == StatusCode::SERVICE_UNAVAILABLE => {
+                Some("nothing_changed")
+            }
+            _ => None,
         }
     }
 
@@ -188,8 +227,13 @@ impl ApiError {
                  shortly (through the group's front end)."
             }
             ApiError::DeadlineExceeded => {
-                "The request took too long and was cut off. A create may have been stored: \
-                 repeat it with the same Idempotency-Key to find out."
+                "The request took too long and was cut off. Nothing was changed; try again \
+                 shortly."
+            }
+            ApiError::OutcomeUnknown => {
+                "The change was begun and this node cannot tell whether it was stored. Send \
+                 it again with the same Idempotency-Key (it is made once, or its first answer \
+                 is replayed, on any node), or read the record to find out."
             }
             ApiError::WritesRefused(Refusal::NearlyFull) => {
                 "The disk of the service is nearly full, so writes are refused until space is \
@@ -213,7 +257,13 @@ impl ApiError {
             ApiError::Invalid(errors) => serde_json::json!({ "errors": errors_object(errors) }),
             // Only the admin listener answers it, to an operator: the detail helps.
             ApiError::Conflict(detail) => serde_json::json!({ "message": detail }),
-            other => serde_json::json!({ "message": other.message() }),
+            other => match other.outcome() {
+                Some(outcome) => serde_json::json!({
+                    "message": other.message(),
+                    "outcome": outcome,
+                }),
+                None => serde_json::json!({ "message": other.message() }),
+            },
         };
         let mut response = json_response(status, &body);
         let headers = response.headers_mut();
@@ -230,7 +280,8 @@ impl ApiError {
             | ApiError::NotPrimary
             | ApiError::Moving
             | ApiError::MovedAway
-            | ApiError::DeadlineExceeded => {
+            | ApiError::DeadlineExceeded
+            | ApiError::OutcomeUnknown => {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
             }
             // Answered before the body was read (or with its reading broken off): the
@@ -332,4 +383,60 @@ pub async fn recover(rejection: Rejection) -> Result<Response, Infallible> {
         ApiError::Internal(format!("unhandled rejection: {rejection:?}"))
     };
     Ok(error.into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body_of(error: ApiError) -> (u16, serde_json::Value) {
+        use http_body_util::BodyExt;
+        let response = error.into_response();
+        let status = response.status().as_u16();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let bytes = runtime
+            .block_on(response.into_body().collect())
+            .unwrap()
+            .to_bytes();
+        (status, serde_json::from_slice(&bytes).unwrap())
+    }
+
+    #[test]
+    fn a_failure_after_a_write_began_is_an_unknown_outcome_and_only_then() {
+        let server_side = || {
+            [
+                ApiError::Unavailable,
+                ApiError::NotPrimary,
+                ApiError::DeadlineExceeded,
+                ApiError::Storage("the log failed".into()),
+                ApiError::Internal("a bug".into()),
+                ApiError::Moving,
+            ]
+        };
+        for error in server_side() {
+            let (status, body) = body_of(error.after_write(true));
+            assert_eq!(status, 504);
+            assert_eq!(body["outcome"], "unknown", "{body}");
+        }
+        for error in server_side() {
+            let (status, body) = body_of(error.after_write(false));
+            assert!(status == 503 || status == 500, "{status}");
+            if status == 503 {
+                assert_eq!(body["outcome"], "nothing_changed", "{body}");
+                assert!(
+                    body["message"]
+                        .as_str()
+                        .is_some_and(|m| !m.contains("may have been")),
+                    "{body}"
+                );
+            }
+        }
+        // A refusal of the client's stands whatever was begun.
+        let (status, body) = body_of(ApiError::NotFound.after_write(true));
+        assert_eq!((status, body.get("outcome")), (404, None));
+        let (status, _) = body_of(ApiError::InvalidJson.after_write(true));
+        assert_eq!(status, 422);
+    }
 }

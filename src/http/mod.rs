@@ -34,6 +34,7 @@ use crate::app::{AppAnswer, AppRequest, AppSettings};
 use crate::domain::catalogue::Webstore;
 use crate::node::Node;
 use crate::quotas::{Checked, Kind};
+use crate::service::write_outcome::{self, WriteBegun};
 use crate::service::Service;
 
 pub use body::{json_fields, json_object, Params, MAX_BODY_BYTES};
@@ -160,13 +161,25 @@ where
             None => crate::app::unavailable(),
         }
     } else if let Some(service) = node.service() {
-        let answer = within(deadline, dispatch(&service, request, body, &mut record))
-            .await
-            .unwrap_or_else(|| ApiError::DeadlineExceeded.into_response());
+        // Whether the request handed a write to the store decides what a failure says:
+        // nothing was changed, or the outcome is unknown (`write_outcome`).
+        let begun = WriteBegun::default();
+        let dispatched = write_outcome::tracked(&begun, async {
+            dispatch(&service, request, body, &mut record)
+                .await
+                .map_err(|error| error.after_write(begun.get()))
+        });
+        let answer = within(deadline, dispatched).await.unwrap_or_else(|| {
+            ApiError::DeadlineExceeded
+                .after_write(begun.get())
+                .into_response()
+        });
         if may_go_out(&node, &acknowledged) {
             answer
         } else {
-            ApiError::NotPrimary.into_response()
+            ApiError::NotPrimary
+                .after_write(begun.get())
+                .into_response()
         }
     } else {
         ApiError::NotPrimary.into_response()

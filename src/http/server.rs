@@ -48,8 +48,8 @@ pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// The answer to a connection past the cap, written without waiting before it is closed.
 const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
 content-type: application/json; charset=utf-8\r\nretry-after: 1\r\nconnection: close\r\n\
-content-length: 65\r\n\r\n\
-{\"message\":\"Service temporarily unavailable. Try again shortly.\"}";
+content-length: 93\r\n\r\n\
+{\"message\":\"Service temporarily unavailable. Try again shortly.\",\"outcome\":\"nothing_changed\"}";
 
 /// Logs one line for a burst of similar events, at most once a second.
 struct LogAtMostEverySecond {

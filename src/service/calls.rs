@@ -34,12 +34,17 @@ pub struct ActorCalls {
     deadline: Duration,
 }
 
-/// Withdraws the request when dropped, unless its actor has already begun it.
+/// Withdraws the request when dropped, unless its actor has already begun it; and tells the
+/// request's [`super::write_outcome`] if the actor has begun writing it, whether the call
+/// ends in an answer, a failure or the caller's going away.
 struct Withdraw(Arc<Handoff>);
 
 impl Drop for Withdraw {
     fn drop(&mut self) {
         self.0.withdraw();
+        if self.0.has_written() {
+            super::write_outcome::begun();
+        }
     }
 }
 

@@ -93,6 +93,7 @@ impl Service {
         let written =
             self.registry
                 .create_customer(webstore, &customer, record, new, Box::new(turn))?;
+        super::write_outcome::begun();
         written.durable().await?;
         tracing::info!(customer_id = %customer.id, webstore = %webstore.settings.id, "customer created");
         Ok(Arc::new(customer))

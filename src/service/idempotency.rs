@@ -23,6 +23,10 @@ use super::{KeyedWrite, ServiceError};
 
 type Key = (WebstoreIdx, String);
 
+/// The longest an idempotent replay waits for the store's durability: below a group
+/// primary's read lease (1.5 s), so that a replay at a cut is answered as reads are.
+pub const REPLAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The lock of one key, and how many requests hold or wait for it. `users` only changes
 /// under the map's entry lock, so the entry goes exactly when its last user does.
 #[derive(Default)]
@@ -145,8 +149,14 @@ impl IdempotencyGate {
         match record {
             Some(record) if same_kind && record.body_sha256 == pending.body_sha256 => {
                 // The first request may have been cut off after its write and before its
-                // durability; never acknowledge what a crash could still take back.
-                store.durable().await?;
+                // durability; never acknowledge what a crash could still take back. A replay
+                // changes nothing and waits no longer than a read may: a log that does not
+                // answer within REPLAY_WAIT (a stalled disk, a changelog cut off) is a 503,
+                // nothing changed, within the read lease, not at the write's give-up.
+                match tokio::time::timeout(REPLAY_WAIT, store.durable()).await {
+                    Ok(durable) => durable?,
+                    Err(_) => return Err(ServiceError::Busy),
+                }
                 Ok(KeyedWrite::Replayed(RecordedResponse {
                     status: record.status,
                     location: record.location,

@@ -20,6 +20,8 @@
 //! - [`cut_over`]: what a node records of a webstore in a move, one state machine per
 //!   webstore;
 //! - [`webhooks`]: the operator's view of webhook deliveries, and redelivery;
+//! - [`write_outcome`]: whether a request's write may have reached the log (what tells "nothing
+//!   was changed" from "outcome unknown");
 //! - `tests` and `read_committed_tests` (tests only): the service over a store that fails or
 //!   stalls, requests cut off at every await point, and read committed.
 //!
@@ -45,6 +47,7 @@ pub mod producers;
 pub mod serving;
 pub mod sign_in_throttles;
 pub mod webhooks;
+pub mod write_outcome;
 
 use std::sync::Arc;
 use std::time::Duration;

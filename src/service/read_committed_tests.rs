@@ -48,6 +48,16 @@ impl LogGate {
     }
 }
 
+/// Fails the gate's log when dropped, so that a test ending (or failing) with syncs held at
+/// the gate lets its process exit.
+struct FailOnDrop(LogGate);
+
+impl Drop for FailOnDrop {
+    fn drop(&mut self) {
+        self.0.set(|state| state.failing = true);
+    }
+}
+
 /// A log that keeps nothing and syncs when its gate lets it.
 struct GatedLog(LogGate);
 
@@ -329,5 +339,85 @@ async fn no_reader_sees_an_order_s_change_before_it_is_durable() {
         read.as_ref()
             .map_or(true, |read| read.history == before.history),
         "a read showed a change given up: {read:?}"
+    );
+}
+
+/// Runs `request` as the HTTP layer does, tracking whether it began a write, cut off after
+/// `cut` (or at its end): whether it had begun one.
+async fn began_a_write<F: std::future::Future>(request: F, cut: Duration) -> bool {
+    let begun = super::write_outcome::WriteBegun::default();
+    let _ = tokio::time::timeout(cut, super::write_outcome::tracked(&begun, request)).await;
+    begun.get()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_says_whether_it_began_a_write_when_it_fails_or_is_cut_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let gate = LogGate::default();
+    let (service, webstore) = service_over(dir.path(), &gate);
+    // The log fails at the end, or at a failed assertion: its flusher never waits for ever.
+    let _fail_at_the_end = FailOnDrop(gate.clone());
+    let cut = Duration::from_millis(300);
+    let KeyedWrite::Made(anne) = service
+        .create_customer(&webstore, &ann(), None)
+        .await
+        .unwrap()
+    else {
+        panic!("a create without a key is never a replay");
+    };
+    let body = crate::domain::order::body::OrderBody::from_object(
+        json!({"customer_id": anne.id.0, "box_id": 217})
+            .as_object()
+            .cloned()
+            .unwrap(),
+    );
+    let KeyedWrite::Made(order) = service.create_order(&webstore, body, None).await.unwrap() else {
+        panic!("a create without a key is never a replay");
+    };
+    let change =
+        |body: Value| crate::domain::order::change::OrderChange::parse(body.as_object().unwrap());
+    let renamed = json!({"first_name": "Anne"}).as_object().cloned().unwrap();
+
+    // Refused before anything was written: never begun, whatever the log does.
+    gate.set(|state| state.closed = true);
+    let mut bob = ann();
+    bob.remove("email");
+    assert!(!began_a_write(service.create_customer(&webstore, &bob, None), cut).await);
+    let nothing = change(json!({"box_id": 217}));
+    assert!(
+        !began_a_write(
+            service.change_order(&webstore, order.id, nothing, None),
+            cut
+        )
+        .await,
+        "a change that changes nothing writes nothing"
+    );
+    let refused = change(json!({"frequency": "hourly"}));
+    assert!(
+        !began_a_write(
+            service.change_order(&webstore, order.id, refused, None),
+            cut
+        )
+        .await
+    );
+
+    // Handed to a log that does not answer, then cut off: begun, each kind of write.
+    let mut cat = ann();
+    cat.insert("email".into(), json!("cat@example.com"));
+    assert!(began_a_write(service.create_customer(&webstore, &cat, None), cut).await);
+    let weekly = change(json!({"frequency": "weekly"}));
+    assert!(began_a_write(service.change_order(&webstore, order.id, weekly, None), cut).await);
+    assert!(
+        began_a_write(service.update_customer(&webstore, anne.id, &renamed), cut).await,
+        "an actor's update waiting for the disk"
+    );
+    // The actor waits for the disk: a change behind it is withdrawn unbegun at the cut.
+    let fortnightly = change(json!({"frequency": "fortnightly"}));
+    assert!(
+        !began_a_write(
+            service.change_order(&webstore, order.id, fortnightly, None),
+            cut
+        )
+        .await
     );
 }

@@ -83,11 +83,11 @@ defaults
     timeout http-keep-alive 30s
     timeout check 1s
     # One more try, on another of the shard's nodes where it has one: for a request that
-    # never reached a node, and for one a node answered 503. boxsub answers 503 with
-    # nothing changed (overloaded, a standby, a webstore frozen or moved away in a move),
-    # except past a request's deadline, when a create may have been stored: so the frontend
-    # lets only requests that are safe to send twice be retried on a 503 (reads, and creates
-    # with an Idempotency-Key, whose second sending replays the first). A retry stays in the
+    # never reached a node, and for one a node answered 503. boxsub answers 503 only with
+    # nothing changed (overloaded, a standby, a webstore frozen or moved away in a move); a
+    # write it began and cannot say was stored is a 504, never retried here. The frontend
+    # still lets only requests that are safe to send twice be retried on a 503 (reads, and
+    # writes with an Idempotency-Key, whose second sending replays the first). A retry stays in the
     # backend the request was routed to: one for a webstore that moved to another shard
     # reaches it when the client sends it again, through the switched map.
     retries 1
@@ -96,11 +96,13 @@ defaults
     # Each request says its client in a last X-Forwarded-For header, which boxsub believes
     # of HAProxy's address alone (`serve --trusted-proxies`), for its limits per client.
     option forwardfor
-    http-error status 503 content-type application/json string '{{\"message\":\"Service temporarily unavailable. Try again shortly.\"}}' hdr Retry-After 1
+    http-error status 503 content-type application/json string '{{\"message\":\"Service temporarily unavailable. Try again shortly.\",\"outcome\":\"nothing_changed\"}}' hdr Retry-After 1
+    http-error status 502 content-type application/json string '{{\"message\":\"The service failed while answering. A change may have been stored: send it again with the same Idempotency-Key, or read the record, to find out.\",\"outcome\":\"unknown\"}}' hdr Retry-After 1
+    http-error status 504 content-type application/json string '{{\"message\":\"The request took too long and was cut off. A change may have been stored: send it again with the same Idempotency-Key, or read the record, to find out.\",\"outcome\":\"unknown\"}}' hdr Retry-After 1
 
 frontend boxsub
     bind {frontend}
-    # Only reads and keyed creates are retried on a 503 (see `retry-on` above).
+    # Only reads and keyed writes are retried on a 503 (see `retry-on` above).
     http-request disable-l7-retry if !{{ method GET HEAD }} !{{ req.hdr(Idempotency-Key) -m found }}
     # The producers' app: a browser sends no API key; the app's routing cookie names the
     # webstore, and the webstore map its shard. Without the cookie, the first shard, whose

@@ -442,7 +442,8 @@ const PAST_THE_CAP: usize = 3;
 
 /// Asserts that `answer`, everything a connection past the cap carried until it was closed,
 /// is the canned refusal that docs/api.md documents: a 503 with `Retry-After: 1`, JSON body
-/// `{"message":"Service temporarily unavailable. Try again shortly."}`, and the close.
+/// `{"message":"Service temporarily unavailable. Try again shortly.","outcome":"nothing_changed"}`,
+/// and the close.
 #[track_caller]
 fn assert_canned_refusal(answer: &[u8], closed: Closed) {
     let text = String::from_utf8_lossy(answer);
@@ -463,7 +464,8 @@ fn assert_canned_refusal(answer: &[u8], closed: Closed) {
     );
     assert_eq!(
         response.json(),
-        json!({"message": "Service temporarily unavailable. Try again shortly."}),
+        json!({"message": "Service temporarily unavailable. Try again shortly.",
+               "outcome": "nothing_changed"}),
         "{text}"
     );
     let length = response.header("content-length").map(str::parse::<usize>);
@@ -631,8 +633,9 @@ async fn a_request_past_the_request_deadline_gets_503_and_stores_nothing() {
     );
     assert_eq!(
         answer.json(),
-        json!({"message": "The request took too long and was cut off. A create may have been \
-                           stored: repeat it with the same Idempotency-Key to find out."})
+        json!({"message": "The request took too long and was cut off. Nothing was changed; \
+                           try again shortly.",
+               "outcome": "nothing_changed"})
     );
     assert!(
         (Duration::from_millis(900)..Duration::from_millis(2_500)).contains(&answered_after),

@@ -309,8 +309,27 @@ pub enum Outcome {
     Unknown(String),
 }
 
+/// What one answer said of its request's write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Said {
+    /// 201, made by this request.
+    Made,
+    /// 201, the replay of an earlier request's (`Idempotent-Replayed: true`).
+    Replayed,
+    /// 503 with `"outcome":"nothing_changed"`.
+    NothingChanged,
+    /// Anything else, or no answer: it may or may not be stored.
+    Unknown,
+}
+
 /// A keyed customer create on `app`: email `{tag}{n}@example.com`, key `{tag}-{n}`.
 pub async fn keyed_create(app: &TestApp, tag: &str, n: usize) -> Outcome {
+    keyed_create_saying(app, tag, n).await.0
+}
+
+/// [`keyed_create`], with what its answer said of the write. A 503 says `nothing_changed`
+/// or it is a failure of the test: boxsub answers a write it may have stored otherwise.
+pub async fn keyed_create_saying(app: &TestApp, tag: &str, n: usize) -> (Outcome, Said) {
     let email = format!("{tag}{n}@example.com");
     let key = format!("{tag}-{n}");
     let body = serde_json::to_vec(&customer_body(&email)).unwrap();
@@ -330,11 +349,46 @@ pub async fn keyed_create(app: &TestApp, tag: &str, n: usize) -> Outcome {
     .await;
     match sent {
         Ok(Ok(response)) if response.status == 201 => {
-            Outcome::Acked(response.json()["id"].as_i64().expect("an id"))
+            let said = if response.header("idempotent-replayed").as_deref() == Some("true") {
+                Said::Replayed
+            } else {
+                Said::Made
+            };
+            let id = response.json()["id"].as_i64().expect("an id");
+            (Outcome::Acked(id), said)
         }
-        Ok(Ok(response)) => Outcome::Unknown(format!("{} {}", response.status, response.text())),
-        Ok(Err(error)) => Outcome::Unknown(error),
-        Err(_) => Outcome::Unknown("no answer in 15 s".into()),
+        Ok(Ok(response)) => {
+            let said = match (
+                response.status,
+                serde_json::from_slice::<Value>(&response.body),
+            ) {
+                (503, Ok(body)) => {
+                    assert_eq!(
+                        body["outcome"], "nothing_changed",
+                        "a 503 that does not say nothing was changed: {body}"
+                    );
+                    Said::NothingChanged
+                }
+                _ => Said::Unknown,
+            };
+            let outcome = Outcome::Unknown(format!("{} {}", response.status, response.text()));
+            (outcome, said)
+        }
+        Ok(Err(error)) => (Outcome::Unknown(error), Said::Unknown),
+        Err(_) => (Outcome::Unknown("no answer in 15 s".into()), Said::Unknown),
+    }
+}
+
+/// Holds what a create's answers said to the group's record of it: a create made by an
+/// earlier attempt (its last, successful one a replay) must have had an attempt that said
+/// its outcome was unknown; one whose every earlier attempt said "nothing was changed" was
+/// refused and held.
+pub fn assert_refusals_were_true(tag: &str, n: usize, said: &[Said]) {
+    if said.last() == Some(&Said::Replayed) {
+        assert!(
+            said[..said.len() - 1].contains(&Said::Unknown),
+            "{tag}{n}: answered \"nothing was changed\" and then replayed as made: {said:?}"
+        );
     }
 }
 
@@ -381,7 +435,8 @@ pub async fn write_to_group_showing(
             break;
         }
         progress.store(n, std::sync::atomic::Ordering::Relaxed);
-        let mut outcome = keyed_create(&apps[current], &tag, n).await;
+        let (mut outcome, first) = keyed_create_saying(&apps[current], &tag, n).await;
+        let mut said = vec![first];
         for _ in 0..100 {
             if matches!(outcome, Outcome::Acked(_))
                 || stop.load(std::sync::atomic::Ordering::Relaxed)
@@ -390,8 +445,11 @@ pub async fn write_to_group_showing(
             }
             current = (current + 1) % apps.len();
             tokio::time::sleep(Duration::from_millis(50)).await;
-            outcome = keyed_create(&apps[current], &tag, n).await;
+            let (again, saying) = keyed_create_saying(&apps[current], &tag, n).await;
+            outcome = again;
+            said.push(saying);
         }
+        assert_refusals_were_true(&tag, n, &said);
         outcomes.insert(n, outcome);
     }
     outcomes
