@@ -5,6 +5,7 @@
 //! Must not touch: I/O, async, the clock or randomness (callers pass "now"), any other
 //! module of the crate.
 
+pub mod account;
 pub mod catalogue;
 pub mod customer;
 pub mod cutoff;
@@ -22,6 +23,7 @@ pub mod ownership;
 pub mod paging;
 pub mod password;
 pub mod quotas;
+pub mod raw_fields;
 pub mod routing;
 pub mod throttle;
 pub mod time_zones;

@@ -31,7 +31,43 @@ impl Amount {
     pub fn checked_neg(self) -> Option<Amount> {
         self.0.checked_neg().map(Amount)
     }
+
+    /// An amount as a request spells it, read exactly from its JSON text (`raw`: a number or
+    /// a string): digits with at most two decimals, a `-` in front where negative, at most
+    /// [`MAX_AMOUNT`] either way; no exponent, no `+`, no spaces. `None` for anything else.
+    pub fn from_json_text(raw: &str) -> Option<Amount> {
+        let raw = raw.trim();
+        let text = match raw.strip_prefix('"') {
+            Some(quoted) => quoted.strip_suffix('"')?,
+            None => raw,
+        };
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+        let all_digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+        if whole.is_empty()
+            || whole.len() > 12
+            || !all_digits(whole)
+            || fraction.len() > 2
+            || (digits.contains('.') && fraction.is_empty())
+            || !all_digits(fraction)
+        {
+            return None;
+        }
+        let cents =
+            whole.parse::<i64>().ok()? * 100 + format!("{fraction:0<2}").parse::<i64>().ok()?;
+        if cents > MAX_AMOUNT.0 {
+            return None;
+        }
+        Some(Amount(if negative { -cents } else { cents }))
+    }
 }
+
+/// The largest amount one request may move: 100,000,000.00 (so that no sum of a ledger's
+/// amounts comes near what an `i64` holds).
+pub const MAX_AMOUNT: Amount = Amount(10_000_000_000);
 
 impl fmt::Display for Amount {
     /// Two decimals, with a sign where negative: `12.50`, `-0.05`.
@@ -61,6 +97,30 @@ impl Discount {
     /// Its ten-thousandths.
     pub fn ten_thousandths(self) -> u16 {
         self.0
+    }
+
+    /// A discount as a request spells it, read exactly from its JSON text (a number or a
+    /// string): from 0 to 1 with at most four decimals (`0.1`, `"0.125"`, `1`).
+    pub fn from_json_text(raw: &str) -> Option<Discount> {
+        let raw = raw.trim();
+        let text = match raw.strip_prefix('"') {
+            Some(quoted) => quoted.strip_suffix('"')?,
+            None => raw,
+        };
+        let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+        let all_digits = |part: &str| part.bytes().all(|b| b.is_ascii_digit());
+        if whole.is_empty()
+            || whole.len() > 1
+            || !all_digits(whole)
+            || fraction.len() > 4
+            || (text.contains('.') && fraction.is_empty())
+            || !all_digits(fraction)
+        {
+            return None;
+        }
+        let value = whole.parse::<u16>().ok()? * Discount::WHOLE
+            + format!("{fraction:0<4}").parse::<u16>().ok()?;
+        Discount::of(value)
     }
 }
 
@@ -115,6 +175,63 @@ mod tests {
         assert_eq!(Amount(0).to_string(), "0.00");
         assert_eq!(Amount(-100_000).to_string(), "-1000.00");
         assert_eq!(Amount(i64::MIN).to_string(), "-92233720368547758.08");
+    }
+
+    #[test]
+    fn amounts_are_read_exactly_from_their_text() {
+        for (text, cents) in [
+            ("12.50", 1250),
+            ("\"12.5\"", 1250),
+            ("12", 1200),
+            ("0.05", 5),
+            ("-3.10", -310),
+            ("\"-0.01\"", -1),
+            ("100000000", 10_000_000_000),
+        ] {
+            assert_eq!(Amount::from_json_text(text), Some(Amount(cents)), "{text}");
+        }
+        for text in [
+            "12.505",
+            "1e2",
+            "+1",
+            "1.",
+            ".5",
+            "",
+            "\"\"",
+            "\" 1\"",
+            "100000000.01",
+            "--1",
+            "1,5",
+            "true",
+            "null",
+            "[1]",
+            "\"12.5",
+            "0x10",
+            "1.2.3",
+            "999999999999999999999",
+        ] {
+            assert_eq!(Amount::from_json_text(text), None, "{text}");
+        }
+    }
+
+    #[test]
+    fn discounts_are_read_exactly_from_their_text() {
+        for (text, value) in [
+            ("0", 0),
+            ("0.1", 1000),
+            ("\"0.125\"", 1250),
+            ("1", 10_000),
+            ("1.0000", 10_000),
+        ] {
+            assert_eq!(
+                Discount::from_json_text(text),
+                Discount::of(value),
+                "{text}"
+            );
+        }
+        for text in ["1.0001", "-0.1", "0.12345", "2", "10", "1e-1", "\"\"", "0."] {
+            assert_eq!(Discount::from_json_text(text), None, "{text}");
+        }
     }
 
     #[test]
