@@ -47,6 +47,12 @@ pub enum Kind {
     FrozenDelivery = 9,
     /// `kinds::deliveries::FrozenDayRecord`.
     FrozenDay = 10,
+    /// `kinds::accounts::AccountRecord`.
+    Account = 11,
+    /// `kinds::accounts::TransactionRecord`.
+    Transaction = 12,
+    /// `kinds::accounts::PaymentRecord`.
+    Payment = 13,
 }
 
 /// Why a record could not be decoded.

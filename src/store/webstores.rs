@@ -1,7 +1,8 @@
 //! Every kind of record of one webstore at once: which webstores hold the records an export
 //! carries webstore by webstore (events, the events-pruned mark, webhook positions and
-//! redelivery requests, sessions), and the removal of all of a webstore's records once it is
-//! released to another shard. Must not touch: any one record's layout (each kind's).
+//! redelivery requests, sessions), and the removal of all of a webstore's records (its
+//! customers' accounts, ledgers and payments among them) once it is released to another
+//! shard. Must not touch: any one record's layout (each kind's).
 
 use super::keys::webstore_prefix;
 use super::kinds::{customers, deliveries, events, idempotency, sessions, webhook_positions};
@@ -12,7 +13,7 @@ use crate::store::pending::event_chunks;
 use crate::store::pending::order_chunks;
 
 impl Store {
-    /// Removes everything of webstore `id` (its customers, their orders, its email, number
+    /// Removes everything of webstore `id` (its customers, their orders and accounts, its email, number
     /// and idempotency entries, its events and their events-pruned mark, its webhook
     /// webhook positions and redelivery requests) in logged batches of removals, each within
     /// the log's limit:
@@ -27,6 +28,7 @@ impl Store {
                 doomed.push(key.to_vec());
                 true
             })?;
+            doomed.extend(self.account_keys(customer.0)?);
         }
         for prefix in [
             customers::EMAIL,

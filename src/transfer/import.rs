@@ -3,7 +3,9 @@
 //! order id, an idempotency key, or a webstore that already has customers, events or
 //! webhook positions), and refuses the import, writing nothing, if any does; when the
 //! header names one webstore, a line of another is refused too. A second pass writes it in
-//! batches; should a write fail part-way (a full disk), what was written is removed again.
+//! batches (first removing the frozen lists a webstore imported has here: with no customer
+//! here, they are empty); should a write fail part-way (a full disk), what was written is
+//! removed again.
 //! Events keep their sequence numbers; a webstore's events-pruned mark removes the events up
 //! to it that the import (or, for a move's rounds, an earlier round) brought, since the
 //! retention sweep starts past the mark and would never reach them. Exports of every version
@@ -410,8 +412,6 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
             Some("events")
         } else if has_webhook_positions(store, webstore)? {
             Some("webhook positions")
-        } else if store.freeze_mark(webstore)?.is_some() {
-            Some("frozen delivery lists")
         } else {
             None
         };
@@ -513,6 +513,13 @@ fn import_then(
 ) -> Result<Imported, TransferError> {
     let imported = check(store, input, progress)?;
     let mut batches = Batches::new(store);
+    // A webstore imported has no customer here (`check`), so any frozen lists it has here
+    // are empty: the import's own take their place.
+    for webstore in &imported.webstores {
+        let mut removal = WriteBatch::default();
+        store.add_frozen_lists_removal(&mut removal, webstore)?;
+        batches.add(removal, Store::apply)?;
+    }
     let mut written_through = 0u64;
     let outcome = read_records(input, &mut |number, record| {
         let mut writes = WriteBatch::default();

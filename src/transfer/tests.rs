@@ -3,7 +3,8 @@
 //! (a redelivery asked and not yet taken up as the record it will make);
 //! a move's rounds bring new events and remove what the source pruned; an export of
 //! version 1 still imports; lines of another webstore, events out of order and a webstore
-//! whose events are already here are refused with nothing written.
+//! whose events are already here are refused with nothing written; a webstore's empty
+//! frozen lists here give way to its import.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -857,4 +858,85 @@ fn the_previous_format_s_records_and_export_still_read_as_today_s() {
         section(&new, "exported"),
         "the old export imports to today's records"
     );
+}
+
+/// A node that served a webstore without customers past a cut-off holds its empty frozen
+/// lists: the webstore's import is taken all the same, and its own lists and mark replace
+/// them (none of the empty ones is left).
+#[test]
+fn a_webstore_s_empty_frozen_lists_here_give_way_to_its_import() {
+    use crate::domain::day::Day;
+    use crate::store::kinds::deliveries::{
+        add_freeze_mark, add_frozen_day, FreezeMark, FrozenDayRecord,
+    };
+
+    // Arrange
+    let stores = Stores::new();
+    let source = stores.open("source");
+    seed(&source, "shop", 1, 1..=2, 0);
+    let mut batch = WriteBatch::default();
+    let empty = FrozenDayRecord {
+        paused: 0,
+        skipped: 0,
+        cancelled: 0,
+        halted: 0,
+    };
+    add_frozen_day(
+        &mut batch,
+        "shop",
+        Day(20_010),
+        &FrozenDayRecord {
+            paused: 1,
+            ..empty.clone()
+        },
+    );
+    add_freeze_mark(
+        &mut batch,
+        "shop",
+        FreezeMark {
+            since: Day(20_010),
+            through: Day(20_010),
+        },
+    );
+    source.apply(batch).unwrap();
+    let file = stores.file("shop.jsonl");
+    exported(&source, Some("shop"), &file);
+    let target = stores.open("target");
+    let mut batch = WriteBatch::default();
+    for day in 20_005..=20_012 {
+        add_frozen_day(&mut batch, "shop", Day(day), &empty);
+    }
+    add_freeze_mark(
+        &mut batch,
+        "shop",
+        FreezeMark {
+            since: Day(20_005),
+            through: Day(20_012),
+        },
+    );
+    target.apply(batch).unwrap();
+
+    // Act
+    let outcome = imported(&target, &file);
+
+    // Assert
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(
+        target.freeze_mark("shop").unwrap(),
+        Some(FreezeMark {
+            since: Day(20_010),
+            through: Day(20_010)
+        })
+    );
+    for day in 20_005..=20_012 {
+        let expected = (day == 20_010).then(|| FrozenDayRecord {
+            paused: 1,
+            ..empty.clone()
+        });
+        assert_eq!(
+            target.frozen_day("shop", Day(day)).unwrap(),
+            expected,
+            "day {day}"
+        );
+    }
 }

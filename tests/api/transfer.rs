@@ -285,11 +285,13 @@ async fn a_colliding_import_is_refused_and_writes_nothing() {
         &["export", "--output", before.to_str().unwrap()],
         &target.data,
     ));
-    // And a store that has customers of its own in webstore B, from another id range.
+    // And a store that has customers of its own in webstore B, from another id range. It
+    // serves B alone: a node that served A past a cut-off would hold A's frozen (empty)
+    // lists, and be refused for A first.
     let other = DataDir::new();
     let app = Launch::new()
         .on(&other)
-        .args(&["--id-range", "2"])
+        .args(&["--id-range", "2", "--webstores", "store-b"])
         .spawn()
         .await;
     app.create_customer_b_ok("mine@example.com").await;

@@ -26,6 +26,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::orders::ExtraRecord;
+use crate::domain::account::delivery_mark::DeliveryStatus;
 use crate::domain::day::Day;
 use crate::domain::ids::OrderId;
 use crate::domain::money::Amount;
@@ -90,47 +91,6 @@ pub fn frozen_key_parts(key: &[u8]) -> Option<(&str, Day, Option<OrderId>)> {
             Some(OrderId(u64::from_be_bytes(tail[4..].try_into().ok()?))),
         )),
         _ => None,
-    }
-}
-
-/// What became of a frozen delivery.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DeliveryStatus {
-    /// Packed, not yet marked (nor charged).
-    Pending,
-    /// Delivered.
-    Delivered,
-    /// Not delivered.
-    NotDelivered,
-}
-
-impl DeliveryStatus {
-    /// Its code in a record.
-    pub fn code(self) -> u8 {
-        match self {
-            DeliveryStatus::Pending => 0,
-            DeliveryStatus::Delivered => 1,
-            DeliveryStatus::NotDelivered => 2,
-        }
-    }
-
-    /// The status of a record's code.
-    pub fn of_code(code: u8) -> Option<DeliveryStatus> {
-        match code {
-            0 => Some(DeliveryStatus::Pending),
-            1 => Some(DeliveryStatus::Delivered),
-            2 => Some(DeliveryStatus::NotDelivered),
-            _ => None,
-        }
-    }
-
-    /// Its name in the API.
-    pub fn name(self) -> &'static str {
-        match self {
-            DeliveryStatus::Pending => "pending",
-            DeliveryStatus::Delivered => "delivered",
-            DeliveryStatus::NotDelivered => "not_delivered",
-        }
     }
 }
 
@@ -388,6 +348,35 @@ pub fn add_frozen_delivery(
     record: &DeliveryRecord,
 ) {
     batch.put(frozen_delivery_key(webstore_id, day, order), encode(record));
+}
+
+impl Store {
+    /// Adds to `batch` the removal of every frozen list of webstore `webstore_id` and of its
+    /// mark: what an import does before it brings the webstore's own, where this store holds
+    /// the webstore without a customer (a node that served it past a cut-off froze its empty
+    /// dates). Those lists are empty, so nothing is lost; were the import taken back, the
+    /// freezing duty freezes the dates again, as empty as they were.
+    pub fn add_frozen_lists_removal(
+        &self,
+        batch: &mut WriteBatch,
+        webstore_id: &str,
+    ) -> Result<(), StoreError> {
+        self.inner
+            .storage
+            .for_each(&webstore_prefix(FROZEN, webstore_id), &mut |key, _| {
+                batch.delete(key.to_vec());
+                true
+            })?;
+        if self
+            .inner
+            .storage
+            .get(&freeze_mark_key(webstore_id))?
+            .is_some()
+        {
+            batch.delete(freeze_mark_key(webstore_id));
+        }
+        Ok(())
+    }
 }
 
 /// Adds an imported webstore's frozen dates to `batch`.

@@ -9,6 +9,8 @@
 //!
 //! - `change`: the keyed write every kind's change takes (idempotency record, event, the
 //!   kind's own writes, in one log entry).
+//! - [`accounts`]: `a` records (a customer's account), `t` records (its ledger) and `p`
+//!   records (its payments).
 //! - [`customers`]: `c` records, `e` (email) and `n` (number) index entries.
 //! - [`deliveries`]: `f` records (each frozen date's deliveries and the date itself) and
 //!   the `m frozen/` mark.
@@ -26,6 +28,7 @@
 //! them from here; the kinds and everything else name them from there. Must not touch: the
 //! layers' own state (the log, the waiting puts, sled).
 
+pub mod accounts;
 pub(crate) mod change;
 pub mod customers;
 pub mod deliveries;
@@ -52,6 +55,10 @@ use super::replica::Replica;
 use super::{OnDurable, OpenForWrite, Store, StoreError, Written};
 use crate::domain::day::Day;
 use crate::domain::ids::OrderId;
+use accounts::{
+    account_key, add_account_record, add_payment_record, add_transaction_record, payment_key,
+    transaction_key, AccountRecord, PaymentRecord, TransactionRecord,
+};
 use change::ChangeWrites;
 use customers::{
     add_customer_record, add_new_customer, customer_key, email_holder_key, number_key,
@@ -191,6 +198,36 @@ pub fn layout() -> Vec<KeyRow> {
             ],
         ),
         row(
+            "a + customer id",
+            account_key(7),
+            record::<AccountRecord>(),
+            writers![
+                Store::write_account,
+                add_account_record,
+                Store::purge_webstore
+            ],
+        ),
+        row(
+            "t + customer id + transaction number",
+            transaction_key(7, 1),
+            record::<TransactionRecord>(),
+            writers![
+                Store::write_account,
+                add_transaction_record,
+                Store::purge_webstore
+            ],
+        ),
+        row(
+            "p + customer id + payment id",
+            payment_key(7, 11),
+            record::<PaymentRecord>(),
+            writers![
+                Store::write_account,
+                add_payment_record,
+                Store::purge_webstore
+            ],
+        ),
+        row(
             "o + customer id + order id",
             order_key(7, 9),
             record::<OrderRecord>(),
@@ -245,6 +282,7 @@ pub fn layout() -> Vec<KeyRow> {
                 Store::create_customer,
                 Store::create_order,
                 Store::update_order,
+                Store::write_account,
                 add_idempotency_record,
                 Store::sweep_idempotency,
                 Store::purge_webstore,
@@ -266,6 +304,7 @@ pub fn layout() -> Vec<KeyRow> {
                 Store::update_customer,
                 Store::create_order,
                 Store::update_order,
+                Store::write_account,
                 add_event_record,
                 Store::prune_events,
                 Store::purge_webstore,
@@ -376,6 +415,7 @@ pub fn layout() -> Vec<KeyRow> {
             writers![
                 Store::freeze_deliveries,
                 add_frozen_delivery,
+                Store::add_frozen_lists_removal,
                 Store::purge_webstore,
             ],
         ),
@@ -386,6 +426,7 @@ pub fn layout() -> Vec<KeyRow> {
             writers![
                 Store::freeze_deliveries,
                 add_frozen_day,
+                Store::add_frozen_lists_removal,
                 Store::purge_webstore
             ],
         ),
@@ -396,6 +437,7 @@ pub fn layout() -> Vec<KeyRow> {
             writers![
                 Store::freeze_deliveries,
                 add_freeze_mark,
+                Store::add_frozen_lists_removal,
                 Store::purge_webstore
             ],
         ),

@@ -8,11 +8,10 @@ use serde::{Deserialize, Serialize};
 
 use super::orders::{extra_quantities, extra_records, ExtraQuantity};
 use super::{date_text, BadLine};
+use crate::domain::account::delivery_mark::DeliveryStatus;
 use crate::domain::day::{parse_iso_date, Day};
 use crate::domain::ids::OrderId;
-use crate::store::kinds::deliveries::{
-    DeliveryRecord, DeliveryStatus, FreezeMark, FrozenDayRecord,
-};
+use crate::store::kinds::deliveries::{DeliveryRecord, FreezeMark, FrozenDayRecord};
 
 /// A delivery of a frozen date, as exported (`store::kinds::deliveries::DeliveryRecord`,
 /// with its webstore, date and order from the key).
