@@ -507,6 +507,18 @@ fn check_line(line: Line) -> bool {
             .inspect(|(.., record)| round_trip(record))
             .is_ok(),
         Line::FrozenThrough(mark) => mark.into_mark().is_ok(),
+        Line::Account(account) => account
+            .into_record()
+            .inspect(round_trip)
+            .is_ok_and(|record| record.into_account(false).is_some()),
+        Line::Transaction(transaction) => transaction
+            .into_record()
+            .inspect(round_trip)
+            .is_ok_and(|record| record.into_transaction().is_some()),
+        Line::Payment(payment) => payment
+            .into_record()
+            .inspect(round_trip)
+            .is_ok_and(|record| record.into_payment().is_some()),
     }
 }
 

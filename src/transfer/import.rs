@@ -23,6 +23,10 @@ use super::format::{parse_line, reads_version, Line, FORMAT, OLDEST_READ, VERSIO
 use super::{Progress, TransferError};
 use crate::domain::day::Day;
 use crate::domain::ids::{CustomerId, OrderId};
+use crate::store::kinds::accounts::{
+    self, add_account_record, add_payment_record, add_transaction_record, AccountRecord,
+    PaymentRecord, TransactionRecord,
+};
 use crate::store::kinds::customers::CustomerRecord;
 use crate::store::kinds::deliveries::{
     self, add_freeze_mark, add_frozen_day, add_frozen_delivery, DeliveryRecord, FreezeMark,
@@ -57,6 +61,8 @@ pub struct Imported {
     pub sessions: u64,
     /// Frozen deliveries and frozen dates.
     pub frozen_deliveries: u64,
+    /// Customers' accounts, their transactions and payments.
+    pub account_records: u64,
 }
 
 /// Records written per store batch at most; fewer where the store's log takes smaller
@@ -136,13 +142,22 @@ enum Record {
     FrozenDay(String, Day, FrozenDayRecord),
     /// Webstore, its frozen dates.
     FrozenThrough(String, FreezeMark),
+    Account(AccountRecord),
+    Transaction(TransactionRecord),
+    Payment(PaymentRecord),
 }
 
 impl Record {
     /// The webstore the record belongs to, where it names one, and what it is, for errors.
     fn owner(&self) -> Option<(&str, String)> {
         match self {
-            Record::Header(_) | Record::Order(_) => None,
+            Record::Header(_) | Record::Order(_) | Record::Transaction(_) | Record::Payment(_) => {
+                None
+            }
+            Record::Account(account) => Some((
+                &account.webstore_id,
+                format!("the account of customer {}", account.customer_id),
+            )),
             Record::Customer(customer) => {
                 Some((&customer.webstore_id, format!("customer {}", customer.id)))
             }
@@ -240,6 +255,9 @@ fn read_records(
         let record = match line {
             Line::Header { .. } => return Err(TransferError::line(number, "a second header")),
             Line::Customer(line) => line.into_record().map(Record::Customer),
+            Line::Account(line) => line.into_record().map(Record::Account),
+            Line::Transaction(line) => line.into_record().map(Record::Transaction),
+            Line::Payment(line) => line.into_record().map(Record::Payment),
             Line::Order(line) => line.into_record().map(Record::Order),
             Line::Idempotency(line) => {
                 let (webstore, key) = (line.webstore_id.clone(), line.key.clone());
@@ -334,6 +352,20 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
                 }
                 orders.push(order.id);
                 imported.orders += 1;
+            }
+            Record::Account(AccountRecord { customer_id, .. })
+            | Record::Transaction(TransactionRecord { customer_id, .. })
+            | Record::Payment(PaymentRecord { customer_id, .. }) => {
+                if customers.binary_search(&customer_id).is_err() {
+                    return Err(TransferError::line(
+                        number,
+                        format!(
+                            "an account's record of customer {customer_id}, who is not in the \
+                             export"
+                        ),
+                    ));
+                }
+                imported.account_records += 1;
             }
             Record::Idempotency(webstore, key, _) => {
                 if store.has_idempotency(&webstore, &key)? {
@@ -527,6 +559,9 @@ fn import_then(
             Record::Header(_) => return Ok(true),
             Record::Customer(customer) => add_customer_record(&mut writes, customer),
             Record::Order(order) => add_order_record(&mut writes, order),
+            Record::Account(record) => add_account_record(&mut writes, record),
+            Record::Transaction(record) => add_transaction_record(&mut writes, record),
+            Record::Payment(record) => add_payment_record(&mut writes, record),
             Record::Idempotency(webstore, key, record) => {
                 add_idempotency_record(&mut writes, webstore, key, record)
             }
@@ -622,6 +657,13 @@ fn undo(
             Record::Order(order) => {
                 batch.delete(order_chunks::order_key(order.customer_id, order.id))
             }
+            Record::Account(record) => batch.delete(accounts::account_key(record.customer_id)),
+            Record::Transaction(record) => {
+                batch.delete(accounts::transaction_key(record.customer_id, record.number))
+            }
+            Record::Payment(record) => {
+                batch.delete(accounts::payment_key(record.customer_id, record.id))
+            }
             Record::Idempotency(webstore, key, _) => {
                 batch.delete(idempotency::idempotency_version(&webstore, &key, 1))
             }
@@ -699,6 +741,30 @@ pub fn apply_live(
                 }
                 applied.orders += 1;
                 add_order_record(&mut writes, order);
+            }
+            Record::Account(AccountRecord { customer_id, .. })
+            | Record::Transaction(TransactionRecord { customer_id, .. })
+            | Record::Payment(PaymentRecord { customer_id, .. })
+                if !customers.contains(customer_id) =>
+            {
+                return Err(TransferError::line(
+                    number,
+                    format!(
+                        "an account's record of customer {customer_id}, who is not in the changes"
+                    ),
+                ));
+            }
+            Record::Account(record) => {
+                applied.account_records += 1;
+                add_account_record(&mut writes, record);
+            }
+            Record::Transaction(record) => {
+                applied.account_records += 1;
+                add_transaction_record(&mut writes, record);
+            }
+            Record::Payment(record) => {
+                applied.account_records += 1;
+                add_payment_record(&mut writes, record);
             }
             Record::Idempotency(owner, key, record) => {
                 applied.idempotency_records += 1;

@@ -132,7 +132,7 @@ fn events_marks_and_webhook_positions_travel_byte_for_byte_and_export_again_the_
     let (first, second) = (stores.file("first.jsonl"), stores.file("second.jsonl"));
     exported(&source, None, &first);
     let text = std::fs::read_to_string(&first).unwrap();
-    assert!(text.starts_with(r#"{"type":"header","format":"boxsub-export","version":4,"#));
+    assert!(text.starts_with(r#"{"type":"header","format":"boxsub-export","version":5,"#));
     assert_eq!(text.matches(r#""type":"event""#).count(), 8, "{text}");
     assert_eq!(text.matches(r#""type":"delivery""#).count(), 2, "{text}");
 
@@ -939,4 +939,111 @@ fn a_webstore_s_empty_frozen_lists_here_give_way_to_its_import() {
             "day {day}"
         );
     }
+}
+
+/// A customer's account, ledger and payments travel with the customer: exported after the
+/// orders, imported as they were, exported again the same; a move's round carries them too.
+#[test]
+fn accounts_ledgers_and_payments_travel_with_their_customer_and_export_again_the_same() {
+    use crate::domain::account::payment::{Payment, PaymentMethod};
+    use crate::domain::account::transaction::{Posting, TransactionKind, TransactionOf};
+    use crate::domain::account::Account;
+    use crate::domain::day::Day;
+    use crate::domain::ids::CustomerId;
+    use crate::domain::money::Amount;
+    use crate::store::kinds::accounts::AccountWrite;
+
+    // Arrange
+    let stores = Stores::new();
+    let source = stores.open("source");
+    seed(&source, "shop", 1, 1..=1, 0);
+    let (account, transaction) = Account::opened(CustomerId(1), 10)
+        .post(
+            Posting {
+                amount: Amount(1_999),
+                kind: TransactionKind::Payment,
+                description: "Cash at the door".into(),
+                date: Day(20_400),
+                of: TransactionOf::Payment { payment_id: 5 },
+            },
+            6,
+            11,
+            None,
+        )
+        .unwrap();
+    let payment = Payment {
+        id: 5,
+        customer_id: CustomerId(1),
+        amount: Amount(1_999),
+        method: PaymentMethod::Cash,
+        description: Some("door".into()),
+        reference: None,
+        date: Day(20_400),
+        transaction_id: 6,
+        reversal_id: None,
+        created_at: 11,
+    };
+    let write = AccountWrite {
+        account: &account,
+        transactions: std::slice::from_ref(&transaction),
+        payment: Some(&payment),
+    };
+    drop(
+        source
+            .write_account("shop", write, None, None, Box::new(|| ()))
+            .unwrap(),
+    );
+    let file = stores.file("shop.jsonl");
+    exported(&source, Some("shop"), &file);
+
+    // Act
+    let target = stores.open("target");
+    let outcome = imported(&target, &file);
+
+    // Assert
+    let imported = outcome.unwrap();
+    assert_eq!(
+        imported.account_records, 3,
+        "the account, its transaction, its payment"
+    );
+    assert_eq!(
+        target.account_record(CustomerId(1)).unwrap(),
+        source.account_record(CustomerId(1)).unwrap()
+    );
+    assert_eq!(
+        target.transaction_records(CustomerId(1), 0, 1, 10).unwrap(),
+        source.transaction_records(CustomerId(1), 0, 1, 10).unwrap()
+    );
+    assert_eq!(
+        target.payment_records(CustomerId(1)).unwrap(),
+        source.payment_records(CustomerId(1)).unwrap()
+    );
+    let again = stores.file("again.jsonl");
+    exported(&target, Some("shop"), &again);
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        std::fs::read(&again).unwrap()
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(
+        text.contains(r#""type":"payment""#) && text.contains(r#""method":"cash""#),
+        "{text}"
+    );
+
+    // A move's round: the changed customer is shipped with its account.
+    let changed = Changed {
+        customers: BTreeSet::from([1]),
+        ..Changed::default()
+    };
+    let mut out = Vec::new();
+    export_changed(&source, "shop", &changed, &mut out).unwrap();
+    let round = stores.file("round.jsonl");
+    std::fs::write(&round, out).unwrap();
+    let moved = stores.open("moved");
+    let (applied, _) = apply_live(&moved, "shop", &round, &|_| Ok(())).unwrap();
+    assert_eq!(applied.account_records, 3);
+    assert_eq!(
+        moved.account_record(CustomerId(1)).unwrap(),
+        source.account_record(CustomerId(1)).unwrap()
+    );
 }

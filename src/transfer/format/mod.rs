@@ -1,14 +1,18 @@
 //! The export format: JSON lines, one record per line, in a fixed order (a header; customers
-//! by id, orders by customer and id, idempotency records by webstore and key; then, webstore
+//! by id, orders by customer and id, customers' accounts by customer (each account, its
+//! ledger by number, its payments by id), idempotency records by webstore and key; then, webstore
 //! by webstore, its events by sequence number, how far the retention sweep removed them, its
 //! webhook endpoints' positions by endpoint, its producers' sessions in the web app by digest,
 //! and its frozen dates, each date's record then its deliveries by order, then how far they
 //! go) and with a fixed field order, so that exporting what was imported gives the same bytes.
 //!
 //! ```text
-//! {"type":"header","format":"boxsub-export","version":4,"webstore":null}
+//! {"type":"header","format":"boxsub-export","version":5,"webstore":null}
 //! {"type":"customer","id":1,"webstore_id":"shop","number":1,"first_name":"Joe",…}
 //! {"type":"order","id":7,"customer_id":1,"created_at":…,"versions":[{"box_id":217,…}]}
+//! {"type":"account","customer_id":1,"webstore_id":"shop","balance_cents":-1250,…}
+//! {"type":"transaction","id":12,"customer_id":1,"number":1,"amount_cents":2500,…}
+//! {"type":"payment","id":11,"customer_id":1,"amount_cents":2500,"method":"cash",…}
 //! {"type":"idempotency","webstore_id":"shop","key":"k-1","body_sha256":"…","status":201,…}
 //! {"type":"event","webstore_id":"shop","sequence":1,"event_type":"customer.created",…}
 //! {"type":"events_pruned","webstore_id":"shop","through":0}
@@ -19,13 +23,14 @@
 //! Here: the line ([`Line`]), the versions read, [`BadLine`]; each kind's line and its
 //! conversions to and from the store's record are in a room of their own. Versions 1 (no
 //! event, delivery, events-pruned or session lines), 2 (orders without history, read as never
-//! changed; customers without halts) and 3 (an order's latest content at the top of its
-//! line) are still read. Must not touch: the store, files.
+//! changed; customers without halts), 3 (an order's latest content at the top of its
+//! line) and 4 (no account, transaction or payment lines) are still read. Must not touch: the store, files.
 
 use serde::{Deserialize, Serialize};
 
 use crate::domain::day::Day;
 
+mod accounts;
 mod customers;
 mod events;
 mod frozen;
@@ -37,6 +42,7 @@ mod sessions;
 mod tests;
 mod webhook_positions;
 
+pub use accounts::{AccountLine, PaymentLine, TransactionLine};
 pub use customers::{AddressLine, CustomerLine, HaltLine};
 pub use events::{EventLine, EventsPrunedLine};
 pub use frozen::{FrozenDayLine, FrozenDeliveryLine, FrozenThroughLine};
@@ -49,7 +55,7 @@ pub use webhook_positions::WebhookPositionLine;
 /// The name in every export's header.
 pub const FORMAT: &str = "boxsub-export";
 /// The version this release writes.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 /// The oldest version this release reads (every version from it to [`VERSION`]).
 pub const OLDEST_READ: u32 = 1;
 
@@ -97,6 +103,12 @@ pub enum Line<O = OrderLine> {
     FrozenDay(FrozenDayLine),
     /// A webstore's frozen dates, after its frozen days (version 4 on).
     FrozenThrough(FrozenThroughLine),
+    /// A customer's account, after the orders (version 5 on).
+    Account(AccountLine),
+    /// A transaction of an account's ledger, after its account (version 5 on).
+    Transaction(TransactionLine),
+    /// A payment of a customer, after its account's transactions (version 5 on).
+    Payment(PaymentLine),
 }
 
 /// A line of an export of format `version`, as this release writes it: before version 4,
@@ -121,6 +133,7 @@ impl<O> Line<O> {
             | Line::WebhookPosition(_)
             | Line::Session(_) => 2,
             Line::FrozenDelivery(_) | Line::FrozenDay(_) | Line::FrozenThrough(_) => 4,
+            Line::Account(_) | Line::Transaction(_) | Line::Payment(_) => 5,
         }
     }
 }
