@@ -51,7 +51,7 @@ use crate::metrics::METRICS;
 /// message round trip. Only the actor writes it, after each change is on disk.
 pub type Published = Arc<std::sync::RwLock<Arc<Customer>>>;
 
-/// How many of a customer's order writes are not on disk yet (see [`OnDisk`]): shared with
+/// How many of a customer's order writes are not on disk yet (see `OnDisk`): shared with
 /// the registry, which makes a read of one of its orders wait for them, and never passivates
 /// the actor while there are any.
 pub type OrdersWriting = Arc<AtomicUsize>;

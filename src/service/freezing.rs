@@ -38,7 +38,7 @@ const MOST_DATES: usize = 31;
 
 impl Service {
     /// Freezes the dates of `webstore` that have locked and are not frozen yet, oldest first,
-    /// at most [`MOST_DATES`]; how many. Nothing while the webstore is not served here for
+    /// at most `MOST_DATES`; how many. Nothing while the webstore is not served here for
     /// writes, or is being copied to another shard (the move's target freezes what it
     /// takes over).
     pub async fn freeze_locked_dates(

@@ -131,7 +131,7 @@ const ENCODE_CAPACITY: usize = 256;
 const ALWAYS_READABLE: usize = MAX_PAYLOAD / 256;
 
 /// Encodes a record that its decoder will read back: a larger record than
-/// [`ALWAYS_READABLE`] bytes is decoded once, counted the way every later read counts it,
+/// `ALWAYS_READABLE` bytes is decoded once, counted the way every later read counts it,
 /// and refused ([`CodecError::TooLarge`]) if that fails. The writers of records that can grow
 /// (orders, their events and idempotency records, customers) write through this, so that
 /// no write is acknowledged whose record the store could not read back.
