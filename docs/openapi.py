@@ -172,6 +172,11 @@ MONEY = {
     "description": "An amount of money as a decimal string with two places, e.g. `\"30.00\"`.",
     "examples": ["30.00"],
 }
+SIGNED_MONEY = {
+    "type": "string", "pattern": "^-?[0-9]+\\.[0-9]{2}$",
+    "description": "A signed amount of money as a decimal string with two places, e.g. `\"-12.50\"`.",
+    "examples": ["-12.50"],
+}
 ID = {"type": "integer", "minimum": 1}
 DATE = {"type": "string", "format": "date", "description": "A civil date, `YYYY-MM-DD`."}
 
@@ -257,12 +262,12 @@ schemas["Customer"] = closed(
                                    "`\"halted\": true`): from the first delivery date "
                                    "after the cut-off on, none of its orders is delivered "
                                    "until the halt ends."},
-        "discount?": {"type": "boolean", "description": "Always `false`."},
-        "discount": {"type": "number", "description": "Always `0.0`."},
+        "discount?": {"type": "boolean", "description": "Whether the customer's account has a discount."},
+        "discount": {"type": "number", "description": "The account's discount on box and extras: a fraction from 0 to 1, at most four decimals (`0.0` for none)."},
         "number": {"type": "string", "pattern": "^[0-9]{4,}$",
                    "description": "The customer's number in its webstore, from 1, zero-padded "
                                   "to at least four digits."},
-        "account_balance": dict(MONEY, description="Always `\"0.00\"`."),
+        "account_balance": dict(SIGNED_MONEY, description="The account's balance, the sum of its transactions, with a sign where negative (`\"-12.50\"`)."),
         "webstore_id": {"type": "string"},
         "webstore_name": {"type": "string"},
         "address": dict(sref("Address"),
@@ -1927,6 +1932,285 @@ WEBHOOK_RESPONSES = {
 }
 
 
+# ---------------------------------------------------------------------------
+# A customer's account: its balance, ledger and payments, and the writes that move money
+# ---------------------------------------------------------------------------
+
+schemas["Account"] = closed(
+    {
+        "customer_id": ID,
+        "balance": dict(SIGNED_MONEY, description="The sum of the account's transactions."),
+        "currency": {"type": "string", "description": "The webstore's ISO currency code."},
+        "discount": {"type": "number", "minimum": 0, "maximum": 1,
+                     "description": "The customer's discount on box and extras, at most four "
+                                    "decimals."},
+        "balance_threshold": {"oneOf": [SIGNED_MONEY, {"type": "null"}],
+                              "description": "The customer's own spend limit, or null (the "
+                                             "webstore's)."},
+        "halted_by_balance": {"type": "boolean",
+                              "description": "Whether the balance is at or below the spend "
+                                             "limit in force."},
+        "updated_at": {"type": "string", "format": "date-time"},
+    },
+    description="A customer's account: its balance is the sum of its transactions and is "
+                "never set directly.",
+)
+schemas["Transaction"] = closed(
+    {
+        "id": dict(ID, description="Unique across the service."),
+        "customer_id": ID,
+        "number": dict(ID, description="Its place in the account's ledger, from 1."),
+        "amount": dict(SIGNED_MONEY, description="What it added to the balance."),
+        "balance": dict(SIGNED_MONEY, description="The balance after it."),
+        "kind": {"type": "string", "enum": ["charge", "charge_reversal", "payment",
+                                            "payment_reversal", "adjustment"]},
+        "description": {"type": "string"},
+        "date": DATE,
+        "created_at": {"type": "string", "format": "date-time"},
+        "order_id": dict(ID, description="The order whose delivery it is of (a charge)."),
+        "payment_id": dict(ID, description="The payment it is of (a payment, a reversal)."),
+    },
+    required=["id", "customer_id", "number", "amount", "balance", "kind", "description",
+              "date", "created_at"],
+    description="One entry of an account's ledger; never changed once posted.",
+)
+schemas["TransactionsPage"] = closed(
+    {
+        "transactions": {"type": "array", "items": sref("Transaction")},
+        "next": {"type": "integer", "minimum": 0,
+                 "description": "The number to pass as `after` for the next page."},
+        "has_more": {"type": "boolean"},
+    },
+    description="A page of a ledger, oldest first.",
+)
+schemas["Payment"] = closed(
+    {
+        "id": dict(ID, description="Unique across the service."),
+        "customer_id": ID,
+        "amount": MONEY,
+        "method": {"type": "string", "enum": ["bank_transfer", "credit_card", "cash",
+                                              "delivery", "unspecified"]},
+        "description": {"type": ["string", "null"]},
+        "reference": {"type": ["string", "null"]},
+        "date": DATE,
+        "reversed": {"type": "boolean"},
+        "transaction_id": dict(ID, description="Its `payment` transaction."),
+        "reversal_transaction_id": {"oneOf": [ID, {"type": "null"}],
+                                    "description": "Its `payment_reversal` transaction, once "
+                                                   "reversed."},
+        "created_at": {"type": "string", "format": "date-time"},
+    },
+    description="A payment received, credited to the customer's account.",
+)
+AMOUNT_IN = {"oneOf": [{"type": "string"}, {"type": "number"}],
+             "description": "A decimal string or a JSON number with at most two decimals, "
+                            "read exactly from its text (`12.50`, `\"12.50\"`); anything "
+                            "else is `is invalid`."}
+schemas["PaymentBody"] = {
+    "type": "object",
+    "properties": {
+        "amount": AMOUNT_IN,
+        "method": {"type": "string", "enum": ["bank_transfer", "credit_card", "cash",
+                                              "delivery", "unspecified"],
+                   "default": "unspecified"},
+        "description": {"type": ["string", "null"], "maxLength": 255},
+        "reference": {"type": ["string", "null"], "maxLength": 255},
+        "date": dict(DATE, description="The date it was paid; default today in the "
+                                       "webstore's zone."),
+    },
+    "required": ["amount"],
+    "description": "A payment, bare or wrapped as `{\"payment\": {...}}`. A field not "
+                   "named here is `is not a field of this request`.",
+}
+schemas["AdjustmentBody"] = {
+    "type": "object",
+    "properties": {
+        "amount": dict(AMOUNT_IN, description="Signed and not 0: what it adds to the balance. "
+                                              + AMOUNT_IN["description"]),
+        "description": {"type": "string", "minLength": 1, "maxLength": 255},
+        "date": dict(DATE, description="Default today in the webstore's zone."),
+    },
+    "required": ["amount", "description"],
+    "description": "A correction of the balance, bare or wrapped as `{\"adjustment\": "
+                   "{...}}`.",
+}
+parameters["PaymentIdPath"] = path_id("payment")
+parameters["MoneyIdempotencyKey"] = dict(
+    parameters["IdempotencyKey"], required=True,
+    description="Required on every write that moves money (without it, 428): a retry with "
+                "the same key and body after a lost answer replays the first answer and "
+                "posts nothing again. " + parameters["IdempotencyKey"]["description"])
+responses["IdempotencyKeyRequired"] = {
+    "description": "A write that moves money came without an `Idempotency-Key`. Nothing "
+                   "was changed.",
+    "headers": hdrs(),
+    "content": json_content(sref("Message"), msg_ex(
+        ("key_required", "A write that moves money needs an Idempotency-Key header, so that "
+                         "a retry after a lost answer is made once. Nothing was changed; "
+                         "send it again with a key of your own (the same key for each retry "
+                         "of the same request)."))),
+}
+
+ACCOUNT_EX = {"customer_id": 1, "balance": "-12.50", "currency": "NZD", "discount": 0.0,
+              "balance_threshold": None, "halted_by_balance": False,
+              "updated_at": "2026-12-01T09:30:00Z"}
+PAYMENT_EX = {"id": 1099511627777, "customer_id": 1, "amount": "25.00", "method": "cash",
+              "description": "At the door", "reference": None, "date": "2026-12-01",
+              "reversed": False, "transaction_id": 1099511627778,
+              "reversal_transaction_id": None, "created_at": "2026-12-01T09:30:00Z"}
+TRANSACTION_EX = {"id": 1099511627778, "customer_id": 1, "number": 1, "amount": "25.00",
+                  "balance": "25.00", "kind": "payment", "description": "At the door",
+                  "date": "2026-12-01", "created_at": "2026-12-01T09:30:00Z",
+                  "payment_id": 1099511627777}
+
+
+PAYMENT_CREATED_EVENT_EX = {
+    "id": "evt_3b1f0c2d4e5a69788796a5b4c3d2e1f0", "type": "payment.created",
+    "sequence": 5, "created_at": "2026-12-01T09:30:00.000Z", "data": PAYMENT_EX,
+}
+PAYMENT_REVERSED_EVENT_EX = {
+    "id": "evt_4c2a1d3e5f6b7a8998a7b6c5d4e3f201", "type": "payment.reversed",
+    "sequence": 6, "created_at": "2026-12-02T10:00:00.000Z",
+    "data": dict(PAYMENT_EX, reversed=True, reversal_transaction_id=1099511627779),
+}
+TRANSACTION_CREATED_EVENT_EX = {
+    "id": "evt_5d3b2e4f6a7c8b9aa9b8c7d6e5f40312", "type": "transaction.created",
+    "sequence": 7, "created_at": "2026-12-02T10:05:00.000Z",
+    "data": {k: v for k, v in dict(TRANSACTION_EX, number=3, kind="adjustment",
+                                   amount="5.00", balance="5.00",
+                                   description="Damaged box").items() if k != "payment_id"},
+}
+MONEY_EVENTS = [
+    ("payment.created", "PaymentCreatedEvent", "paymentCreatedWebhook",
+     dict(sref("Payment"), description="The payment as `GET /v1/payments/{id}` answers it."),
+     "`POST /v1/customers/{id}/payments`", PAYMENT_CREATED_EVENT_EX),
+    ("payment.reversed", "PaymentReversedEvent", "paymentReversedWebhook",
+     dict(sref("Payment"), description="The payment, reversed."),
+     "`POST /v1/payments/{id}/reversal`", PAYMENT_REVERSED_EVENT_EX),
+    ("transaction.created", "TransactionCreatedEvent", "transactionCreatedWebhook",
+     dict(sref("Transaction"), description="The transaction posted."),
+     "`POST /v1/customers/{id}/adjustments`", TRANSACTION_CREATED_EVENT_EX),
+]
+for kind, name, _, data, made_by, example in MONEY_EVENTS:
+    schemas[name] = event(kind, data, made_by, {k: v for k, v in example.items()})
+    schemas["Event"]["oneOf"].append(sref(name))
+    schemas["Event"]["discriminator"]["mapping"][kind] = f"#/components/schemas/{name}"
+
+
+def money_op(op_id, summary, description, ok, body):
+    o = op(op_id, summary, description, "Accounts", ok,
+           params=[p("MoneyIdempotencyKey")], body=body, not_found=True,
+           unprocessable="Unprocessable")
+    o["responses"]["428"] = r("IdempotencyKeyRequired")
+    o["responses"] = dict(sorted(o["responses"].items()))
+    return o
+
+
+paths["/v1/customers/{id}/account"] = {
+    "parameters": [p("CustomerIdPath")],
+    "get": op(
+        "getAccount", "A customer's account",
+        "The balance (the sum of the account's transactions), the currency, the discount, "
+        "the spend limit and whether the balance halts the customer.",
+        "Accounts",
+        {"200": {"description": "The account.", "headers": hdrs(),
+                 "content": json_content(sref("Account"),
+                                         {"account": ex("An account", ACCOUNT_EX)})}},
+        not_found=True),
+}
+paths["/v1/customers/{id}/transactions"] = {
+    "parameters": [p("CustomerIdPath")],
+    "get": op(
+        "listTransactions", "A customer's ledger",
+        "The account's transactions oldest first, a page at a time: those numbered after "
+        "`after` (default 0), at most `limit` (1 to 500, default 100). Pass `next` as "
+        "`after` for the next page while `has_more`. Only durable transactions are listed.",
+        "Accounts",
+        {"200": {"description": "A page of the ledger.", "headers": hdrs(),
+                 "content": json_content(sref("TransactionsPage"), {
+                     "page": ex("One payment", {"transactions": [TRANSACTION_EX],
+                                                "next": 1, "has_more": False})})}},
+        params=[
+            {"name": "after", "in": "query", "required": False,
+             "description": "A transaction number; default 0.",
+             "schema": {"type": "integer", "minimum": 0}},
+            {"name": "limit", "in": "query", "required": False,
+             "description": "1 to 500; default 100.",
+             "schema": {"type": "integer", "minimum": 1, "maximum": 500}},
+        ],
+        not_found=True, unprocessable="QueryUnprocessable"),
+}
+paths["/v1/customers/{id}/payments"] = {
+    "parameters": [p("CustomerIdPath")],
+    "get": op(
+        "listPayments", "A customer's payments",
+        "Every payment of the customer, in id order, reversed ones included.",
+        "Accounts",
+        {"200": {"description": "The payments.", "headers": hdrs(),
+                 "content": json_content({"type": "array", "items": sref("Payment")},
+                                         {"payments": ex("A payment", [PAYMENT_EX])})}},
+        not_found=True),
+    "post": money_op(
+        "createPayment", "Record a payment",
+        "Credits the customer's account with a payment received: a `payment` transaction "
+        "of its amount (above 0). `method` defaults to `unspecified`, `date` to today in "
+        "the webstore's zone. Every failing field is named at once; a refusal changes "
+        "nothing. An `Idempotency-Key` is required.",
+        {"201": {"description": "Recorded. `Location` names the payment.",
+                 "headers": hdrs("Location", "Idempotent-Replayed"),
+                 "content": json_content(sref("Payment"), {"payment": ex("Cash", PAYMENT_EX)})}},
+        {"required": True, "description": "The payment. At most 64 KiB.",
+         "content": json_content(sref("PaymentBody"), {
+             "wrapped": ex("Cash at the door", {"payment": {"amount": "25.00",
+                                                             "method": "cash",
+                                                             "description": "At the door"}}),
+             "number": ex("A number", {"amount": 12.5})})}),
+}
+paths["/v1/customers/{id}/adjustments"] = {
+    "parameters": [p("CustomerIdPath")],
+    "post": money_op(
+        "createAdjustment", "Adjust a balance",
+        "Corrects the customer's balance by a signed, non-zero amount, with a description "
+        "(required): an `adjustment` transaction. An `Idempotency-Key` is required.",
+        {"201": {"description": "Posted. `Location` names the account.",
+                 "headers": hdrs("Location", "Idempotent-Replayed"),
+                 "content": json_content(sref("Transaction"), {"adjustment": ex(
+                     "A credit", {k: v for k, v in dict(
+                         TRANSACTION_EX, kind="adjustment", amount="5.00", balance="5.00",
+                         description="Damaged box").items() if k != "payment_id"})})}},
+        {"required": True, "description": "The adjustment. At most 64 KiB.",
+         "content": json_content(sref("AdjustmentBody"), {
+             "credit": ex("A credit", {"adjustment": {"amount": "5.00",
+                                                      "description": "Damaged box"}})})}),
+}
+paths["/v1/payments/{id}"] = {
+    "parameters": [p("PaymentIdPath")],
+    "get": op(
+        "getPayment", "Get a payment",
+        "The payment with this id, if its customer belongs to the caller's webstore.",
+        "Accounts",
+        {"200": {"description": "The payment.", "headers": hdrs(),
+                 "content": json_content(sref("Payment"), {"payment": ex("A payment",
+                                                                          PAYMENT_EX)})}},
+        not_found=True),
+}
+paths["/v1/payments/{id}/reversal"] = {
+    "parameters": [p("PaymentIdPath")],
+    "post": money_op(
+        "reversePayment", "Reverse a payment",
+        "Reverses the payment once: a `payment_reversal` transaction of minus its amount. "
+        "A payment already reversed is a 422 naming `payment`. The body is empty or an "
+        "empty object. An `Idempotency-Key` is required.",
+        {"200": {"description": "The payment, reversed. `Location` names it.",
+                 "headers": hdrs("Location", "Idempotent-Replayed"),
+                 "content": json_content(sref("Payment"), {"reversed": ex(
+                     "Reversed", dict(PAYMENT_EX, reversed=True,
+                                      reversal_transaction_id=1099511627779))})}},
+        {"required": False, "description": "Nothing, or `{}`.",
+         "content": json_content({"type": "object", "additionalProperties": False})}),
+}
+
+
 def webhook(kind, op_id, schema, example):
     return {"post": {
         "operationId": op_id,
@@ -1964,6 +2248,8 @@ webhooks = {
     "order.updated": webhook("order.updated", "orderUpdatedWebhook",
                              "OrderUpdatedEvent", ORDER_UPDATED_EVENT_EX),
 }
+for kind, name, op_id, _, _, example in MONEY_EVENTS:
+    webhooks[kind] = webhook(kind, op_id, name, example)
 
 DESCRIPTION = """\
 boxsub is a box-subscription ordering service. Shopping carts push customers and orders into \
@@ -2024,6 +2310,8 @@ doc = {
         {"name": "Customers", "description": "Customers, their addresses and sign-in."},
         {"name": "Orders", "description": "Box orders and their schedules."},
         {"name": "Deliveries", "description": "The delivery list of a date."},
+        {"name": "Accounts", "description": "Each customer's account: its balance, ledger "
+                                            "and payments, and the writes that move money."},
         {"name": "Catalogue", "description": "Boxes, delivery services and the webstore."},
         {"name": "Events", "description": "What the writes changed: the events feed and "
                                           "the webhooks."},

@@ -313,6 +313,7 @@ pub(crate) mod tests {
             address,
             password_hash: None,
             halts: crate::domain::halts::Halts::none(),
+            account: crate::domain::account::Account::opened(CustomerId(order), 0),
         };
         let extras = if with_extras {
             extras

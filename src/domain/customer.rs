@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value};
 
+use super::account::Account;
 use super::catalogue::{AddressRequirements, Webstore, WebstoreIdx};
 use super::day::Day;
 use super::email::Email;
@@ -72,6 +73,9 @@ pub struct Customer {
     pub password_hash: Option<String>,
     /// When none of its orders is delivered (`halted?` says whether a halt is on).
     pub halts: Halts,
+    /// Its account (`account_balance` and `discount` in its answers), kept in a record of
+    /// its own (`store::kinds::accounts`) and read with the customer.
+    pub account: Account,
 }
 
 impl Customer {
@@ -115,6 +119,7 @@ impl Customer {
             address,
             password_hash: changes.password_hash,
             halts: Halts::none(),
+            account: Account::opened(id, 0),
         }
     }
 

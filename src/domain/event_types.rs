@@ -14,15 +14,24 @@ pub enum EventType {
     OrderCreated,
     /// An order was changed (`PATCH`/`PUT /v1/orders/{id}`).
     OrderUpdated,
+    /// A payment was recorded to a customer's account.
+    PaymentCreated,
+    /// A payment was reversed.
+    PaymentReversed,
+    /// A transaction was posted to an account by an adjustment.
+    TransactionCreated,
 }
 
 impl EventType {
     /// Every type, in the order the documents list them.
-    pub const ALL: [EventType; 4] = [
+    pub const ALL: [EventType; 7] = [
         EventType::CustomerCreated,
         EventType::CustomerUpdated,
         EventType::OrderCreated,
         EventType::OrderUpdated,
+        EventType::PaymentCreated,
+        EventType::PaymentReversed,
+        EventType::TransactionCreated,
     ];
 
     /// Its name in events, feeds and the catalogue.
@@ -32,6 +41,9 @@ impl EventType {
             EventType::CustomerUpdated => "customer.updated",
             EventType::OrderCreated => "order.created",
             EventType::OrderUpdated => "order.updated",
+            EventType::PaymentCreated => "payment.created",
+            EventType::PaymentReversed => "payment.reversed",
+            EventType::TransactionCreated => "transaction.created",
         }
     }
 

@@ -64,6 +64,11 @@ pub enum Resource {
     Customer(CustomerId),
     /// `POST /v1/orders` made this order.
     Order(OrderId),
+    /// `POST /v1/customers/{id}/payments` recorded this payment, or
+    /// `POST /v1/payments/{id}/reversal` reversed it.
+    Payment(u64),
+    /// `POST /v1/customers/{id}/adjustments` posted to this customer's account.
+    Account(CustomerId),
 }
 
 /// The kind of resource an endpoint creates, without its id.
@@ -73,10 +78,16 @@ pub enum ResourceKind {
     Customer,
     /// `POST /v1/orders`.
     Order,
+    /// A payment's record or reversal.
+    Payment,
+    /// An adjustment of an account.
+    Account,
 }
 
 const CUSTOMERS_PATH: &str = "/v1/customers/";
 const ORDERS_PATH: &str = "/v1/orders/";
+const PAYMENTS_PATH: &str = "/v1/payments/";
+const ACCOUNT_SUFFIX: &str = "/account";
 
 impl Resource {
     /// The `Location` of the created resource.
@@ -84,6 +95,8 @@ impl Resource {
         match self {
             Resource::Customer(id) => format!("{CUSTOMERS_PATH}{id}"),
             Resource::Order(id) => format!("{ORDERS_PATH}{id}"),
+            Resource::Payment(id) => format!("{PAYMENTS_PATH}{id}"),
+            Resource::Account(id) => format!("{CUSTOMERS_PATH}{id}{ACCOUNT_SUFFIX}"),
         }
     }
 
@@ -96,8 +109,15 @@ impl Resource {
             }
             digits.parse().ok()
         };
-        if let Some(digits) = location.strip_prefix(CUSTOMERS_PATH) {
+        if let Some(account) = location
+            .strip_prefix(CUSTOMERS_PATH)
+            .and_then(|rest| rest.strip_suffix(ACCOUNT_SUFFIX))
+        {
+            id(account).map(|id| Resource::Account(CustomerId(id)))
+        } else if let Some(digits) = location.strip_prefix(CUSTOMERS_PATH) {
             id(digits).map(|id| Resource::Customer(CustomerId(id)))
+        } else if let Some(digits) = location.strip_prefix(PAYMENTS_PATH) {
+            id(digits).map(Resource::Payment)
         } else if let Some(digits) = location.strip_prefix(ORDERS_PATH) {
             id(digits).map(|id| Resource::Order(OrderId(id)))
         } else {
@@ -110,6 +130,8 @@ impl Resource {
         match self {
             Resource::Customer(_) => ResourceKind::Customer,
             Resource::Order(_) => ResourceKind::Order,
+            Resource::Payment(_) => ResourceKind::Payment,
+            Resource::Account(_) => ResourceKind::Account,
         }
     }
 }
@@ -134,11 +156,12 @@ mod tests {
     proptest! {
         #![proptest_config(ProptestConfig { failure_persistence: None, ..ProptestConfig::default() })]
         #[test]
-        fn a_location_names_what_it_was_written_from(id in 1u64.., order in any::<bool>()) {
-            let created = if order {
-                Resource::Order(OrderId(id))
-            } else {
-                Resource::Customer(CustomerId(id))
+        fn a_location_names_what_it_was_written_from(id in 1u64.., kind in 0..4u8) {
+            let created = match kind {
+                0 => Resource::Order(OrderId(id)),
+                1 => Resource::Customer(CustomerId(id)),
+                2 => Resource::Payment(id),
+                _ => Resource::Account(CustomerId(id)),
             };
             prop_assert_eq!(Resource::from_location(&created.location()), Some(created));
         }

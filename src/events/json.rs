@@ -50,29 +50,46 @@ pub fn render_event(sequence: u64, record: &EventRecord) -> Result<Vec<u8>, Code
         }
     };
     let data = data.map_err(|error| CodecError::Payload(error.to_string()))?;
+    wrap(
+        id,
+        &record.event_type,
+        sequence,
+        record.created_at_ms,
+        &data,
+    )
+}
+
+/// The event `{"id", "type", "sequence", "created_at", "data"}` around `data`, the resource's
+/// JSON: how a stored record is rendered, and how an event stored as its JSON (a money
+/// write's) is made.
+pub fn wrap(
+    id: &[u8; 16],
+    event_type: &str,
+    sequence: u64,
+    created_at_ms: i64,
+    data: &[u8],
+) -> Result<Vec<u8>, CodecError> {
     let mut json = Vec::with_capacity(EVENT_CAPACITY.max(data.len() + 128));
-    let at = jiff::Timestamp::from_millisecond(record.created_at_ms)
+    let at = jiff::Timestamp::from_millisecond(created_at_ms)
         .map_err(|error| CodecError::Payload(error.to_string()))?;
     // Every field but `data` is ASCII with nothing to escape: a hex id, a fixed type name
     // (checked), a number and a timestamp.
-    if !record
-        .event_type
+    if !event_type
         .bytes()
         .all(|byte| byte.is_ascii_lowercase() || byte == b'.' || byte == b'_')
     {
         return Err(CodecError::Payload(format!(
-            "the event type {:?} is not a type's name",
-            record.event_type
+            "the event type {event_type:?} is not a type's name"
         )));
     }
     let _ = write!(
         json,
         r#"{{"id":"evt_{}","type":"{}","sequence":{sequence},"created_at":"{}","data":"#,
         hex::encode(id),
-        record.event_type,
+        event_type,
         at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ"),
     );
-    json.extend_from_slice(&data);
+    json.extend_from_slice(data);
     json.push(b'}');
     Ok(json)
 }

@@ -28,13 +28,17 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 
+use crate::domain::account::payment::Payment;
+use crate::domain::account::transaction::Transaction;
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
 use crate::domain::order::Order;
+use crate::store::codec::CodecError;
 use crate::store::kinds::customers::CustomerRecord;
 use crate::store::kinds::events::{EventBody, EventRecord};
 use crate::store::kinds::orders::OrderRecord;
 use crate::store::{event_write, EventWrite, OnDurable, Store, StoreError, Written};
+use crate::views::accounts::{PaymentView, TransactionView};
 use ids::EventIds;
 use sequence::{InFlight, Sequencer};
 
@@ -140,26 +144,101 @@ impl Events {
         })
     }
 
+    /// The `payment.created` event of `payment`.
+    pub fn payment_created(
+        &self,
+        webstore: &Webstore,
+        payment: &Payment,
+    ) -> Result<NewEvent, StoreError> {
+        self.as_json(
+            webstore,
+            EventType::PaymentCreated,
+            &PaymentView::new(payment),
+        )
+    }
+
+    /// The `payment.reversed` event of `payment`, reversed.
+    pub fn payment_reversed(
+        &self,
+        webstore: &Webstore,
+        payment: &Payment,
+    ) -> Result<NewEvent, StoreError> {
+        self.as_json(
+            webstore,
+            EventType::PaymentReversed,
+            &PaymentView::new(payment),
+        )
+    }
+
+    /// The `transaction.created` event of `transaction` (an adjustment's).
+    pub fn transaction_created(
+        &self,
+        webstore: &Webstore,
+        transaction: &Transaction,
+    ) -> Result<NewEvent, StoreError> {
+        self.as_json(
+            webstore,
+            EventType::TransactionCreated,
+            &TransactionView::new(transaction),
+        )
+    }
+
+    /// An event stored as its JSON, `data` rendered now: a money write's resource has no
+    /// record of its own to render it from later.
+    fn as_json(
+        &self,
+        webstore: &Webstore,
+        kind: EventType,
+        data: &impl serde::Serialize,
+    ) -> Result<NewEvent, StoreError> {
+        let damaged = |source| StoreError::Corrupt {
+            key: format!("a {} event", kind.name()),
+            source,
+        };
+        let data = crate::views::render(data)
+            .map_err(|error| damaged(CodecError::Payload(error.to_string())))?;
+        self.numbered_with(webstore, kind, |id, sequence, created_at_ms| {
+            json::wrap(&id, kind.name(), sequence, created_at_ms, &data)
+                .map(EventBody::Json)
+                .map_err(damaged)
+        })
+    }
+
     fn numbered(
         &self,
         webstore: &Webstore,
         kind: EventType,
         body: impl FnOnce([u8; 16]) -> EventBody,
     ) -> Result<NewEvent, StoreError> {
+        self.numbered_with(webstore, kind, |id, _, _| Ok(body(id)))
+    }
+
+    /// An event of `kind` numbered next in its webstore, its body made from its id, number
+    /// and time.
+    fn numbered_with(
+        &self,
+        webstore: &Webstore,
+        kind: EventType,
+        body: impl FnOnce([u8; 16], u64, i64) -> Result<EventBody, StoreError>,
+    ) -> Result<NewEvent, StoreError> {
         let webstore_id = &webstore.settings.id;
         let in_flight = self.sequencer(webstore_id)?.allocate();
-        let write = event_write(
-            webstore_id,
-            in_flight.sequence(),
-            &EventRecord {
-                event_type: kind.name().to_owned(),
-                created_at_ms: jiff::Timestamp::now().as_millisecond(),
-                body: body(self.ids.next()),
-            },
-        );
+        let created_at_ms = jiff::Timestamp::now().as_millisecond();
+        let write = body(self.ids.next(), in_flight.sequence(), created_at_ms).and_then(|body| {
+            event_write(
+                webstore_id,
+                in_flight.sequence(),
+                &EventRecord {
+                    event_type: kind.name().to_owned(),
+                    created_at_ms,
+                    body,
+                },
+            )
+        });
         match write {
             Ok(write) => Ok(NewEvent { write, in_flight }),
-            // Too large to store: nothing was written, and its number settles at once.
+            // Too large to store, or not made: nothing was written, and its number settles
+            // at once.
             Err(error) => {
                 let if_refused = in_flight.if_refused();
                 drop(in_flight);

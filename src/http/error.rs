@@ -89,6 +89,9 @@ pub enum ApiError {
     /// lapsed) before the write was acknowledged.
     #[error("outcome unknown")]
     OutcomeUnknown,
+    /// A write that moves money came without an `Idempotency-Key`.
+    #[error("idempotency key required")]
+    IdempotencyKeyRequired,
     /// The events feed's cursor is past the retention (`true`) or another webstore's.
     #[error("events cursor gone")]
     CursorGone(bool),
@@ -118,6 +121,7 @@ impl ApiError {
             ApiError::Misdirected => StatusCode::MISDIRECTED_REQUEST,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::CursorGone(_) => StatusCode::GONE,
+            ApiError::IdempotencyKeyRequired => StatusCode::PRECONDITION_REQUIRED,
             ApiError::Unavailable
             | ApiError::Moving
             | ApiError::MovedAway
@@ -201,6 +205,11 @@ impl ApiError {
             },
             ApiError::Unavailable => "Service temporarily unavailable. Try again shortly.",
             ApiError::Conflict(_) => "Conflict",
+            ApiError::IdempotencyKeyRequired => {
+                "A write that moves money needs an Idempotency-Key header, so that a retry \
+                 after a lost answer is made once. Nothing was changed; send it again with a \
+                 key of your own (the same key for each retry of the same request)."
+            }
             ApiError::CursorGone(true) => {
                 "The events after this cursor are older than the feed keeps and are gone. \
                  Start again without `after` (from the oldest event kept) and reconcile \

@@ -34,7 +34,7 @@ use super::views::{
 };
 use super::Call;
 
-type Answer = Result<Response, ApiError>;
+pub(super) type Answer = Result<Response, ApiError>;
 
 pub(super) async fn list_customers(call: &Call<'_>) -> Answer {
     let embed = Embed::parse(call.params.get("embed"));
@@ -139,7 +139,7 @@ pub(super) async fn create_customer(call: &Call<'_>, raw_body: &[u8]) -> Answer 
 /// answer replayed. Only a write made now is acknowledged ([`Call::acknowledged`]: it goes
 /// out even if the lease lapsed meanwhile); a change that changed nothing and a replay are
 /// answered as reads are.
-fn keyed_response<T>(
+pub(super) fn keyed_response<T>(
     call: &Call<'_>,
     outcome: KeyedWrite<Arc<T>>,
     render: impl FnOnce(&T) -> RecordedResponse,
@@ -163,7 +163,7 @@ fn customer_created(customer: &Customer, webstore: &Webstore, embed: Embed) -> R
 }
 
 /// The `Idempotency-Key` header, checked; absent is fine.
-fn idempotency_key(call: &Call<'_>) -> Result<Option<IdempotencyKey>, ApiError> {
+pub(super) fn idempotency_key(call: &Call<'_>) -> Result<Option<IdempotencyKey>, ApiError> {
     let Some(value) = call.headers.get("idempotency-key") else {
         return Ok(None);
     };

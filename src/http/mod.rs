@@ -5,6 +5,7 @@
 //! Must not touch: domain rules beyond parsing inputs, the registry's maps, actor messages or
 //! storage; everything goes through [`crate::service::Service`].
 
+mod accounts;
 pub mod admin;
 mod body;
 pub mod client;
@@ -474,6 +475,13 @@ where
         ListDeliveries => handlers::list_deliveries(call).boxed(),
         OpenApi => return Ok(handlers::openapi()),
         ListEvents => return handlers::list_events(call),
+        GetAccount(id) => return accounts::get_account(call, id),
+        ListTransactions(id) => return accounts::list_transactions(call, id),
+        ListPayments(id) => accounts::list_payments(call, id).boxed(),
+        GetPayment(id) => accounts::get_payment(call, id).boxed(),
+        CreatePayment(id) => accounts::create_payment(call, id, &body).boxed(),
+        CreateAdjustment(id) => accounts::create_adjustment(call, id, &body).boxed(),
+        ReversePayment(id) => accounts::reverse_payment(call, id, &body).boxed(),
     };
     work.await
 }

@@ -52,6 +52,20 @@ pub enum Endpoint {
     OpenApi,
     /// `GET /v1/events`.
     ListEvents,
+    /// `GET /v1/customers/:id/account`.
+    GetAccount(CustomerId),
+    /// `GET /v1/customers/:id/transactions`.
+    ListTransactions(CustomerId),
+    /// `GET /v1/customers/:id/payments`.
+    ListPayments(CustomerId),
+    /// `POST /v1/customers/:id/payments`.
+    CreatePayment(CustomerId),
+    /// `POST /v1/customers/:id/adjustments`.
+    CreateAdjustment(CustomerId),
+    /// `GET /v1/payments/:id`.
+    GetPayment(u64),
+    /// `POST /v1/payments/:id/reversal`.
+    ReversePayment(u64),
 }
 
 /// Why a request matched no endpoint.
@@ -97,6 +111,18 @@ pub enum Route {
     OpenApi,
     /// `/v1/events`.
     Events,
+    /// `/v1/customers/:id/account`.
+    Account,
+    /// `/v1/customers/:id/transactions`.
+    Transactions,
+    /// `/v1/customers/:id/payments`.
+    CustomerPayments,
+    /// `/v1/customers/:id/adjustments`.
+    Adjustments,
+    /// `/v1/payments/:id`.
+    Payment,
+    /// `/v1/payments/:id/reversal`.
+    PaymentReversal,
     /// `/metrics`.
     Metrics,
     /// `/health`.
@@ -156,6 +182,12 @@ impl Route {
             Deliveries => "/v1/deliveries",
             OpenApi => "/v1/openapi.json",
             Events => "/v1/events",
+            Account => "/v1/customers/:id/account",
+            Transactions => "/v1/customers/:id/transactions",
+            CustomerPayments => "/v1/customers/:id/payments",
+            Adjustments => "/v1/customers/:id/adjustments",
+            Payment => "/v1/payments/:id",
+            PaymentReversal => "/v1/payments/:id/reversal",
             Metrics => "/metrics",
             Health => "/health",
             AppHome => AppRoute::Home.template(),
@@ -185,7 +217,13 @@ impl Endpoint {
         use Endpoint::*;
         matches!(
             self,
-            CreateCustomer | UpdateCustomer(_) | CreateOrder | UpdateOrder(_)
+            CreateCustomer
+                | UpdateCustomer(_)
+                | CreateOrder
+                | UpdateOrder(_)
+                | CreatePayment(_)
+                | CreateAdjustment(_)
+                | ReversePayment(_)
         )
     }
 
@@ -194,7 +232,14 @@ impl Endpoint {
         use Endpoint::*;
         matches!(
             self,
-            CreateCustomer | SignIn | UpdateCustomer(_) | CreateOrder | UpdateOrder(_)
+            CreateCustomer
+                | SignIn
+                | UpdateCustomer(_)
+                | CreateOrder
+                | UpdateOrder(_)
+                | CreatePayment(_)
+                | CreateAdjustment(_)
+                | ReversePayment(_)
         )
     }
 
@@ -217,6 +262,12 @@ impl Endpoint {
             ListDeliveries => Route::Deliveries,
             OpenApi => Route::OpenApi,
             ListEvents => Route::Events,
+            GetAccount(_) => Route::Account,
+            ListTransactions(_) => Route::Transactions,
+            ListPayments(_) | CreatePayment(_) => Route::CustomerPayments,
+            CreateAdjustment(_) => Route::Adjustments,
+            GetPayment(_) => Route::Payment,
+            ReversePayment(_) => Route::PaymentReversal,
         }
     }
 }
@@ -273,6 +324,26 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
             ("orders", Some(segment), "deliveries") => {
                 only(method, &get, OrderDeliveries(OrderId(id(segment)?)))
             }
+            ("customers", Some(segment), "account") => {
+                only(method, &get, GetAccount(CustomerId(id(segment)?)))
+            }
+            ("customers", Some(segment), "transactions") => {
+                only(method, &get, ListTransactions(CustomerId(id(segment)?)))
+            }
+            ("customers", Some(segment), "payments") => {
+                let customer = CustomerId(id(segment)?);
+                match *method {
+                    Method::GET => Ok(ListPayments(customer)),
+                    Method::POST => Ok(CreatePayment(customer)),
+                    _ => Err(RouteError::MethodNotAllowed("GET, POST")),
+                }
+            }
+            ("customers", Some(segment), "adjustments") => {
+                only(method, &post, CreateAdjustment(CustomerId(id(segment)?)))
+            }
+            ("payments", Some(segment), "reversal") => {
+                only(method, &post, ReversePayment(id(segment)?))
+            }
             _ => Err(RouteError::NotFound),
         };
     }
@@ -315,6 +386,7 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
         ("deliveries", None) => only(method, &get, ListDeliveries),
         ("openapi.json", None) => only(method, &get, OpenApi),
         ("events", None) => only(method, &get, ListEvents),
+        ("payments", Some(segment)) => only(method, &get, GetPayment(id(segment)?)),
         _ => Err(RouteError::NotFound),
     }
 }
@@ -364,6 +436,72 @@ mod tests {
             "/v1",
             "/",
         ] {
+            assert_eq!(
+                resolve(&Method::GET, missing),
+                Err(RouteError::NotFound),
+                "{missing}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_account_s_paths_resolve_with_their_methods() {
+        let c = CustomerId(7);
+        for (method, path, endpoint) in [
+            (
+                Method::GET,
+                "/v1/customers/7/account",
+                Endpoint::GetAccount(c),
+            ),
+            (
+                Method::GET,
+                "/v1/customers/7/transactions",
+                Endpoint::ListTransactions(c),
+            ),
+            (
+                Method::GET,
+                "/v1/customers/7/payments",
+                Endpoint::ListPayments(c),
+            ),
+            (
+                Method::POST,
+                "/v1/customers/7/payments",
+                Endpoint::CreatePayment(c),
+            ),
+            (
+                Method::POST,
+                "/v1/customers/7/adjustments",
+                Endpoint::CreateAdjustment(c),
+            ),
+            (Method::GET, "/v1/payments/9", Endpoint::GetPayment(9)),
+            (
+                Method::POST,
+                "/v1/payments/9/reversal",
+                Endpoint::ReversePayment(9),
+            ),
+        ] {
+            assert_eq!(resolve(&method, path), Ok(endpoint), "{method} {path}");
+        }
+        for write in [
+            Endpoint::CreatePayment(c),
+            Endpoint::CreateAdjustment(c),
+            Endpoint::ReversePayment(9),
+        ] {
+            assert!(write.writes() && write.has_body(), "{write:?}");
+        }
+        assert_eq!(
+            resolve(&Method::POST, "/v1/customers/7/account"),
+            Err(RouteError::MethodNotAllowed("GET"))
+        );
+        assert_eq!(
+            resolve(&Method::DELETE, "/v1/customers/7/payments"),
+            Err(RouteError::MethodNotAllowed("GET, POST"))
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/v1/payments/9/reversal"),
+            Err(RouteError::MethodNotAllowed("POST"))
+        );
+        for missing in ["/v1/payments/0", "/v1/customers/x/account", "/v1/payments"] {
             assert_eq!(
                 resolve(&Method::GET, missing),
                 Err(RouteError::NotFound),

@@ -388,6 +388,7 @@ mod tests {
                 address: Default::default(),
                 password_hash: None,
                 halts: crate::domain::halts::Halts::none(),
+                account: crate::domain::account::Account::opened(CustomerId(customer), 0),
             };
             add_new_customer(&mut batch, &record, webstore);
             for n in 0..3 {

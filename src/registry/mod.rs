@@ -438,9 +438,13 @@ impl Registry {
                 "customer belongs to a webstore the catalogue no longer has");
             return Err(Activated::Missing);
         };
-        let customer = loaded
+        let mut customer = loaded
             .record
             .into_stored_customer(webstore.idx)
+            .map_err(|error| Activated::Failed(error.into()))?;
+        customer.account = self
+            .store
+            .account(id)
             .map_err(|error| Activated::Failed(error.into()))?;
         let published: Published = Arc::new(std::sync::RwLock::new(Arc::new(customer.clone())));
         Ok(CustomerArgs {
@@ -478,9 +482,9 @@ impl Registry {
         if owner != Some(webstore) {
             return Ok(None);
         }
-        record
-            .into_stored_customer(webstore)
-            .map(|c| Some(Arc::new(c)))
+        let mut customer = record.into_stored_customer(webstore)?;
+        customer.account = self.store.account(id)?;
+        Ok(Some(Arc::new(customer)))
     }
 
     /// Forgets a live actor that has stopped, so the next use activates a new one.

@@ -10,7 +10,8 @@
 //! - [`passwords`]: argon2 work on bounded blocking threads, shared fairly between the
 //!   webstores and the app;
 //! - `delivery_lists`: sorted delivery lists kept between pages while they are current;
-//! - `customers`, `orders` and `deliveries`: the use cases, written with the above;
+//! - `customers`, `orders` and `deliveries`: the use cases, written with the above; [`accounts`]:
+//!   a customer's account, ledger and payments, and the postings to it;
 //! - [`producers`]: producers' sign-in to the web app, their sessions (store records) and
 //!   sign-out;
 //! - [`serving`]: which webstores this node serves, and each one's write gate (the freeze of
@@ -32,6 +33,7 @@
 //! Owns `ServiceError`; the HTTP layer alone turns it into status codes. Must not touch: HTTP
 //! types, or a map guard across an `.await`.
 
+pub mod accounts;
 pub mod calls;
 pub mod client_limits;
 mod customers;
@@ -173,7 +175,7 @@ impl From<ChangeError> for ServiceError {
     fn from(error: ChangeError) -> Self {
         match error {
             ChangeError::Invalid(errors) => ServiceError::Invalid(errors),
-            ChangeError::NoSuchOrder => ServiceError::NotFound,
+            ChangeError::NoSuchOrder | ChangeError::NoSuchPayment => ServiceError::NotFound,
             ChangeError::Store(error) => error.into(),
         }
     }
@@ -548,6 +550,13 @@ impl Service {
         Ok(match named {
             Resource::Customer(id) => self.registry.customer(webstore.idx, id)?.is_some(),
             Resource::Order(id) => self.registry.order(webstore.idx, id).await?.is_some(),
+            Resource::Payment(id) => self.payment(webstore, id).await.is_ok(),
+            // An adjustment's record: its account has had it (the record and the posting
+            // are one log entry).
+            Resource::Account(id) => self
+                .registry
+                .customer(webstore.idx, id)?
+                .is_some_and(|customer| customer.account.transactions > 0),
         })
     }
 

@@ -166,8 +166,11 @@ impl Service {
                 .order(webstore.idx, id)
                 .await?
                 .is_some_and(|order| order.updated_at() >= recorded_at),
-            // A key a customer's create used is that request's: refused, not taken as free.
-            Resource::Customer(id) => self.registry.customer(webstore.idx, id)?.is_some(),
+            // A key a customer's create or a money write used is that request's: refused,
+            // not taken as free.
+            Resource::Customer(_) | Resource::Payment(_) | Resource::Account(_) => {
+                self.resource_exists(webstore, created).await?
+            }
         })
     }
 

@@ -436,6 +436,7 @@ fn customer(id: u64, webstore: usize, email: &str, name: usize) -> Customer {
         address: Address::default(),
         password_hash: None,
         halts: crate::domain::halts::Halts::none(),
+        account: crate::domain::account::Account::opened(CustomerId(id), 0),
     }
 }
 

@@ -25,6 +25,7 @@ fn customer(id: u64, email: &str) -> Customer {
         address: Address::default(),
         password_hash: None,
         halts: crate::domain::halts::Halts::none(),
+        account: crate::domain::account::Account::opened(CustomerId(id), 0),
     }
 }
 

@@ -203,6 +203,7 @@ impl Plan {
             address,
             password_hash: None,
             halts: crate::domain::halts::Halts::none(),
+            account: crate::domain::account::Account::opened(CustomerId(n), 0),
         };
         // Seeded emails are distinct by construction and the store is empty, so the email's
         // uniqueness needs no check here.

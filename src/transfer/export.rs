@@ -139,6 +139,12 @@ pub fn export(
         let whole = match line.names() {
             Some(Resource::Customer(id)) => customers.binary_search(&id.0).is_ok(),
             Some(Resource::Order(id)) => orders.binary_search(&id.0).is_ok(),
+            Some(Resource::Account(id)) => customers.binary_search(&id.0).is_ok(),
+            Some(Resource::Payment(id)) => store
+                .payment_owner(id)
+                .ok()
+                .flatten()
+                .is_some_and(|owner| customers.binary_search(&owner.0).is_ok()),
             None => false,
         };
         if !whole {

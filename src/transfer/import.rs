@@ -662,7 +662,8 @@ fn undo(
                 batch.delete(accounts::transaction_key(record.customer_id, record.number))
             }
             Record::Payment(record) => {
-                batch.delete(accounts::payment_key(record.customer_id, record.id))
+                batch.delete(accounts::payment_key(record.customer_id, record.id));
+                batch.delete(accounts::payment_owner_key(record.id));
             }
             Record::Idempotency(webstore, key, _) => {
                 batch.delete(idempotency::idempotency_version(&webstore, &key, 1))

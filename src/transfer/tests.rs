@@ -518,6 +518,7 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
         address,
         password_hash: Some("$argon2id$v=19$m=19456,t=2,p=1$c2FsdA$aGFzaA".into()),
         halts: crate::domain::halts::Halts::none(),
+        account: crate::domain::account::Account::opened(CustomerId(1), 0),
     };
     let idempotency = |key: &str, location: &str| IdempotencyWrite {
         webstore_id: "shop".into(),

@@ -484,6 +484,14 @@ async fn a_data_directory_turned_read_only_refuses_writes_and_serves_reads() {
     let order = app
         .create_order_ok(&json!({"customer_id": ann["id"], "box_id": 217}))
         .await;
+    // The node's own first writes done: the freezing duty freezes the dates already locked
+    // (after their cut-off, at this hour) at its first pass. A log append the read-only disk
+    // refuses is fatal by design (nothing unsynced is ever acknowledged), so the error comes
+    // with no write in flight, as the refusal it tests is of the writes that come after.
+    let _ = app.wait_for_stderr_line(Duration::from_secs(2), |line| {
+        line.contains("delivery lists frozen")
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
 
     // Act: ext4 meets an error and remounts itself read-only, as it does on a failing disk
     // mounted with errors=remount-ro. (`mount -o remount,ro` is refused while the store's

@@ -4,6 +4,7 @@
 //! an ephemeral port of 127.0.0.1, with a catalogue and data directory of its
 //! own, and talks to it over HTTP as a client of the contract would.
 
+mod accounts;
 mod app;
 mod app_browser;
 mod app_shards;

@@ -454,3 +454,57 @@ async fn an_online_backup_under_writes_holds_every_write_acknowledged_before_it(
         before.len()
     );
 }
+
+/// A customer's answers tell its account's truth: an export's account line (as a store that
+/// recorded a payment and a discount writes it) imported, the customer's `account_balance`,
+/// `discount` and `discount?` are the account's; a customer
+/// without an account still says `0.00` and no discount.
+#[tokio::test]
+async fn a_customer_s_answers_carry_its_account_s_balance_and_discount() {
+    // Arrange
+    let source = DataDir::new();
+    let app = Launch::new().on(&source).spawn().await;
+    let paid = id_of(
+        &app.create_customer_ok(&customer_body("paid@example.com"))
+            .await,
+    );
+    let unpaid = id_of(
+        &app.create_customer_ok(&customer_body("unpaid@example.com"))
+            .await,
+    );
+    drop(app);
+    let export = source.sibling("with-account.jsonl");
+    succeeded(&run(
+        &["export", "--output", export.to_str().unwrap()],
+        &source.data,
+    ));
+    let mut text = std::fs::read_to_string(&export).unwrap();
+    let account = json!({
+        "type": "account", "customer_id": paid, "webstore_id": "store-a",
+        "balance_cents": -1250, "discount_ten_thousandths": 1250, "threshold_cents": null,
+        "halted_by_balance": false, "transactions": 0, "updated_at": 1_799_000_000
+    });
+    text.push_str(&format!("{account}\n"));
+    std::fs::write(&export, text).unwrap();
+    let target = DataDir::new();
+    succeeded(&run(
+        &["import", "--input", export.to_str().unwrap()],
+        &target.data,
+    ));
+
+    // Act
+    let app = Launch::new().on(&target).spawn().await;
+    let by_id = app.get(&format!("/v1/customers/{paid}")).await;
+    let other = app.get(&format!("/v1/customers/{unpaid}")).await;
+
+    // Assert
+    by_id.assert_status(200);
+    let customer = by_id.json();
+    assert_eq!(customer["account_balance"], "-12.50", "{customer}");
+    assert_eq!(customer["discount"], 0.125, "{customer}");
+    assert_eq!(customer["discount?"], true, "{customer}");
+    let customer = other.json();
+    assert_eq!(customer["account_balance"], "0.00", "{customer}");
+    assert_eq!(customer["discount"], 0.0, "{customer}");
+    assert_eq!(customer["discount?"], false, "{customer}");
+}

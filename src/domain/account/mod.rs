@@ -45,6 +45,9 @@ pub struct Account {
     pub updated_at: i64,
 }
 
+/// A posting that would take the balance past what the ledger holds.
+pub const BEYOND_THE_LEDGER: &str = "would take the balance beyond what an account holds";
+
 /// What a transaction could not be posted for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AccountError {

@@ -18,6 +18,8 @@ pub const PAYMENT_FIELDS: [&str; 5] = ["amount", "method", "description", "refer
 pub const UNKNOWN_FIELD: &str = "is not a field of this request";
 /// The message for an amount that must be above zero.
 pub const NOT_POSITIVE: &str = "must be greater than 0";
+/// A reversal of a payment already reversed.
+pub const ALREADY_REVERSED: &str = "has already been reversed";
 
 /// How a payment was made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

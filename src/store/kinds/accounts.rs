@@ -2,7 +2,8 @@
 //! id; its ledger, one `t` record (`TransactionRecord`) per transaction under the customer's
 //! id and the transaction's number in the ledger (from 1, so a customer's ledger reads in
 //! order with one range scan); its payments, one `p` record (`PaymentRecord`) under the
-//! customer's id and the payment's id. Their part of `impl Store`: an account's write (its
+//! customer's id and the payment's id, and its owner, a `q` entry (the customer's id) under
+//! the payment's id. Their part of `impl Store`: an account's write (its
 //! new state, the transactions it posted and the payment it recorded or reversed, in one log
 //! entry, the account last), the reads, and the batch builders imports use.
 //!
@@ -33,7 +34,7 @@ use crate::domain::money::{Amount, Discount};
 use crate::store::codec::{decode, encode, Kind, Record};
 use crate::store::entries::EventWrite;
 use crate::store::error::{corrupt, readable};
-use crate::store::keys::with_id;
+use crate::store::keys::{trailing_id, with_id};
 use crate::store::kinds::change::ChangeWrites;
 use crate::store::log::wal::LogEntry;
 use crate::store::{OnDurable, OpenForWrite, Store, StoreError, WriteBatch, Written};
@@ -46,6 +47,15 @@ pub const TRANSACTION: u8 = b't';
 
 /// One payment of a customer.
 pub const PAYMENT: u8 = b'p';
+
+/// A payment's customer, by the payment's id (`GET /v1/payments/{id}` and its reversal find
+/// the payment's owner through it).
+pub const PAYMENT_OWNER: u8 = b'q';
+
+/// `q` + payment id.
+pub fn payment_owner_key(payment: u64) -> Vec<u8> {
+    with_id(PAYMENT_OWNER, payment)
+}
 
 /// `a` + customer id.
 pub fn account_key(customer: u64) -> Vec<u8> {
@@ -314,6 +324,10 @@ impl Store {
                 payment_key(customer, payment.id),
                 readable("payment", &record)?,
             ));
+            puts.push((
+                payment_owner_key(payment.id),
+                customer.to_be_bytes().to_vec(),
+            ));
         }
         let record = AccountRecord::from_account(write.account, webstore_id);
         puts.push((account_key(customer), readable("account", &record)?));
@@ -351,6 +365,21 @@ impl Store {
             .get(&key)?
             .map(|bytes| decode(&bytes).map_err(|source| corrupt(&key, source)))
             .transpose()
+    }
+
+    /// Customer `customer`'s account: as its record holds it, or the account of a customer
+    /// that has had no transaction (`created_at` 0) when it has none; a record this release
+    /// cannot read is an error naming its key.
+    pub fn account(&self, customer: CustomerId) -> Result<Account, StoreError> {
+        match self.account_record(customer)? {
+            None => Ok(Account::opened(customer, 0)),
+            Some(record) => record.into_account(false).ok_or_else(|| {
+                corrupt(
+                    &account_key(customer.0),
+                    crate::store::codec::CodecError::Payload("a discount above the whole".into()),
+                )
+            }),
+        }
     }
 
     /// Up to `limit` of customer `customer`'s transactions numbered after `after`, oldest
@@ -395,6 +424,16 @@ impl Store {
             .transpose()
     }
 
+    /// The customer whose payment `payment` is, if it is recorded.
+    pub fn payment_owner(&self, payment: u64) -> Result<Option<CustomerId>, StoreError> {
+        Ok(self
+            .inner
+            .storage
+            .get(&payment_owner_key(payment))?
+            .and_then(|bytes| trailing_id(&bytes))
+            .map(CustomerId))
+    }
+
     /// Every payment of customer `customer`, in id order.
     pub fn payment_records(&self, customer: CustomerId) -> Result<Vec<PaymentRecord>, StoreError> {
         let mut found = Vec::new();
@@ -415,12 +454,21 @@ impl Store {
     /// webstore removes.
     pub(in crate::store) fn account_keys(&self, customer: u64) -> Result<Vec<Vec<u8>>, StoreError> {
         let mut keys = vec![account_key(customer)];
-        for prefix in [ledger_prefix(customer), payments_prefix(customer)] {
-            self.inner.storage.for_each(&prefix, &mut |key, _| {
+        self.inner
+            .storage
+            .for_each(&ledger_prefix(customer), &mut |key, _| {
                 keys.push(key.to_vec());
                 true
             })?;
-        }
+        self.inner
+            .storage
+            .for_each(&payments_prefix(customer), &mut |key, _| {
+                keys.push(key.to_vec());
+                if let Some(payment) = trailing_id(key) {
+                    keys.push(payment_owner_key(payment));
+                }
+                true
+            })?;
         Ok(keys)
     }
 }
@@ -438,9 +486,13 @@ pub fn add_transaction_record(batch: &mut WriteBatch, record: &TransactionRecord
     );
 }
 
-/// Adds an imported payment to `batch`.
+/// Adds an imported payment, and its owner entry, to `batch`.
 pub fn add_payment_record(batch: &mut WriteBatch, record: &PaymentRecord) {
     batch.put(payment_key(record.customer_id, record.id), encode(record));
+    batch.put(
+        payment_owner_key(record.id),
+        record.customer_id.to_be_bytes().to_vec(),
+    );
 }
 
 #[cfg(test)]

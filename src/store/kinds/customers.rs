@@ -224,6 +224,8 @@ impl CustomerRecord {
             address,
             password_hash: self.password_hash,
             halts,
+            // Its own record: the caller reads it (`Store::account`).
+            account: crate::domain::account::Account::opened(CustomerId(self.id), 0),
         })
     }
 }

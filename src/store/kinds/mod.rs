@@ -9,8 +9,8 @@
 //!
 //! - `change`: the keyed write every kind's change takes (idempotency record, event, the
 //!   kind's own writes, in one log entry).
-//! - [`accounts`]: `a` records (a customer's account), `t` records (its ledger) and `p`
-//!   records (its payments).
+//! - [`accounts`]: `a` records (a customer's account), `t` records (its ledger), `p`
+//!   records (its payments) and `q` entries (a payment's customer).
 //! - [`customers`]: `c` records, `e` (email) and `n` (number) index entries.
 //! - [`deliveries`]: `f` records (each frozen date's deliveries and the date itself) and
 //!   the `m frozen/` mark.
@@ -57,7 +57,7 @@ use crate::domain::day::Day;
 use crate::domain::ids::OrderId;
 use accounts::{
     account_key, add_account_record, add_payment_record, add_transaction_record, payment_key,
-    transaction_key, AccountRecord, PaymentRecord, TransactionRecord,
+    payment_owner_key, transaction_key, AccountRecord, PaymentRecord, TransactionRecord,
 };
 use change::ChangeWrites;
 use customers::{
@@ -221,6 +221,16 @@ pub fn layout() -> Vec<KeyRow> {
             "p + customer id + payment id",
             payment_key(7, 11),
             record::<PaymentRecord>(),
+            writers![
+                Store::write_account,
+                add_payment_record,
+                Store::purge_webstore
+            ],
+        ),
+        row(
+            "q + payment id",
+            payment_owner_key(11),
+            Holds::Bytes,
             writers![
                 Store::write_account,
                 add_payment_record,

@@ -6,6 +6,8 @@
 //!
 //! Must not touch: HTTP (responses and statuses are `crate::http`'s), the store.
 
+pub mod accounts;
+
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
@@ -80,7 +82,7 @@ pub struct CustomerView<'a> {
     has_discount: bool,
     discount: f64,
     number: String,
-    account_balance: &'static str,
+    account_balance: String,
     webstore_id: &'a str,
     webstore_name: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -113,10 +115,10 @@ impl<'a> CustomerView<'a> {
             email: customer.email.as_str(),
             delivery_service_id: customer.delivery_service_id,
             halted: customer.halts.is_halted(),
-            has_discount: false,
-            discount: 0.0,
+            has_discount: customer.account.discount != crate::domain::money::Discount::NONE,
+            discount: accounts::discount_fraction(customer.account.discount),
             number: customer.number_label(),
-            account_balance: "0.00",
+            account_balance: customer.account.balance.to_string(),
             webstore_id,
             webstore_name,
             address: embed.address.then_some(AddressView(&customer.address)),
