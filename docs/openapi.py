@@ -1756,8 +1756,11 @@ paths["/v1/deliveries"] = {
              "description": "The delivery date, `YYYY-MM-DD`.",
              "schema": {"type": "string", "format": "date"}, "example": "2026-11-24"},
             {"name": "delivery_service_id", "in": "query", "required": False,
-             "description": "Only this delivery service's deliveries.",
-             "schema": {"type": "integer", "minimum": 1}, "example": 91},
+             "description": "Only this delivery service's deliveries. Empty (a form's "
+                            "unset field, `delivery_service_id=`) is the same as not given: "
+                            "every delivery service.",
+             "schema": {"anyOf": [{"type": "integer", "minimum": 1},
+                                  {"type": "string", "maxLength": 0}]}, "example": 91},
             p("Page"), p("PerPage"),
         ],
         unprocessable="QueryUnprocessable"),

@@ -57,8 +57,9 @@ pub(super) fn get_account(call: &Call<'_>, id: CustomerId) -> Answer {
 /// at a time (`next` the number to pass as `after` for the next page).
 pub(super) fn list_transactions(call: &Call<'_>, id: CustomerId) -> Answer {
     let mut errors = FieldErrors::new();
-    let mut number = |name: &str, default: u64| match call.params.get(name).map(str::trim) {
-        None | Some("") => default,
+    // Given, a parameter is a number: an empty or spaced one is refused, not the default.
+    let mut number = |name: &str, default: u64| match call.params.get(name) {
+        None => default,
         Some(text) => parse_digits(text).unwrap_or_else(|| {
             errors.add(name, INVALID);
             default

@@ -445,7 +445,7 @@ pub(super) async fn list_deliveries(call: &Call<'_>) -> Answer {
         errors.add("date", message);
     }
     let raw_service = call.params.get("delivery_service_id");
-    let service = match raw_service.map(str::trim) {
+    let service = match raw_service {
         None | Some("") => None,
         Some(text) => {
             let known =

@@ -323,6 +323,11 @@ async fn the_ledger_pages_oldest_first_and_adds_up() {
         errors["limit"].is_array() && errors["after"].is_array(),
         "{errors}"
     );
+    let empty = app
+        .get(&format!("/v1/customers/{customer}/transactions?after="))
+        .await;
+    empty.assert_status(422);
+    assert!(empty.json()["errors"]["after"].is_array());
 }
 
 #[tokio::test]
