@@ -1,0 +1,188 @@
+//! A customer's account as its actor changes it: a payment recorded, a payment reversed
+//! (once), a balance adjusted. Each posting is one write (the transaction, the payment it
+//! records or reverses, the account after it, its event and idempotency record), answered
+//! and published with the customer once it is durable.
+//!
+//! Must not touch: HTTP status codes, the registry's maps, the rules of a posting (the
+//! domain's `account`).
+
+use std::sync::Arc;
+
+use super::{ChangeError, CustomerState, Handoff};
+use crate::clock::unix_now;
+use crate::domain::account::adjustment::NewAdjustment;
+use crate::domain::account::payment::{NewPayment, Payment, ALREADY_REVERSED};
+use crate::domain::account::transaction::{Posting, Transaction, TransactionKind, TransactionOf};
+use crate::domain::account::{Account, BEYOND_THE_LEDGER};
+use crate::domain::day::Day;
+use crate::domain::fields::{FieldErrors, INVALID};
+use crate::domain::idempotency::Pending;
+use crate::store::kinds::accounts::AccountWrite;
+use crate::store::IdempotencyWrite;
+
+/// What a change of the customer's account posts.
+pub enum AccountChange {
+    /// A payment received: a `payment` transaction of its amount.
+    Pay(NewPayment),
+    /// A correction of the balance: an `adjustment` of its signed amount.
+    Adjust(NewAdjustment),
+    /// A payment reversed (once): a `payment_reversal` of minus its amount.
+    Reverse {
+        /// The payment.
+        payment_id: u64,
+        /// The reversal's date (the webstore's today).
+        date: Day,
+    },
+}
+
+/// A change of the customer's account, with its idempotency key if it came with one.
+pub struct ChangeAccount {
+    /// What to post.
+    pub change: AccountChange,
+    /// The key and the response to record with the change.
+    pub idempotency: Option<Pending<AccountPosted>>,
+}
+
+/// An account after a posting: the account, the transaction posted, and the payment it
+/// recorded or reversed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountPosted {
+    /// The account after it.
+    pub account: Account,
+    /// The transaction.
+    pub transaction: Transaction,
+    /// The payment recorded or reversed, for a payment or a reversal.
+    pub payment: Option<Payment>,
+}
+
+impl CustomerState {
+    /// Posts an account change: the transaction (and the payment it records or reverses)
+    /// and the account after it, in one write with the idempotency record; answered, and the
+    /// customer published with its new account, once the write is durable. A write given up
+    /// leaves the account as it was.
+    pub(super) async fn change_account(
+        &mut self,
+        request: ChangeAccount,
+        handoff: &Handoff,
+    ) -> Result<AccountPosted, ChangeError> {
+        let now = unix_now();
+        let account = &self.customer.account;
+        let customer_id = self.customer.id;
+        let (posting, payment) = match request.change {
+            AccountChange::Pay(new) => {
+                let payment_id = self.order_ids.take()?;
+                let posting = Posting {
+                    amount: new.amount,
+                    kind: TransactionKind::Payment,
+                    description: new
+                        .description
+                        .clone()
+                        .unwrap_or_else(|| format!("Payment by {}", new.method.name())),
+                    date: new.date,
+                    of: TransactionOf::Payment { payment_id },
+                };
+                let payment = Payment {
+                    id: payment_id,
+                    customer_id,
+                    amount: new.amount,
+                    method: new.method,
+                    description: new.description,
+                    reference: new.reference,
+                    date: new.date,
+                    transaction_id: 0,
+                    reversal_id: None,
+                    created_at: now,
+                };
+                (posting, Some(payment))
+            }
+            AccountChange::Adjust(new) => (
+                Posting {
+                    amount: new.amount,
+                    kind: TransactionKind::Adjustment,
+                    description: new.description,
+                    date: new.date,
+                    of: TransactionOf::Nothing,
+                },
+                None,
+            ),
+            AccountChange::Reverse { payment_id, date } => {
+                let payment = self
+                    .store
+                    .payment_record(customer_id, payment_id)?
+                    .and_then(|record| record.into_payment())
+                    .ok_or(ChangeError::NoSuchPayment)?;
+                if payment.reversed() {
+                    return Err(ChangeError::Invalid(FieldErrors::single(
+                        "payment",
+                        ALREADY_REVERSED,
+                    )));
+                }
+                let amount = payment
+                    .amount
+                    .checked_neg()
+                    .ok_or(ChangeError::Invalid(FieldErrors::single("amount", INVALID)))?;
+                let posting = Posting {
+                    amount,
+                    kind: TransactionKind::PaymentReversal,
+                    description: format!("Payment {payment_id} reversed"),
+                    date,
+                    of: TransactionOf::Payment { payment_id },
+                };
+                (posting, Some(payment))
+            }
+        };
+        let transaction_id = self.order_ids.take()?;
+        let (next, transaction) = account
+            .post(posting, transaction_id, now, None)
+            .map_err(|_| ChangeError::Invalid(FieldErrors::single("amount", BEYOND_THE_LEDGER)))?;
+        let payment = payment.map(|mut payment| {
+            match transaction.kind {
+                TransactionKind::PaymentReversal => payment.reversal_id = Some(transaction.id),
+                _ => payment.transaction_id = transaction.id,
+            }
+            payment
+        });
+        let posted = AccountPosted {
+            account: next,
+            transaction,
+            payment,
+        };
+        let idempotency = request.idempotency.map(|pending| {
+            IdempotencyWrite::rendered(&self.webstore.settings.id, pending, &posted, now)
+        });
+        let event = match (&posted.payment, posted.transaction.kind) {
+            (Some(payment), TransactionKind::PaymentReversal) => {
+                self.events.payment_reversed(&self.webstore, payment)?
+            }
+            (Some(payment), _) => self.events.payment_created(&self.webstore, payment)?,
+            (None, _) => self
+                .events
+                .transaction_created(&self.webstore, &posted.transaction)?,
+        };
+        // The event's number stays unsettled until the posting is durable (or given up).
+        let written = event.written(|event, on_durable| {
+            self.store.write_account(
+                &self.webstore.settings.id,
+                AccountWrite {
+                    account: &posted.account,
+                    transactions: std::slice::from_ref(&posted.transaction),
+                    payment: posted.payment.as_ref(),
+                },
+                idempotency,
+                Some(event),
+                on_durable,
+            )
+        })?;
+        handoff.began_writing();
+        written.durable().await?;
+        let mut next = (*self.customer).clone();
+        next.account = posted.account.clone();
+        let next = Arc::new(next);
+        self.customer = next.clone();
+        *self
+            .published
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = next;
+        Ok(posted)
+    }
+}
