@@ -144,30 +144,18 @@ impl Events {
         })
     }
 
-    /// The `payment.created` event of `payment`.
-    pub fn payment_created(
+    /// The `payment.created` event of `payment`, or `payment.reversed` once it is reversed.
+    pub fn payment_event(
         &self,
         webstore: &Webstore,
         payment: &Payment,
     ) -> Result<NewEvent, StoreError> {
-        self.as_json(
-            webstore,
-            EventType::PaymentCreated,
-            &PaymentView::new(payment),
-        )
-    }
-
-    /// The `payment.reversed` event of `payment`, reversed.
-    pub fn payment_reversed(
-        &self,
-        webstore: &Webstore,
-        payment: &Payment,
-    ) -> Result<NewEvent, StoreError> {
-        self.as_json(
-            webstore,
-            EventType::PaymentReversed,
-            &PaymentView::new(payment),
-        )
+        let kind = if payment.reversed() {
+            EventType::PaymentReversed
+        } else {
+            EventType::PaymentCreated
+        };
+        self.as_json(webstore, kind, &PaymentView::new(payment))
     }
 
     /// The `transaction.created` event of `transaction` (an adjustment's).

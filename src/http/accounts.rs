@@ -111,7 +111,7 @@ pub(super) async fn create_payment(call: &Call<'_>, id: CustomerId, raw_body: &[
     };
     let outcome = call
         .service
-        .record_payment(call.webstore, id, AccountChange::Pay(payment), pending)
+        .post_to_account(call.webstore, id, AccountChange::Pay(payment), pending)
         .await?;
     Ok(keyed_response(call, outcome, payment_recorded))
 }
@@ -155,7 +155,7 @@ pub(super) async fn create_adjustment(call: &Call<'_>, id: CustomerId, raw_body:
     };
     let outcome = call
         .service
-        .adjust_account(
+        .post_to_account(
             call.webstore,
             id,
             AccountChange::Adjust(adjustment),

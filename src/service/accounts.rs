@@ -118,30 +118,6 @@ impl Service {
         }
     }
 
-    /// Records a payment to customer `id`'s account (`POST /v1/customers/{id}/payments`).
-    pub async fn record_payment(
-        &self,
-        webstore: &Arc<Webstore>,
-        id: CustomerId,
-        change: AccountChange,
-        idempotency: Pending<AccountPosted>,
-    ) -> Result<KeyedWrite<Arc<AccountPosted>>, ServiceError> {
-        self.post_to_account(webstore, id, ResourceKind::Payment, change, idempotency)
-            .await
-    }
-
-    /// Adjusts customer `id`'s balance (`POST /v1/customers/{id}/adjustments`).
-    pub async fn adjust_account(
-        &self,
-        webstore: &Arc<Webstore>,
-        id: CustomerId,
-        change: AccountChange,
-        idempotency: Pending<AccountPosted>,
-    ) -> Result<KeyedWrite<Arc<AccountPosted>>, ServiceError> {
-        self.post_to_account(webstore, id, ResourceKind::Account, change, idempotency)
-            .await
-    }
-
     /// Reverses payment `payment_id` (`POST /v1/payments/{id}/reversal`), once.
     pub async fn reverse_payment(
         &self,
@@ -155,23 +131,29 @@ impl Service {
             .store()
             .payment_owner(payment_id)?
             .ok_or(ServiceError::NotFound)?;
-        // Another webstore's payment is as absent as none.
-        self.account(webstore, owner)?;
         let change = AccountChange::Reverse { payment_id, date };
-        self.post_to_account(webstore, owner, ResourceKind::Payment, change, idempotency)
+        self.post_to_account(webstore, owner, change, idempotency)
             .await
     }
 
-    async fn post_to_account(
+    /// Posts `change` to customer `id`'s account: a payment (`POST
+    /// /v1/customers/{id}/payments`), an adjustment (`POST /v1/customers/{id}/adjustments`)
+    /// or a reversal ([`Service::reverse_payment`]); its idempotency record names the payment,
+    /// or the account for an adjustment.
+    pub async fn post_to_account(
         &self,
         webstore: &Arc<Webstore>,
         id: CustomerId,
-        kind: ResourceKind,
         change: AccountChange,
         idempotency: Pending<AccountPosted>,
     ) -> Result<KeyedWrite<Arc<AccountPosted>>, ServiceError> {
+        let kind = match change {
+            AccountChange::Adjust(_) => ResourceKind::Account,
+            AccountChange::Pay(_) | AccountChange::Reverse { .. } => ResourceKind::Payment,
+        };
         self.writes_allowed()?;
-        // Another webstore's customer is as absent as none, before any key is looked at.
+        // Another webstore's customer (or payment's) is as absent as none, before any key
+        // is looked at.
         self.account(webstore, id)?;
         self.idempotency
             .once(

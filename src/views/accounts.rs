@@ -23,6 +23,9 @@ impl Serialize for AmountView {
 }
 
 /// A discount as a fraction (four decimals at most, so its `f64` prints as its decimal).
+/// Not an amount: the contract answers `discount` as a JSON number (`0.125`), so the
+/// integer ten-thousandths are turned into one only here, to be written; no price is ever
+/// computed from this float (prices use `Discount` itself, in minor units).
 pub fn discount_fraction(discount: Discount) -> f64 {
     f64::from(discount.ten_thousandths()) / f64::from(Discount::WHOLE)
 }

@@ -150,12 +150,9 @@ impl CustomerState {
         let idempotency = request.idempotency.map(|pending| {
             IdempotencyWrite::rendered(&self.webstore.settings.id, pending, &posted, now)
         });
-        let event = match (&posted.payment, posted.transaction.kind) {
-            (Some(payment), TransactionKind::PaymentReversal) => {
-                self.events.payment_reversed(&self.webstore, payment)?
-            }
-            (Some(payment), _) => self.events.payment_created(&self.webstore, payment)?,
-            (None, _) => self
+        let event = match &posted.payment {
+            Some(payment) => self.events.payment_event(&self.webstore, payment)?,
+            None => self
                 .events
                 .transaction_created(&self.webstore, &posted.transaction)?,
         };

@@ -324,10 +324,13 @@ impl Store {
                 payment_key(customer, payment.id),
                 readable("payment", &record)?,
             ));
-            puts.push((
-                payment_owner_key(payment.id),
-                customer.to_be_bytes().to_vec(),
-            ));
+            // Its owner never changes: written with the payment, not again at its reversal.
+            if !payment.reversed() {
+                puts.push((
+                    payment_owner_key(payment.id),
+                    customer.to_be_bytes().to_vec(),
+                ));
+            }
         }
         let record = AccountRecord::from_account(write.account, webstore_id);
         puts.push((account_key(customer), readable("account", &record)?));
