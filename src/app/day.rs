@@ -334,6 +334,8 @@ pub(crate) mod tests {
             },
             delivery_service_id: service,
             customer: Arc::new(customer),
+            price: crate::domain::money::Amount(2_500),
+            status: crate::domain::account::delivery_mark::DeliveryStatus::Pending,
         }
     }
 

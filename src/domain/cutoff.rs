@@ -175,7 +175,7 @@ impl CutoffFile {
 }
 
 /// `HH:MM` exactly, 00:00 to 23:59.
-fn parse_hh_mm(text: &str) -> Option<(u8, u8)> {
+pub(crate) fn parse_hh_mm(text: &str) -> Option<(u8, u8)> {
     let bytes = text.as_bytes();
     let digit = |b: u8| b.is_ascii_digit().then_some(b - b'0');
     if bytes.len() != 5 || bytes[2] != b':' {

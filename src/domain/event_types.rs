@@ -20,11 +20,13 @@ pub enum EventType {
     PaymentReversed,
     /// A transaction was posted to an account by an adjustment.
     TransactionCreated,
+    /// A frozen delivery's status changed: delivered (and charged) or not delivered.
+    DeliveryUpdated,
 }
 
 impl EventType {
     /// Every type, in the order the documents list them.
-    pub const ALL: [EventType; 7] = [
+    pub const ALL: [EventType; 8] = [
         EventType::CustomerCreated,
         EventType::CustomerUpdated,
         EventType::OrderCreated,
@@ -32,6 +34,7 @@ impl EventType {
         EventType::PaymentCreated,
         EventType::PaymentReversed,
         EventType::TransactionCreated,
+        EventType::DeliveryUpdated,
     ];
 
     /// Its name in events, feeds and the catalogue.
@@ -44,6 +47,7 @@ impl EventType {
             EventType::PaymentCreated => "payment.created",
             EventType::PaymentReversed => "payment.reversed",
             EventType::TransactionCreated => "transaction.created",
+            EventType::DeliveryUpdated => "delivery.updated",
         }
     }
 

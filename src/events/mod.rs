@@ -28,6 +28,7 @@ use std::sync::Arc;
 
 use dashmap::DashMap;
 
+use crate::domain::account::delivery_mark::MarkedDelivery;
 use crate::domain::account::payment::Payment;
 use crate::domain::account::transaction::Transaction;
 use crate::domain::catalogue::Webstore;
@@ -38,7 +39,7 @@ use crate::store::kinds::customers::CustomerRecord;
 use crate::store::kinds::events::{EventBody, EventRecord};
 use crate::store::kinds::orders::OrderRecord;
 use crate::store::{event_write, EventWrite, OnDurable, Store, StoreError, Written};
-use crate::views::accounts::{PaymentView, TransactionView};
+use crate::views::accounts::{MarkedDeliveryView, PaymentView, TransactionView};
 use ids::EventIds;
 use sequence::{InFlight, Sequencer};
 
@@ -168,6 +169,20 @@ impl Events {
             webstore,
             EventType::TransactionCreated,
             &TransactionView::new(transaction),
+        )
+    }
+
+    /// The `delivery.updated` event of a frozen delivery marked delivered or not (with the
+    /// charge or reversal it posted).
+    pub fn delivery_updated(
+        &self,
+        webstore: &Webstore,
+        delivery: &MarkedDelivery,
+    ) -> Result<NewEvent, StoreError> {
+        self.as_json(
+            webstore,
+            EventType::DeliveryUpdated,
+            &MarkedDeliveryView::new(delivery),
         )
     }
 

@@ -10,13 +10,15 @@ use warp::http::StatusCode;
 
 use crate::actors::customer::{AccountChange, AccountPosted};
 use crate::domain::account::adjustment::parse_adjustment;
+use crate::domain::account::delivery_mark::parse_mark;
 use crate::domain::account::payment::{parse_payment, UNKNOWN_FIELD};
+use crate::domain::day::Day;
 use crate::domain::fields::{parse_digits, FieldErrors, INVALID};
 use crate::domain::idempotency::{IdempotencyKey, Pending, RecordedResponse, Resource};
-use crate::domain::ids::CustomerId;
+use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::raw_fields::RawFields;
 use crate::service::accounts::MAX_TRANSACTIONS_PAGE;
-use crate::views::accounts::{AccountView, PaymentView, TransactionView};
+use crate::views::accounts::{AccountView, MarkedDeliveryView, PaymentView, TransactionView};
 
 use super::error::ApiError;
 use super::handlers::{idempotency_key, keyed_response, Answer};
@@ -163,6 +165,37 @@ pub(super) async fn create_adjustment(call: &Call<'_>, id: CustomerId, raw_body:
         )
         .await?;
     Ok(keyed_response(call, outcome, adjustment_posted))
+}
+
+/// `PUT /v1/orders/:id/deliveries/:date` with `{"delivery": {"status", "note"}}`: 200 with
+/// the delivery as marked (and the charge or reversal it posted). Idempotent by itself: the
+/// same mark again changes nothing.
+pub(super) async fn mark_delivery(
+    call: &Call<'_>,
+    id: OrderId,
+    date: Option<Day>,
+    raw_body: &[u8],
+) -> Answer {
+    let fields = raw_fields(raw_body, "delivery")?;
+    let mark = parse_mark(&fields);
+    let (mark, date) = match (mark, date) {
+        (Ok(mark), Some(date)) => (mark, date),
+        (mark, date) => {
+            let mut errors = mark.err().unwrap_or_default();
+            if date.is_none() {
+                errors.add("date", "is not a date (YYYY-MM-DD)");
+            }
+            return Err(ApiError::Invalid(errors));
+        }
+    };
+    let marked = call
+        .service
+        .mark_delivery(call.webstore, id, date, mark)
+        .await?;
+    Ok(json_response(
+        StatusCode::OK,
+        &MarkedDeliveryView::new(&marked.delivery),
+    ))
 }
 
 fn payment_recorded(posted: &AccountPosted) -> RecordedResponse {

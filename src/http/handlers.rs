@@ -424,7 +424,10 @@ pub(super) async fn order_deliveries(call: &Call<'_>, id: OrderId) -> Answer {
         .service
         .order_deliveries(call.webstore, id, from, to)
         .await?;
-    let views: Vec<_> = deliveries.iter().map(OrderDeliveryView::new).collect();
+    let views: Vec<_> = deliveries
+        .iter()
+        .map(|priced| OrderDeliveryView::new(&priced.delivery, priced.price, priced.status))
+        .collect();
     Ok(json_response(StatusCode::OK, &views))
 }
 

@@ -482,6 +482,7 @@ where
         CreatePayment(id) => accounts::create_payment(call, id, &body).boxed(),
         CreateAdjustment(id) => accounts::create_adjustment(call, id, &body).boxed(),
         ReversePayment(id) => accounts::reverse_payment(call, id, &body).boxed(),
+        MarkDelivery(id, date) => accounts::mark_delivery(call, id, date, &body).boxed(),
     };
     work.await
 }

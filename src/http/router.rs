@@ -7,6 +7,7 @@
 use warp::http::Method;
 
 use crate::app::AppRoute;
+use crate::domain::day::{parse_iso_date, Day};
 use crate::domain::fields::parse_digits;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::metrics::RouteLabel;
@@ -66,6 +67,8 @@ pub enum Endpoint {
     GetPayment(u64),
     /// `POST /v1/payments/:id/reversal`.
     ReversePayment(u64),
+    /// `PUT /v1/orders/:id/deliveries/:date` (`None`: a date segment that is no date).
+    MarkDelivery(OrderId, Option<Day>),
 }
 
 /// Why a request matched no endpoint.
@@ -123,6 +126,8 @@ pub enum Route {
     Payment,
     /// `/v1/payments/:id/reversal`.
     PaymentReversal,
+    /// `/v1/orders/:id/deliveries/:date`.
+    OrderDelivery,
     /// `/metrics`.
     Metrics,
     /// `/health`.
@@ -188,6 +193,7 @@ impl Route {
             Adjustments => "/v1/customers/:id/adjustments",
             Payment => "/v1/payments/:id",
             PaymentReversal => "/v1/payments/:id/reversal",
+            OrderDelivery => "/v1/orders/:id/deliveries/:date",
             Metrics => "/metrics",
             Health => "/health",
             AppHome => AppRoute::Home.template(),
@@ -224,6 +230,7 @@ impl Endpoint {
                 | CreatePayment(_)
                 | CreateAdjustment(_)
                 | ReversePayment(_)
+                | MarkDelivery(..)
         )
     }
 
@@ -240,6 +247,7 @@ impl Endpoint {
                 | CreatePayment(_)
                 | CreateAdjustment(_)
                 | ReversePayment(_)
+                | MarkDelivery(..)
         )
     }
 
@@ -268,6 +276,7 @@ impl Endpoint {
             CreateAdjustment(_) => Route::Adjustments,
             GetPayment(_) => Route::Payment,
             ReversePayment(_) => Route::PaymentReversal,
+            MarkDelivery(..) => Route::OrderDelivery,
         }
     }
 }
@@ -309,6 +318,7 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
     let resource = segments.next().unwrap_or_default();
     let member = segments.next();
     let sub = segments.next();
+    let leaf = segments.next();
     if segments.next().is_some() {
         return Err(RouteError::NotFound);
     }
@@ -319,6 +329,18 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
     };
     let get = Method::GET;
     let post = Method::POST;
+    if let Some(leaf) = leaf {
+        return match (resource, member, sub) {
+            ("orders", Some(segment), Some("deliveries")) => {
+                let order = OrderId(id(segment)?);
+                match *method {
+                    Method::PUT => Ok(MarkDelivery(order, parse_iso_date(leaf))),
+                    _ => Err(RouteError::MethodNotAllowed("PUT")),
+                }
+            }
+            _ => Err(RouteError::NotFound),
+        };
+    }
     if let Some(sub) = sub {
         return match (resource, member, sub) {
             ("orders", Some(segment), "deliveries") => {
@@ -493,6 +515,26 @@ mod tests {
             resolve(&Method::POST, "/v1/customers/7/account"),
             Err(RouteError::MethodNotAllowed("GET"))
         );
+        let friday = parse_iso_date("2026-11-27");
+        assert!(friday.is_some());
+        assert_eq!(
+            resolve(&Method::PUT, "/v1/orders/5/deliveries/2026-11-27"),
+            Ok(Endpoint::MarkDelivery(OrderId(5), friday))
+        );
+        assert_eq!(
+            resolve(&Method::PUT, "/v1/orders/5/deliveries/someday"),
+            Ok(Endpoint::MarkDelivery(OrderId(5), None))
+        );
+        assert_eq!(
+            resolve(&Method::GET, "/v1/orders/5/deliveries/2026-11-27"),
+            Err(RouteError::MethodNotAllowed("PUT"))
+        );
+        assert_eq!(
+            resolve(&Method::PUT, "/v1/orders/5/deliveries/2026-11-27/x"),
+            Err(RouteError::NotFound)
+        );
+        let mark = Endpoint::MarkDelivery(OrderId(5), friday);
+        assert!(mark.writes() && mark.has_body());
         assert_eq!(
             resolve(&Method::DELETE, "/v1/customers/7/payments"),
             Err(RouteError::MethodNotAllowed("GET, POST"))

@@ -16,6 +16,7 @@ use warp::reply::Response;
 use crate::domain::catalogue::{BoxDef, DeliveryService, Webstore};
 use crate::domain::customer::ADDRESS_FIELDS;
 use crate::service::Delivery;
+use crate::views::accounts::AmountView;
 use crate::views::{render, AddressView};
 
 pub use crate::views::{to_json, CustomerView, Embed, OrderDeliveryView, OrderView};
@@ -62,6 +63,8 @@ pub struct DeliveryView<'a> {
     exclusions: Vec<ItemView<'a>>,
     substitutions: Vec<ItemView<'a>>,
     extras: Vec<DeliveredExtra<'a>>,
+    price: AmountView,
+    status: &'static str,
     address: AddressView<'a>,
 }
 
@@ -125,12 +128,14 @@ impl<'a> DeliveryView<'a> {
             exclusions: items(&details.exclusions),
             substitutions: items(&details.substitutions),
             extras,
+            price: AmountView(delivery.price),
+            status: delivery.status.name(),
             address: AddressView(&delivery.customer.address),
         }
     }
 
     /// The CSV columns, in order: the JSON fields with the address flattened.
-    const CSV_HEADER: [&'static str; 11] = [
+    const CSV_HEADER: [&'static str; 13] = [
         "date",
         "order_id",
         "customer_id",
@@ -142,6 +147,8 @@ impl<'a> DeliveryView<'a> {
         "exclusions",
         "substitutions",
         "extras",
+        "price",
+        "status",
     ];
 
     /// The CSV row: lists as names joined by `; ` (extras as `name (unit) x quantity`), then
@@ -172,6 +179,8 @@ impl<'a> DeliveryView<'a> {
             names(&self.exclusions),
             names(&self.substitutions),
             extras,
+            self.price.0.to_string(),
+            self.status.to_owned(),
         ];
         row.extend(
             self.address

@@ -9,10 +9,12 @@
 
 use std::sync::Arc;
 
+use crate::domain::account::delivery_mark::DeliveryStatus;
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
 use crate::domain::day::Day;
 use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::money::Amount;
 use crate::domain::order::history::{withheld_on_scheduled, Goods, Withheld, WithheldCounts};
 use crate::domain::order::Order;
 use crate::domain::paging::Page;
@@ -21,6 +23,7 @@ use crate::index::deliveries::Scheduled;
 use crate::store::kinds::deliveries::FreezeMark;
 
 use super::delivery_lists::{ListKey, SortedList};
+use super::freezing::price_of;
 use super::{Service, ServiceError};
 
 /// One delivery on the list.
@@ -38,6 +41,11 @@ pub struct Delivery {
     /// The delivery service it goes with (the customer's, as it was when a frozen date
     /// locked).
     pub delivery_service_id: u64,
+    /// What it costs: frozen with a frozen date, else what it would cost at the
+    /// catalogue's prices and the customer's discount now.
+    pub price: Amount,
+    /// Pending, delivered (charged) or not delivered; pending until its date is frozen.
+    pub status: DeliveryStatus,
 }
 
 /// A day's whole list: its deliveries in delivery order, and how many regular deliveries
@@ -148,12 +156,15 @@ impl Service {
             else {
                 continue;
             };
+            let (price, status) = (Amount(record.price), record.status());
             deliveries.push(Delivery {
                 date,
                 order_id: order,
                 delivery_service_id: record.delivery_service_id,
                 goods: record.into_goods(),
                 customer,
+                price,
+                status,
             });
         }
         deliveries.sort_unstable_by_key(|d| (d.delivery_service_id, d.customer.number, d.order_id));
@@ -238,11 +249,14 @@ impl Service {
                 // Withheld on this date (a change since the sort, on a date not locked).
                 continue;
             };
+            let service = customer.delivery_service_id;
             deliveries.push(Delivery {
                 date,
                 order_id: entry.order,
+                price: price_of(webstore, &goods, customer.account.discount, service),
+                status: DeliveryStatus::Pending,
                 goods,
-                delivery_service_id: customer.delivery_service_id,
+                delivery_service_id: service,
                 customer,
             });
         }

@@ -114,7 +114,7 @@ impl Service {
                 Ok(delivery) => {
                     let goods = delivery.goods();
                     let service = customer.delivery_service_id;
-                    let price = price_of(webstore, &goods, service);
+                    let price = price_of(webstore, &goods, customer.account.discount, service);
                     let record = DeliveryRecord::pending(entry.customer.0, service, goods, price);
                     batch.push((entry.order, record));
                 }
@@ -152,11 +152,13 @@ impl Service {
     }
 }
 
-/// What `goods` cost, at the catalogue's prices now, with the fee of `delivery_service_id`
-/// (an item the catalogue no longer has costs nothing).
+/// What `goods` cost, at the catalogue's prices now, less `discount` on box and extras,
+/// with the fee of `delivery_service_id` (an item the catalogue no longer has costs
+/// nothing).
 pub fn price_of(
     webstore: &Webstore,
     goods: &Goods,
+    discount: Discount,
     delivery_service_id: u64,
 ) -> crate::domain::money::Amount {
     let box_cents = webstore
@@ -174,5 +176,5 @@ pub fn price_of(
         .delivery_services
         .get(&delivery_service_id)
         .map_or(0, |service| service.fee.cents());
-    delivery_price(box_cents, extras, Discount::NONE, fee)
+    delivery_price(box_cents, extras, discount, fee)
 }

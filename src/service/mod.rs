@@ -35,6 +35,7 @@
 
 pub mod accounts;
 pub mod calls;
+pub mod charging;
 pub mod client_limits;
 mod customers;
 pub mod cut_over;
@@ -72,6 +73,7 @@ use crate::store::{Store, StoreError};
 
 pub use crate::store::disk::Refusal;
 pub use deliveries::{DayList, Delivery};
+pub use orders::PricedDelivery;
 
 use calls::ActorCalls;
 use client_limits::ClientLimits;

@@ -17,8 +17,10 @@ use crate::domain::order::change::OrderChange;
 use crate::domain::order::Order;
 
 use crate::clock::unix_now;
+use crate::domain::account::delivery_mark::DeliveryStatus;
 use crate::domain::day::Day;
-use crate::domain::order::history::OrderDelivery;
+use crate::domain::money::Amount;
+use crate::domain::order::history::{Goods, OrderDelivery};
 
 use super::idempotency::Turn;
 
@@ -26,7 +28,20 @@ use super::idempotency::Turn;
 const MAX_DAYS: i64 = 366;
 /// The days it covers by default: 8 weeks.
 const DEFAULT_DAYS: i32 = 56;
+use super::freezing::price_of;
 use super::{KeyedWrite, Service, ServiceError};
+
+/// One delivery of an order, with what it costs and where it stands.
+#[derive(Debug, Clone)]
+pub struct PricedDelivery {
+    /// The date, what goes out, whether the date is locked.
+    pub delivery: OrderDelivery,
+    /// Frozen with a frozen date, else at the catalogue's prices and the customer's
+    /// discount now.
+    pub price: Amount,
+    /// Pending until the date is frozen and charged.
+    pub status: DeliveryStatus,
+}
 
 impl Service {
     /// Creates an order for a customer of the webstore.
@@ -183,7 +198,7 @@ impl Service {
         id: OrderId,
         from: Option<Day>,
         to: Option<Day>,
-    ) -> Result<Vec<OrderDelivery>, ServiceError> {
+    ) -> Result<Vec<PricedDelivery>, ServiceError> {
         let now = unix_now();
         let from = from.unwrap_or_else(|| webstore.today(now));
         let to = to.unwrap_or_else(|| from.plus(DEFAULT_DAYS - 1));
@@ -200,37 +215,56 @@ impl Service {
             )));
         }
         let order = self.order(webstore, id).await?;
-        let halts = self
-            .registry
-            .customer(webstore.idx, order.customer_id)?
+        let customer = self.registry.customer(webstore.idx, order.customer_id)?;
+        let halts = customer
+            .as_ref()
             .map(|customer| customer.halts.clone())
             .unwrap_or_default();
+        let price = |goods: &Goods| {
+            customer.as_ref().map_or(Amount::ZERO, |customer| {
+                price_of(
+                    webstore,
+                    goods,
+                    customer.account.discount,
+                    customer.delivery_service_id,
+                )
+            })
+        };
         let cutoff = webstore.cutoff;
         let mark = self.freeze_mark(webstore)?;
         let frozen = |d: Day| mark.is_some_and(|mark| mark.holds(d));
         // Frozen dates from their lists, the others from the order's history.
-        let mut deliveries: Vec<OrderDelivery> = order
+        let mut deliveries: Vec<PricedDelivery> = order
             .history
             .deliveries(from, to, &halts, |d| {
                 cutoff.is_locked(d, &webstore.zone, now)
             })
             .into_iter()
             .filter(|delivery| !frozen(delivery.date))
+            .map(|delivery| PricedDelivery {
+                price: price(&delivery.goods),
+                status: DeliveryStatus::Pending,
+                delivery,
+            })
             .collect();
         if let Some(mark) = mark {
             let store = self.registry.store();
             let mut d = from.max(mark.since);
             while d <= to.min(mark.through) {
                 if let Some(record) = store.frozen_delivery(&webstore.settings.id, d, id)? {
-                    deliveries.push(OrderDelivery {
-                        date: d,
-                        goods: record.into_goods(),
-                        locked: true,
+                    deliveries.push(PricedDelivery {
+                        price: Amount(record.price),
+                        status: record.status(),
+                        delivery: OrderDelivery {
+                            date: d,
+                            goods: record.into_goods(),
+                            locked: true,
+                        },
                     });
                 }
                 d = d.plus(1);
             }
-            deliveries.sort_unstable_by_key(|delivery| delivery.date);
+            deliveries.sort_unstable_by_key(|priced| priced.delivery.date);
         }
         Ok(deliveries)
     }

@@ -70,7 +70,8 @@ impl Drop for PrimaryDuties {
     }
 }
 
-/// Freezes each webstore's dates once they lock (see `service::freezing`): at start, then
+/// Freezes each webstore's dates once they lock (see `service::freezing`), then charges
+/// the deliveries whose `delivered_at` has passed (`service::charging`): at start, then
 /// every few seconds, a date's list frozen within seconds of its cut-off.
 fn spawn_freezer(service: Arc<Service>) -> tokio::task::JoinHandle<()> {
     const EVERY: Duration = Duration::from_secs(5);
@@ -92,6 +93,20 @@ fn spawn_freezer(service: Arc<Service>) -> tokio::task::JoinHandle<()> {
                         webstore = %webstore.settings.id,
                         %error,
                         "freezing delivery lists paused"
+                    ),
+                }
+                // After freezing, in the same task: a date is charged once frozen.
+                match service.charge_delivered_dates(webstore).await {
+                    Ok(0) => {}
+                    Ok(deliveries) => tracing::info!(
+                        webstore = %webstore.settings.id,
+                        deliveries,
+                        "deliveries charged"
+                    ),
+                    Err(error) => tracing::debug!(
+                        webstore = %webstore.settings.id,
+                        %error,
+                        "charging deliveries paused"
                     ),
                 }
             }

@@ -226,7 +226,7 @@ pub(super) fn chunk_parts(
 }
 
 /// Decodes a whole bincode payload (trailing bytes are an error).
-pub(super) fn decode_payload<T: for<'de> Deserialize<'de>>(
+pub(crate) fn decode_payload<T: for<'de> Deserialize<'de>>(
     payload: &[u8],
 ) -> Result<T, CodecError> {
     let (record, used) = bincode::serde::decode_from_slice::<T, _>(payload, config())

@@ -1,6 +1,6 @@
 //! What a webstore's writes changed since its copy to another shard began: the customers
-//! (a customer's record and orders travel together), the idempotency keys and the events
-//! written. A move copies the webstore while its writes go on, then ships what changed,
+//! (a customer's record and orders travel together), the idempotency keys, the events
+//! written and the frozen deliveries marked. A move copies the webstore while its writes go on, then ships what changed,
 //! round after round, and freezes its writes only for the last, short round
 //! (`crate::service::move_steps`).
 //!
@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 
 use dashmap::DashMap;
 
+use crate::domain::day::Day;
+use crate::domain::ids::OrderId;
+
 /// What one webstore's writes changed since the last take.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Changed {
@@ -30,12 +33,17 @@ pub struct Changed {
     pub idempotency_keys: BTreeSet<String>,
     /// Sequence numbers of the events written.
     pub events: BTreeSet<u64>,
+    /// Frozen deliveries marked (a charge, its reversal), by date and order.
+    pub deliveries: BTreeSet<(Day, OrderId)>,
 }
 
 impl Changed {
     /// Whether nothing changed.
     pub fn is_empty(&self) -> bool {
-        self.customers.is_empty() && self.idempotency_keys.is_empty() && self.events.is_empty()
+        self.customers.is_empty()
+            && self.idempotency_keys.is_empty()
+            && self.events.is_empty()
+            && self.deliveries.is_empty()
     }
 }
 
@@ -174,6 +182,21 @@ impl ChangeTracking {
         }
         if let Some(event) = event {
             changed.events.insert(event);
+        }
+    }
+
+    /// Notes that a write of `webstore` marked its frozen delivery of `order` on `day`.
+    pub fn note_delivery(&self, webstore: &str, day: Day, order: OrderId) {
+        if self.tracked.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        if let Some(entry) = self.webstores.get(webstore) {
+            entry
+                .changed
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .deliveries
+                .insert((day, order));
         }
     }
 }

@@ -57,8 +57,13 @@ impl Store {
         if storage.get(&events::events_pruned(id))?.is_some() {
             doomed.push(events::events_pruned(id));
         }
-        if storage.get(&deliveries::freeze_mark_key(id))?.is_some() {
-            doomed.push(deliveries::freeze_mark_key(id));
+        for key in [
+            deliveries::freeze_mark_key(id),
+            deliveries::charge_mark_key(id),
+        ] {
+            if storage.get(&key)?.is_some() {
+                doomed.push(key);
+            }
         }
         let removed = doomed.len() as u64;
         let max_bytes = self.max_entry_bytes().unwrap_or(usize::MAX);

@@ -321,7 +321,9 @@ fn frozen(
         day = day.plus(1);
     }
     write(&Line::FrozenThrough(FrozenThroughLine::of_mark(
-        webstore, mark,
+        webstore,
+        mark,
+        store.charge_mark(webstore)?,
     )))?;
     Ok(count)
 }
@@ -415,6 +417,14 @@ pub fn export_changed(
         if let Some(record) = found {
             write(&Line::Event(event_line(webstore, sequence, record)?))?;
             exported.events += 1;
+        }
+    }
+    for &(day, order) in &changed.deliveries {
+        if let Some(record) = store.frozen_delivery(webstore, day, order)? {
+            write(&Line::FrozenDelivery(FrozenDeliveryLine::from_record(
+                webstore, day, order, record,
+            )))?;
+            exported.frozen_deliveries += 1;
         }
     }
     exported.webhook_positions += mark_and_webhook_positions(store, webstore, &mut write)?;

@@ -141,7 +141,7 @@ enum Record {
     /// Webstore, date, record.
     FrozenDay(String, Day, FrozenDayRecord),
     /// Webstore, its frozen dates.
-    FrozenThrough(String, FreezeMark),
+    FrozenThrough(String, FreezeMark, Option<Day>),
     Account(AccountRecord),
     Transaction(TransactionRecord),
     Payment(PaymentRecord),
@@ -182,7 +182,7 @@ impl Record {
             Record::FrozenDay(webstore, day, _) => {
                 Some((webstore, format!("the frozen day {}", day.date())))
             }
-            Record::FrozenThrough(webstore, _) => {
+            Record::FrozenThrough(webstore, ..) => {
                 Some((webstore, "the frozen_through line".to_owned()))
             }
         }
@@ -290,7 +290,7 @@ fn read_records(
                 .map(|(webstore, day, record)| Record::FrozenDay(webstore, day, record)),
             Line::FrozenThrough(line) => line
                 .into_mark()
-                .map(|(webstore, mark)| Record::FrozenThrough(webstore, mark)),
+                .map(|(webstore, mark, charged)| Record::FrozenThrough(webstore, mark, charged)),
         }
         .map_err(|bad| TransferError::line(number, bad.0))?;
         if !visit(number, record)? {
@@ -430,7 +430,7 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
                 webstores.insert(webstore);
                 imported.frozen_deliveries += 1;
             }
-            Record::FrozenThrough(webstore, _) => {
+            Record::FrozenThrough(webstore, ..) => {
                 webstores.insert(webstore);
             }
         }
@@ -578,7 +578,9 @@ fn import_then(
             Record::FrozenDay(webstore, day, record) => {
                 add_frozen_day(&mut writes, webstore, *day, record)
             }
-            Record::FrozenThrough(webstore, mark) => add_freeze_mark(&mut writes, webstore, *mark),
+            Record::FrozenThrough(webstore, mark, charged) => {
+                add_freeze_mark(&mut writes, webstore, *mark, *charged)
+            }
             Record::EventsPruned(webstore, through) => {
                 batches.flush(Store::apply)?;
                 written_through = number - 1;
@@ -686,8 +688,9 @@ fn undo(
             }
             // The store held no frozen dates of the webstore before (the check refuses one
             // that has some).
-            Record::FrozenThrough(webstore, _) => {
-                batch.delete(deliveries::freeze_mark_key(&webstore))
+            Record::FrozenThrough(webstore, ..) => {
+                batch.delete(deliveries::freeze_mark_key(&webstore));
+                batch.delete(deliveries::charge_mark_key(&webstore));
             }
         }
         batches.add(batch, Store::remove)?;
@@ -792,7 +795,9 @@ pub fn apply_live(
                 applied.frozen_deliveries += 1;
                 add_frozen_day(&mut writes, owner, *day, record);
             }
-            Record::FrozenThrough(owner, mark) => add_freeze_mark(&mut writes, owner, *mark),
+            Record::FrozenThrough(owner, mark, charged) => {
+                add_freeze_mark(&mut writes, owner, *mark, *charged)
+            }
             Record::EventsPruned(owner, through) => {
                 batches.flush(Store::apply)?;
                 prune_to(store, &mut batches, owner, *through)?;

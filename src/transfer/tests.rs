@@ -132,7 +132,7 @@ fn events_marks_and_webhook_positions_travel_byte_for_byte_and_export_again_the_
     let (first, second) = (stores.file("first.jsonl"), stores.file("second.jsonl"));
     exported(&source, None, &first);
     let text = std::fs::read_to_string(&first).unwrap();
-    assert!(text.starts_with(r#"{"type":"header","format":"boxsub-export","version":5,"#));
+    assert!(text.starts_with(r#"{"type":"header","format":"boxsub-export","version":6,"#));
     assert_eq!(text.matches(r#""type":"event""#).count(), 8, "{text}");
     assert_eq!(text.matches(r#""type":"delivery""#).count(), 2, "{text}");
 
@@ -898,6 +898,7 @@ fn a_webstore_s_empty_frozen_lists_here_give_way_to_its_import() {
             since: Day(20_010),
             through: Day(20_010),
         },
+        None,
     );
     source.apply(batch).unwrap();
     let file = stores.file("shop.jsonl");
@@ -914,6 +915,7 @@ fn a_webstore_s_empty_frozen_lists_here_give_way_to_its_import() {
             since: Day(20_005),
             through: Day(20_012),
         },
+        None,
     );
     target.apply(batch).unwrap();
 
@@ -988,6 +990,7 @@ fn accounts_ledgers_and_payments_travel_with_their_customer_and_export_again_the
         account: &account,
         transactions: std::slice::from_ref(&transaction),
         payment: Some(&payment),
+        delivery: None,
     };
     drop(
         source

@@ -1,4 +1,5 @@
-//! The JSON shapes of a customer's account, its transactions and its payments, built from
+//! The JSON shapes of a customer's account, its transactions, its payments and a delivery's
+//! mark, built from
 //! the domain's values: amounts as decimal strings with two places and a sign where negative
 //! (`"-12.50"`), the discount a fraction, dates `YYYY-MM-DD`, times RFC 3339.
 //!
@@ -7,6 +8,7 @@
 use serde::Serialize;
 
 use super::{DateView, Rfc3339};
+use crate::domain::account::delivery_mark::MarkedDelivery;
 use crate::domain::account::payment::Payment;
 use crate::domain::account::transaction::{Transaction, TransactionOf};
 use crate::domain::account::Account;
@@ -130,6 +132,33 @@ impl<'a> PaymentView<'a> {
             transaction_id: payment.transaction_id,
             reversal_transaction_id: payment.reversal_id,
             created_at: Rfc3339(payment.created_at),
+        }
+    }
+}
+
+/// A frozen delivery as marked (`PUT /v1/orders/{id}/deliveries/{date}`, `delivery.updated`).
+#[derive(Serialize)]
+pub struct MarkedDeliveryView<'a> {
+    order_id: u64,
+    customer_id: u64,
+    date: DateView,
+    status: &'static str,
+    price: AmountView,
+    note: Option<&'a str>,
+    transaction: Option<TransactionView<'a>>,
+}
+
+impl<'a> MarkedDeliveryView<'a> {
+    /// The view of `delivery`.
+    pub fn new(delivery: &'a MarkedDelivery) -> MarkedDeliveryView<'a> {
+        MarkedDeliveryView {
+            order_id: delivery.order_id.0,
+            customer_id: delivery.customer_id.0,
+            date: DateView(delivery.date),
+            status: delivery.status.name(),
+            price: AmountView(delivery.price),
+            note: delivery.note.as_deref(),
+            transaction: delivery.transaction.as_ref().map(TransactionView::new),
         }
     }
 }

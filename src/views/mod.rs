@@ -11,12 +11,15 @@ pub mod accounts;
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
+use crate::domain::account::delivery_mark::DeliveryStatus;
 use crate::domain::catalogue::Webstore;
 use crate::domain::customer::{Address, Customer};
 use crate::domain::day::Day;
+use crate::domain::money::Amount;
 use crate::domain::order::content::ExtraLine;
 use crate::domain::order::history::OrderDelivery;
 use crate::domain::order::Order;
+use accounts::AmountView;
 
 /// Room reserved for a rendered body: an order or a customer fits, where growing from
 /// empty took seven reallocations and copies.
@@ -250,11 +253,13 @@ pub struct OrderDeliveryView<'a> {
     exclusions: &'a [u64],
     substitutions: &'a [u64],
     locked: bool,
+    price: AmountView,
+    status: &'static str,
 }
 
 impl<'a> OrderDeliveryView<'a> {
-    /// The view of one delivery of an order.
-    pub fn new(delivery: &'a OrderDelivery) -> Self {
+    /// The view of one delivery of an order, at `price`, with its `status`.
+    pub fn new(delivery: &'a OrderDelivery, price: Amount, status: DeliveryStatus) -> Self {
         let goods = &delivery.goods;
         OrderDeliveryView {
             date: DateView(delivery.date),
@@ -263,6 +268,8 @@ impl<'a> OrderDeliveryView<'a> {
             exclusions: &goods.exclusions,
             substitutions: &goods.substitutions,
             locked: delivery.locked,
+            price: AmountView(price),
+            status: status.name(),
         }
     }
 }

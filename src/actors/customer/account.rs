@@ -133,7 +133,12 @@ impl CustomerState {
         };
         let transaction_id = self.order_ids.take()?;
         let (next, transaction) = account
-            .post(posting, transaction_id, now, None)
+            .post(
+                posting,
+                transaction_id,
+                now,
+                self.webstore.balance_threshold,
+            )
             .map_err(|_| ChangeError::Invalid(FieldErrors::single("amount", BEYOND_THE_LEDGER)))?;
         let payment = payment.map(|mut payment| {
             match transaction.kind {
@@ -164,6 +169,7 @@ impl CustomerState {
                     account: &posted.account,
                     transactions: std::slice::from_ref(&posted.transaction),
                     payment: posted.payment.as_ref(),
+                    delivery: None,
                 },
                 idempotency,
                 Some(event),

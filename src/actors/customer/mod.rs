@@ -23,8 +23,10 @@
 //! work such as password hashing.
 
 mod account;
+mod deliveries;
 
 pub use account::{AccountChange, AccountPosted, ChangeAccount};
+pub use deliveries::{DeliveryMarked, MarkDelivery, NOT_A_DELIVERY};
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -240,6 +242,12 @@ pub enum Request {
         Box<ChangeAccount>,
         RpcReplyPort<Result<AccountPosted, ChangeError>>,
     ),
+    /// Mark one of its frozen deliveries delivered (charged) or not; answered once it is on
+    /// disk.
+    MarkDelivery(
+        Box<MarkDelivery>,
+        RpcReplyPort<Result<DeliveryMarked, ChangeError>>,
+    ),
 }
 
 /// A request as it travels to the actor: what to do, the handoff it shares with its caller,
@@ -409,6 +417,10 @@ impl Actor for CustomerActor {
             }
             Request::ChangeAccount(change, reply) => {
                 let _ = reply.send(Box::pin(state.change_account(*change, &handoff)).await);
+                drop(held);
+            }
+            Request::MarkDelivery(mark, reply) => {
+                let _ = reply.send(Box::pin(state.mark_delivery(*mark, &handoff)).await);
                 drop(held);
             }
         }

@@ -7,11 +7,13 @@
 //! - [`payment`]: payments (and a payment's body), reversed at most once;
 //! - [`adjustment`]: a correction's body;
 //! - [`settings`]: the body that sets the discount and the threshold;
-//! - [`delivery_mark`]: the body that marks a frozen delivery delivered or not.
+//! - [`delivery_mark`]: the body that marks a frozen delivery delivered or not;
+//! - [`charging`]: when a frozen delivery is charged (the catalogue's `delivered_at`).
 //!
 //! Pure. Must not touch: storage, the clock (callers pass "now" and today), HTTP.
 
 pub mod adjustment;
+pub mod charging;
 pub mod delivery_mark;
 pub mod payment;
 pub mod settings;

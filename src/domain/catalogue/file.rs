@@ -17,7 +17,9 @@ use super::{
     AddressRequirements, BoxDef, BoxItem, Catalogue, DeliveryService, Extra, Limit, Money,
     Producer, Webstore, WebstoreIdx, WebstoreSettings,
 };
+use crate::domain::account::charging::DeliveredAt;
 use crate::domain::cutoff::{Cutoff, CutoffFile};
+use crate::domain::money::Amount;
 use crate::domain::quotas::{QuotaSettings, QuotasFile};
 use crate::domain::webhooks::{build_webhooks, WebhookFile};
 
@@ -162,6 +164,10 @@ struct WebstoreFile {
     quotas: QuotasFile,
     #[serde(default)]
     cutoff: CutoffFile,
+    #[serde(default)]
+    delivered_at: Option<String>,
+    #[serde(default)]
+    balance_threshold: Option<String>,
     #[serde(default)]
     delivery_services: Vec<DeliveryServiceFile>,
     #[serde(default)]
@@ -337,6 +343,31 @@ fn build(
             }
             Cutoff::DEFAULT
         });
+        let delivered_at = match &raw.delivered_at {
+            None => DeliveredAt::DEFAULT,
+            Some(text) => DeliveredAt::parse(text).unwrap_or_else(|| {
+                problems.add(
+                    format!("{place}.delivered_at"),
+                    format!(
+                        "must be a local time of day as \"HH:MM\" (00:00 to 23:59), not {text:?}"
+                    ),
+                );
+                DeliveredAt::DEFAULT
+            }),
+        };
+        let balance_threshold = raw.balance_threshold.as_deref().and_then(|text| {
+            let threshold = Amount::from_json_text(text).filter(|_| !text.contains('"'));
+            if threshold.is_none() {
+                problems.add(
+                    format!("{place}.balance_threshold"),
+                    format!(
+                        "must be an amount with at most two decimals, such as \"-20.00\", not \
+                         {text:?}"
+                    ),
+                );
+            }
+            threshold
+        });
         let zone = crate::domain::time_zones::resolve(&raw.time_zone);
         if zone.is_none() {
             problems.add(
@@ -397,6 +428,8 @@ fn build(
             webhooks,
             quotas,
             cutoff,
+            delivered_at,
+            balance_threshold,
         }));
     }
     if !problems.0.is_empty() {

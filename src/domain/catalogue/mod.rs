@@ -24,9 +24,11 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::account::charging::DeliveredAt;
 use super::cutoff::Cutoff;
 use super::day::Day;
 use super::day::WeekDays;
+use super::money::Amount;
 use super::quotas::QuotaSettings;
 use super::webhooks::Webhook;
 
@@ -309,6 +311,12 @@ pub struct Webstore {
     pub quotas: QuotaSettings,
     /// When its delivery dates lock ([`Cutoff::DEFAULT`] unless its entry gives `cutoff`).
     pub cutoff: Cutoff,
+    /// When its frozen deliveries are charged on their date ([`DeliveredAt::DEFAULT`]
+    /// unless its entry gives `delivered_at`).
+    pub delivered_at: DeliveredAt,
+    /// Its customers' spend limit, where a customer has none of their own (`None`: no
+    /// limit, unless its entry gives `balance_threshold`).
+    pub balance_threshold: Option<Amount>,
 }
 
 /// A producer's account: who may sign in to the web app and see their webstore's day.

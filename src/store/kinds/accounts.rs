@@ -24,6 +24,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::deliveries::{frozen_delivery_key, DeliveryRecord};
 use super::idempotency::IdempotencyWrite;
 use crate::domain::account::payment::{Payment, PaymentMethod};
 use crate::domain::account::transaction::{Transaction, TransactionKind, TransactionOf};
@@ -294,6 +295,9 @@ pub struct AccountWrite<'a> {
     pub transactions: &'a [Transaction],
     /// The payment recorded or reversed.
     pub payment: Option<&'a Payment>,
+    /// The frozen delivery marked (charged, or its charge reversed), with its date and
+    /// order: written with its charge, so that a delivery is charged once whatever stops.
+    pub delivery: Option<(Day, OrderId, &'a DeliveryRecord)>,
 }
 
 impl Store {
@@ -332,6 +336,13 @@ impl Store {
                 ));
             }
         }
+        let marked = write.delivery.map(|(day, order, _)| (day, order));
+        if let Some((day, order, record)) = write.delivery {
+            puts.push((
+                frozen_delivery_key(webstore_id, day, order),
+                readable("delivery", record)?,
+            ));
+        }
         let record = AccountRecord::from_account(write.account, webstore_id);
         puts.push((account_key(customer), readable("account", &record)?));
         let bytes = puts
@@ -349,6 +360,9 @@ impl Store {
                 write: move |store: &Store, _open: &OpenForWrite<'_>, entry: &mut LogEntry| {
                     for (key, value) in puts {
                         store.put(entry, &key, value)?;
+                    }
+                    if let Some((day, order)) = marked {
+                        store.inner.tracking.note_delivery(webstore_id, day, order);
                     }
                     Ok(())
                 },
@@ -600,6 +614,7 @@ mod tests {
                             account,
                             transactions,
                             payment,
+                            delivery: None,
                         },
                         None,
                         None,

@@ -12,6 +12,9 @@
 //!   with each date's last deliveries: the dates from the first on are answered from their
 //!   lists, the dates before it (before this release froze any) from the orders' histories.
 //!
+//! - `m charged/` + webstore id: the last date whose deliveries the charging duty has
+//!   charged (`service::charging`): the day's key bytes. Below it nothing is pending.
+//!
 //! A day is its number since 1970-01-01 as a big-endian `u32` with the sign bit flipped, so
 //! that byte order is date order. A date is frozen in batches, each a change of its own;
 //! written again (a node that stopped half-way), a batch writes the same keys: the date is
@@ -32,7 +35,7 @@ use crate::domain::ids::OrderId;
 use crate::domain::money::Amount;
 use crate::domain::order::content::ExtraLine;
 use crate::domain::order::history::Goods;
-use crate::store::codec::{decode, encode, Kind, Record};
+use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
 use crate::store::error::corrupt;
 use crate::store::keys::webstore_prefix;
 use crate::store::log::wal::LogEntry;
@@ -43,6 +46,16 @@ pub const FROZEN: u8 = b'f';
 
 /// `m frozen/` + webstore id: the first and last date frozen.
 pub const FREEZE_MARK: &[u8] = b"mfrozen/";
+
+/// `m charged/` + webstore id: the last date charged.
+pub const CHARGE_MARK: &[u8] = b"mcharged/";
+
+/// `m charged/` + webstore id.
+pub fn charge_mark_key(webstore: &str) -> Vec<u8> {
+    let mut key = CHARGE_MARK.to_vec();
+    key.extend_from_slice(webstore.as_bytes());
+    key
+}
 
 /// The key bytes of a day: its number with the sign bit flipped, big-endian.
 pub fn day_bytes(day: Day) -> [u8; 4] {
@@ -113,10 +126,48 @@ pub struct DeliveryRecord {
     pub price: i64,
     /// [`DeliveryStatus`]'s code.
     pub status: u8,
+    /// What the driver or the producer noted when marking it (version 2 on).
+    pub note: Option<String>,
 }
 
 impl Record for DeliveryRecord {
     const KIND: Kind = Kind::FrozenDelivery;
+    const VERSION: u16 = 2;
+    fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
+        match version {
+            1 => decode_payload::<DeliveryRecordV1>(payload).map(DeliveryRecordV1::upgrade),
+            other => Err(CodecError::UnsupportedVersion(other)),
+        }
+    }
+}
+
+/// A frozen delivery as version 1 wrote it: without a note.
+#[derive(Deserialize)]
+struct DeliveryRecordV1 {
+    customer_id: u64,
+    delivery_service_id: u64,
+    box_id: u64,
+    extras: Vec<ExtraRecord>,
+    exclusions: Vec<u64>,
+    substitutions: Vec<u64>,
+    price: i64,
+    status: u8,
+}
+
+impl DeliveryRecordV1 {
+    fn upgrade(self) -> DeliveryRecord {
+        DeliveryRecord {
+            customer_id: self.customer_id,
+            delivery_service_id: self.delivery_service_id,
+            box_id: self.box_id,
+            extras: self.extras,
+            exclusions: self.exclusions,
+            substitutions: self.substitutions,
+            price: self.price,
+            status: self.status,
+            note: None,
+        }
+    }
 }
 
 impl DeliveryRecord {
@@ -144,7 +195,13 @@ impl DeliveryRecord {
             substitutions: goods.substitutions,
             price: price.0,
             status: DeliveryStatus::Pending.code(),
+            note: None,
         }
+    }
+
+    /// Its status (a code this release does not know reads as pending: never charged).
+    pub fn status(&self) -> DeliveryStatus {
+        DeliveryStatus::of_code(self.status).unwrap_or(DeliveryStatus::Pending)
     }
 
     /// What went out.
@@ -281,6 +338,29 @@ impl Store {
         open.commit(entry)
     }
 
+    /// The last date of webstore `webstore_id` whose deliveries were all charged, if any.
+    pub fn charge_mark(&self, webstore_id: &str) -> Result<Option<Day>, StoreError> {
+        let key = charge_mark_key(webstore_id);
+        match self.inner.storage.get(&key)? {
+            None => Ok(None),
+            Some(bytes) => <[u8; 4]>::try_from(bytes.as_ref())
+                .map(|bytes| Some(day_of(bytes)))
+                .map_err(|_| corrupt(&key, crate::store::codec::CodecError::NotARecord)),
+        }
+    }
+
+    /// Writes that every delivery of webstore `webstore_id` up to `day` is charged (or
+    /// marked by hand). Durable once the answer completes.
+    pub fn write_charge_mark(&self, webstore_id: &str, day: Day) -> Result<Written, StoreError> {
+        let open = self.open_for_webstore(webstore_id)?;
+        let key = charge_mark_key(webstore_id);
+        let value = day_bytes(day).to_vec();
+        open.fits(LogEntry::encoded_len(&key, &value))?;
+        let mut entry = open.entry();
+        self.put(&mut entry, &key, value)?;
+        open.commit(entry)
+    }
+
     /// Date `day`'s frozen record, if the date is frozen whole.
     pub fn frozen_day(
         &self,
@@ -367,21 +447,26 @@ impl Store {
                 batch.delete(key.to_vec());
                 true
             })?;
-        if self
-            .inner
-            .storage
-            .get(&freeze_mark_key(webstore_id))?
-            .is_some()
-        {
-            batch.delete(freeze_mark_key(webstore_id));
+        for key in [freeze_mark_key(webstore_id), charge_mark_key(webstore_id)] {
+            if self.inner.storage.get(&key)?.is_some() {
+                batch.delete(key);
+            }
         }
         Ok(())
     }
 }
 
-/// Adds an imported webstore's frozen dates to `batch`.
-pub fn add_freeze_mark(batch: &mut WriteBatch, webstore_id: &str, mark: FreezeMark) {
+/// Adds an imported webstore's frozen dates, and the last date it charged, to `batch`.
+pub fn add_freeze_mark(
+    batch: &mut WriteBatch,
+    webstore_id: &str,
+    mark: FreezeMark,
+    charged_through: Option<Day>,
+) {
     batch.put(freeze_mark_key(webstore_id), mark.bytes());
+    if let Some(day) = charged_through {
+        batch.put(charge_mark_key(webstore_id), day_bytes(day).to_vec());
+    }
 }
 
 /// Adds an imported frozen date's record to `batch`.

@@ -65,8 +65,8 @@ use customers::{
     CustomerRecord,
 };
 use deliveries::{
-    add_freeze_mark, add_frozen_day, add_frozen_delivery, freeze_mark_key, frozen_day_key,
-    frozen_delivery_key, DeliveryRecord, FrozenDayRecord,
+    add_freeze_mark, add_frozen_day, add_frozen_delivery, charge_mark_key, freeze_mark_key,
+    frozen_day_key, frozen_delivery_key, DeliveryRecord, FrozenDayRecord,
 };
 use events::{add_event_record, add_events_pruned, events_pruned, EventRecord};
 use idempotency::{
@@ -424,6 +424,7 @@ pub fn layout() -> Vec<KeyRow> {
             record::<DeliveryRecord>(),
             writers![
                 Store::freeze_deliveries,
+                Store::write_account,
                 add_frozen_delivery,
                 Store::add_frozen_lists_removal,
                 Store::purge_webstore,
@@ -446,6 +447,17 @@ pub fn layout() -> Vec<KeyRow> {
             Holds::Bytes,
             writers![
                 Store::freeze_deliveries,
+                add_freeze_mark,
+                Store::add_frozen_lists_removal,
+                Store::purge_webstore
+            ],
+        ),
+        row(
+            "m charged/ + webstore id",
+            charge_mark_key("shop"),
+            Holds::Bytes,
+            writers![
+                Store::write_charge_mark,
                 add_freeze_mark,
                 Store::add_frozen_lists_removal,
                 Store::purge_webstore

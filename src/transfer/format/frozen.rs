@@ -40,6 +40,9 @@ pub struct FrozenDeliveryLine {
     pub price_cents: i64,
     /// `pending`, `delivered` or `not_delivered`.
     pub status: String,
+    /// What was noted when it was marked (version 6 on; absent: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// A date frozen whole, as exported: its withheld deliveries by reason.
@@ -70,6 +73,10 @@ pub struct FrozenThroughLine {
     pub since: String,
     /// `YYYY-MM-DD`: the last date frozen.
     pub through: String,
+    /// `YYYY-MM-DD`: the last date whose deliveries were charged (version 6 on; absent:
+    /// none yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charged_through: Option<String>,
 }
 
 impl FrozenDeliveryLine {
@@ -80,6 +87,7 @@ impl FrozenDeliveryLine {
         order: OrderId,
         record: DeliveryRecord,
     ) -> FrozenDeliveryLine {
+        let status = record.status().name().to_owned();
         FrozenDeliveryLine {
             webstore_id: webstore_id.to_owned(),
             date: date_text(day.0),
@@ -91,10 +99,8 @@ impl FrozenDeliveryLine {
             exclusions: record.exclusions,
             substitutions: record.substitutions,
             price_cents: record.price,
-            status: DeliveryStatus::of_code(record.status)
-                .unwrap_or(DeliveryStatus::Pending)
-                .name()
-                .to_owned(),
+            status,
+            note: record.note,
         }
     }
 
@@ -127,6 +133,7 @@ impl FrozenDeliveryLine {
                 substitutions: self.substitutions,
                 price: self.price_cents,
                 status: status.code(),
+                note: self.note,
             },
         ))
     }
@@ -167,16 +174,21 @@ impl FrozenDayLine {
 
 impl FrozenThroughLine {
     /// The line of a webstore's mark.
-    pub fn of_mark(webstore_id: &str, mark: FreezeMark) -> FrozenThroughLine {
+    pub fn of_mark(
+        webstore_id: &str,
+        mark: FreezeMark,
+        charged_through: Option<Day>,
+    ) -> FrozenThroughLine {
         FrozenThroughLine {
             webstore_id: webstore_id.to_owned(),
             since: date_text(mark.since.0),
             through: date_text(mark.through.0),
+            charged_through: charged_through.map(|day| date_text(day.0)),
         }
     }
 
     /// The webstore and mark to store.
-    pub fn into_mark(self) -> Result<(String, FreezeMark), BadLine> {
+    pub fn into_mark(self) -> Result<(String, FreezeMark, Option<Day>), BadLine> {
         let day = |text: &str| {
             parse_iso_date(text)
                 .ok_or_else(|| BadLine(format!("frozen_through: {text:?} is not a date")))
@@ -190,6 +202,7 @@ impl FrozenThroughLine {
                 "frozen_through: the webstore_id must be set, and through not before since".into(),
             ));
         }
-        Ok((self.webstore_id, mark))
+        let charged = self.charged_through.as_deref().map(day).transpose()?;
+        Ok((self.webstore_id, mark, charged))
     }
 }

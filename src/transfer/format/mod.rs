@@ -7,7 +7,7 @@
 //! go) and with a fixed field order, so that exporting what was imported gives the same bytes.
 //!
 //! ```text
-//! {"type":"header","format":"boxsub-export","version":5,"webstore":null}
+//! {"type":"header","format":"boxsub-export","version":6,"webstore":null}
 //! {"type":"customer","id":1,"webstore_id":"shop","number":1,"first_name":"Joe",…}
 //! {"type":"order","id":7,"customer_id":1,"created_at":…,"versions":[{"box_id":217,…}]}
 //! {"type":"account","customer_id":1,"webstore_id":"shop","balance_cents":-1250,…}
@@ -24,7 +24,8 @@
 //! conversions to and from the store's record are in a room of their own. Versions 1 (no
 //! event, delivery, events-pruned or session lines), 2 (orders without history, read as never
 //! changed; customers without halts), 3 (an order's latest content at the top of its
-//! line) and 4 (no account, transaction or payment lines) are still read. Must not touch: the store, files.
+//! line) 4 (no account, transaction or payment lines) and 5 (no notes on frozen deliveries) are still
+//! read. Must not touch: the store, files.
 
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +56,7 @@ pub use webhook_positions::WebhookPositionLine;
 /// The name in every export's header.
 pub const FORMAT: &str = "boxsub-export";
 /// The version this release writes.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 /// The oldest version this release reads (every version from it to [`VERSION`]).
 pub const OLDEST_READ: u32 = 1;
 
