@@ -107,15 +107,16 @@ DELIVERY_EX = {
     "customer_name": "Joe Dalton", "delivery_service_id": 91, "box_id": 217,
     "box_name": "5kg Box", "exclusions": [{"id": 243, "name": "Kale"}], "substitutions": [],
     "extras": [{"id": 28, "name": "Apple Juice", "unit": "4 litres", "quantity": 1}],
+    "price": "42.50", "status": "pending",
     "address": ADDRESS_EX,
 }
 CSV_EX = (
     "date,order_id,customer_id,customer_number,customer_name,delivery_service_id,box_id,"
-    "box_name,exclusions,substitutions,extras,address_1,address_2,suburb,city,postcode,"
+    "box_name,exclusions,substitutions,extras,price,status,address_1,address_2,suburb,city,postcode,"
     "delivery_note,home_phone,mobile_phone,work_phone\n"
-    "2026-11-24,1,1,0001,Joe Dalton,91,217,5kg Box,Kale,,Apple Juice (4 litres) x 1,"
+    "2026-11-24,1,1,0001,Joe Dalton,91,217,5kg Box,Kale,,Apple Juice (4 litres) x 1,42.50,pending,"
     "1 My Street,,,London,,,,,\n"
-    "2026-11-24,2,2,0002,Ann Lee,91,217,5kg Box,,Leeks,Free Range Eggs (dozen) x 2,"
+    "2026-11-24,2,2,0002,Ann Lee,91,217,5kg Box,,Leeks,Free Range Eggs (dozen) x 2,38.00,pending,"
     "2 Road,,,London,12345,Back door,,,\n"
 )
 CUSTOMER_CREATE_EX = {
@@ -346,6 +347,13 @@ schemas["OrderDelivery"] = closed(
         "locked": {"type": "boolean",
                    "description": "`true` once the date's list is locked for packing (the "
                                   "webstore's cut-off has passed): it no longer changes."},
+        "price": dict(MONEY, description="What it costs: frozen with a frozen date (box and extras less "
+                                           "the customer's discount, plus the delivery "
+                                           "service's fee), else at today's prices."),
+        "status": {"type": "string", "enum": ["pending", "delivered", "not_delivered"],
+                   "description": "`pending` until its date is frozen and charged; "
+                                  "`delivered` (charged) or `not_delivered` (its charge "
+                                  "reversed, or never charged)."},
     },
     description="One delivery of an order: what goes out that day, as the versions in force "
                 "then say.",
@@ -458,6 +466,13 @@ schemas["Delivery"] = closed(
                    "description": "Every delivery's extras, or, when the order's "
                                   "`extras_one_off` is true, only the first delivery's "
                                   "(empty on later ones)."},
+        "price": dict(MONEY, description="What it costs: frozen with a frozen date (box and extras less "
+                                           "the customer's discount, plus the delivery "
+                                           "service's fee), else at today's prices."),
+        "status": {"type": "string", "enum": ["pending", "delivered", "not_delivered"],
+                   "description": "`pending` until its date is frozen and charged; "
+                                  "`delivered` (charged) or `not_delivered` (its charge "
+                                  "reversed, or never charged)."},
         "address": sref("Address"),
     },
     description="One delivery of the delivery list: an order delivered on `date`.",
@@ -1714,9 +1729,11 @@ paths["/v1/orders/{id}/deliveries"] = {
                      {"deliveries": ex("Two deliveries", [
                          {"date": "2026-11-26", "box_id": 217,
                           "extras": [{"id": 28, "quantity": 1}], "exclusions": [243],
-                          "substitutions": [], "locked": True},
+                          "substitutions": [], "locked": True, "price": "42.50",
+                          "status": "delivered"},
                          {"date": "2026-12-03", "box_id": 217, "extras": [],
-                          "exclusions": [243], "substitutions": [], "locked": False}])})}},
+                          "exclusions": [243], "substitutions": [], "locked": False,
+                          "price": "35.00", "status": "pending"}])})}},
         params=[
             {"name": "from", "in": "query", "required": False,
              "description": "`YYYY-MM-DD`; default today (`is invalid` if not a date).",

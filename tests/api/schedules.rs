@@ -346,6 +346,8 @@ async fn the_delivery_list_follows_each_frequency_and_sends_one_off_extras_once(
             "exclusions",
             "substitutions",
             "extras",
+            "price",
+            "status",
             "address"
         ]
     );
@@ -578,6 +580,8 @@ async fn the_list_comes_as_csv_for_a_packing_list() {
             "exclusions",
             "substitutions",
             "extras",
+            "price",
+            "status",
             "address_1",
             "address_2",
             "suburb",
@@ -598,8 +602,9 @@ async fn the_list_comes_as_csv_for_a_packing_list() {
     assert_eq!(row[7], "5kg Box");
     assert_eq!(row[8], "Apple (Red); Banana");
     assert_eq!(row[10], "Apple Juice (4 litres) x 1");
-    assert_eq!(row[11], "1 My Street");
-    assert_eq!(row[16], "Leave by the \"blue\" door");
+    assert_eq!(row[12], "pending");
+    assert_eq!(row[13], "1 My Street");
+    assert_eq!(row[18], "Leave by the \"blue\" door");
 }
 
 #[tokio::test]
