@@ -335,6 +335,13 @@ schemas["Order"] = closed(
     examples=[ORDER_EX],
 )
 
+DELIVERY_PRICE = dict(MONEY, description="What it costs: frozen with a frozen date (box and "
+                                          "extras less the customer's discount, plus the "
+                                          "delivery service's fee), else at today's prices.")
+DELIVERY_STATUS = {"type": "string", "enum": ["pending", "delivered", "not_delivered"],
+                   "description": "`pending` until its date is frozen and charged; "
+                                  "`delivered` (charged) or `not_delivered` (its charge "
+                                  "reversed, or never charged)."}
 schemas["OrderDelivery"] = closed(
     {
         "date": DATE,
@@ -347,13 +354,8 @@ schemas["OrderDelivery"] = closed(
         "locked": {"type": "boolean",
                    "description": "`true` once the date's list is locked for packing (the "
                                   "webstore's cut-off has passed): it no longer changes."},
-        "price": dict(MONEY, description="What it costs: frozen with a frozen date (box and extras less "
-                                           "the customer's discount, plus the delivery "
-                                           "service's fee), else at today's prices."),
-        "status": {"type": "string", "enum": ["pending", "delivered", "not_delivered"],
-                   "description": "`pending` until its date is frozen and charged; "
-                                  "`delivered` (charged) or `not_delivered` (its charge "
-                                  "reversed, or never charged)."},
+        "price": DELIVERY_PRICE,
+        "status": DELIVERY_STATUS,
     },
     description="One delivery of an order: what goes out that day, as the versions in force "
                 "then say.",
@@ -466,13 +468,8 @@ schemas["Delivery"] = closed(
                    "description": "Every delivery's extras, or, when the order's "
                                   "`extras_one_off` is true, only the first delivery's "
                                   "(empty on later ones)."},
-        "price": dict(MONEY, description="What it costs: frozen with a frozen date (box and extras less "
-                                           "the customer's discount, plus the delivery "
-                                           "service's fee), else at today's prices."),
-        "status": {"type": "string", "enum": ["pending", "delivered", "not_delivered"],
-                   "description": "`pending` until its date is frozen and charged; "
-                                  "`delivered` (charged) or `not_delivered` (its charge "
-                                  "reversed, or never charged)."},
+        "price": DELIVERY_PRICE,
+        "status": DELIVERY_STATUS,
         "address": sref("Address"),
     },
     description="One delivery of the delivery list: an order delivered on `date`.",

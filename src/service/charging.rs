@@ -28,7 +28,6 @@ use crate::domain::day::Day;
 use crate::domain::fields::FieldErrors;
 use crate::domain::ids::{CustomerId, OrderId};
 
-use super::serving::Served;
 use super::{Service, ServiceError};
 
 /// Charges in flight at once: enough to share the log's group commits, few beside the
@@ -51,7 +50,7 @@ impl Service {
     ) -> Result<usize, ServiceError> {
         let id = &webstore.settings.id;
         let store = self.registry.store();
-        if self.serving.owned(id) != Served::Here || store.tracking().is_tracked(id) {
+        if !self.duties_may_write(id) {
             return Ok(0);
         }
         let Some(frozen) = self.freeze_mark(webstore)? else {

@@ -47,7 +47,7 @@ impl Service {
     ) -> Result<usize, ServiceError> {
         let id = &webstore.settings.id;
         let store = self.registry.store();
-        if self.serving.owned(id) != Served::Here || store.tracking().is_tracked(id) {
+        if !self.duties_may_write(id) {
             return Ok(0);
         }
         let now = unix_now();
@@ -77,6 +77,12 @@ impl Service {
             day = day.plus(1);
         }
         Ok(frozen)
+    }
+
+    /// Whether a duty (freezing, charging) may write for webstore `id` here: served here
+    /// for writes and not being copied to another shard (the move's target takes over).
+    pub(super) fn duties_may_write(&self, id: &str) -> bool {
+        self.serving.owned(id) == Served::Here && !self.registry.store().tracking().is_tracked(id)
     }
 
     /// Freezes date `day` of `webstore` (its dates frozen from `since`).
