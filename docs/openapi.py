@@ -2097,6 +2097,33 @@ TRANSACTION_CREATED_EVENT_EX = {
                                    amount="5.00", balance="5.00",
                                    description="Damaged box").items() if k != "payment_id"},
 }
+schemas["MarkedDelivery"] = closed(
+    {
+        "order_id": ID,
+        "customer_id": ID,
+        "date": DATE,
+        "status": DELIVERY_STATUS,
+        "price": DELIVERY_PRICE,
+        "note": {"type": ["string", "null"], "description": "What the driver or the "
+                                                            "producer noted."},
+        "transaction": {"oneOf": [sref("Transaction"), {"type": "null"}],
+                        "description": "The charge or charge reversal this mark posted, "
+                                       "if it moved the account."},
+    },
+    required=["order_id", "customer_id", "date", "status", "price", "note"],
+    description="A frozen delivery after a mark (by the producer, or by the charging run "
+                "at the webstore's `delivered_at`).",
+)
+MARKED_DELIVERY_EX = {"order_id": 1099511627780, "customer_id": 1, "date": "2026-12-01",
+                      "status": "delivered", "price": "42.50", "note": None,
+                      "transaction": {k: v for k, v in dict(
+                          TRANSACTION_EX, id=1099511627781, number=2, kind="charge",
+                          amount="-42.50", balance="-17.50", description="Delivery on 2026-12-01",
+                          order_id=1099511627780).items() if k != "payment_id"}}
+DELIVERY_UPDATED_EVENT_EX = {
+    "id": "evt_6e4c3f5a7b8d9cabbac9d8e7f6051423", "type": "delivery.updated",
+    "sequence": 8, "created_at": "2026-12-01T23:00:00.000Z", "data": MARKED_DELIVERY_EX,
+}
 MONEY_EVENTS = [
     ("payment.created", "PaymentCreatedEvent", "paymentCreatedWebhook",
      dict(sref("Payment"), description="The payment as `GET /v1/payments/{id}` answers it."),
@@ -2107,6 +2134,10 @@ MONEY_EVENTS = [
     ("transaction.created", "TransactionCreatedEvent", "transactionCreatedWebhook",
      dict(sref("Transaction"), description="The transaction posted."),
      "`POST /v1/customers/{id}/adjustments`", TRANSACTION_CREATED_EVENT_EX),
+    ("delivery.updated", "DeliveryUpdatedEvent", "deliveryUpdatedWebhook",
+     dict(sref("MarkedDelivery"), description="The delivery after its new status."),
+     "`PUT /v1/orders/{id}/deliveries/{date}` and the charging run at `delivered_at`",
+     DELIVERY_UPDATED_EVENT_EX),
 ]
 for kind, name, _, data, made_by, example in MONEY_EVENTS:
     schemas[name] = event(kind, data, made_by, {k: v for k, v in example.items()})
@@ -2225,6 +2256,46 @@ paths["/v1/payments/{id}/reversal"] = {
                                       reversal_transaction_id=1099511627779))})}},
         {"required": False, "description": "Nothing, or `{}`.",
          "content": json_content({"type": "object", "additionalProperties": False})}),
+}
+
+schemas["DeliveryMarkBody"] = {
+    "type": "object",
+    "properties": {
+        "status": {"type": "string", "enum": ["delivered", "not_delivered"]},
+        "note": {"type": ["string", "null"], "maxLength": 255,
+                 "description": "Kept with the delivery; absent keeps the one it has."},
+    },
+    "required": ["status"],
+    "description": "A mark, bare or wrapped as `{\"delivery\": {...}}`. A field not named "
+                   "here is `is not a field of this request`.",
+}
+parameters["DeliveryDatePath"] = {
+    "name": "date", "in": "path", "required": True,
+    "description": "The delivery's date, `YYYY-MM-DD` (anything else is a 422 naming "
+                   "`date`).",
+    "schema": {"type": "string"},
+}
+paths["/v1/orders/{id}/deliveries/{date}"] = {
+    "parameters": [p("OrderIdPath"), p("DeliveryDatePath")],
+    "put": op(
+        "markDelivery", "Mark a delivery delivered or not",
+        "Marks the order's frozen delivery of `date` (from its date's cut-off on). "
+        "`not_delivered` after a charge reverses it (a `charge_reversal`), `delivered` "
+        "again charges it again (a `charge` of minus its frozen price); a mark already in "
+        "force changes nothing and is answered the same. A date not yet locked is a 422 "
+        "naming `date` (`is not locked yet`), as is a date the order is not delivered on "
+        "(`is not a delivery of this order`). Every failing field is named at once; a "
+        "refusal changes nothing. A `delivery.updated` event follows each change. "
+        "Setting a status twice is harmless, so no `Idempotency-Key` is needed.",
+        "Orders",
+        {"200": {"description": "The delivery as it is now.", "headers": hdrs(),
+                 "content": json_content(sref("MarkedDelivery"), {
+                     "delivered": ex("Delivered and charged", MARKED_DELIVERY_EX)})}},
+        body={"required": True, "description": "The mark. At most 64 KiB.",
+              "content": json_content(sref("DeliveryMarkBody"), {
+                  "not_delivered": ex("Not delivered", {"delivery": {
+                      "status": "not_delivered", "note": "Nobody home, gate locked"}})})},
+        not_found=True, unprocessable="Unprocessable"),
 }
 
 

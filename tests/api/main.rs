@@ -11,6 +11,7 @@ mod app_shards;
 mod auth_and_errors;
 mod catalogue_reads;
 mod catalogue_reload;
+mod charges;
 mod cli;
 mod concurrency;
 mod contract;
