@@ -2039,6 +2039,20 @@ schemas["PaymentBody"] = {
     "description": "A payment, bare or wrapped as `{\"payment\": {...}}`. A field not "
                    "named here is `is not a field of this request`.",
 }
+schemas["AccountSettingsBody"] = {
+    "type": "object",
+    "properties": {
+        "discount": {"oneOf": [{"type": "number", "minimum": 0, "maximum": 1},
+                               {"type": "string"}],
+                     "description": "A fraction from 0 to 1 with at most four decimals "
+                                    "(`0.1`, `\"0.125\"`), read exactly from its text."},
+        "balance_threshold": {"oneOf": [AMOUNT_IN, {"type": "null"}],
+                              "description": "The customer's spend limit, or null for the "
+                                             "webstore's. " + AMOUNT_IN["description"]},
+    },
+    "description": "An account's settings, bare or wrapped as `{\"account\": {...}}`. A "
+                   "field not named here is `is not a field of this request`.",
+}
 schemas["AdjustmentBody"] = {
     "type": "object",
     "properties": {
@@ -2165,6 +2179,27 @@ paths["/v1/customers/{id}/account"] = {
                  "content": json_content(sref("Account"),
                                          {"account": ex("An account", ACCOUNT_EX)})}},
         not_found=True),
+    "patch": op(
+        "setAccount", "Set a customer's discount and spend limit",
+        "Sets the customer's `discount` (a fraction from 0 to 1, at most four decimals; a "
+        "delivery's price takes it from the next date to lock) and `balance_threshold` (an "
+        "amount, or null for the webstore's). Absent fields keep their value; `balance` is "
+        "refused (only transactions move it). `halted_by_balance` follows the threshold now "
+        "in force. Every failing field is named at once; a refusal changes nothing. A "
+        "change is a `customer.updated` event. Setting the same values twice changes "
+        "nothing, so no `Idempotency-Key` is needed.",
+        "Accounts",
+        {"200": {"description": "The account as it is now.", "headers": hdrs(),
+                 "content": json_content(sref("Account"), {"account": ex(
+                     "A discount and a limit", dict(ACCOUNT_EX, discount=0.1,
+                                                    balance_threshold="-20.00"))})}},
+        body={"required": True, "description": "The settings. At most 64 KiB.",
+              "content": json_content(sref("AccountSettingsBody"), {
+                  "both": ex("Both", {"account": {"discount": 0.1,
+                                                  "balance_threshold": "-20.00"}}),
+                  "webstore_s": ex("Back to the webstore's limit",
+                                   {"balance_threshold": None})})},
+        not_found=True, unprocessable="Unprocessable"),
 }
 paths["/v1/customers/{id}/transactions"] = {
     "parameters": [p("CustomerIdPath")],

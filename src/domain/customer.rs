@@ -154,7 +154,10 @@ impl Customer {
             next.password_hash = Some(hash.clone());
         }
         if let Some(halted) = changes.halted {
-            next.halts = next.halts.set(halted, open);
+            // The halts hold either reason: a halt by hand lifted while the balance halts
+            // the customer leaves them halted.
+            next.account.halted_by_hand = halted;
+            next.halts = next.halts.set(next.account.halted(), open);
         }
         let touches_phone = PHONES.iter().any(|&i| changes.address[i].is_some());
         if require.phone && touches_phone && !next.address.has_phone() {

@@ -29,11 +29,21 @@ pub fn render_event(sequence: u64, record: &EventRecord) -> Result<Vec<u8>, Code
             id,
             customer,
             webstore_name,
+            account,
         } => {
             let webstore_id = customer.webstore_id.clone();
             // The customer's webstore is named by id in its record; the view shows that id
             // and the name the event kept, never the catalogue's position.
-            let customer = customer.clone().into_customer(WebstoreIdx(0))?;
+            let mut customer = customer.clone().into_customer(WebstoreIdx(0))?;
+            // An event written before accounts were kept with it shows the account a
+            // customer without transactions has.
+            if let Some(account) = account
+                .as_deref()
+                .cloned()
+                .and_then(|a| a.into_account(false))
+            {
+                customer.account = account;
+            }
             let embed = Embed {
                 address: true,
                 ..Embed::default()
@@ -158,6 +168,7 @@ mod tests {
                     halts: vec![],
                 },
                 webstore_name: "The Shop".into(),
+                account: None,
             },
         };
         let value: serde_json::Value =

@@ -35,6 +35,7 @@ use crate::domain::catalogue::Webstore;
 use crate::domain::customer::Customer;
 use crate::domain::order::Order;
 use crate::store::codec::CodecError;
+use crate::store::kinds::accounts::AccountRecord;
 use crate::store::kinds::customers::CustomerRecord;
 use crate::store::kinds::events::{EventBody, EventRecord};
 use crate::store::kinds::orders::OrderRecord;
@@ -79,6 +80,27 @@ impl NewEvent {
         write: impl FnOnce(EventWrite, OnDurable) -> Result<Written, StoreError>,
     ) -> Result<Written, StoreError> {
         self.written_with(|in_flight| Box::new(move || in_flight.durable()), write)
+    }
+
+    /// [`NewEvent::written`] for a change told by two events in its one log entry (a
+    /// posting that also halts its customer, or ends the halt): `self` first, `then` after
+    /// it; both settle once the change is durable, or at once if the store refused it.
+    pub fn written_before(
+        self,
+        then: NewEvent,
+        write: impl FnOnce(EventWrite, EventWrite, OnDurable) -> Result<Written, StoreError>,
+    ) -> Result<Written, StoreError> {
+        self.written(|first, first_durable| {
+            then.written_with(
+                move |in_flight| {
+                    Box::new(move || {
+                        first_durable();
+                        in_flight.durable();
+                    })
+                },
+                |second, on_durable| write(first, second, on_durable),
+            )
+        })
     }
 }
 
@@ -300,5 +322,9 @@ fn customer_body(id: [u8; 16], webstore: &Webstore, customer: &Customer) -> Even
         id,
         customer: record,
         webstore_name: webstore.settings.name.clone(),
+        account: Some(Box::new(AccountRecord::from_account(
+            &customer.account,
+            &webstore.settings.id,
+        ))),
     }
 }

@@ -1,5 +1,5 @@
-//! The endpoints of a customer's account: the account, its ledger page by page, its
-//! payments; a payment recorded or reversed and a balance adjusted, each only with an
+//! The endpoints of a customer's account: the account and its settings, its ledger page by
+//! page, its payments; a payment recorded or reversed and a balance adjusted, each only with an
 //! `Idempotency-Key` (428 without one, nothing changed), its body read with each field's text
 //! kept so that money is read exactly. One function per endpoint, as `super::handlers`.
 //!
@@ -12,6 +12,7 @@ use crate::actors::customer::{AccountChange, AccountPosted};
 use crate::domain::account::adjustment::parse_adjustment;
 use crate::domain::account::delivery_mark::parse_mark;
 use crate::domain::account::payment::{parse_payment, UNKNOWN_FIELD};
+use crate::domain::account::settings::parse_settings;
 use crate::domain::day::Day;
 use crate::domain::fields::{parse_digits, FieldErrors, INVALID};
 use crate::domain::idempotency::{IdempotencyKey, Pending, RecordedResponse, Resource};
@@ -49,6 +50,21 @@ fn raw_fields(raw_body: &[u8], envelope: &str) -> Result<RawFields, ApiError> {
 /// `GET /v1/customers/:id/account`.
 pub(super) fn get_account(call: &Call<'_>, id: CustomerId) -> Answer {
     let account = call.service.account(call.webstore, id)?;
+    Ok(json_response(
+        StatusCode::OK,
+        &AccountView::new(&account, &call.webstore.settings.currency),
+    ))
+}
+
+/// `PATCH /v1/customers/:id/account`: the discount and the spend limit (`null`: the
+/// webstore's); every failing field named at once. Setting the same values twice is
+/// harmless, so no key is needed.
+pub(super) async fn set_account(call: &Call<'_>, id: CustomerId, raw_body: &[u8]) -> Answer {
+    let settings = parse_settings(&raw_fields(raw_body, "account")?).map_err(ApiError::Invalid)?;
+    let account = call
+        .service
+        .set_account(call.webstore, id, settings)
+        .await?;
     Ok(json_response(
         StatusCode::OK,
         &AccountView::new(&account, &call.webstore.settings.currency),

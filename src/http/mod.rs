@@ -476,6 +476,7 @@ where
         OpenApi => return Ok(handlers::openapi()),
         ListEvents => return handlers::list_events(call),
         GetAccount(id) => return accounts::get_account(call, id),
+        SetAccount(id) => accounts::set_account(call, id, &body).boxed(),
         ListTransactions(id) => return accounts::list_transactions(call, id),
         ListPayments(id) => accounts::list_payments(call, id).boxed(),
         GetPayment(id) => accounts::get_payment(call, id).boxed(),

@@ -55,6 +55,8 @@ pub enum Endpoint {
     ListEvents,
     /// `GET /v1/customers/:id/account`.
     GetAccount(CustomerId),
+    /// `PATCH /v1/customers/:id/account`.
+    SetAccount(CustomerId),
     /// `GET /v1/customers/:id/transactions`.
     ListTransactions(CustomerId),
     /// `GET /v1/customers/:id/payments`.
@@ -231,6 +233,7 @@ impl Endpoint {
                 | CreateAdjustment(_)
                 | ReversePayment(_)
                 | MarkDelivery(..)
+                | SetAccount(_)
         )
     }
 
@@ -248,6 +251,7 @@ impl Endpoint {
                 | CreateAdjustment(_)
                 | ReversePayment(_)
                 | MarkDelivery(..)
+                | SetAccount(_)
         )
     }
 
@@ -270,7 +274,7 @@ impl Endpoint {
             ListDeliveries => Route::Deliveries,
             OpenApi => Route::OpenApi,
             ListEvents => Route::Events,
-            GetAccount(_) => Route::Account,
+            GetAccount(_) | SetAccount(_) => Route::Account,
             ListTransactions(_) => Route::Transactions,
             ListPayments(_) | CreatePayment(_) => Route::CustomerPayments,
             CreateAdjustment(_) => Route::Adjustments,
@@ -347,7 +351,12 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
                 only(method, &get, OrderDeliveries(OrderId(id(segment)?)))
             }
             ("customers", Some(segment), "account") => {
-                only(method, &get, GetAccount(CustomerId(id(segment)?)))
+                let customer = CustomerId(id(segment)?);
+                match *method {
+                    Method::GET => Ok(GetAccount(customer)),
+                    Method::PATCH => Ok(SetAccount(customer)),
+                    _ => Err(RouteError::MethodNotAllowed("GET, PATCH")),
+                }
             }
             ("customers", Some(segment), "transactions") => {
                 only(method, &get, ListTransactions(CustomerId(id(segment)?)))
@@ -476,6 +485,11 @@ mod tests {
                 Endpoint::GetAccount(c),
             ),
             (
+                Method::PATCH,
+                "/v1/customers/7/account",
+                Endpoint::SetAccount(c),
+            ),
+            (
                 Method::GET,
                 "/v1/customers/7/transactions",
                 Endpoint::ListTransactions(c),
@@ -508,12 +522,13 @@ mod tests {
             Endpoint::CreatePayment(c),
             Endpoint::CreateAdjustment(c),
             Endpoint::ReversePayment(9),
+            Endpoint::SetAccount(c),
         ] {
             assert!(write.writes() && write.has_body(), "{write:?}");
         }
         assert_eq!(
             resolve(&Method::POST, "/v1/customers/7/account"),
-            Err(RouteError::MethodNotAllowed("GET"))
+            Err(RouteError::MethodNotAllowed("GET, PATCH"))
         );
         let friday = parse_iso_date("2026-11-27");
         assert!(friday.is_some());

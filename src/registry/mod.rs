@@ -444,7 +444,7 @@ impl Registry {
             .map_err(|error| Activated::Failed(error.into()))?;
         customer.account = self
             .store
-            .account(id)
+            .account(id, customer.halts.is_halted())
             .map_err(|error| Activated::Failed(error.into()))?;
         let published: Published = Arc::new(std::sync::RwLock::new(Arc::new(customer.clone())));
         Ok(CustomerArgs {
@@ -483,7 +483,7 @@ impl Registry {
             return Ok(None);
         }
         let mut customer = record.into_stored_customer(webstore)?;
-        customer.account = self.store.account(id)?;
+        customer.account = self.store.account(id, customer.halts.is_halted())?;
         Ok(Some(Arc::new(customer)))
     }
 

@@ -1,5 +1,5 @@
 //! Account use cases: a customer's account, its ledger page by page, its payments; a
-//! payment recorded, reversed, a balance adjusted. Every posting is made by the customer's
+//! payment recorded, reversed, a balance adjusted; the discount and spend limit set. Every posting is made by the customer's
 //! actor and answered once on disk, with its idempotency record in the same write; a money
 //! write without an `Idempotency-Key` never reaches here (the HTTP layer refuses it, 428).
 //! A payment is found by id through its owner entry, and only in its customer's webstore.
@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::actors::customer::{AccountChange, AccountPosted, ChangeAccount, Request};
 use crate::domain::account::payment::Payment;
+use crate::domain::account::settings::AccountSettings;
 use crate::domain::account::transaction::Transaction;
 use crate::domain::account::Account;
 use crate::domain::catalogue::Webstore;
@@ -39,6 +40,24 @@ impl Service {
             .customer(webstore.idx, id)?
             .ok_or(ServiceError::NotFound)?;
         Ok(customer.account.clone())
+    }
+
+    /// Sets customer `id`'s discount and spend limit (`PATCH /v1/customers/{id}/account`),
+    /// by its actor; the account as it is then.
+    pub async fn set_account(
+        &self,
+        webstore: &Arc<Webstore>,
+        id: CustomerId,
+        settings: AccountSettings,
+    ) -> Result<Account, ServiceError> {
+        self.writes_allowed()?;
+        self.account(webstore, id)?;
+        Ok(self
+            .calls
+            .call(&self.registry, webstore.idx, id, None::<()>, |reply| {
+                Request::SetAccount(settings, reply)
+            })
+            .await??)
     }
 
     /// Up to `limit` of customer `id`'s transactions numbered after `after`, oldest first:

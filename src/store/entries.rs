@@ -38,6 +38,31 @@ impl EventWrite {
     }
 }
 
+/// A record of another kind to write in the same log entry as a change, already encoded by
+/// its own kind (the account a customer's halt by hand changes: `Store::account_write`),
+/// so that the change's writer puts it without knowing what it holds.
+pub struct RecordWrite {
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl RecordWrite {
+    /// The record under `key`, encoded in `value`.
+    pub(super) fn new(key: Vec<u8>, value: Vec<u8>) -> RecordWrite {
+        RecordWrite { key, value }
+    }
+
+    /// Its size in a log entry.
+    pub(super) fn encoded_len(&self) -> usize {
+        LogEntry::encoded_len(&self.key, &self.value)
+    }
+
+    /// Puts it into `entry`.
+    pub(super) fn put(self, store: &Store, entry: &mut LogEntry) -> Result<(), StoreError> {
+        store.put(entry, &self.key, self.value)
+    }
+}
+
 /// Visits one stored record (key, value): whether to go on, or why it does not decode.
 type RecordVisitor<'a> = dyn FnMut(&[u8], &[u8]) -> Result<bool, CodecError> + 'a;
 

@@ -59,7 +59,7 @@ use log::wal::LogEntry;
 use log::ChangeLog;
 
 pub use census::Census;
-pub use entries::EventWrite;
+pub use entries::{EventWrite, RecordWrite};
 pub use error::StoreError;
 pub use kinds::customers::{add_customer_record, add_new_customer, LoadedCustomer};
 pub use kinds::events::{add_event_record, add_events_pruned, event_write};

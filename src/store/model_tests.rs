@@ -539,6 +539,7 @@ impl Harness {
                     previous,
                     WEBSTORES[*webstore],
                     None,
+                    None,
                     Box::new(|| {}),
                 )
                 .unwrap()],

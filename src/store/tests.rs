@@ -381,7 +381,14 @@ fn acknowledged_changes(store: &Store) -> Vec<(Customer, Vec<u64>)> {
                         let previous = customer.clone();
                         customer.email = Email::from_trusted(format!("moved{id}@shop.test"));
                         let moved = store
-                            .update_customer(&customer, &previous, "shop", None, Box::new(|| {}))
+                            .update_customer(
+                                &customer,
+                                &previous,
+                                "shop",
+                                None,
+                                None,
+                                Box::new(|| {}),
+                            )
                             .unwrap();
                         moved.durable().await.unwrap();
                     }

@@ -132,7 +132,7 @@ fn events_marks_and_webhook_positions_travel_byte_for_byte_and_export_again_the_
     let (first, second) = (stores.file("first.jsonl"), stores.file("second.jsonl"));
     exported(&source, None, &first);
     let text = std::fs::read_to_string(&first).unwrap();
-    assert!(text.starts_with(r#"{"type":"header","format":"boxsub-export","version":6,"#));
+    assert!(text.starts_with(r#"{"type":"header","format":"boxsub-export","version":7,"#));
     assert_eq!(text.matches(r#""type":"event""#).count(), 8, "{text}");
     assert_eq!(text.matches(r#""type":"delivery""#).count(), 2, "{text}");
 
@@ -545,6 +545,7 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
                         ..CustomerRecord::from_customer(customer, "shop")
                     },
                     webstore_name: "The Shop".into(),
+                    account: None,
                 },
             },
         )
@@ -572,6 +573,7 @@ fn one_record_of_each_kind_keeps_its_logged_stored_and_exported_bytes() {
                 &ann,
                 "shop",
                 Some(customer_event(2, "customer.updated", &moved)),
+                None,
                 nothing(),
             )
             .unwrap(),
@@ -991,6 +993,7 @@ fn accounts_ledgers_and_payments_travel_with_their_customer_and_export_again_the
         transactions: std::slice::from_ref(&transaction),
         payment: Some(&payment),
         delivery: None,
+        customer: None,
     };
     drop(
         source

@@ -486,3 +486,264 @@ async fn every_money_write_makes_its_event_with_what_it_answered() {
         ]
     );
 }
+
+/// Posts an adjustment of `amount` with key `key`.
+async fn adjust_by(app: &TestApp, customer: i64, amount: &str, key: &str) {
+    let body = json!({"amount": amount, "description": "Test"});
+    let path = format!("/v1/customers/{customer}/adjustments");
+    post_money(app, &path, &body, Some(key))
+        .await
+        .assert_status(201);
+}
+
+/// The customer's `halted?`, its account's `halted_by_balance`, and its `account_balance`.
+async fn halted(app: &TestApp, customer: i64) -> (Value, Value, Value) {
+    let path = format!("/v1/customers/{customer}");
+    let view = app.get(&path).await.json();
+    let account = app.get(&format!("{path}/account")).await.json();
+    (
+        view["halted?"].clone(),
+        account["halted_by_balance"].clone(),
+        view["account_balance"].clone(),
+    )
+}
+
+/// The customer's deliveries from today on, as `GET /v1/orders/{id}/deliveries` lists them.
+async fn dates_delivered(app: &TestApp, order: i64) -> Vec<Value> {
+    let response = app.get(&format!("/v1/orders/{order}/deliveries")).await;
+    response.assert_status(200);
+    response
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|delivery| delivery["date"].clone())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_balance_at_the_spend_limit_halts_its_customer_until_a_payment_lifts_it() {
+    // Arrange: store A's spend limit is -10.00; an order delivered twice a week.
+    let mut catalogue = crate::helpers::default_catalogue();
+    catalogue["webstores"][0]["balance_threshold"] = json!("-10.00");
+    let dir = DataDir::with_catalogue(catalogue);
+    let mut app = Launch::new().on(&dir).spawn().await;
+    let customer = id_of(
+        &app.create_customer_ok(&customer_body("limit@example.com"))
+            .await,
+    );
+    let start = jiff::Timestamp::now()
+        .to_zoned_datetime(jiff::tz::TimeZone::UTC)
+        .date()
+        .checked_add(jiff::Span::new().days(7))
+        .unwrap()
+        .to_string();
+    let order = id_of(
+        &app.create_order_ok(&json!({
+            "customer_id": customer, "box_id": 217, "frequency": "weekly",
+            "start_date": start, "week_days": [1, 4],
+        }))
+        .await,
+    );
+    let delivered = dates_delivered(&app, order).await;
+    assert!(delivered.len() >= 12, "{delivered:?}");
+    // Act and assert: above the limit, nothing; at it, halted from the first open date.
+    adjust_by(&app, customer, "-9.99", "a1").await;
+    assert_eq!(
+        halted(&app, customer).await,
+        (json!(false), json!(false), json!("-9.99"))
+    );
+    adjust_by(&app, customer, "-0.01", "a2").await;
+    assert_eq!(
+        halted(&app, customer).await,
+        (json!(true), json!(true), json!("-10.00"))
+    );
+    let while_halted = dates_delivered(&app, order).await;
+    assert!(while_halted.len() < delivered.len(), "{while_halted:?}");
+    assert!(
+        delivered.starts_with(&while_halted),
+        "only the dates already locked stay: {while_halted:?}"
+    );
+    // A halt by hand lifted while the balance halts leaves the customer halted.
+    for halt in [true, false] {
+        app.patch_json(
+            &format!("/v1/customers/{customer}"),
+            &json!({"halted": halt}),
+        )
+        .await
+        .assert_status(200);
+        assert_eq!(
+            halted(&app, customer).await.0,
+            json!(true),
+            "halted by hand: {halt}"
+        );
+    }
+    // A payment that lifts the balance above the limit ends the halt by itself.
+    let paid = post_money(
+        &app,
+        &format!("/v1/customers/{customer}/payments"),
+        &json!({"amount": "0.01"}),
+        Some("p1"),
+    )
+    .await;
+    paid.assert_status(201);
+    assert_eq!(
+        halted(&app, customer).await,
+        (json!(false), json!(false), json!("-9.99"))
+    );
+    assert_eq!(dates_delivered(&app, order).await, delivered);
+    // Halted by hand, then by balance too: the payment ends only the halt by balance.
+    app.patch_json(
+        &format!("/v1/customers/{customer}"),
+        &json!({"halted": true}),
+    )
+    .await
+    .assert_status(200);
+    adjust_by(&app, customer, "-5.00", "a3").await;
+    post_money(
+        &app,
+        &format!("/v1/customers/{customer}/payments"),
+        &json!({"amount": "20.00"}),
+        Some("p2"),
+    )
+    .await
+    .assert_status(201);
+    assert_eq!(
+        halted(&app, customer).await,
+        (json!(true), json!(false), json!("5.01"))
+    );
+
+    // Each change of halted? is a customer.updated event telling the balance.
+    let feed = app.get("/v1/events?type=customer.updated").await;
+    feed.assert_status(200);
+    let told: Vec<(Value, Value)> = feed.json()["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| {
+            (
+                event["data"]["halted?"].clone(),
+                event["data"]["account_balance"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        told,
+        vec![
+            (json!(true), json!("-10.00")),
+            (json!(true), json!("-10.00")),
+            (json!(true), json!("-10.00")),
+            (json!(false), json!("-9.99")),
+            (json!(true), json!("-9.99")),
+        ],
+        "the balance's halt, the hand's on and off, the payment's end, the hand's again"
+    );
+
+    // All of it the same after a restart.
+    let before = halted(&app, customer).await;
+    app.terminate_ok(std::time::Duration::from_secs(10));
+    drop(app);
+    let app = Launch::new().on(&dir).spawn().await;
+    assert_eq!(halted(&app, customer).await, before);
+    let (account, ledger) = account_and_ledger(&app, customer).await;
+    assert_ledger_adds_up(&account, &ledger);
+}
+
+#[tokio::test]
+async fn the_discount_and_spend_limit_are_set_read_exactly_and_refused_whole() {
+    // Arrange
+    let app = Launch::new().spawn().await;
+    let customer = id_of(
+        &app.create_customer_ok(&customer_body("settings@example.com"))
+            .await,
+    );
+    let path = format!("/v1/customers/{customer}/account");
+
+    // Act: a discount and a limit at the balance (0.00): halted by balance.
+    let set = app
+        .patch_json(
+            &path,
+            &json!({"account": {"discount": 0.125, "balance_threshold": "0.00"}}),
+        )
+        .await;
+
+    // Assert
+    set.assert_status(200);
+    let account = set.json();
+    assert_eq!(account["discount"], 0.125, "{account}");
+    assert_eq!(account["balance_threshold"], "0.00", "{account}");
+    assert_eq!(account["halted_by_balance"], true, "{account}");
+    let view = app.get(&format!("/v1/customers/{customer}")).await.json();
+    assert_eq!(
+        (view["discount"].clone(), view["discount?"].clone()),
+        (json!(0.125), json!(true))
+    );
+    assert_eq!(view["halted?"], true);
+    assert_eq!(
+        app.get(&path).await.json(),
+        account,
+        "read back as answered"
+    );
+
+    // Refusals name every failing field and change nothing.
+    let bad = app
+        .patch_json(
+            &path,
+            &json!({"discount": 1.5, "balance_threshold": "1.234", "balance": "9.00", "x": 1}),
+        )
+        .await;
+    bad.assert_status(422);
+    let errors = bad.field_errors();
+    for field in ["discount", "balance_threshold", "balance", "x"] {
+        assert!(errors.contains_key(field), "{field}: {errors:?}");
+    }
+    for discount in [json!(0.12345), json!("lots"), json!(-0.1), Value::Null] {
+        let refused = app.patch_json(&path, &json!({"discount": discount})).await;
+        refused.assert_status(422);
+        assert!(
+            refused.field_errors().contains_key("discount"),
+            "{discount}"
+        );
+    }
+    assert_eq!(app.get(&path).await.json(), account, "nothing changed");
+    let theirs = app
+        .send(
+            reqwest::Method::PATCH,
+            &path,
+            Some(&store_b()),
+            Some(br#"{"discount": 0.5}"#.to_vec()),
+            &[("Content-Type", "application/json")],
+        )
+        .await;
+    theirs.assert_status(404);
+
+    // Back to the webstore's limit (none): the halt by balance ends; the same again writes
+    // nothing.
+    let back = app
+        .patch_json(&path, &json!({"balance_threshold": null}))
+        .await;
+    back.assert_status(200);
+    assert_eq!(back.json()["halted_by_balance"], false);
+    assert_eq!(
+        back.json()["discount"],
+        0.125,
+        "an absent field keeps its value"
+    );
+    let again = app
+        .patch_json(&path, &json!({"balance_threshold": null}))
+        .await;
+    again.assert_status(200);
+    assert_eq!(again.json(), back.json());
+    let feed = app.get("/v1/events?type=customer.updated").await.json();
+    let told: Vec<Value> = feed["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|event| event["data"]["halted?"].clone())
+        .collect();
+    assert_eq!(
+        told,
+        vec![json!(true), json!(false)],
+        "one event per change"
+    );
+}

@@ -12,11 +12,13 @@ use super::{ChangeError, CustomerState, Handoff};
 use crate::clock::unix_now;
 use crate::domain::account::adjustment::NewAdjustment;
 use crate::domain::account::payment::{NewPayment, Payment, ALREADY_REVERSED};
+use crate::domain::account::settings::AccountSettings;
 use crate::domain::account::transaction::{Posting, Transaction, TransactionKind, TransactionOf};
 use crate::domain::account::{Account, BEYOND_THE_LEDGER};
 use crate::domain::day::Day;
 use crate::domain::fields::{FieldErrors, INVALID};
 use crate::domain::idempotency::Pending;
+use crate::events::NewEvent;
 use crate::store::kinds::accounts::AccountWrite;
 use crate::store::IdempotencyWrite;
 
@@ -161,31 +163,127 @@ impl CustomerState {
                 .events
                 .transaction_created(&self.webstore, &posted.transaction)?,
         };
-        // The event's number stays unsettled until the posting is durable (or given up).
-        let written = event.written(|event, on_durable| {
-            self.store.write_account(
-                &self.webstore.settings.id,
-                AccountWrite {
-                    account: &posted.account,
-                    transactions: std::slice::from_ref(&posted.transaction),
-                    payment: posted.payment.as_ref(),
-                    delivery: None,
-                },
-                idempotency,
-                Some(event),
-                on_durable,
-            )
-        })?;
+        let write = AccountWrite {
+            account: &posted.account,
+            transactions: std::slice::from_ref(&posted.transaction),
+            payment: posted.payment.as_ref(),
+            delivery: None,
+            customer: None,
+        };
+        self.write_posting(write, Some(event), idempotency, handoff)
+            .await?;
+        Ok(posted)
+    }
+
+    /// Sets the account's discount and spend limit (absent fields keep theirs): the account
+    /// in one write with the customer's `customer.updated` event (its answers show the
+    /// discount), the halt by balance following the threshold now in force. Settings that
+    /// change nothing write nothing.
+    pub(super) async fn set_account(
+        &mut self,
+        settings: AccountSettings,
+        handoff: &Handoff,
+    ) -> Result<Account, ChangeError> {
+        let account = &self.customer.account;
+        let next = account.with_settings(
+            settings.discount.unwrap_or(account.discount),
+            settings.threshold.unwrap_or(account.threshold),
+            unix_now(),
+            self.webstore.balance_threshold,
+        );
+        let unchanged = next.discount == account.discount
+            && next.threshold == account.threshold
+            && next.halted_by_balance == account.halted_by_balance;
+        if unchanged {
+            return Ok(account.clone());
+        }
+        let write = AccountWrite {
+            account: &next,
+            transactions: &[],
+            payment: None,
+            delivery: None,
+            customer: None,
+        };
+        self.write_posting(write, None, None, handoff).await?;
+        Ok(next)
+    }
+
+    /// Writes a change of the account (`write`, told by `event`; `None`: by the customer's
+    /// own `customer.updated`), and publishes the customer with the account it leaves once
+    /// durable. When the change moves `halted?` (the balance crossed the spend limit,
+    /// either way), the customer's halts follow from the first open date as a halt by
+    /// hand's do, and the customer and its `customer.updated` event go in the same entry: a
+    /// balance never halts without the halts saying so.
+    pub(super) async fn write_posting(
+        &mut self,
+        write: AccountWrite<'_>,
+        event: Option<NewEvent>,
+        idempotency: Option<IdempotencyWrite>,
+        handoff: &Handoff,
+    ) -> Result<(), ChangeError> {
+        let mut next = (*self.customer).clone();
+        next.account = write.account.clone();
+        let halt_moved = next.account.halted() != self.customer.account.halted();
+        if halt_moved {
+            next.halts = next.halts.set(next.account.halted(), self.open_day());
+            // The halts only frozen dates needed go, as a halt by hand's.
+            if let Some((since, before)) = self.indexes.frozen.foldable(self.webstore.idx) {
+                next.halts = next.halts.folded(since, before);
+            }
+        }
+        let next = Arc::new(next);
+        let webstore_id = &self.webstore.settings.id;
+        // The events' numbers stay unsettled until the posting is durable (or given up).
+        let written = match (event, halt_moved) {
+            (Some(event), false) => event.written(|event, on_durable| {
+                self.store
+                    .write_account(webstore_id, write, idempotency, Some(event), on_durable)
+            })?,
+            // The customer's own change: its one event tells the halt too.
+            (None, _) => {
+                let event = self.events.customer_updated(&self.webstore, &next)?;
+                let write = AccountWrite {
+                    customer: halt_moved.then_some((&*next, None)),
+                    ..write
+                };
+                event.written(|event, on_durable| {
+                    self.store.write_account(
+                        webstore_id,
+                        write,
+                        idempotency,
+                        Some(event),
+                        on_durable,
+                    )
+                })?
+            }
+            (Some(event), true) => {
+                let halted = self.events.customer_updated(&self.webstore, &next)?;
+                event.written_before(halted, |event, halted, on_durable| {
+                    let write = AccountWrite {
+                        customer: Some((&next, Some(halted))),
+                        ..write
+                    };
+                    self.store.write_account(
+                        webstore_id,
+                        write,
+                        idempotency,
+                        Some(event),
+                        on_durable,
+                    )
+                })?
+            }
+        };
         handoff.began_writing();
         written.durable().await?;
-        let mut next = (*self.customer).clone();
-        next.account = posted.account.clone();
-        let next = Arc::new(next);
         self.customer = next.clone();
         *self
             .published
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = next;
-        Ok(posted)
+        if halt_moved {
+            // The delivery lists leave out the orders of a halted customer.
+            self.indexes.customer_moved(self.webstore.idx);
+        }
+        Ok(())
     }
 }

@@ -8,8 +8,6 @@
 //! Must not touch: HTTP status codes, which dates are frozen (the service asks only for
 //! those), the rules of a posting (the domain's `account` and `delivery_mark`).
 
-use std::sync::Arc;
-
 use super::{ChangeError, CustomerState, Handoff};
 use crate::clock::unix_now;
 use crate::domain::account::delivery_mark::{DeliveryMark, DeliveryStatus, MarkedDelivery};
@@ -109,34 +107,18 @@ impl CustomerState {
         };
         let account = posted
             .as_ref()
-            .map_or(&self.customer.account, |(account, _)| account);
+            .map_or(&self.customer.account, |(account, _)| account)
+            .clone();
         let event = self.events.delivery_updated(&self.webstore, &delivery)?;
-        let written = event.written(|event, on_durable| {
-            self.store.write_account(
-                webstore_id,
-                AccountWrite {
-                    account,
-                    transactions: delivery.transaction.as_slice(),
-                    payment: None,
-                    delivery: Some((request.date, request.order_id, &marked)),
-                },
-                None,
-                Some(event),
-                on_durable,
-            )
-        })?;
-        handoff.began_writing();
-        written.durable().await?;
-        if let Some((account, _)) = posted {
-            let mut next = (*self.customer).clone();
-            next.account = account;
-            let next = Arc::new(next);
-            self.customer = next.clone();
-            *self
-                .published
-                .write()
-                .unwrap_or_else(|poisoned| poisoned.into_inner()) = next;
-        }
+        let write = AccountWrite {
+            account: &account,
+            transactions: delivery.transaction.as_slice(),
+            payment: None,
+            delivery: Some((request.date, request.order_id, &marked)),
+            customer: None,
+        };
+        self.write_posting(write, Some(event), None, handoff)
+            .await?;
         Ok(DeliveryMarked {
             delivery,
             changed: true,

@@ -35,6 +35,8 @@ use prometheus::IntCounter;
 use ractor::{Actor, ActorProcessingErr, ActorRef, RpcReplyPort};
 
 use crate::clock::unix_now;
+use crate::domain::account::settings::AccountSettings;
+use crate::domain::account::Account;
 use crate::domain::catalogue::{CurrentCatalogue, DeliveryService, Webstore};
 use crate::domain::customer::{Customer, CustomerChanges};
 use crate::domain::day::Day;
@@ -248,6 +250,8 @@ pub enum Request {
         Box<MarkDelivery>,
         RpcReplyPort<Result<DeliveryMarked, ChangeError>>,
     ),
+    /// Set the account's discount and spend limit; answered once it is on disk.
+    SetAccount(AccountSettings, RpcReplyPort<Result<Account, ChangeError>>),
 }
 
 /// A request as it travels to the actor: what to do, the handoff it shares with its caller,
@@ -423,6 +427,10 @@ impl Actor for CustomerActor {
                 let _ = reply.send(Box::pin(state.mark_delivery(*mark, &handoff)).await);
                 drop(held);
             }
+            Request::SetAccount(settings, reply) => {
+                let _ = reply.send(Box::pin(state.set_account(settings, &handoff)).await);
+                drop(held);
+            }
         }
         Ok(())
     }
@@ -463,6 +471,14 @@ impl CustomerState {
             }
         }
         let next = Arc::new(next);
+        // A halt by hand set or lifted: the account remembers which halt is whose.
+        let account = match next.account.halted_by_hand != self.customer.account.halted_by_hand {
+            true => Some(
+                self.store
+                    .account_write(&next.account, &self.webstore.settings.id)?,
+            ),
+            false => None,
+        };
         let event = self.events.customer_updated(&self.webstore, &next)?;
         // The event's number stays unsettled until the change is durable (or given up: then
         // for good), even should this future be dropped before then.
@@ -472,6 +488,7 @@ impl CustomerState {
                 &self.customer,
                 &self.webstore.settings.id,
                 Some(event),
+                account,
                 on_durable,
             )
         })?;

@@ -24,16 +24,18 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::customers::{customer_key, CustomerRecord};
 use super::deliveries::{frozen_delivery_key, DeliveryRecord};
 use super::idempotency::IdempotencyWrite;
 use crate::domain::account::payment::{Payment, PaymentMethod};
 use crate::domain::account::transaction::{Transaction, TransactionKind, TransactionOf};
 use crate::domain::account::Account;
+use crate::domain::customer::Customer;
 use crate::domain::day::Day;
 use crate::domain::ids::{CustomerId, OrderId};
 use crate::domain::money::{Amount, Discount};
-use crate::store::codec::{decode, encode, Kind, Record};
-use crate::store::entries::EventWrite;
+use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
+use crate::store::entries::{EventWrite, RecordWrite};
 use crate::store::error::{corrupt, readable};
 use crate::store::keys::{trailing_id, with_id};
 use crate::store::kinds::change::ChangeWrites;
@@ -106,10 +108,49 @@ pub struct AccountRecord {
     pub transactions: u64,
     /// Unix seconds of its last change.
     pub updated_at: i64,
+    /// Whether the customer is halted by hand (version 2 on; `None` in a version 1 record,
+    /// written before a balance could halt: then every halt on is by hand).
+    pub halted_by_hand: Option<bool>,
 }
 
 impl Record for AccountRecord {
     const KIND: Kind = Kind::Account;
+    const VERSION: u16 = 2;
+    fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
+        match version {
+            1 => decode_payload::<AccountRecordV1>(payload).map(AccountRecordV1::upgrade),
+            other => Err(CodecError::UnsupportedVersion(other)),
+        }
+    }
+}
+
+/// An account as version 1 wrote it: without the halt by hand.
+#[derive(Deserialize)]
+struct AccountRecordV1 {
+    customer_id: u64,
+    webstore_id: String,
+    balance: i64,
+    discount: u16,
+    threshold: Option<i64>,
+    halted_by_balance: bool,
+    transactions: u64,
+    updated_at: i64,
+}
+
+impl AccountRecordV1 {
+    fn upgrade(self) -> AccountRecord {
+        AccountRecord {
+            customer_id: self.customer_id,
+            webstore_id: self.webstore_id,
+            balance: self.balance,
+            discount: self.discount,
+            threshold: self.threshold,
+            halted_by_balance: self.halted_by_balance,
+            transactions: self.transactions,
+            updated_at: self.updated_at,
+            halted_by_hand: None,
+        }
+    }
 }
 
 impl AccountRecord {
@@ -124,19 +165,21 @@ impl AccountRecord {
             halted_by_balance: account.halted_by_balance,
             transactions: account.transactions,
             updated_at: account.updated_at,
+            halted_by_hand: Some(account.halted_by_hand),
         }
     }
 
-    /// The account it holds (`halted_by_hand` is the customer's, not the account's); `None`
-    /// for a discount beyond the whole, which no writer stores.
-    pub fn into_account(self, halted_by_hand: bool) -> Option<Account> {
+    /// The account it holds; `halted_on` is whether the customer's halts are on, what a
+    /// version 1 record's halt by hand is. `None` for a discount beyond the whole, which no
+    /// writer stores.
+    pub fn into_account(self, halted_on: bool) -> Option<Account> {
         Some(Account {
             customer_id: CustomerId(self.customer_id),
             balance: Amount(self.balance),
             discount: Discount::of(self.discount)?,
             threshold: self.threshold.map(Amount),
             halted_by_balance: self.halted_by_balance,
-            halted_by_hand,
+            halted_by_hand: self.halted_by_hand.unwrap_or(halted_on),
             transactions: self.transactions,
             updated_at: self.updated_at,
         })
@@ -298,6 +341,10 @@ pub struct AccountWrite<'a> {
     /// The frozen delivery marked (charged, or its charge reversed), with its date and
     /// order: written with its charge, so that a delivery is charged once whatever stops.
     pub delivery: Option<(Day, OrderId, &'a DeliveryRecord)>,
+    /// The customer, when the write moves its halt (the balance crossed the spend limit),
+    /// with its `customer.updated` event when that is not the write's own: in the same
+    /// entry, so that a balance never halts without its halts saying so.
+    pub customer: Option<(&'a Customer, Option<EventWrite>)>,
 }
 
 impl Store {
@@ -343,12 +390,18 @@ impl Store {
                 readable("delivery", record)?,
             ));
         }
+        if let Some((halted, _)) = &write.customer {
+            let record = CustomerRecord::from_customer(halted, webstore_id);
+            puts.push((customer_key(customer), readable("customer", &record)?));
+        }
         let record = AccountRecord::from_account(write.account, webstore_id);
         puts.push((account_key(customer), readable("account", &record)?));
+        let customer_event = write.customer.and_then(|(_, event)| event);
         let bytes = puts
             .iter()
             .map(|(key, value)| LogEntry::encoded_len(key, value))
-            .sum();
+            .sum::<usize>()
+            + customer_event.as_ref().map_or(0, EventWrite::encoded_len);
         self.write_change(
             webstore_id,
             idempotency,
@@ -357,17 +410,39 @@ impl Store {
             ChangeWrites {
                 customer,
                 bytes,
-                write: move |store: &Store, _open: &OpenForWrite<'_>, entry: &mut LogEntry| {
+                write: move |store: &Store, open: &OpenForWrite<'_>, entry: &mut LogEntry| {
+                    // The customer's event after the change's own: numbered after it.
+                    let sequence = store.put_event(open, entry, customer_event)?;
                     for (key, value) in puts {
                         store.put(entry, &key, value)?;
                     }
                     if let Some((day, order)) = marked {
                         store.inner.tracking.note_delivery(webstore_id, day, order);
                     }
+                    if sequence.is_some() {
+                        store
+                            .inner
+                            .tracking
+                            .note(webstore_id, Some(customer), None, sequence);
+                    }
                     Ok(())
                 },
             },
         )
+    }
+
+    /// The account's record, to write with a change of another kind (a customer's halt by
+    /// hand, which the account remembers: see `Account::halted_by_hand`).
+    pub fn account_write(
+        &self,
+        account: &Account,
+        webstore_id: &str,
+    ) -> Result<RecordWrite, StoreError> {
+        let record = AccountRecord::from_account(account, webstore_id);
+        Ok(RecordWrite::new(
+            account_key(account.customer_id.0),
+            readable("account", &record)?,
+        ))
     }
 
     /// Customer `customer`'s account record, if it has had one written (a customer without
@@ -386,11 +461,16 @@ impl Store {
 
     /// Customer `customer`'s account: as its record holds it, or the account of a customer
     /// that has had no transaction (`created_at` 0) when it has none; a record this release
-    /// cannot read is an error naming its key.
-    pub fn account(&self, customer: CustomerId) -> Result<Account, StoreError> {
+    /// cannot read is an error naming its key. `halted_on`: whether the customer's halts
+    /// are on (without a record, or with one written before a balance could halt, a halt
+    /// on is by hand).
+    pub fn account(&self, customer: CustomerId, halted_on: bool) -> Result<Account, StoreError> {
         match self.account_record(customer)? {
-            None => Ok(Account::opened(customer, 0)),
-            Some(record) => record.into_account(false).ok_or_else(|| {
+            None => Ok(Account {
+                halted_by_hand: halted_on,
+                ..Account::opened(customer, 0)
+            }),
+            Some(record) => record.into_account(halted_on).ok_or_else(|| {
                 corrupt(
                     &account_key(customer.0),
                     crate::store::codec::CodecError::Payload("a discount above the whole".into()),
@@ -517,6 +597,55 @@ mod tests {
     use super::*;
     use crate::domain::account::transaction::Posting;
 
+    /// Version 1's shape, written as version 1 wrote it.
+    #[derive(Serialize, Deserialize)]
+    struct WrittenByVersion1 {
+        customer_id: u64,
+        webstore_id: String,
+        balance: i64,
+        discount: u16,
+        threshold: Option<i64>,
+        halted_by_balance: bool,
+        transactions: u64,
+        updated_at: i64,
+    }
+
+    impl Record for WrittenByVersion1 {
+        const KIND: Kind = Kind::Account;
+    }
+
+    #[test]
+    fn a_version_1_account_reads_with_its_halts_on_as_by_hand() {
+        // Arrange
+        let bytes = encode(&WrittenByVersion1 {
+            customer_id: 7,
+            webstore_id: "shop".into(),
+            balance: -1_250,
+            discount: 500,
+            threshold: Some(-1_000),
+            halted_by_balance: true,
+            transactions: 3,
+            updated_at: 1_799_056_800,
+        });
+
+        // Act
+        let record: AccountRecord = decode(&bytes).unwrap();
+
+        // Assert
+        assert_eq!(record.halted_by_hand, None);
+        let halted = record.clone().into_account(true).unwrap();
+        assert!(halted.halted_by_hand && halted.halted_by_balance);
+        assert_eq!(halted.balance, Amount(-1_250));
+        assert!(!record.into_account(false).unwrap().halted_by_hand);
+        let written = AccountRecord::from_account(&halted, "shop");
+        assert_eq!(
+            written.halted_by_hand,
+            Some(true),
+            "version 2 says so itself"
+        );
+        assert_eq!(decode::<AccountRecord>(&encode(&written)).unwrap(), written);
+    }
+
     fn posting(amount: i64, kind: TransactionKind, of: TransactionOf) -> Posting {
         Posting {
             amount: Amount(amount),
@@ -615,6 +744,7 @@ mod tests {
                             transactions,
                             payment,
                             delivery: None,
+                            customer: None,
                         },
                         None,
                         None,

@@ -34,7 +34,7 @@ use crate::domain::halts::{HaltSpan, Halts};
 use crate::domain::ids::CustomerId;
 use crate::domain::order::Order;
 use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
-use crate::store::entries::EventWrite;
+use crate::store::entries::{EventWrite, RecordWrite};
 use crate::store::error::{corrupt, readable};
 use crate::store::keys::{trailing_id, webstore_prefix, with_id};
 use crate::store::kinds::change::ChangeWrites;
@@ -283,13 +283,15 @@ impl Store {
     /// that takes the old email writes an entry of its own. Removing it would break a crash:
     /// the snapshot may keep a change whose log frame was lost while the replay of an earlier
     /// frame puts the old record back, and that record needs its entry. The caller holds the
-    /// new email's claim.
+    /// new email's claim. `also`, a record of another kind, goes in the same entry (the
+    /// account, when a halt by hand is set or lifted).
     pub fn update_customer(
         &self,
         customer: &Customer,
         previous: &Customer,
         webstore_id: &str,
         event: Option<EventWrite>,
+        also: Option<RecordWrite>,
         on_durable: OnDurable,
     ) -> Result<Written, StoreError> {
         let open = self.open_for_webstore(webstore_id)?;
@@ -303,7 +305,8 @@ impl Store {
         open.fits(
             LogEntry::encoded_len(&record_key, &record)
                 + LogEntry::encoded_len(&holder_key, &customer.id.0.to_be_bytes())
-                + event.as_ref().map_or(0, EventWrite::encoded_len),
+                + event.as_ref().map_or(0, EventWrite::encoded_len)
+                + also.as_ref().map_or(0, RecordWrite::encoded_len),
         )?;
         let mut entry = open.entry();
         let sequence = self.put_event(&open, &mut entry, event)?;
@@ -315,6 +318,9 @@ impl Store {
             )?;
         }
         self.put(&mut entry, &record_key, record)?;
+        if let Some(also) = also {
+            also.put(self, &mut entry)?;
+        }
         self.inner
             .tracking
             .note(webstore_id, Some(customer.id.0), None, sequence);

@@ -1,5 +1,5 @@
-//! Events: each webstore's `v` records by sequence number (`EventRecord`, format version 4,
-//! with the reading of versions 1 to 3; their keys and the chunks the pending layer packs
+//! Events: each webstore's `v` records by sequence number (`EventRecord`, format version 5,
+//! with the reading of versions 1 to 4; their keys and the chunks the pending layer packs
 //! them into are `store::pending::event_chunks`', named from there), and the `m
 //! events-pruned/` mark of how far the retention sweep removed them; their part of `impl
 //! Store`: the event a change writes in its own log entry (made here, encoded, by
@@ -7,7 +7,7 @@
 //! retention sweep, the reads in order, and the batch builders imports use.
 //!
 //! Stored and exported: the record keeps what an event tells of compactly (the order's or
-//! the customer's record as the change left it, and the event's id) and is rendered as JSON
+//! the customer's record and account as the change left them, and the event's id) and is rendered as JSON
 //! only when read (`crate::events::json`); its export line (`transfer::format::EventLine`)
 //! carries that JSON as text, byte for byte, which an import keeps as it is
 //! (`EventBody::Json`): an event's id and body must stay the ones already given out.
@@ -17,6 +17,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::accounts::AccountRecord;
 use super::customers::{CustomerRecord, CustomerRecordV1};
 use super::orders::{OrderRecord, OrderRecordV2, OrderRecordV3};
 use crate::store::codec::{decode, decode_payload, encode, CodecError, Kind, Record};
@@ -75,7 +76,55 @@ pub enum EventBody {
         customer: CustomerRecord,
         /// The webstore's name in the catalogue then (the customer's JSON shows it).
         webstore_name: String,
+        /// Its account then (`account_balance`, `discount`, `halted?` by balance), if it
+        /// had one (format version 5 on).
+        account: Option<Box<AccountRecord>>,
     },
+}
+
+/// An event as format version 4 stored it: as version 5, a customer's without its account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct EventRecordV4 {
+    event_type: String,
+    created_at_ms: i64,
+    body: EventBodyV4,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+enum EventBodyV4 {
+    Json(Vec<u8>),
+    Order {
+        id: [u8; 16],
+        order: OrderRecord,
+    },
+    Customer {
+        id: [u8; 16],
+        customer: CustomerRecord,
+        webstore_name: String,
+    },
+}
+
+impl EventRecordV4 {
+    fn upgrade(self) -> EventRecord {
+        EventRecord {
+            event_type: self.event_type,
+            created_at_ms: self.created_at_ms,
+            body: match self.body {
+                EventBodyV4::Json(json) => EventBody::Json(json),
+                EventBodyV4::Order { id, order } => EventBody::Order { id, order },
+                EventBodyV4::Customer {
+                    id,
+                    customer,
+                    webstore_name,
+                } => EventBody::Customer {
+                    id,
+                    customer,
+                    webstore_name,
+                    account: None,
+                },
+            },
+        }
+    }
 }
 
 /// An event as format version 1 stored it: the whole event as JSON, rendered when written.
@@ -96,7 +145,7 @@ impl EventRecordV1 {
     }
 }
 
-/// An event as format version 3 stored it: as version 4, with the order record of its format
+/// An event as format version 3 stored it: as version 4 (so as version 5 without accounts), with the order record of its format
 /// then (its latest content at the top).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct EventRecordV3 {
@@ -138,6 +187,7 @@ impl EventRecordV3 {
                     id,
                     customer,
                     webstore_name,
+                    account: None,
                 },
             },
         }
@@ -186,6 +236,7 @@ impl EventRecordV2 {
                     id,
                     customer: customer.upgrade(),
                     webstore_name,
+                    account: None,
                 },
             },
         }
@@ -194,12 +245,13 @@ impl EventRecordV2 {
 
 impl Record for EventRecord {
     const KIND: Kind = Kind::Event;
-    const VERSION: u16 = 4;
+    const VERSION: u16 = 5;
     fn decode_older(version: u16, payload: &[u8]) -> Result<Self, CodecError> {
         match version {
             1 => decode_payload::<EventRecordV1>(payload).map(EventRecordV1::upgrade),
             2 => decode_payload::<EventRecordV2>(payload).map(EventRecordV2::upgrade),
             3 => decode_payload::<EventRecordV3>(payload).map(EventRecordV3::upgrade),
+            4 => decode_payload::<EventRecordV4>(payload).map(EventRecordV4::upgrade),
             other => Err(CodecError::UnsupportedVersion(other)),
         }
     }

@@ -192,6 +192,7 @@ pub fn layout() -> Vec<KeyRow> {
             writers![
                 Store::create_customer,
                 Store::update_customer,
+                Store::write_account,
                 add_new_customer,
                 add_customer_record,
                 Store::purge_webstore,
@@ -203,6 +204,7 @@ pub fn layout() -> Vec<KeyRow> {
             record::<AccountRecord>(),
             writers![
                 Store::write_account,
+                Store::update_customer,
                 add_account_record,
                 Store::purge_webstore
             ],

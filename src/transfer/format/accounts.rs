@@ -34,6 +34,10 @@ pub struct AccountLine {
     pub transactions: u64,
     /// Unix seconds of its last change.
     pub updated_at: i64,
+    /// Whether the customer is halted by hand (version 7 on; absent: every halt of the
+    /// customer that is on is by hand, as before a balance could halt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halted_by_hand: Option<bool>,
 }
 
 /// One transaction of a ledger, as exported.
@@ -104,6 +108,7 @@ impl AccountLine {
             halted_by_balance: record.halted_by_balance,
             transactions: record.transactions,
             updated_at: record.updated_at,
+            halted_by_hand: record.halted_by_hand,
         }
     }
 
@@ -124,6 +129,7 @@ impl AccountLine {
             halted_by_balance: self.halted_by_balance,
             transactions: self.transactions,
             updated_at: self.updated_at,
+            halted_by_hand: self.halted_by_hand,
         })
     }
 }

@@ -56,7 +56,7 @@ pub use webhook_positions::WebhookPositionLine;
 /// The name in every export's header.
 pub const FORMAT: &str = "boxsub-export";
 /// The version this release writes.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 /// The oldest version this release reads (every version from it to [`VERSION`]).
 pub const OLDEST_READ: u32 = 1;
 
