@@ -2223,6 +2223,46 @@ paths["/v1/customers/{id}/transactions"] = {
         ],
         not_found=True, unprocessable="QueryUnprocessable"),
 }
+BOOKS_CSV_EX = (
+    "date,id,customer_id,number,kind,amount,balance,description,order_id,payment_id,"
+    "created_at\n"
+    "2026-12-01,1099511627778,1,1,payment,25.00,25.00,At the door,,1099511627777,"
+    "2026-12-01T09:30:00Z\n"
+    "2026-12-01,1099511627781,1,2,charge,-42.50,-17.50,Delivery on 2026-12-01,1099511627780,,"
+    "2026-12-01T23:00:00Z\n"
+)
+paths["/v1/transactions"] = {
+    "get": op(
+        "listBooks", "The webstore's books",
+        "Every transaction of the webstore's customers dated from `from` to `to` (both "
+        "included; default today in the webstore's zone, `to` default `from`; at most 366 "
+        "days), by date and then id, paginated (`page`, `per_page`, `X-Total-Count`, "
+        "`Link`): for the producer's accounts. With `Accept: text/csv` the same page comes "
+        "as CSV, one row per transaction. Only durable transactions are listed. A bad "
+        "parameter is a 422 naming it, all of them at once.",
+        "Accounts",
+        {"200": {
+            "description": "One page of the books, as JSON or (with `Accept: text/csv`) CSV.",
+            "headers": hdrs("X-Total-Count", "Link"),
+            "content": {
+                JSON: {"schema": {"type": "array", "items": sref("Transaction")},
+                       "examples": {"list": ex("A payment", [TRANSACTION_EX])}},
+                "text/csv": {"schema": {"type": "string"},
+                             "examples": {"csv": ex("A day's books", BOOKS_CSV_EX)}},
+            },
+        }},
+        params=[
+            {"name": "from", "in": "query", "required": False,
+             "description": "`YYYY-MM-DD`; default today (`is invalid` if not a date).",
+             "schema": {"type": "string"}},
+            {"name": "to", "in": "query", "required": False,
+             "description": "`YYYY-MM-DD`; default `from`; not before `from`, at most 366 "
+                            "days from it.",
+             "schema": {"type": "string"}},
+            p("Page"), p("PerPage"),
+        ],
+        unprocessable="QueryUnprocessable"),
+}
 paths["/v1/customers/{id}/payments"] = {
     "parameters": [p("CustomerIdPath")],
     "get": op(

@@ -13,17 +13,18 @@ use crate::domain::account::adjustment::parse_adjustment;
 use crate::domain::account::delivery_mark::parse_mark;
 use crate::domain::account::payment::{parse_payment, UNKNOWN_FIELD};
 use crate::domain::account::settings::parse_settings;
-use crate::domain::day::Day;
+use crate::domain::day::{parse_date_param, Day};
 use crate::domain::fields::{parse_digits, FieldErrors, INVALID};
 use crate::domain::idempotency::{IdempotencyKey, Pending, RecordedResponse, Resource};
 use crate::domain::ids::{CustomerId, OrderId};
+use crate::domain::paging::Page;
 use crate::domain::raw_fields::RawFields;
 use crate::service::accounts::MAX_TRANSACTIONS_PAGE;
 use crate::views::accounts::{AccountView, MarkedDeliveryView, PaymentView, TransactionView};
 
 use super::error::ApiError;
-use super::handlers::{idempotency_key, keyed_response, Answer};
-use super::views::{json_response, to_json};
+use super::handlers::{idempotency_key, keyed_response, wants_csv, with_paging, Answer};
+use super::views::{json_response, to_json, transactions_csv};
 use super::Call;
 
 /// The key a write that moves money must carry: without one, 428 (nothing changed).
@@ -68,6 +69,50 @@ pub(super) async fn set_account(call: &Call<'_>, id: CustomerId, raw_body: &[u8]
     Ok(json_response(
         StatusCode::OK,
         &AccountView::new(&account, &call.webstore.settings.currency),
+    ))
+}
+
+/// `GET /v1/transactions?from=…&to=…[&page=…&per_page=…]`: the webstore's books, by date,
+/// as JSON or, asked for with `Accept: text/csv`, as CSV; every bad parameter named at once.
+pub(super) fn list_books(call: &Call<'_>) -> Answer {
+    let mut errors = FieldErrors::new();
+    let mut optional = |name: &str| match call.params.get(name).map(str::trim) {
+        None | Some("") => None,
+        raw => parse_date_param(raw)
+            .map_err(|message| errors.add(name, message))
+            .ok(),
+    };
+    let (from, to) = (optional("from"), optional("to"));
+    let page = Page::parse(call.params.get("page"), call.params.get("per_page"));
+    if let Err(page_errors) = &page {
+        errors.merge(page_errors.clone());
+    }
+    let (Ok(page), true) = (page, errors.is_empty()) else {
+        return Err(ApiError::Invalid(errors));
+    };
+    let books = call.service.books(call.webstore, from, to, page)?;
+    let response = if wants_csv(call.headers) {
+        transactions_csv(&books.transactions)
+    } else {
+        let views: Vec<_> = books
+            .transactions
+            .iter()
+            .map(TransactionView::new)
+            .collect();
+        json_response(StatusCode::OK, &views)
+    };
+    let mut kept = Vec::new();
+    for name in ["from", "to"] {
+        if let Some(raw) = call.params.get(name) {
+            kept.push((name, raw));
+        }
+    }
+    Ok(with_paging(
+        response,
+        "/v1/transactions",
+        page,
+        books.total,
+        &kept,
     ))
 }
 

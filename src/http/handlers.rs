@@ -66,7 +66,7 @@ pub(super) async fn list_customers(call: &Call<'_>) -> Answer {
 
 /// Adds `X-Total-Count` and the RFC 8288 `Link` header of a paginated list at `path`; the
 /// links keep the query parameters in `kept`.
-fn with_paging(
+pub(super) fn with_paging(
     mut response: Response,
     path: &str,
     page: Page,
@@ -488,7 +488,7 @@ pub(super) async fn list_deliveries(call: &Call<'_>) -> Answer {
 }
 
 /// Whether the client asked for CSV.
-fn wants_csv(headers: &warp::http::HeaderMap) -> bool {
+pub(super) fn wants_csv(headers: &warp::http::HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
         .iter()

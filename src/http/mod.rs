@@ -478,6 +478,7 @@ where
         GetAccount(id) => return accounts::get_account(call, id),
         SetAccount(id) => accounts::set_account(call, id, &body).boxed(),
         ListTransactions(id) => return accounts::list_transactions(call, id),
+        ListBooks => return accounts::list_books(call),
         ListPayments(id) => accounts::list_payments(call, id).boxed(),
         GetPayment(id) => accounts::get_payment(call, id).boxed(),
         CreatePayment(id) => accounts::create_payment(call, id, &body).boxed(),

@@ -59,6 +59,8 @@ pub enum Endpoint {
     SetAccount(CustomerId),
     /// `GET /v1/customers/:id/transactions`.
     ListTransactions(CustomerId),
+    /// `GET /v1/transactions`: the webstore's books.
+    ListBooks,
     /// `GET /v1/customers/:id/payments`.
     ListPayments(CustomerId),
     /// `POST /v1/customers/:id/payments`.
@@ -120,6 +122,8 @@ pub enum Route {
     Account,
     /// `/v1/customers/:id/transactions`.
     Transactions,
+    /// `/v1/transactions`.
+    Books,
     /// `/v1/customers/:id/payments`.
     CustomerPayments,
     /// `/v1/customers/:id/adjustments`.
@@ -191,6 +195,7 @@ impl Route {
             Events => "/v1/events",
             Account => "/v1/customers/:id/account",
             Transactions => "/v1/customers/:id/transactions",
+            Books => "/v1/transactions",
             CustomerPayments => "/v1/customers/:id/payments",
             Adjustments => "/v1/customers/:id/adjustments",
             Payment => "/v1/payments/:id",
@@ -276,6 +281,7 @@ impl Endpoint {
             ListEvents => Route::Events,
             GetAccount(_) | SetAccount(_) => Route::Account,
             ListTransactions(_) => Route::Transactions,
+            ListBooks => Route::Books,
             ListPayments(_) | CreatePayment(_) => Route::CustomerPayments,
             CreateAdjustment(_) => Route::Adjustments,
             GetPayment(_) => Route::Payment,
@@ -418,6 +424,7 @@ pub fn resolve(method: &Method, path: &str) -> Result<Endpoint, RouteError> {
         ("openapi.json", None) => only(method, &get, OpenApi),
         ("events", None) => only(method, &get, ListEvents),
         ("payments", Some(segment)) => only(method, &get, GetPayment(id(segment)?)),
+        ("transactions", None) => only(method, &get, ListBooks),
         _ => Err(RouteError::NotFound),
     }
 }

@@ -1,5 +1,5 @@
-//! The HTTP answers' renderings: JSON and CSV responses, the delivery list's rows, the
-//! catalogue's boxes, delivery services and webstore. Customers and orders are rendered by
+//! The HTTP answers' renderings: JSON and CSV responses, the delivery list's rows and the
+//! books' (transactions by date), the catalogue's boxes, delivery services and webstore. Customers and orders are rendered by
 //! [`crate::views`], shared with the events, so that an event's data is what `GET` answers.
 //! These shapes borrow from the domain types rather than being them, so the wire format
 //! can't leak a field by accident (a password hash, an API key) and the domain stays free of
@@ -13,6 +13,7 @@ use serde_json::Value;
 use warp::http::{header, HeaderValue, StatusCode};
 use warp::reply::Response;
 
+use crate::domain::account::transaction::{Transaction, TransactionOf};
 use crate::domain::catalogue::{BoxDef, DeliveryService, Webstore};
 use crate::domain::customer::ADDRESS_FIELDS;
 use crate::service::Delivery;
@@ -202,15 +203,62 @@ pub fn csv_response(
     deliveries: &[DeliveryView<'_>],
     cell: impl Fn(&str) -> std::borrow::Cow<'_, str>,
 ) -> Response {
-    let mut writer = csv::Writer::from_writer(Vec::new());
     let header = DeliveryView::CSV_HEADER
         .iter()
         .copied()
         .chain(ADDRESS_FIELDS.iter().copied());
+    csv_table(header, deliveries.iter().map(DeliveryView::csv_row), cell)
+}
+
+/// The webstore's books as CSV with a header row, for a spreadsheet or an accounting
+/// package: one row per transaction, amounts as the JSON writes them, cells as they are.
+pub fn transactions_csv(transactions: &[Transaction]) -> Response {
+    const HEADER: [&str; 11] = [
+        "date",
+        "id",
+        "customer_id",
+        "number",
+        "kind",
+        "amount",
+        "balance",
+        "description",
+        "order_id",
+        "payment_id",
+        "created_at",
+    ];
+    let rows = transactions.iter().map(|transaction| {
+        let (order_id, payment_id) = match transaction.of {
+            TransactionOf::Delivery { order_id } => (order_id.0.to_string(), String::new()),
+            TransactionOf::Payment { payment_id } => (String::new(), payment_id.to_string()),
+            TransactionOf::Nothing => (String::new(), String::new()),
+        };
+        vec![
+            transaction.date.date().to_string(),
+            transaction.id.to_string(),
+            transaction.customer_id.0.to_string(),
+            transaction.number.to_string(),
+            transaction.kind.name().to_owned(),
+            transaction.amount.to_string(),
+            transaction.balance.to_string(),
+            transaction.description.clone(),
+            order_id,
+            payment_id,
+            crate::views::rfc3339(transaction.created_at),
+        ]
+    });
+    csv_table(HEADER, rows, |cell: &str| std::borrow::Cow::Borrowed(cell))
+}
+
+/// A CSV response: `header`, then each row, each cell written through `cell`.
+fn csv_table<'h>(
+    header: impl IntoIterator<Item = &'h str>,
+    rows: impl Iterator<Item = Vec<String>>,
+    cell: impl Fn(&str) -> std::borrow::Cow<'_, str>,
+) -> Response {
+    let mut writer = csv::Writer::from_writer(Vec::new());
     // Writing to a Vec cannot fail; a failure would only shorten the body.
     let _ = writer.write_record(header);
-    for delivery in deliveries {
-        let row = delivery.csv_row();
+    for row in rows {
         let cells: Vec<std::borrow::Cow<'_, str>> = row.iter().map(|value| cell(value)).collect();
         let _ = writer.write_record(cells.iter().map(|value| value.as_bytes()));
     }

@@ -34,6 +34,7 @@
 //! types, or a map guard across an `.await`.
 
 pub mod accounts;
+pub mod books;
 pub mod calls;
 pub mod charging;
 pub mod client_limits;

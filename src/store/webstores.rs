@@ -5,7 +5,9 @@
 //! shard. Must not touch: any one record's layout (each kind's).
 
 use super::keys::webstore_prefix;
-use super::kinds::{customers, deliveries, events, idempotency, sessions, webhook_positions};
+use super::kinds::{
+    books, customers, deliveries, events, idempotency, sessions, webhook_positions,
+};
 use super::log::wal::LogEntry;
 use super::snapshot::prefix_end;
 use super::{Store, StoreError, WriteBatch};
@@ -38,6 +40,7 @@ impl Store {
             webhook_positions::WEBHOOK_POSITION,
             webhook_positions::REDELIVERY,
             deliveries::FROZEN,
+            books::BOOKS,
         ] {
             storage.for_each(&webstore_prefix(prefix, id), &mut |key, _| {
                 doomed.push(key.to_vec());

@@ -311,6 +311,8 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
     let mut marks: BTreeSet<String> = BTreeSet::new();
     let mut endpoints: BTreeSet<(String, String)> = BTreeSet::new();
     let mut sessions: BTreeSet<[u8; 32]> = BTreeSet::new();
+    // The customer whose account's line came last: its transactions and payments follow it.
+    let mut ledger: Option<u64> = None;
     read_records(input, &mut |number, record| {
         if let (Some(only), Some((owner, what))) = (&only, record.owner()) {
             if owner != only {
@@ -356,6 +358,17 @@ fn check(store: &Store, input: &Path, progress: &mut Progress) -> Result<Importe
             Record::Account(AccountRecord { customer_id, .. })
             | Record::Transaction(TransactionRecord { customer_id, .. })
             | Record::Payment(PaymentRecord { customer_id, .. }) => {
+                if let Record::Account(account) = &record {
+                    ledger = Some(account.customer_id);
+                }
+                if ledger != Some(customer_id) {
+                    return Err(TransferError::line(
+                        number,
+                        format!(
+                            "a transaction or payment of customer {customer_id} that does not                              follow its account's line"
+                        ),
+                    ));
+                }
                 if customers.binary_search(&customer_id).is_err() {
                     return Err(TransferError::line(
                         number,
@@ -553,14 +566,21 @@ fn import_then(
         batches.add(removal, Store::apply)?;
     }
     let mut written_through = 0u64;
+    let mut ledger_webstore = String::new();
     let outcome = read_records(input, &mut |number, record| {
         let mut writes = WriteBatch::default();
         match &record {
             Record::Header(_) => return Ok(true),
             Record::Customer(customer) => add_customer_record(&mut writes, customer),
             Record::Order(order) => add_order_record(&mut writes, order),
-            Record::Account(record) => add_account_record(&mut writes, record),
-            Record::Transaction(record) => add_transaction_record(&mut writes, record),
+            Record::Account(record) => {
+                ledger_webstore.clone_from(&record.webstore_id);
+                add_account_record(&mut writes, record)
+            }
+            // Its account's line came just before (checked when the file was read).
+            Record::Transaction(record) => {
+                add_transaction_record(&mut writes, &ledger_webstore, record)
+            }
             Record::Payment(record) => add_payment_record(&mut writes, record),
             Record::Idempotency(webstore, key, record) => {
                 add_idempotency_record(&mut writes, webstore, key, record)
@@ -764,7 +784,7 @@ pub fn apply_live(
             }
             Record::Transaction(record) => {
                 applied.account_records += 1;
-                add_transaction_record(&mut writes, record);
+                add_transaction_record(&mut writes, webstore, record);
             }
             Record::Payment(record) => {
                 applied.account_records += 1;

@@ -747,3 +747,146 @@ async fn the_discount_and_spend_limit_are_set_read_exactly_and_refused_whole() {
         "one event per change"
     );
 }
+
+#[tokio::test]
+async fn the_books_list_the_webstore_s_transactions_by_date_in_json_and_csv() {
+    // Arrange: two customers of store A, one of store B; payments dated on three days.
+    let app = Launch::new().spawn().await;
+    let ann = id_of(
+        &app.create_customer_ok(&customer_body("books-ann@example.com"))
+            .await,
+    );
+    let bob = id_of(
+        &app.create_customer_ok(&customer_body("books-bob@example.com"))
+            .await,
+    );
+    let theirs = id_of(&app.create_customer_b_ok("books-b@example.com").await);
+    let pay = |customer: i64, amount: &str, date: &str, key: &str| {
+        let body = json!({"payment": {"amount": amount, "date": date, "method": "cash"}});
+        (
+            format!("/v1/customers/{customer}/payments"),
+            body,
+            key.to_owned(),
+        )
+    };
+    for (path, body, key) in [
+        pay(ann, "10.00", "2026-11-30", "b1"),
+        pay(bob, "20.00", "2026-12-01", "b2"),
+        pay(ann, "5.50", "2026-12-01", "b3"),
+        pay(bob, "1.00", "2026-12-03", "b4"),
+    ] {
+        post_money(&app, &path, &body, Some(&key))
+            .await
+            .assert_status(201);
+    }
+    let mut headers = vec![
+        ("Content-Type", "application/json"),
+        ("Idempotency-Key", "bb"),
+    ];
+    let b_body = serde_json::to_vec(&json!({"amount": "99.00", "date": "2026-12-01"})).unwrap();
+    app.send(
+        Method::POST,
+        &format!("/v1/customers/{theirs}/payments"),
+        Some(&store_b()),
+        Some(b_body),
+        &headers,
+    )
+    .await
+    .assert_status(201);
+
+    // Act
+    let books = app
+        .get("/v1/transactions?from=2026-11-30&to=2026-12-02")
+        .await;
+    let first = app
+        .get("/v1/transactions?from=2026-11-30&to=2026-12-02&per_page=2")
+        .await;
+    let second = app
+        .get("/v1/transactions?from=2026-11-30&to=2026-12-02&per_page=2&page=2")
+        .await;
+    headers = vec![("Accept", "text/csv")];
+    let csv = app
+        .send(
+            Method::GET,
+            "/v1/transactions?from=2026-12-01&to=2026-12-01",
+            Some(&app.creds),
+            None,
+            &headers,
+        )
+        .await;
+    let bad = app
+        .get("/v1/transactions?from=2026-12-05&to=2026-12-01&page=0")
+        .await;
+    let wide = app
+        .get("/v1/transactions?from=2026-01-01&to=2027-06-01")
+        .await;
+    let not_a_date = app.get("/v1/transactions?from=yesterday").await;
+
+    // Assert: store A's three in the range, by date, none of store B's.
+    books.assert_status(200);
+    let listed: Vec<(Value, Value, Value)> = books
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["date"].clone(),
+                t["customer_id"].clone(),
+                t["amount"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (json!("2026-11-30"), json!(ann), json!("10.00")),
+            (json!("2026-12-01"), json!(bob), json!("20.00")),
+            (json!("2026-12-01"), json!(ann), json!("5.50")),
+        ]
+    );
+    assert_eq!(books.header("x-total-count").as_deref(), Some("3"));
+    first.assert_status(200);
+    second.assert_status(200);
+    let paged: Vec<Value> = first
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(second.json().as_array().unwrap())
+        .cloned()
+        .collect();
+    assert_eq!(
+        paged,
+        books.json().as_array().unwrap().clone(),
+        "two pages, the same"
+    );
+    assert!(first
+        .header("link")
+        .is_some_and(|link| link.contains("page=2")));
+    csv.assert_status(200);
+    let text = csv.text();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[0],
+        "date,id,customer_id,number,kind,amount,balance,description,order_id,payment_id,created_at"
+    );
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[1].starts_with("2026-12-01,") && lines[1].contains(",payment,20.00,20.00,"),
+        "{text}"
+    );
+    assert!(lines[2].contains(",payment,5.50,15.50,"), "{text}");
+    bad.assert_status(422);
+    let errors = bad.field_errors();
+    assert!(errors.contains_key("page"), "{errors:?}");
+    let reversed = app
+        .get("/v1/transactions?from=2026-12-05&to=2026-12-01")
+        .await;
+    reversed.assert_status(422);
+    assert!(reversed.field_errors().contains_key("to"));
+    wide.assert_status(422);
+    assert!(wide.field_errors().contains_key("to"));
+    not_a_date.assert_status(422);
+    assert!(not_a_date.field_errors().contains_key("from"));
+}

@@ -348,4 +348,18 @@ async fn a_delivered_delivery_is_charged_once_and_its_marks_reverse_and_charge_a
         "after an import"
     );
     assert_eq!(own_delivery(&app, order, today).await, delivered);
+    let books = app.get(&format!("/v1/transactions?from={today}")).await;
+    books.assert_status(200);
+    let kinds: Vec<Value> = books
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|transaction| transaction["kind"].clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![json!("charge"), json!("charge_reversal"), json!("charge")],
+        "the books imported with the ledger"
+    );
 }

@@ -24,6 +24,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::books::{add_books_entry, books_key, books_value, BooksEntry};
 use super::customers::{customer_key, CustomerRecord};
 use super::deliveries::{frozen_delivery_key, DeliveryRecord};
 use super::idempotency::IdempotencyWrite;
@@ -368,6 +369,10 @@ impl Store {
                 transaction_key(customer, transaction.number),
                 readable("transaction", &record)?,
             ));
+            puts.push((
+                books_key(webstore_id, transaction.date, transaction.id),
+                books_value(transaction.customer_id, transaction.number),
+            ));
         }
         if let Some(payment) = write.payment {
             let record = PaymentRecord::from_payment(payment);
@@ -575,11 +580,22 @@ pub fn add_account_record(batch: &mut WriteBatch, record: &AccountRecord) {
     batch.put(account_key(record.customer_id), encode(record));
 }
 
-/// Adds an imported transaction to `batch`.
-pub fn add_transaction_record(batch: &mut WriteBatch, record: &TransactionRecord) {
+/// Adds an imported transaction of webstore `webstore`, and its entry in the books, to
+/// `batch`.
+pub fn add_transaction_record(batch: &mut WriteBatch, webstore: &str, record: &TransactionRecord) {
     batch.put(
         transaction_key(record.customer_id, record.number),
         encode(record),
+    );
+    add_books_entry(
+        batch,
+        webstore,
+        BooksEntry {
+            date: Day(record.date),
+            transaction_id: record.id,
+            customer: CustomerId(record.customer_id),
+            number: record.number,
+        },
     );
 }
 

@@ -11,6 +11,7 @@
 //!   kind's own writes, in one log entry).
 //! - [`accounts`]: `a` records (a customer's account), `t` records (its ledger), `p`
 //!   records (its payments) and `q` entries (a payment's customer).
+//! - [`books`]: `b` entries (each webstore's transactions by date).
 //! - [`customers`]: `c` records, `e` (email) and `n` (number) index entries.
 //! - [`deliveries`]: `f` records (each frozen date's deliveries and the date itself) and
 //!   the `m frozen/` mark.
@@ -29,6 +30,7 @@
 //! layers' own state (the log, the waiting puts, sled).
 
 pub mod accounts;
+pub mod books;
 pub(crate) mod change;
 pub mod customers;
 pub mod deliveries;
@@ -59,6 +61,7 @@ use accounts::{
     account_key, add_account_record, add_payment_record, add_transaction_record, payment_key,
     payment_owner_key, transaction_key, AccountRecord, PaymentRecord, TransactionRecord,
 };
+use books::books_key;
 use change::ChangeWrites;
 use customers::{
     add_customer_record, add_new_customer, customer_key, email_holder_key, number_key,
@@ -213,6 +216,16 @@ pub fn layout() -> Vec<KeyRow> {
             "t + customer id + transaction number",
             transaction_key(7, 1),
             record::<TransactionRecord>(),
+            writers![
+                Store::write_account,
+                add_transaction_record,
+                Store::purge_webstore
+            ],
+        ),
+        row(
+            "b + webstore id + 0 + day + transaction id",
+            books_key("shop", Day(20_000), 11),
+            Holds::Bytes,
             writers![
                 Store::write_account,
                 add_transaction_record,
