@@ -1,13 +1,18 @@
 //! A producer's delivery day as the page shows it: the packing summary (boxes by count,
 //! extras by quantity, exclusions and substitutions by item) and the delivery list grouped
-//! into routes (one per delivery service), computed from the service's list of that day's
-//! deliveries, which is the API's list. Pure: names come from the catalogue given, nothing
+//! into routes (one per delivery service), each delivery with its price and status, each
+//! route's and the day's total, and the balance of a customer at or below their spend
+//! limit, computed from the service's list of that day's deliveries, which is the API's
+//! list. Pure: names come from the catalogue given, nothing
 //! is read here. Must not touch: HTTP, templates (the page renders this), the service.
 
 use std::collections::BTreeMap;
 
+use crate::domain::account::delivery_mark::DeliveryStatus;
+use crate::domain::account::halted_by_balance;
 use crate::domain::catalogue::Webstore;
 use crate::domain::day::Day;
+use crate::domain::money::Amount;
 use crate::domain::order::history::WithheldCounts;
 use crate::service::{DayList, Delivery};
 
@@ -26,6 +31,8 @@ pub struct DayView {
     pub substitutions: Vec<Counted>,
     /// The routes, in the list's order (by delivery service id).
     pub routes: Vec<RouteView>,
+    /// What the day's deliveries cost, together.
+    pub total_price: Amount,
     /// The regular deliveries not made that day, by reason (paused, skipped, cancelled,
     /// halted).
     pub withheld: WithheldCounts,
@@ -51,6 +58,8 @@ pub struct RouteView {
     pub name: String,
     /// Its deliveries, in the list's order.
     pub rows: Vec<DeliveryRow>,
+    /// What they cost, together.
+    pub total_price: Amount,
 }
 
 /// One delivery, as the list's row shows it.
@@ -77,6 +86,12 @@ pub struct DeliveryRow {
     /// The extras delivered this time (`2 × Eggs (dozen)`); one-off extras only on the
     /// order's first delivery, as the API.
     pub extras: Vec<String>,
+    /// What it costs (frozen with its date).
+    pub price: Amount,
+    /// Pending, delivered or not delivered.
+    pub status: DeliveryStatus,
+    /// The customer's balance, shown where it is at or below the spend limit in force.
+    pub low_balance: Option<Amount>,
 }
 
 /// Address fields shown as the address, by position in the customer's address.
@@ -134,9 +149,11 @@ impl DayView {
                         |ds| ds.name.clone(),
                     ),
                     rows: Vec::new(),
+                    total_price: Amount::ZERO,
                 });
             }
             if let Some(route) = routes.last_mut() {
+                route.total_price = sum(route.total_price, delivery.price);
                 route.rows.push(DeliveryRow::of(delivery, webstore));
             }
         }
@@ -157,6 +174,9 @@ impl DayView {
             exclusions: counted(exclusions, &|id| item_name(webstore, id)),
             substitutions: counted(substitutions, &|id| item_name(webstore, id)),
             routes,
+            total_price: deliveries
+                .iter()
+                .fold(Amount::ZERO, |total, delivery| sum(total, delivery.price)),
             withheld: list.withheld,
         }
     }
@@ -194,8 +214,29 @@ impl DeliveryRow {
                 .map(|id| item_name(webstore, *id))
                 .collect(),
             extras,
+            price: delivery.price,
+            status: delivery.status,
+            low_balance: {
+                let account = &customer.account;
+                let threshold = account.threshold_in_force(webstore.balance_threshold);
+                halted_by_balance(account.balance, threshold).then_some(account.balance)
+            },
         }
     }
+
+    /// The status as the page says it.
+    pub fn status_label(&self) -> &'static str {
+        match self.status {
+            DeliveryStatus::Pending => "Pending",
+            DeliveryStatus::Delivered => "Delivered",
+            DeliveryStatus::NotDelivered => "Not delivered",
+        }
+    }
+}
+
+/// Prices summed; a day's prices are far below where an amount could overflow.
+fn sum(total: Amount, price: Amount) -> Amount {
+    total.checked_add(price).unwrap_or(total)
 }
 
 fn box_name(webstore: &Webstore, id: u64) -> String {
@@ -337,6 +378,39 @@ pub(crate) mod tests {
             price: crate::domain::money::Amount(2_500),
             status: crate::domain::account::delivery_mark::DeliveryStatus::Pending,
         }
+    }
+
+    #[test]
+    fn routes_and_the_day_sum_their_prices_and_a_balance_at_the_limit_is_shown() {
+        let catalogue = Catalogue::parse(DEMO_CATALOGUE_JSON, 0).unwrap();
+        let mut webstore = catalogue.webstores()[0].as_ref().clone();
+        webstore.balance_threshold = Some(Amount(-1_000));
+        let services: Vec<u64> = webstore.delivery_services.keys().copied().collect();
+        let box_id = *webstore.boxes.keys().next().unwrap();
+        let mut low = delivery(2, services[0], box_id, &[], &[], false);
+        let mut customer = (*low.customer).clone();
+        customer.account.balance = Amount(-1_000);
+        low.customer = Arc::new(customer);
+        low.price = Amount(1_999);
+        low.status = DeliveryStatus::Delivered;
+        let list = DayList {
+            deliveries: vec![
+                delivery(1, services[0], box_id, &[], &[], false),
+                low,
+                delivery(3, services[1], box_id, &[], &[], false),
+            ],
+            withheld: WithheldCounts::default(),
+        };
+
+        let day = DayView::of(&list, &webstore);
+
+        assert_eq!(day.total_price, Amount(2_500 + 1_999 + 2_500));
+        let totals: Vec<Amount> = day.routes.iter().map(|r| r.total_price).collect();
+        assert_eq!(totals, vec![Amount(4_499), Amount(2_500)]);
+        let rows = &day.routes[0].rows;
+        assert_eq!(rows[0].low_balance, None, "0.00 is above -10.00");
+        assert_eq!(rows[1].low_balance, Some(Amount(-1_000)), "at the limit");
+        assert_eq!(rows[1].status_label(), "Delivered");
     }
 
     #[test]

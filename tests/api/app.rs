@@ -160,6 +160,28 @@ async fn the_day_page_shows_exactly_the_apis_list_and_its_counts() {
         .map(|id| id.parse().unwrap())
         .collect();
     assert_eq!(routes, services);
+    // Prices and statuses: the API's, and the day's total their sum.
+    let of_list = |field: &str| -> Vec<String> {
+        list.iter()
+            .map(|entry| entry[field].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let prices = of_list("price");
+    assert_eq!(page.attributes("data-price"), prices);
+    assert_eq!(page.attributes("data-status"), of_list("status"));
+    let cents: i64 = prices
+        .iter()
+        .map(|price| {
+            let (whole, fraction) = price.split_once('.').unwrap();
+            whole.parse::<i64>().unwrap() * 100 + fraction.parse::<i64>().unwrap()
+        })
+        .sum();
+    let total = format!("{}.{:02}", cents / 100, cents % 100);
+    assert_eq!(page.attributes("data-total-price"), vec![total.clone()]);
+    assert!(
+        page.body.contains(&format!("{total} in all")),
+        "the day's total is said"
+    );
     // Counts: the list's.
     let mut boxes = BTreeMap::<u64, u64>::new();
     for entry in &list {
