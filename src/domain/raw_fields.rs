@@ -14,9 +14,11 @@ use super::day::{parse_iso_date, Day};
 use super::fields::{text, too_long, FieldErrors, INVALID, MAX_STRING_CHARS};
 use super::money::Amount;
 
-/// A request body's fields, each as it was written.
+/// A request body's fields, each as it was written, and the names sent beside an envelope
+/// (`{"payment": {...}, "amount": 1}`): those are no field of the request, whatever their
+/// name, and [`RawFields::unknown`] names them.
 #[derive(Debug, Default)]
-pub struct RawFields(BTreeMap<String, Box<RawValue>>);
+pub struct RawFields(BTreeMap<String, Box<RawValue>>, Vec<String>);
 
 /// What a body read as raw fields could not be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,12 +32,12 @@ impl RawFields {
             serde_json::from_slice(bytes).map_err(|_| NotAnObject)?;
         if let Some(inner) = outer.get(envelope) {
             if inner.get().trim_start().starts_with('{') {
-                return serde_json::from_str(inner.get())
-                    .map(RawFields)
-                    .map_err(|_| NotAnObject);
+                let fields = serde_json::from_str(inner.get()).map_err(|_| NotAnObject)?;
+                let beside = outer.keys().filter(|name| *name != envelope).cloned();
+                return Ok(RawFields(fields, beside.collect()));
             }
         }
-        Ok(RawFields(outer))
+        Ok(RawFields(outer, Vec::new()))
     }
 
     /// The fields, for tests and fuzzing: built from `(name, JSON text)` pairs.
@@ -49,6 +51,7 @@ impl RawFields {
                         .map(|raw| ((*name).to_owned(), raw))
                 })
                 .collect(),
+            Vec::new(),
         )
     }
 
@@ -123,12 +126,13 @@ impl RawFields {
         }
     }
 
-    /// The names sent that are not among `known`.
+    /// The names sent that are not among `known`, and those sent beside the envelope.
     pub fn unknown<'a>(&'a self, known: &'a [&str]) -> impl Iterator<Item = &'a str> + 'a {
         self.0
             .keys()
             .map(String::as_str)
             .filter(move |name| !known.contains(name))
+            .chain(self.1.iter().map(String::as_str))
     }
 }
 
@@ -152,5 +156,17 @@ mod tests {
         let null = RawFields::read(br#"{"discount": null}"#, "account").unwrap();
         assert!(null.is_null("discount"));
         assert_eq!(null.value("discount"), Some(Value::Null));
+    }
+
+    #[test]
+    fn a_field_beside_the_envelope_is_no_field_of_the_request() {
+        let body = br#"{"account": {"discount": 0.1}, "balance_threshold": {}, "x": 1}"#;
+        let fields = RawFields::read(body, "account").unwrap();
+        assert_eq!(fields.text("balance_threshold"), None);
+        let known = ["discount", "balance_threshold"];
+        assert_eq!(
+            fields.unknown(&known).collect::<Vec<_>>(),
+            ["balance_threshold", "x"]
+        );
     }
 }

@@ -48,6 +48,16 @@ impl Service {
         &self,
         webstore: &Arc<Webstore>,
     ) -> Result<usize, ServiceError> {
+        self.charge_delivered_dates_at(webstore, unix_now()).await
+    }
+
+    /// [`Service::charge_delivered_dates`] as of `now` (Unix seconds): what the duty runs,
+    /// and what a test moving the clock through `delivered_at` calls.
+    pub(crate) async fn charge_delivered_dates_at(
+        &self,
+        webstore: &Arc<Webstore>,
+        now: i64,
+    ) -> Result<usize, ServiceError> {
         let id = &webstore.settings.id;
         let store = self.registry.store();
         if !self.duties_may_write(id) {
@@ -56,10 +66,9 @@ impl Service {
         let Some(frozen) = self.freeze_mark(webstore)? else {
             return Ok(0);
         };
-        let due =
-            webstore
-                .delivered_at
-                .last_charged_day(&webstore.zone, webstore.cutoff, unix_now());
+        let due = webstore
+            .delivered_at
+            .last_charged_day(&webstore.zone, webstore.cutoff, now);
         let last = due.min(frozen.through);
         let mut day = match store.charge_mark(id)? {
             Some(charged) => charged.plus(1),

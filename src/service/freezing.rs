@@ -45,12 +45,21 @@ impl Service {
         &self,
         webstore: &Arc<Webstore>,
     ) -> Result<usize, ServiceError> {
+        self.freeze_locked_dates_at(webstore, unix_now()).await
+    }
+
+    /// [`Service::freeze_locked_dates`] as of `now` (Unix seconds): what the duty runs, and
+    /// what a test moving the clock through cut-offs calls.
+    pub(crate) async fn freeze_locked_dates_at(
+        &self,
+        webstore: &Arc<Webstore>,
+        now: i64,
+    ) -> Result<usize, ServiceError> {
         let id = &webstore.settings.id;
         let store = self.registry.store();
         if !self.duties_may_write(id) {
             return Ok(0);
         }
-        let now = unix_now();
         let last_locked = webstore
             .cutoff
             .first_open_day(&webstore.zone, now - GRACE_SECS)

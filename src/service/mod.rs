@@ -23,8 +23,9 @@
 //! - [`webhooks`]: the operator's view of webhook deliveries, and redelivery;
 //! - [`write_outcome`]: whether a request's write may have reached the log (what tells "nothing
 //!   was changed" from "outcome unknown");
-//! - `tests` and `read_committed_tests` (tests only): the service over a store that fails or
-//!   stalls, requests cut off at every await point, and read committed.
+//! - `tests`, `money_model_tests` and `read_committed_tests` (tests only): the service over a
+//!   store that fails or stalls, requests cut off at every await point, money against a
+//!   reference ledger through the clock and restarts, and read committed.
 //!
 //! Any request may be dropped at any `.await` (its client resets, a deadline passes,
 //! shutdown's grace period ends). So everything acquired here is a guard released by its
@@ -583,6 +584,8 @@ impl Service {
 fn email_taken() -> ServiceError {
     ServiceError::Invalid(FieldErrors::single("email", TAKEN))
 }
+#[cfg(test)]
+mod money_model_tests;
 #[cfg(test)]
 mod read_committed_tests;
 #[cfg(test)]

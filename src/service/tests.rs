@@ -152,14 +152,44 @@ impl Storage for TestDisk {
     }
 }
 
-struct Harness {
-    service: Service,
+pub(super) struct Harness {
+    pub(super) service: Service,
     disk: Arc<TestDisk>,
-    store: Store,
-    webstore: Arc<Webstore>,
+    pub(super) store: Store,
+    pub(super) webstore: Arc<Webstore>,
 }
 
-fn harness(dir: &Path, call_timeout: Duration) -> Harness {
+/// The harness's store under a new service, as after a restart: the old service's actors
+/// stopped, nothing of its memory kept.
+pub(super) fn restarted(h: Harness, call_timeout: Duration) -> Harness {
+    h.service.registry.stop_all();
+    let Harness { disk, store, .. } = h;
+    let catalogue = Arc::new(Catalogue::demo(0));
+    let service =
+        Service::new((*catalogue).clone(), store.clone(), settings(call_timeout)).unwrap();
+    Harness {
+        service,
+        disk,
+        store,
+        webstore: catalogue.webstores()[0].clone(),
+    }
+}
+
+fn settings(call_timeout: Duration) -> ServiceSettings {
+    ServiceSettings {
+        call_timeout,
+        password_hashers: 1,
+        password_queue: 4,
+        max_calls_per_customer: 8,
+        max_calls_in_flight: 64,
+        id_range: Default::default(),
+        idempotency_ttl_secs: 86_400,
+        webstores: None,
+        admission_slots: 64,
+    }
+}
+
+pub(super) fn harness(dir: &Path, call_timeout: Duration) -> Harness {
     harness_with(dir, call_timeout, false)
 }
 
@@ -184,19 +214,9 @@ fn harness_with(dir: &Path, call_timeout: Duration, listing_held: bool) -> Harne
         None,
     )
     .unwrap();
-    let settings = ServiceSettings {
-        call_timeout,
-        password_hashers: 1,
-        password_queue: 4,
-        max_calls_per_customer: 8,
-        max_calls_in_flight: 64,
-        id_range: Default::default(),
-        idempotency_ttl_secs: 86_400,
-        webstores: None,
-        admission_slots: 64,
-    };
     let catalogue = Arc::new(Catalogue::demo(0));
-    let service = Service::new((*catalogue).clone(), store.clone(), settings).unwrap();
+    let service =
+        Service::new((*catalogue).clone(), store.clone(), settings(call_timeout)).unwrap();
     Harness {
         service,
         disk,
@@ -209,11 +229,11 @@ fn body(value: Value) -> Map<String, Value> {
     value.as_object().cloned().unwrap()
 }
 
-fn order_body(value: Value) -> OrderBody {
+pub(super) fn order_body(value: Value) -> OrderBody {
     OrderBody::from_object(body(value))
 }
 
-fn customer_body(email: &str) -> Map<String, Value> {
+pub(super) fn customer_body(email: &str) -> Map<String, Value> {
     body(
         json!({"first_name": "Ann", "email": email, "delivery_service_id": 91,
         "address": {"address_1": "1 Road", "city": "York"}, "password": "correct horse"}),

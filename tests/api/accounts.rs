@@ -697,6 +697,18 @@ async fn the_discount_and_spend_limit_are_set_read_exactly_and_refused_whole() {
     for field in ["discount", "balance_threshold", "balance", "x"] {
         assert!(errors.contains_key(field), "{field}: {errors:?}");
     }
+    let beside = app
+        .patch_json(
+            &path,
+            &json!({"account": {"discount": 0.1}, "balance_threshold": {}}),
+        )
+        .await;
+    beside.assert_status(422);
+    assert_eq!(
+        beside.field_errors().keys().collect::<Vec<_>>(),
+        ["balance_threshold"],
+        "a field beside the envelope is no field of the request"
+    );
     for discount in [json!(0.12345), json!("lots"), json!(-0.1), Value::Null] {
         let refused = app.patch_json(&path, &json!({"discount": discount})).await;
         refused.assert_status(422);
